@@ -1,0 +1,363 @@
+"""The ``jetstream`` Airflow connection: its fields, their validation, and nats-py connect options.
+
+Pure logic, no network: :class:`JetStreamConnectionConfig` is built from an Airflow ``Connection``
+(UI form, ``AIRFLOW_CONN_*`` URI or JSON), checks every field before anything connects, and turns
+into keyword arguments for ``nats.aio.client.Client.connect``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
+
+from airflow_provider_jetstream.exceptions import JetStreamConfigError
+
+if TYPE_CHECKING:
+    from airflow.sdk import Connection
+
+DEFAULT_PORT = 4222
+SCHEMES = ("nats", "tls", "ws", "wss")
+
+#: Extra fields of the connection, with their meaning (shown in docs and error messages).
+EXTRA_FIELDS: dict[str, str] = {
+    "token": "authentication token (secret)",
+    "nkey_seed": "NKey user seed, 'SU...' (secret)",
+    "creds_file": "path of a .creds file (user JWT + NKey seed)",
+    "creds": "content of a .creds file, for secret backends (secret)",
+    "tls_ca_file": "CA certificate file (PEM) that verifies the server",
+    "tls_cert_file": "client certificate file (PEM), for mutual TLS",
+    "tls_key_file": "client private key file (PEM), for mutual TLS",
+    "tls_verify": "verify the server's certificate and hostname (default true)",
+    "tls_hostname": "hostname expected in the server certificate (default: the server's host)",
+    "tls_handshake_first": "TLS handshake before the NATS INFO (server option handshake_first)",
+    "domain": "JetStream domain, API prefix $JS.<domain>.API",
+    "api_prefix": "JetStream API prefix, e.g. an imported JS.acc@hub.API",
+    "client_name": "client name shown in the server's connz",
+    "connect_timeout": "seconds to establish the connection, all servers included (default 5)",
+    "allow_reconnect": "reconnect after a lost connection (default true)",
+    "max_reconnect_attempts": "reconnect attempts per server, -1 forever (default 60)",
+    "reconnect_time_wait": "seconds between reconnect attempts to one server (default 2)",
+}
+
+#: Fields whose values are secrets: masked in logs and never put in messages.
+SECRET_EXTRA_FIELDS = ("token", "nkey_seed", "creds")
+
+_NAME_FORBIDDEN = re.compile(r"[\s.*>/\\]")
+
+
+def validate_domain(domain: str, field_name: str = "domain") -> str:
+    """Return ``domain`` if it is a valid JetStream domain name, else raise naming the field."""
+    if not isinstance(domain, str) or not domain or _NAME_FORBIDDEN.search(domain):
+        raise JetStreamConfigError(
+            f"{field_name}={domain!r} is not a JetStream domain name: use a non-empty name without "
+            "whitespace, '.', '*', '>' or path separators (e.g. 'hub', 'leaf-a')"
+        )
+    return domain
+
+
+def validate_api_prefix(api_prefix: str, field_name: str = "api_prefix") -> str:
+    """Return ``api_prefix`` without a trailing dot if it is a valid subject prefix."""
+    prefix = api_prefix.rstrip(".") if isinstance(api_prefix, str) else api_prefix
+    if not isinstance(prefix, str) or not prefix or re.search(r"[\s*>]", prefix) or ".." in prefix:
+        raise JetStreamConfigError(
+            f"{field_name}={api_prefix!r} is not a JetStream API prefix: use a subject without "
+            "whitespace or wildcards, e.g. '$JS.hub.API' or 'JS.acc@hub.API'"
+        )
+    return prefix
+
+
+def api_prefix_for(domain: str | None = None, api_prefix: str | None = None) -> str:
+    """The JetStream API prefix for a domain or an explicit prefix (at most one of them)."""
+    if domain and api_prefix:
+        raise JetStreamConfigError(
+            f"domain={domain!r} and api_prefix={api_prefix!r} were both given: a domain means the "
+            f"prefix '$JS.{domain}.API', so give one or the other"
+        )
+    if api_prefix:
+        return validate_api_prefix(api_prefix)
+    if domain:
+        return f"$JS.{validate_domain(domain)}.API"
+    return "$JS.API"
+
+
+def redact_url(url: str) -> str:
+    """``url`` without the password or token in its userinfo (``nats://acc:***@host:4222``)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparseable url>"
+    if not parts.username and not parts.password:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    user = f"{parts.username}:***" if parts.password else "***"
+    return urlunsplit((parts.scheme, f"{user}@{host}", parts.path, parts.query, parts.fragment))
+
+
+def _closest(key: str, known: list[str]) -> str:
+    match = difflib.get_close_matches(key, known, n=1)
+    return f" (did you mean {match[0]!r}?)" if match else ""
+
+
+def _as_bool(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise JetStreamConfigError(f"{name}={value!r} is not a boolean: use true or false")
+
+
+def _as_number(name: str, value: Any, *, minimum: float, integer: bool = False) -> float:
+    try:
+        number = int(value) if integer else float(value)
+    except (TypeError, ValueError):
+        number = None
+    if number is None or number < minimum or isinstance(value, bool):
+        kind = "an integer" if integer else "a number"
+        raise JetStreamConfigError(f"{name}={value!r} is not allowed: use {kind} >= {minimum:g}")
+    return number
+
+
+@dataclass(frozen=True)
+class JetStreamConnectionConfig:
+    """Everything needed to connect to NATS and address JetStream, validated.
+
+    Built by :meth:`from_connection`; the secrets are kept out of ``repr``.
+    """
+
+    conn_id: str
+    servers: list[str]
+    user: str | None = None
+    password: str | None = field(default=None, repr=False)
+    token: str | None = field(default=None, repr=False)
+    nkey_seed: str | None = field(default=None, repr=False)
+    creds_file: str | None = None
+    creds: str | None = field(default=None, repr=False)
+    tls_ca_file: str | None = None
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    tls_verify: bool = True
+    tls_hostname: str | None = None
+    tls_handshake_first: bool = False
+    domain: str | None = None
+    api_prefix: str | None = None
+    client_name: str | None = None
+    connect_timeout: float = 5.0
+    allow_reconnect: bool = True
+    max_reconnect_attempts: int = 60
+    reconnect_time_wait: float = 2.0
+
+    @classmethod
+    def from_connection(cls, conn: Connection) -> JetStreamConnectionConfig:
+        """Validate an Airflow connection of type ``jetstream``; raise naming the bad field."""
+        conn_id = conn.conn_id or "<unnamed>"
+        extra = conn.extra_dejson if conn.extra else {}
+        if not isinstance(extra, Mapping):
+            raise JetStreamConfigError(f"connection {conn_id!r}: extra must be a JSON object")
+        return cls.from_fields(
+            conn_id=conn_id,
+            host=conn.host,
+            port=conn.port,
+            login=conn.login,
+            password=conn.password,
+            schema=conn.schema,
+            extra=dict(extra),
+        )
+
+    @classmethod
+    def from_fields(
+        cls,
+        *,
+        conn_id: str,
+        host: str | None,
+        port: int | None = None,
+        login: str | None = None,
+        password: str | None = None,
+        schema: str | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> JetStreamConnectionConfig:
+        """Build from the connection's fields (host, port, login, password, extra)."""
+        # The UI may store form fields as "extra__jetstream__<name>"; both spellings are accepted.
+        extra = {k.removeprefix("extra__jetstream__"): v for k, v in (extra or {}).items() if v not in (None, "")}
+        where = f"connection {conn_id!r}"
+        unknown = sorted(set(extra) - set(EXTRA_FIELDS))
+        if unknown:
+            key = unknown[0]
+            raise JetStreamConfigError(
+                f"{where}: unknown extra field {key!r}{_closest(key, list(EXTRA_FIELDS))}; "
+                f"known fields: {', '.join(EXTRA_FIELDS)}"
+            )
+        try:
+            servers = _servers(host, port, schema)
+            if extra.get("domain") and extra.get("api_prefix"):
+                api_prefix_for(extra["domain"], extra["api_prefix"])
+            if extra.get("domain"):
+                validate_domain(extra["domain"])
+            if extra.get("api_prefix"):
+                extra["api_prefix"] = validate_api_prefix(extra["api_prefix"])
+            if "token" in extra and (login or password):
+                raise JetStreamConfigError("token and login/password were both given: a server takes one of them")
+            if "creds" in extra and "creds_file" in extra:
+                raise JetStreamConfigError("creds and creds_file were both given: give one of them")
+            if ("creds" in extra or "creds_file" in extra) and "nkey_seed" in extra:
+                raise JetStreamConfigError(
+                    "nkey_seed and creds/creds_file were both given: a .creds file already holds the seed"
+                )
+            if "nkey_seed" in extra and not str(extra["nkey_seed"]).strip().startswith("SU"):
+                raise JetStreamConfigError("nkey_seed is not a user NKey seed: it must start with 'SU'")
+            if bool(extra.get("tls_cert_file")) != bool(extra.get("tls_key_file")):
+                raise JetStreamConfigError(
+                    "tls_cert_file and tls_key_file go together: give both for mutual TLS, or neither"
+                )
+            numbers = {
+                "connect_timeout": _as_number("connect_timeout", extra.get("connect_timeout", 5), minimum=0.1),
+                "max_reconnect_attempts": int(
+                    _as_number(
+                        "max_reconnect_attempts", extra.get("max_reconnect_attempts", 60), minimum=-1, integer=True
+                    )
+                ),
+                "reconnect_time_wait": _as_number(
+                    "reconnect_time_wait", extra.get("reconnect_time_wait", 2), minimum=0
+                ),
+            }
+            flags = {
+                name: _as_bool(name, extra.get(name, default))
+                for name, default in (("tls_verify", True), ("tls_handshake_first", False), ("allow_reconnect", True))
+            }
+        except JetStreamConfigError as err:
+            raise JetStreamConfigError(f"{where}: {err}") from None
+        text = {
+            name: str(extra[name])
+            for name in EXTRA_FIELDS
+            if name in extra and name not in numbers and name not in flags
+        }
+        return cls(
+            conn_id=conn_id, servers=servers, user=login or None, password=password or None, **text, **numbers, **flags
+        )
+
+    @property
+    def uses_tls(self) -> bool:
+        return bool(
+            self.tls_ca_file
+            or self.tls_cert_file
+            or not self.tls_verify
+            or self.tls_handshake_first
+            or any(urlsplit(s).scheme in ("tls", "wss") for s in self.servers)
+        )
+
+    @property
+    def redacted_servers(self) -> list[str]:
+        return [redact_url(s) for s in self.servers]
+
+    @property
+    def secrets(self) -> list[str]:
+        """Every secret value of this connection, for the secrets masker."""
+        values = [self.password, self.token, self.nkey_seed, self.creds]
+        for server in self.servers:
+            password = urlsplit(server).password
+            values.append(password)
+        return [v for v in values if v]
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The client TLS context (CA, client certificate, verification), or None without TLS."""
+        if not self.uses_tls:
+            return None
+        ctx = ssl.create_default_context(cafile=self.tls_ca_file)
+        if not self.tls_verify:
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        if self.tls_cert_file:
+            ctx.load_cert_chain(self.tls_cert_file, self.tls_key_file)
+        return ctx
+
+    def connect_options(self) -> dict[str, Any]:
+        """Keyword arguments for ``nats.aio.client.Client.connect`` (secrets included: never log)."""
+        from nats.aio.client import RawCredentials
+
+        options: dict[str, Any] = {
+            "servers": list(self.servers),
+            "name": self.client_name,
+            "connect_timeout": self.connect_timeout,
+            "allow_reconnect": self.allow_reconnect,
+            "max_reconnect_attempts": self.max_reconnect_attempts,
+            "reconnect_time_wait": self.reconnect_time_wait,
+        }
+        if self.user or self.password:
+            options.update(user=self.user, password=self.password)
+        if self.token:
+            options["token"] = self.token
+        if self.nkey_seed:
+            options["nkeys_seed_str"] = self.nkey_seed.strip()
+        if self.creds_file:
+            options["user_credentials"] = self.creds_file
+        if self.creds:
+            options["user_credentials"] = RawCredentials(self.creds)
+        tls = self.ssl_context()
+        if tls is not None:
+            options["tls"] = tls
+            options["tls_handshake_first"] = self.tls_handshake_first
+            if self.tls_hostname:
+                options["tls_hostname"] = self.tls_hostname
+        return options
+
+    @property
+    def auth_method(self) -> str:
+        """Which credentials this connection presents, in words (no secret)."""
+        if self.creds or self.creds_file:
+            return "creds (user JWT)"
+        if self.nkey_seed:
+            return "NKey"
+        if self.token:
+            return "token"
+        if self.user:
+            return f"user {self.user!r}"
+        return "no credentials"
+
+    def describe(self) -> str:
+        """A one-line, secret-free description for logs: servers, auth method, JetStream target."""
+        if self.domain:
+            target = f"domain {self.domain!r}"
+        elif self.api_prefix:
+            target = f"API prefix {self.api_prefix!r}"
+        else:
+            target = "local JetStream"
+        tls = ", TLS" if self.uses_tls else ""
+        return f"{', '.join(self.redacted_servers)} ({self.auth_method}{tls}; {target})"
+
+
+def _servers(host: str | None, port: int | None, schema: str | None) -> list[str]:
+    """Turn the host field (one host, or a comma list of hosts / URLs) into server URLs."""
+    if not host or not host.strip():
+        raise JetStreamConfigError(
+            "host is empty: give a server or a comma-separated list, e.g. nats://hub-1:4222,nats://hub-2:4222"
+        )
+    default_scheme = schema if schema in SCHEMES else "nats"
+    servers = []
+    for item in (part.strip() for part in host.split(",")):
+        if not item:
+            continue
+        url = item if "://" in item else f"{default_scheme}://{item}"
+        try:
+            parts = urlsplit(url)
+            parsed_port = parts.port
+        except ValueError:
+            raise JetStreamConfigError(f"host entry {redact_url(item)!r} is not a server address") from None
+        if parts.scheme not in SCHEMES or not parts.hostname:
+            raise JetStreamConfigError(
+                f"host entry {redact_url(item)!r} is not allowed: use host[:port] or a URL with "
+                f"scheme {', '.join(s + '://' for s in SCHEMES)}"
+            )
+        if parsed_port is None and parts.scheme in ("nats", "tls"):
+            netloc = parts.netloc + f":{port or DEFAULT_PORT}"
+            url = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+        servers.append(url)
+    return servers

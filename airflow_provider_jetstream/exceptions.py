@@ -1,0 +1,21 @@
+"""Errors of the JetStream provider. Messages name the connection and the field, never a secret."""
+
+from __future__ import annotations
+
+from airflow.exceptions import AirflowException
+
+
+class JetStreamError(AirflowException):
+    """Base class of every error this provider raises on purpose."""
+
+
+class JetStreamConfigError(JetStreamError, ValueError):
+    """A connection field, operator argument or spec is invalid; nothing was sent to a server."""
+
+
+class JetStreamConnectionError(JetStreamError):
+    """No NATS connection could be made: unreachable servers, bad credentials, TLS failure."""
+
+
+class JetStreamDomainUnavailableError(JetStreamError):
+    """No JetStream answered for the requested domain or API prefix."""

@@ -1,0 +1,319 @@
+"""``JetStreamHook``: NATS connections and JetStream contexts from an Airflow ``jetstream`` connection."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import ssl
+import weakref
+from collections.abc import AsyncIterator, Coroutine
+from typing import Any, TypeVar
+
+import nats.errors
+import nats.js.errors
+from airflow.sdk import BaseHook
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+
+from airflow_provider_jetstream.connection import JetStreamConnectionConfig, api_prefix_for
+from airflow_provider_jetstream.exceptions import (
+    JetStreamConfigError,
+    JetStreamConnectionError,
+    JetStreamDomainUnavailableError,
+    JetStreamError,
+)
+from airflow_provider_jetstream.utils.sync import run_sync
+
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+# Open connections by event loop and connection id: every hook running in one event loop (the
+# triggerer's, or one operator's) shares one NATS connection per Airflow connection.
+_OPEN: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _SharedConnection]] = weakref.WeakKeyDictionary()
+
+
+class _SharedConnection:
+    def __init__(self, nc: Client) -> None:
+        self.nc = nc
+        self.users = 0
+
+
+class JetStreamHook(BaseHook):
+    """Connects to NATS and addresses JetStream in any domain, from a ``jetstream`` connection.
+
+    :param jetstream_conn_id: Airflow connection id. Default ``jetstream_default``.
+    :param domain: JetStream domain to address (``$JS.<domain>.API``). Default: the connection's.
+    :param api_prefix: JetStream API prefix, e.g. an imported ``JS.acc@hub.API``. Default: the
+        connection's. ``domain`` and ``api_prefix`` exclude each other.
+    """
+
+    conn_name_attr = "jetstream_conn_id"
+    default_conn_name = "jetstream_default"
+    conn_type = "jetstream"
+    hook_name = "NATS JetStream"
+
+    def __init__(
+        self,
+        jetstream_conn_id: str = default_conn_name,
+        domain: str | None = None,
+        api_prefix: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        api_prefix_for(domain, api_prefix)  # validates both, and that they exclude each other
+        self.jetstream_conn_id = jetstream_conn_id
+        self.domain = domain
+        self.api_prefix = api_prefix
+        self._config: JetStreamConnectionConfig | None = None
+
+    # -- connection settings -------------------------------------------------------------------
+
+    def get_conn_config(self) -> JetStreamConnectionConfig:
+        """The validated connection settings (looked up once; secrets registered for masking)."""
+        if self._config is None:
+            self._config = self._validated(self.get_connection(self.jetstream_conn_id))
+        return self._config
+
+    async def aget_conn_config(self) -> JetStreamConnectionConfig:
+        """Like :meth:`get_conn_config`, without blocking the event loop (for triggers)."""
+        if self._config is None:
+            self._config = self._validated(await self.aget_connection(self.jetstream_conn_id))
+        return self._config
+
+    @staticmethod
+    def _validated(conn: Any) -> JetStreamConnectionConfig:
+        config = JetStreamConnectionConfig.from_connection(conn)
+        from airflow.sdk.log import mask_secret
+
+        for secret in config.secrets:
+            mask_secret(secret)
+        return config
+
+    def resolve_api_prefix(self, domain: str | None = None, api_prefix: str | None = None) -> str:
+        """The JetStream API prefix to use: the arguments', else the hook's, else the connection's."""
+        if domain or api_prefix:
+            return api_prefix_for(domain, api_prefix)
+        if self.domain or self.api_prefix:
+            return api_prefix_for(self.domain, self.api_prefix)
+        config = self._config or self.get_conn_config()
+        return api_prefix_for(config.domain, config.api_prefix)
+
+    def describe_target(self, domain: str | None = None, api_prefix: str | None = None) -> str:
+        """Human words for a JetStream target: ``domain 'leaf'`` or ``API prefix 'JS.acc@hub.API'``."""
+        prefix = self.resolve_api_prefix(domain, api_prefix)
+        if prefix == "$JS.API":
+            return "the local JetStream domain"
+        if prefix.startswith("$JS.") and prefix.endswith(".API") and prefix.count(".") == 2:
+            return f"domain {prefix.split('.')[1]!r}"
+        return f"API prefix {prefix!r}"
+
+    # -- async core ----------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def aconnect(self) -> AsyncIterator[Client]:
+        """A connected nats-py client; drained on normal exit, closed on error or cancellation.
+
+        Nested or concurrent uses in one event loop share one connection per connection id; it
+        is closed when the last user leaves.
+        """
+        config = await self.aget_conn_config()
+        loop = asyncio.get_running_loop()
+        shared_by_id = _OPEN.setdefault(loop, {})
+        shared = shared_by_id.get(config.conn_id)
+        if shared is None or shared.nc.is_closed:
+            shared = _SharedConnection(await open_connection(config))
+            shared_by_id[config.conn_id] = shared
+        shared.users += 1
+        failed = False
+        try:
+            yield shared.nc
+        except BaseException:
+            failed = True
+            raise
+        finally:
+            shared.users -= 1
+            if shared.users == 0:
+                if shared_by_id.get(config.conn_id) is shared:
+                    del shared_by_id[config.conn_id]
+                await asyncio.shield(_release(shared.nc, drain=not failed))
+
+    @contextlib.asynccontextmanager
+    async def ajetstream(
+        self, domain: str | None = None, api_prefix: str | None = None
+    ) -> AsyncIterator[JetStreamContext]:
+        """A JetStream context for a domain or API prefix (default: the hook's, then the connection's).
+
+        Several contexts, for several domains, share one NATS connection. A JetStream API call
+        that no server answers raises :class:`JetStreamDomainUnavailableError` naming the target.
+        """
+        prefix = self.resolve_api_prefix(domain, api_prefix)
+        async with self.aconnect() as nc:
+            try:
+                yield nc.jetstream(prefix=prefix)
+            except (nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError) as err:
+                raise self._no_jetstream(domain, api_prefix) from err
+
+    async def aaccount_info(
+        self, nc: Client, domain: str | None = None, api_prefix: str | None = None
+    ) -> dict[str, Any]:
+        """The raw JetStream account info of a domain (with ``domain`` and ``api.level``).
+
+        nats-py's ``account_info()`` drops the API level, which tells what the server supports.
+        """
+        prefix = self.resolve_api_prefix(domain, api_prefix)
+        config = await self.aget_conn_config()
+        try:
+            reply = await nc.request(f"{prefix}.INFO", b"", timeout=config.connect_timeout)
+        except (nats.errors.NoRespondersError, nats.errors.TimeoutError) as err:
+            raise self._no_jetstream(domain, api_prefix) from err
+        info = json.loads(reply.data)
+        if "error" in info:
+            error = info["error"]
+            raise JetStreamError(
+                f"connection {config.conn_id!r}: JetStream in {self.describe_target(domain, api_prefix)} "
+                f"refused account info: {error.get('description')} (code {error.get('code')})"
+            )
+        return info
+
+    def _no_jetstream(self, domain: str | None, api_prefix: str | None) -> JetStreamDomainUnavailableError:
+        config = self._config
+        conn_id = config.conn_id if config else self.jetstream_conn_id
+        timeout = config.connect_timeout if config else None
+        prefix = self.resolve_api_prefix(domain, api_prefix)
+        target = self.describe_target(domain, api_prefix)
+        hint = (
+            "is the leaf connected, is the name right?"
+            if target.startswith("domain")
+            else "is JetStream enabled for this account, and the API exported and imported?"
+        )
+        return JetStreamDomainUnavailableError(
+            f"connection {conn_id!r}: no JetStream responded in {target} ({prefix}) within {timeout}s: {hint}"
+        )
+
+    # -- sync edge -----------------------------------------------------------------------------
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run a coroutine of this hook's to completion from synchronous code (operators, pokes)."""
+        return run_sync(coro)
+
+    def test_connection(self) -> tuple[bool, str]:
+        """Connect and ask the target domain's JetStream for its account info.
+
+        Returns ``(True, "<server, version, url; domain, API level, streams>")`` or
+        ``(False, reason)``; the reason never holds a secret.
+        """
+        try:
+            return True, self.run(self._atest_connection())
+        except (JetStreamError, ValueError) as err:
+            return False, str(err)
+
+    async def _atest_connection(self) -> str:
+        async with self.aconnect() as nc:
+            server_info = getattr(nc, "_server_info", {})  # nats-py keeps the INFO it got privately
+            url = nc.connected_url
+            connected = f"{url.scheme}://{url.hostname}:{url.port}" if url else "?"
+            account = await self.aaccount_info(nc)
+        return (
+            f"Connected to NATS server {server_info.get('server_name', '?')!r} "
+            f"version {server_info.get('version', '?')} at {connected}; "
+            f"JetStream domain {account.get('domain') or '(none)'!r}, "
+            f"API level {account.get('api', {}).get('level', 0)}, "
+            f"{account.get('streams', 0)} streams, {account.get('consumers', 0)} consumers"
+        )
+
+
+async def open_connection(config: JetStreamConnectionConfig) -> Client:
+    """Connect to NATS, trying every server once within ``connect_timeout``.
+
+    nats-py retries the first connect by the reconnect settings (and forever with
+    ``max_reconnect_attempts=0``); here the first connect fails fast with a clear error, and the
+    reconnect settings apply once connected.
+    """
+    nc = Client()
+    seen: list[BaseException] = []
+    conn_id = config.conn_id
+
+    async def on_error(err: Exception) -> None:
+        seen.append(err)
+        log.debug("NATS connection %r: %s: %s", conn_id, type(err).__name__, err)
+
+    async def on_disconnected() -> None:
+        log.info("NATS connection %r: disconnected", conn_id)
+
+    async def on_reconnected() -> None:
+        log.info("NATS connection %r: reconnected", conn_id)
+
+    options = config.connect_options()
+    after_connect = {
+        key: options.pop(key) for key in ("allow_reconnect", "max_reconnect_attempts", "reconnect_time_wait")
+    }
+    options.update(
+        allow_reconnect=False,
+        max_reconnect_attempts=1,
+        reconnect_time_wait=0.05,
+        error_cb=on_error,
+        disconnected_cb=on_disconnected,
+        reconnected_cb=on_reconnected,
+    )
+    try:
+        await asyncio.wait_for(nc.connect(**options), timeout=config.connect_timeout)
+    except asyncio.CancelledError:
+        await asyncio.shield(_release(nc, drain=False))
+        raise
+    except Exception as err:  # nats-py raises many kinds; each becomes one clear error
+        await _release(nc, drain=False)
+        raise _connection_error(config, err, seen) from None
+    nc.options.update(after_connect)
+    return nc
+
+
+async def _release(nc: Client, drain: bool, timeout: float = 5.0) -> None:
+    """Drain (flush pending work) or close a client, bounded: nats-py's close can hang after a
+    failed TLS handshake."""
+    with contextlib.suppress(Exception):
+        if nc.is_closed:
+            return
+        if drain and nc.is_connected:
+            await asyncio.wait_for(nc.drain(), timeout)
+        else:
+            await asyncio.wait_for(nc.close(), timeout)
+
+
+def _connection_error(
+    config: JetStreamConnectionConfig, err: BaseException, seen: list[BaseException]
+) -> JetStreamConnectionError:
+    where = f"connection {config.conn_id!r}"
+    tried = ", ".join(config.redacted_servers)
+    errors = [*seen, err]
+    text = " ".join(str(e).lower() for e in errors)
+    if isinstance(err, nats.errors.AuthorizationError) or "authorization violation" in text:
+        return JetStreamConnectionError(
+            f"{where}: authorization violation: the server at {tried} refused the credentials "
+            f"({config.auth_method}); check login/password, token, "
+            "NKey seed or creds"
+        )
+    tls = next((e for e in errors if isinstance(e, ssl.SSLError)), None)
+    if tls is not None:
+        reason = getattr(tls, "verify_message", None) or getattr(tls, "reason", None) or str(tls)
+        return JetStreamConnectionError(
+            f"{where}: TLS failure with {tried}: {reason}; check tls_ca_file, tls_hostname, the "
+            "client certificate, or whether the server expects TLS (handshake_first)"
+        )
+    if isinstance(err, (asyncio.TimeoutError, TimeoutError)):
+        last = f"; last error: {_short(seen[-1])}" if seen else ""
+        return JetStreamConnectionError(
+            f"{where}: no NATS server answered within {config.connect_timeout:g}s; tried {tried}{last}"
+        )
+    last = _short(seen[-1]) if seen else _short(err)
+    return JetStreamConnectionError(f"{where}: no NATS server reachable; tried {tried}; last error: {last}")
+
+
+def _short(err: BaseException) -> str:
+    text = str(err) or type(err).__name__
+    if isinstance(err, ConnectionRefusedError) or "connect call failed" in text.lower():
+        return "connection refused"
+    if isinstance(err, JetStreamConfigError):
+        return text
+    return f"{type(err).__name__}: {text}"

