@@ -1,11 +1,13 @@
-"""Errors of the JetStream provider. Messages name the connection and the field, never a secret."""
+"""Errors of the JetStream provider. Messages name the connection and the field, never a secret.
+
+Plain exceptions (Airflow fails a task on any of them), so Spark executors can import this module
+without Airflow.
+"""
 
 from __future__ import annotations
 
-from airflow.exceptions import AirflowException
 
-
-class JetStreamError(AirflowException):
+class JetStreamError(Exception):
     """Base class of every error this provider raises on purpose."""
 
 

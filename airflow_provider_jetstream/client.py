@@ -1,0 +1,115 @@
+"""Connecting nats-py to the servers of a :class:`JetStreamConnectionConfig`, with clear errors.
+
+Free of Airflow imports: the hook uses it, and so do Spark executors, which import only this
+package's Airflow-free modules (``connection``, ``client``, ``exceptions``) and nats-py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import ssl
+
+import nats.errors
+from nats.aio.client import Client
+
+from airflow_provider_jetstream.connection import JetStreamConnectionConfig
+from airflow_provider_jetstream.exceptions import JetStreamConfigError, JetStreamConnectionError
+
+log = logging.getLogger(__name__)
+
+
+async def open_connection(config: JetStreamConnectionConfig) -> Client:
+    """Connect to NATS, trying every server once within ``connect_timeout``.
+
+    nats-py retries the first connect by the reconnect settings (and forever with
+    ``max_reconnect_attempts=0``); here the first connect fails fast with a clear error, and the
+    reconnect settings apply once connected.
+    """
+    nc = Client()
+    seen: list[BaseException] = []
+    conn_id = config.conn_id
+
+    async def on_error(err: Exception) -> None:
+        seen.append(err)
+        log.debug("NATS connection %r: %s: %s", conn_id, type(err).__name__, err)
+
+    async def on_disconnected() -> None:
+        log.info("NATS connection %r: disconnected", conn_id)
+
+    async def on_reconnected() -> None:
+        log.info("NATS connection %r: reconnected", conn_id)
+
+    options = config.connect_options()
+    after_connect = {
+        key: options.pop(key) for key in ("allow_reconnect", "max_reconnect_attempts", "reconnect_time_wait")
+    }
+    options.update(
+        allow_reconnect=False,
+        max_reconnect_attempts=1,
+        reconnect_time_wait=0.05,
+        error_cb=on_error,
+        disconnected_cb=on_disconnected,
+        reconnected_cb=on_reconnected,
+    )
+    try:
+        await asyncio.wait_for(nc.connect(**options), timeout=config.connect_timeout)
+    except asyncio.CancelledError:
+        await asyncio.shield(release(nc, drain=False))
+        raise
+    except Exception as err:  # nats-py raises many kinds; each becomes one clear error
+        await release(nc, drain=False)
+        raise _connection_error(config, err, seen) from None
+    nc.options.update(after_connect)
+    return nc
+
+
+async def release(nc: Client, drain: bool, timeout: float = 5.0) -> None:
+    """Drain (flush pending work) or close a client, bounded: nats-py's close can hang after a
+    failed TLS handshake."""
+    with contextlib.suppress(Exception):
+        if nc.is_closed:
+            return
+        if drain and nc.is_connected:
+            await asyncio.wait_for(nc.drain(), timeout)
+        else:
+            await asyncio.wait_for(nc.close(), timeout)
+
+
+def _connection_error(
+    config: JetStreamConnectionConfig, err: BaseException, seen: list[BaseException]
+) -> JetStreamConnectionError:
+    where = f"connection {config.conn_id!r}"
+    tried = ", ".join(config.redacted_servers)
+    errors = [*seen, err]
+    text = " ".join(str(e).lower() for e in errors)
+    if isinstance(err, nats.errors.AuthorizationError) or "authorization violation" in text:
+        return JetStreamConnectionError(
+            f"{where}: authorization violation: the server at {tried} refused the credentials "
+            f"({config.auth_method}); check login/password, token, "
+            "NKey seed or creds"
+        )
+    tls = next((e for e in errors if isinstance(e, ssl.SSLError)), None)
+    if tls is not None:
+        reason = getattr(tls, "verify_message", None) or getattr(tls, "reason", None) or str(tls)
+        return JetStreamConnectionError(
+            f"{where}: TLS failure with {tried}: {reason}; check tls_ca_file, tls_hostname, the "
+            "client certificate, or whether the server expects TLS (handshake_first)"
+        )
+    if isinstance(err, (asyncio.TimeoutError, TimeoutError)):
+        last = f"; last error: {_short(seen[-1])}" if seen else ""
+        return JetStreamConnectionError(
+            f"{where}: no NATS server answered within {config.connect_timeout:g}s; tried {tried}{last}"
+        )
+    last = _short(seen[-1]) if seen else _short(err)
+    return JetStreamConnectionError(f"{where}: no NATS server reachable; tried {tried}; last error: {last}")
+
+
+def _short(err: BaseException) -> str:
+    text = str(err) or type(err).__name__
+    if isinstance(err, ConnectionRefusedError) or "connect call failed" in text.lower():
+        return "connection refused"
+    if isinstance(err, JetStreamConfigError):
+        return text
+    return f"{type(err).__name__}: {text}"
