@@ -36,7 +36,10 @@ async def open_connection(config: JetStreamConnectionConfig) -> Client:
         log.debug("NATS connection %r: %s: %s", conn_id, type(err).__name__, err)
 
     async def on_disconnected() -> None:
-        log.info("NATS connection %r: disconnected", conn_id)
+        if nc.is_closed or nc.is_draining:
+            log.debug("NATS connection %r: closed", conn_id)
+        else:
+            log.warning("NATS connection %r: disconnected, reconnecting", conn_id)
 
     async def on_reconnected() -> None:
         log.info("NATS connection %r: reconnected", conn_id)

@@ -23,29 +23,77 @@ if TYPE_CHECKING:
 DEFAULT_PORT = 4222
 SCHEMES = ("nats", "tls", "ws", "wss")
 
-#: Extra fields of the connection, with their meaning (shown in docs and error messages).
-EXTRA_FIELDS: dict[str, str] = {
-    "token": "authentication token (secret)",
-    "nkey_seed": "NKey user seed, 'SU...' (secret)",
-    "creds_file": "path of a .creds file (user JWT + NKey seed)",
-    "creds": "content of a .creds file, for secret backends (secret)",
-    "tls_ca_file": "CA certificate file (PEM) that verifies the server",
-    "tls_cert_file": "client certificate file (PEM), for mutual TLS",
-    "tls_key_file": "client private key file (PEM), for mutual TLS",
-    "tls_verify": "verify the server's certificate and hostname (default true)",
-    "tls_hostname": "hostname expected in the server certificate (default: the server's host)",
-    "tls_handshake_first": "TLS handshake before the NATS INFO (server option handshake_first)",
-    "domain": "JetStream domain, API prefix $JS.<domain>.API",
-    "api_prefix": "JetStream API prefix, e.g. an imported JS.acc@hub.API",
-    "client_name": "client name shown in the server's connz",
-    "connect_timeout": "seconds to establish the connection, all servers included (default 5)",
-    "allow_reconnect": "reconnect after a lost connection (default true)",
-    "max_reconnect_attempts": "reconnect attempts per server, -1 forever (default 60)",
-    "reconnect_time_wait": "seconds between reconnect attempts to one server (default 2)",
-}
 
-#: Fields whose values are secrets: masked in logs and never put in messages.
-SECRET_EXTRA_FIELDS = ("token", "nkey_seed", "creds")
+@dataclass(frozen=True)
+class ExtraField:
+    """One extra field of the connection: its form label, meaning, JSON type and default."""
+
+    label: str
+    description: str
+    kind: str = "string"
+    default: Any = None
+    secret: bool = False
+    placeholder: str | None = None
+
+
+#: The connection's extra fields; the UI form (provider info) and the validation both read this.
+EXTRA_FIELDS: dict[str, ExtraField] = {
+    "token": ExtraField(
+        "Token",
+        "Authentication token, instead of user/password.",
+        secret=True,
+        placeholder="token (instead of user/password)",
+    ),
+    "nkey_seed": ExtraField("NKey seed", "User NKey seed (starts with 'SU').", secret=True, placeholder="SUAM..."),
+    "creds_file": ExtraField(
+        "Creds file",
+        "Path of a .creds file (user JWT and NKey seed) on the workers.",
+        placeholder="/opt/airflow/secrets/edge.creds",
+    ),
+    "creds": ExtraField(
+        "Creds content",
+        "Content of a .creds file, for secret backends.",
+        secret=True,
+        placeholder="-----BEGIN NATS USER JWT-----...",
+    ),
+    "tls_ca_file": ExtraField(
+        "TLS CA file",
+        "PEM file of the CA that signed the server certificate.",
+        placeholder="/opt/airflow/secrets/ca.pem",
+    ),
+    "tls_cert_file": ExtraField(
+        "TLS client certificate",
+        "PEM client certificate file, for mutual TLS.",
+        placeholder="/opt/airflow/secrets/client-cert.pem",
+    ),
+    "tls_key_file": ExtraField(
+        "TLS client key", "PEM client key file, for mutual TLS.", placeholder="/opt/airflow/secrets/client-key.pem"
+    ),
+    "tls_verify": ExtraField("TLS verify", "Verify the server certificate and hostname.", "boolean", True),
+    "tls_hostname": ExtraField(
+        "TLS hostname",
+        "Hostname expected in the server certificate (default: the host).",
+        placeholder="nats.example.com",
+    ),
+    "tls_handshake_first": ExtraField(
+        "TLS handshake first", "TLS before the NATS INFO (server option handshake_first).", "boolean", False
+    ),
+    "domain": ExtraField(
+        "JetStream domain", "JetStream domain to address: API prefix $JS.<domain>.API.", placeholder="hub"
+    ),
+    "api_prefix": ExtraField(
+        "JetStream API prefix", "Explicit API prefix, e.g. an import (not with domain).", placeholder="JS.acc@hub.API"
+    ),
+    "client_name": ExtraField(
+        "Client name", "Name shown for this client in the server's connection list.", placeholder="airflow"
+    ),
+    "connect_timeout": ExtraField("Connect timeout (s)", "Seconds to connect, all servers included.", "number", 5),
+    "allow_reconnect": ExtraField("Reconnect", "Reconnect after a lost connection.", "boolean", True),
+    "max_reconnect_attempts": ExtraField(
+        "Max reconnect attempts", "Reconnect attempts per server; -1 retries forever.", "integer", 60
+    ),
+    "reconnect_time_wait": ExtraField("Reconnect wait (s)", "Seconds between reconnect attempts.", "number", 2),
+}
 
 _NAME_FORBIDDEN = re.compile(r"[\s.*>/\\]")
 
@@ -218,20 +266,20 @@ class JetStreamConnectionConfig:
                 raise JetStreamConfigError(
                     "tls_cert_file and tls_key_file go together: give both for mutual TLS, or neither"
                 )
+            minimums = {"connect_timeout": 0.1, "max_reconnect_attempts": -1, "reconnect_time_wait": 0}
             numbers = {
-                "connect_timeout": _as_number("connect_timeout", extra.get("connect_timeout", 5), minimum=0.1),
-                "max_reconnect_attempts": int(
-                    _as_number(
-                        "max_reconnect_attempts", extra.get("max_reconnect_attempts", 60), minimum=-1, integer=True
-                    )
-                ),
-                "reconnect_time_wait": _as_number(
-                    "reconnect_time_wait", extra.get("reconnect_time_wait", 2), minimum=0
-                ),
+                name: _as_number(
+                    name,
+                    extra.get(name, EXTRA_FIELDS[name].default),
+                    minimum=minimum,
+                    integer=EXTRA_FIELDS[name].kind == "integer",
+                )
+                for name, minimum in minimums.items()
             }
             flags = {
-                name: _as_bool(name, extra.get(name, default))
-                for name, default in (("tls_verify", True), ("tls_handshake_first", False), ("allow_reconnect", True))
+                name: _as_bool(name, extra.get(name, spec.default))
+                for name, spec in EXTRA_FIELDS.items()
+                if spec.kind == "boolean"
             }
         except JetStreamConfigError as err:
             raise JetStreamConfigError(f"{where}: {err}") from None

@@ -135,3 +135,21 @@ def test_redact_url() -> None:
 
 def test_validate_domain_accepts_hyphens() -> None:
     assert validate_domain("leaf-a") == "leaf-a"
+
+
+def test_uri_form_with_several_servers_and_extras() -> None:
+    from airflow.sdk import Connection
+
+    conn = Connection.from_uri("jetstream://hub-1%3A4222%2Chub-2%3A4222?token=s3cret-tok&domain=leaf", conn_id="edge")
+    config = JetStreamConnectionConfig.from_connection(conn)
+    assert config.servers == ["nats://hub-1:4222", "nats://hub-2:4222"]
+    assert (config.token, config.domain, config.auth_method) == ("s3cret-tok", "leaf", "token")
+
+
+def test_readme_documents_every_extra_field() -> None:
+    from pathlib import Path
+
+    from airflow_provider_jetstream.connection import EXTRA_FIELDS
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert [name for name in EXTRA_FIELDS if f"`{name}`" not in readme] == []

@@ -200,9 +200,11 @@ class JetStreamHook(BaseHook):
         ``(False, reason)``; the reason never holds a secret.
         """
         try:
-            return True, self.run(self._atest_connection())
+            message = self.run(self._atest_connection())
         except (JetStreamError, ValueError) as err:
             return False, str(err)
+        self.log.info("%s", message)  # `airflow connections test` prints only success, so log what was found
+        return True, message
 
     async def _atest_connection(self) -> str:
         async with self.aconnect() as nc:

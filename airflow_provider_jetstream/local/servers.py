@@ -252,6 +252,7 @@ class LocalTopology:
             + f"leafnodes {{\n  listen: {json.dumps(f'{LOOPBACK}:{self.leafnode_port}')}\n}}\n"
             + "include ./accounts.conf\n",
         )
+        self.linked: set[str] = set(leaf_domains or ["leaf"])
         self.leaves: dict[str, NatsServer] = {
             domain: NatsServer(name=f"{domain}-server", workdir=self.workdir, body=self._leaf_body(domain, True))
             for domain in (leaf_domains or ["leaf"])
@@ -302,15 +303,17 @@ class LocalTopology:
 
     def disconnect_leaf(self, domain: str) -> None:
         """Cut a leaf off the hub: restart it without remotes (its own JetStream keeps working)."""
+        self.linked.discard(domain)
         self.leaves[domain].restart(self._leaf_body(domain, linked=False))
 
     def reconnect_leaf(self, domain: str, timeout: float = 30.0) -> None:
         """Restart a leaf with its remotes and wait until its domain answers through the hub."""
+        self.linked.add(domain)
         self.leaves[domain].restart(self._leaf_body(domain, linked=True))
         self.wait_linked(timeout)
 
     def wait_linked(self, timeout: float = 30.0) -> None:
-        """Wait until the JetStream API of every domain answers a client connected to the hub."""
+        """Wait until every linked leaf's two remotes are up and each domain's JetStream answers at the hub."""
         from airflow_provider_jetstream.utils.sync import run_sync
 
         run_sync(self._await_domains(timeout))
@@ -322,16 +325,15 @@ class LocalTopology:
         nc = await nats.connect(self.hub.url, user=user, password=password, allow_reconnect=False)
         try:
             deadline = time.monotonic() + timeout
-            waiting = set(self.domains)
-            while waiting:
+            waiting = {self.hub_domain, *self.linked}
+            while waiting or (self.hub.monitor("leafz").get("leafnodes", 0) != 2 * len(self.linked)):
                 for domain in sorted(waiting):
                     with contextlib.suppress(Exception):
                         await nc.request(f"$JS.{domain}.API.INFO", b"", timeout=1)
                         waiting.discard(domain)
-                if waiting:
-                    if time.monotonic() > deadline:
-                        logs = "\n".join(s._log_tail(5) for s in self.leaves.values())
-                        raise NatsServerError(f"domains {sorted(waiting)} did not answer in {timeout}s\n{logs}")
-                    await asyncio.sleep(0.1)
+                if time.monotonic() > deadline:
+                    logs = "\n".join(s._log_tail(5) for s in self.leaves.values())
+                    raise NatsServerError(f"domains {sorted(waiting)} not linked after {timeout}s\n{logs}")
+                await asyncio.sleep(0.05)
         finally:
             await nc.close()

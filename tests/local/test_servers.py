@@ -1,0 +1,68 @@
+"""The local nats-server harness itself: readiness, leaf cut-off, clean teardown, binary override."""
+
+from __future__ import annotations
+
+import socket
+import stat
+
+import pytest
+
+from airflow_provider_jetstream.local.servers import LocalTopology, NatsServer, NatsServerError, nats_server_binary
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_topology_links_domains_and_stops_without_leaks(tmp_path) -> None:
+    topology = LocalTopology(tmp_path, leaf_domains=["leaf-a", "leaf-b"])
+    with topology:
+        leafz = topology.hub.monitor("leafz")
+        assert leafz["leafnodes"] == 4  # SYS and ACC remotes of each leaf
+        jsz = {
+            server.name: server.monitor("jsz")["config"]["domain"]
+            for server in [topology.hub, *topology.leaves.values()]
+        }
+        assert jsz == {"hub-server": "hub", "leaf-a-server": "leaf-a", "leaf-b-server": "leaf-b"}
+        processes = [s.process for s in [topology.hub, *topology.leaves.values()]]
+        ports = [s.port for s in [topology.hub, *topology.leaves.values()]] + [topology.leafnode_port]
+    assert all(p.poll() is not None for p in processes)
+    assert all(port_is_free(port) for port in ports)
+
+
+def test_teardown_happens_when_the_body_fails(tmp_path) -> None:
+    topology = LocalTopology(tmp_path)
+    with pytest.raises(ZeroDivisionError), topology:
+        process = topology.hub.process
+        1 / 0  # noqa: B018
+    assert process.poll() is not None and port_is_free(topology.hub.port)
+
+
+def test_disconnect_and_reconnect_leaf(tmp_path) -> None:
+    with LocalTopology(tmp_path) as topology:
+        topology.disconnect_leaf("leaf")
+        assert topology.hub.monitor("leafz")["leafnodes"] == 0
+        assert topology.leaves["leaf"].monitor("jsz")["config"]["domain"] == "leaf"
+        topology.reconnect_leaf("leaf")
+        assert topology.hub.monitor("leafz")["leafnodes"] == 2
+
+
+def test_bad_config_fails_with_the_servers_own_words(tmp_path) -> None:
+    with pytest.raises(NatsServerError, match=r"nats-server 'broken' exited: .*Parse error"):
+        NatsServer(name="broken", workdir=tmp_path, body="jetstream { nonsense\n").start()
+
+
+def test_nats_server_bin_overrides_the_binary(tmp_path, monkeypatch) -> None:
+    real = nats_server_binary()
+    marker = tmp_path / "used"
+    wrapper = tmp_path / "my-nats-server"
+    wrapper.write_text(f'#!/bin/sh\necho used > "{marker}"\nexec "{real}" "$@"\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("NATS_SERVER_BIN", str(wrapper))
+    assert nats_server_binary() == str(wrapper)
+    server = NatsServer(name="custom", workdir=tmp_path, body="").start()
+    try:
+        assert marker.read_text().strip() == "used"
+    finally:
+        server.stop()
