@@ -38,12 +38,7 @@ class ExtraField:
 
 #: The connection's extra fields; the UI form (provider info) and the validation both read this.
 EXTRA_FIELDS: dict[str, ExtraField] = {
-    "token": ExtraField(
-        "Token",
-        "Authentication token, instead of user/password.",
-        secret=True,
-        placeholder="token (instead of user/password)",
-    ),
+    "token": ExtraField("Token", "Authentication token, instead of user/password.", secret=True),
     "nkey_seed": ExtraField("NKey seed", "User NKey seed (starts with 'SU').", secret=True, placeholder="SUAM..."),
     "creds_file": ExtraField(
         "Creds file",

@@ -19,7 +19,9 @@ def connection_form_fields() -> dict[str, dict[str, Any]]:
             schema["format"] = "password"  # masked in the form and by the secrets masker
         if spec.default is not None:
             schema["default"] = spec.default
-        fields[name] = {"label": spec.label, "description": spec.description, "schema": schema}
+        # Airflow 3's form shows no placeholder for extra fields, so the example joins the description.
+        example = f" Example: {spec.placeholder}" if spec.placeholder else ""
+        fields[name] = {"label": spec.label, "description": spec.description + example, "schema": schema}
     return fields
 
 
