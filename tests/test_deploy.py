@@ -1,39 +1,123 @@
-"""docker-compose.yml is for users with Docker (none runs here): check it statically, and run its configs."""
+"""docker-compose.yml and deploy/: checked statically (no Docker engine runs here), and the NATS configs
+run for real on local servers with only their ports and store paths moved."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
+import pytest
 import yaml
+from airflow.sdk import Connection
 
-from airflow_provider_jetstream.local.servers import NatsServer
+from airflow_provider_jetstream.connection import JetStreamConnectionConfig
+from airflow_provider_jetstream.local.servers import LocalTopology, NatsServer, accounts_config
 
 REPO = Path(__file__).resolve().parents[1]
+NATS_DIR = REPO / "deploy" / "nats"
 
 
-def test_compose_parses_and_every_mounted_file_exists() -> None:
-    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    return yaml.safe_load((REPO / "docker-compose.yml").read_text())
+
+
+def nats_services(compose: dict) -> dict[str, Path]:
+    """Service name -> the deploy config it runs (from its `-c` argument and volumes)."""
+    found = {}
     for name, service in compose["services"].items():
-        assert ":" in service["image"] and not service["image"].endswith(":latest"), name
+        if name.startswith("nats-"):
+            config_in_container = service["command"][service["command"].index("-c") + 1]
+            (mount,) = [v for v in service["volumes"] if v.split(":")[1] == config_in_container]
+            found[name] = REPO / mount.split(":")[0]
+    return found
+
+
+def config_value(text: str, key: str) -> str:
+    match = re.search(rf"^\s*{key}\s*[:=]\s*\"?([^\s\"]+)\"?", text, re.MULTILINE)
+    assert match, f"no {key} in config"
+    return match.group(1)
+
+
+def test_every_image_is_pinned_and_every_file_it_needs_exists(compose: dict) -> None:
+    for name, service in compose["services"].items():
+        if "build" in service:
+            dockerfile = REPO / service["build"]["context"] / service["build"]["dockerfile"]
+            assert dockerfile.exists(), name
+            for line in dockerfile.read_text().splitlines():
+                if line.startswith("FROM "):
+                    image = line.split()[1]
+                    assert re.search(r":\d+\.\d+", image), f"{name}: base image {image} is not pinned"
+                if line.startswith("COPY "):
+                    for source in [p for p in line.split()[1:-1] if not p.startswith("--")]:
+                        assert (REPO / source).exists(), f"{name}: COPY {source} is missing"
+        else:
+            image = service["image"]
+            assert re.search(r":\d+\.\d+", image), f"{name}: image {image} is not pinned"
         for volume in service.get("volumes", []):
             source = volume.split(":")[0]
             if source.startswith("."):
                 assert (REPO / source).exists(), f"{name} mounts missing {source}"
+        assert "healthcheck" in service or name in ("airflow-init", "spark-worker"), f"{name} has no healthcheck"
 
 
-def test_deploy_configs_run_on_a_real_server_with_their_domains(tmp_path) -> None:
-    """The hub config starts on a real nats-server with domain 'hub' (ports moved to free ones)."""
-    for name in ("hub.conf", "accounts.conf"):
-        shutil.copy(REPO / "deploy" / "nats" / name, tmp_path / name)
-    body = (tmp_path / "hub.conf").read_text()
-    body = (
-        "\n".join(line for line in body.splitlines() if not line.startswith(("server_name", "port:", "http:")))
-        .replace('"/data/jetstream"', f'"{tmp_path / "store"}"')
-        .replace("port: 7422", "port: -1")
-    )
-    server = NatsServer(name="deploy-hub", workdir=tmp_path, body=body).start()
+def test_nats_services_run_their_own_domain_and_leaves_point_at_the_hub(compose: dict) -> None:
+    services = nats_services(compose)
+    assert set(services) == {"nats-hub", "nats-leaf-a", "nats-leaf-b"}
+    hub_text = services["nats-hub"].read_text()
+    assert config_value(hub_text, "domain") == "hub"
+    leafnode_port = re.search(r"leafnodes\s*\{\s*port:\s*(\d+)", hub_text).group(1)
+    for name in ("nats-leaf-a", "nats-leaf-b"):
+        text = services[name].read_text()
+        assert config_value(text, "domain") == name.removeprefix("nats-")
+        remotes = re.findall(r"nats-leaf://(\w+):(\w+)@([\w-]+):(\d+)", text)
+        assert {(host, port) for *_, host, port in remotes} == {("nats-hub", leafnode_port)}
+
+
+def test_accounts_conf_is_the_tested_topologys() -> None:
+    """The deployed accounts are exactly the ones the test suite runs against (no drift)."""
+    deployed = (NATS_DIR / "accounts.conf").read_text()
+    body = "\n".join(line for line in deployed.splitlines() if not line.startswith("#"))
+    assert body.strip() == accounts_config("hub").strip()
+
+
+def test_airflow_connections_agree_with_the_servers(compose: dict) -> None:
+    env = compose["x-airflow"]["environment"]
+    conn = Connection.from_uri(env["AIRFLOW_CONN_NATS_HUB"], conn_id="nats_hub")
+    config = JetStreamConnectionConfig.from_connection(conn)
+    hub_text = (NATS_DIR / "hub.conf").read_text()
+    assert config.servers == [f"nats://nats-hub:{config_value(hub_text, 'port')}"]
+    assert config.domain == config_value(hub_text, "domain")
+    assert f"{{user: {config.user}, password: {config.password}}}" in (NATS_DIR / "accounts.conf").read_text()
+    spark = yaml.safe_load(env["AIRFLOW_CONN_SPARK_CLUSTER"])
+    assert f"{spark['port']}:{spark['port']}" in compose["services"]["spark-master"]["ports"]
+
+
+def test_spark_image_matches_the_pinned_pyspark() -> None:
+    pyspark = re.search(r'"pyspark==([\d.]+)"', (REPO / "pyproject.toml").read_text()).group(1)
+    base = re.search(r"^FROM apache/spark:([\d.]+)", (REPO / "deploy/spark/Dockerfile").read_text(), re.MULTILINE)
+    assert base.group(1) == pyspark
+
+
+def test_deploy_configs_link_on_real_servers(tmp_path: Path) -> None:
+    """hub.conf, leaf-a.conf and leaf-b.conf, ports and paths moved, form the linked topology."""
+    shutil.copy(NATS_DIR / "accounts.conf", tmp_path / "accounts.conf")
+    topology = LocalTopology(tmp_path, leaf_domains=["leaf-a", "leaf-b"])  # for its free ports and readiness
+
+    def local(name: str, leafnode_port: int) -> str:
+        text = (NATS_DIR / name).read_text()
+        text = "\n".join(line for line in text.splitlines() if not re.match(r"(server_name|port|http):", line))
+        text = text.replace('"/data/jetstream"', f'"{tmp_path / name}-store"')
+        text = re.sub(r"leafnodes \{\s*port: \d+\s*\}", f'leafnodes {{ listen: "127.0.0.1:{leafnode_port}" }}', text)
+        return text.replace("@nats-hub:7422", f"@127.0.0.1:{leafnode_port}")
+
+    servers: list[NatsServer] = [topology.hub, *topology.leaves.values()]
+    for server, name in zip(servers, ("hub.conf", "leaf-a.conf", "leaf-b.conf"), strict=True):
+        server.body = local(name, topology.leafnode_port)
     try:
-        assert server.monitor("jsz")["config"]["domain"] == "hub"
+        topology.start()
+        domains = {s.name: s.monitor("jsz")["config"]["domain"] for s in servers}
+        assert domains == {"hub-server": "hub", "leaf-a-server": "leaf-a", "leaf-b-server": "leaf-b"}
     finally:
-        server.stop()
+        topology.stop()
