@@ -39,7 +39,17 @@ def get_provider_info() -> dict[str, Any]:
             }
         ],
         "hooks": [{"integration-name": INTEGRATION, "python-modules": ["airflow_provider_jetstream.hooks.jetstream"]}],
-        "operators": [],
+        "operators": [
+            {
+                "integration-name": INTEGRATION,
+                "python-modules": [
+                    "airflow_provider_jetstream.operators.streams",
+                    "airflow_provider_jetstream.operators.consumers",
+                    "airflow_provider_jetstream.operators.kv",
+                    "airflow_provider_jetstream.operators.publish",
+                ],
+            }
+        ],
         "sensors": [],
         "triggers": [],
         "connection-types": [

@@ -18,9 +18,11 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coro)
-    coro.close()
-    raise RuntimeError(
-        "run_sync() was called from inside a running event loop; await the coroutine instead "
-        "(use the hook's async methods in triggers and async tasks)"
-    )
+        pass  # no loop here: run outside the except block, so a failure's traceback stays clean
+    else:
+        coro.close()
+        raise RuntimeError(
+            "run_sync() was called from inside a running event loop; await the coroutine instead "
+            "(use the hook's async methods in triggers and async tasks)"
+        )
+    return asyncio.run(coro)

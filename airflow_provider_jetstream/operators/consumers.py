@@ -1,0 +1,117 @@
+"""Operators that manage durable pull consumers declaratively (same reconcile rules as streams)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from nats.aio.client import Client
+
+from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
+from airflow_provider_jetstream.operators.streams import (
+    JetStreamBaseOperator,
+    _as_bool,
+    _one,
+    has_template,
+)
+from airflow_provider_jetstream.reconcile import (
+    CONSUMER_NOT_FOUND,
+    STREAM_NOT_FOUND,
+    JetStreamApi,
+    JetStreamApiError,
+    check_if_exists,
+    domain_of,
+    reconcile_consumer,
+)
+from airflow_provider_jetstream.specs import ConsumerSpec, validate_name
+
+
+class JetStreamCreateConsumerOperator(JetStreamBaseOperator):
+    """Create or update a durable pull consumer on a stream.
+
+    :param stream: the stream's name.
+    :param consumer: the spec, e.g. ``{"name": "dur", "ack_wait": "30s", "max_deliver": 5,
+        "backoff": ["1s", "10s"], "filter_subject": "orders.>", "deliver_policy": "all",
+        "max_ack_pending": 1000, "inactive_threshold": "1h", "metadata": {...}, "pause_until": ...}``.
+    :param if_exists: ``update`` | ``skip`` | ``fail`` | ``recreate`` (only this deletes the
+        consumer's delivery state).
+    :param dry_run: log the plan, change nothing.
+    """
+
+    template_fields: Sequence[str] = (
+        *JetStreamBaseOperator.template_fields,
+        "stream",
+        "consumer",
+        "if_exists",
+        "dry_run",
+    )
+    template_fields_renderers = {"consumer": "json"}
+
+    def __init__(
+        self, *, stream: str, consumer: dict[str, Any], if_exists: str = "update", dry_run: bool = False, **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        self.stream = stream
+        self.consumer = consumer
+        self.if_exists = if_exists
+        self.dry_run = dry_run
+        if not has_template(stream):
+            _one(validate_name, stream, "stream")
+        if not has_template(consumer):
+            ConsumerSpec.from_dict(consumer)
+        if not has_template(if_exists):
+            check_if_exists(if_exists)
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        _one(validate_name, self.stream, "stream")
+        spec = ConsumerSpec.from_dict(self.consumer)
+        check_if_exists(self.if_exists)
+
+        async def work(nc: Client, api: JetStreamApi, hook: JetStreamHook) -> dict[str, Any]:
+            result = await reconcile_consumer(
+                api,
+                self.stream,
+                spec,
+                if_exists=self.if_exists,
+                dry_run=_as_bool("dry_run", self.dry_run),
+                logger=self.log,
+            )
+            return {**result.as_xcom(), "stream": self.stream}
+
+        return self.run_api(work)
+
+
+class JetStreamDeleteConsumerOperator(JetStreamBaseOperator):
+    """Delete a consumer. XCom: ``{"deleted": bool, "stream", "name", "domain"}``.
+
+    :param ignore_missing: a missing consumer (or stream) is success. Default True.
+    """
+
+    template_fields: Sequence[str] = (*JetStreamBaseOperator.template_fields, "stream", "name")
+
+    def __init__(self, *, stream: str, name: str, ignore_missing: bool = True, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.stream = stream
+        self.name = name
+        self.ignore_missing = ignore_missing
+        if not has_template([stream, name]):
+            _one(validate_name, stream, "stream")
+            _one(validate_name, name, "name")
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        _one(validate_name, self.stream, "stream")
+        _one(validate_name, self.name, "name")
+
+        async def work(nc: Client, api: JetStreamApi, hook: JetStreamHook) -> dict[str, Any]:
+            try:
+                await api.request(f"CONSUMER.DELETE.{self.stream}.{self.name}")
+                deleted = True
+                self.log.info("deleted consumer %r on stream %r in %s", self.name, self.stream, api.target)
+            except JetStreamApiError as err:
+                if err.err_code not in (CONSUMER_NOT_FOUND, STREAM_NOT_FOUND) or not self.ignore_missing:
+                    raise
+                deleted = False
+                self.log.info("consumer %r on %r does not exist in %s", self.name, self.stream, api.target)
+            return {"deleted": deleted, "stream": self.stream, "name": self.name, "domain": domain_of(api.prefix)}
+
+        return self.run_api(work)

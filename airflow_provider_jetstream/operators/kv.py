@@ -1,0 +1,215 @@
+"""Operators for KV buckets: create/update (mirrors and sources across domains), put, delete.
+
+Buckets are KV streams built by the KV conventions (:mod:`airflow_provider_jetstream.kv`), so
+nats-py's ``js.key_value(bucket)`` reads them. Puts and deletes address the bucket's domain
+(``$JS.<domain>.API.$KV.<bucket>.<key>``, as nats.go does), so a write aimed at domain X cannot
+land in a same-named bucket of domain Y.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from nats.aio.client import Client
+
+from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
+from airflow_provider_jetstream.kv import encode_value, kv_delete, kv_put, reconcile_bucket
+from airflow_provider_jetstream.operators.streams import JetStreamBaseOperator, _as_bool, _one, has_template
+from airflow_provider_jetstream.reconcile import JetStreamApi, check_if_exists, domain_of
+from airflow_provider_jetstream.specs import KeyValueSpec, SpecError, SpecErrors, validate_bucket, validate_key
+from airflow_provider_jetstream.specs.kv import kv_subjects
+from airflow_provider_jetstream.topology_guard import guard_double_store
+
+
+class JetStreamCreateKeyValueOperator(JetStreamBaseOperator):
+    """Create or update a KV bucket, including a mirror or sources in other domains or accounts.
+
+    :param bucket: a name, or a spec: ``{"bucket": "config", "history": 5, "ttl": "1h",
+        "max_value_size": 1024, "max_bytes": -1, "storage": "file", "replicas": 1, "placement": {...},
+        "compression": true, "mirror": {"bucket": "config", "domain": "leaf"}}`` or
+        ``"sources": [{"bucket": "config", "domain": "leaf"}, ...]``.
+    :param if_exists: ``update`` | ``skip`` | ``fail`` | ``recreate``.
+    :param dry_run: log the plan, change nothing.
+    :param allow_double_store: create even if a bucket of this name takes writes in another
+        connected domain of this account. Default False: refused, quoting the NATS docs' advice.
+    :param peer_domains: more domains for that check, besides the connection's own.
+    """
+
+    template_fields: Sequence[str] = (
+        *JetStreamBaseOperator.template_fields,
+        "bucket",
+        "if_exists",
+        "dry_run",
+        "allow_double_store",
+        "peer_domains",
+    )
+    template_fields_renderers = {"bucket": "json"}
+
+    def __init__(
+        self,
+        *,
+        bucket: str | dict[str, Any],
+        if_exists: str = "update",
+        dry_run: bool = False,
+        prune_sources: bool = False,
+        allow_double_store: bool = False,
+        peer_domains: list[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.bucket = bucket
+        self.if_exists = if_exists
+        self.dry_run = dry_run
+        self.prune_sources = prune_sources
+        self.allow_double_store = allow_double_store
+        self.peer_domains = peer_domains
+        if not has_template(bucket):
+            KeyValueSpec.from_dict(bucket)
+        if not has_template(if_exists):
+            check_if_exists(if_exists)
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        spec = KeyValueSpec.from_dict(self.bucket)
+        check_if_exists(self.if_exists)
+        stream = spec.stream_spec()
+
+        async def work(nc: Client, api: JetStreamApi, hook: JetStreamHook) -> dict[str, Any]:
+            named = [
+                s["external"]["api"].split(".")[1]
+                for s in [stream.values.get("mirror"), *(stream.values.get("sources") or [])]
+                if s and domain_of((s.get("external") or {}).get("api", ""))
+            ]
+
+            async def guard() -> None:
+                await guard_double_store(
+                    nc,
+                    target_prefix=api.prefix,
+                    subjects=[] if stream.is_mirror else [kv_subjects(spec.bucket)],
+                    what=f"bucket {spec.bucket!r}",
+                    bucket=spec.bucket,
+                    peer_domains=self.peer_domains_for(hook, named),
+                    allow=_as_bool("allow_double_store", self.allow_double_store),
+                    timeout=self.request_timeout,
+                    logger=self.log,
+                )
+
+            result = await reconcile_bucket(
+                api,
+                spec,
+                if_exists=self.if_exists,
+                dry_run=_as_bool("dry_run", self.dry_run),
+                prune_sources=_as_bool("prune_sources", self.prune_sources),
+                guard=guard,
+                logger=self.log,
+            )
+            return result.as_xcom()
+
+        return self.run_api(work)
+
+
+def _revision(value: Any) -> int | None:
+    if value in (None, ""):
+        return None
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        number = -1
+    if number < 0:
+        raise SpecErrors(
+            [SpecError("expected_revision", value, "use an integer >= 0 (0: only if the key does not exist)")]
+        )
+    return number
+
+
+class JetStreamKeyValuePutOperator(JetStreamBaseOperator):
+    """Put a value in a bucket of the target domain; XCom: the new revision (an int).
+
+    :param value: bytes, str (UTF-8) or anything JSON-serializable.
+    :param expected_revision: compare-and-set: store only if the key's latest revision is this one
+        (0: only if the key does not exist yet); otherwise the task fails.
+    """
+
+    template_fields: Sequence[str] = (
+        *JetStreamBaseOperator.template_fields,
+        "bucket",
+        "key",
+        "value",
+        "expected_revision",
+    )
+
+    def __init__(
+        self, *, bucket: str, key: str, value: Any, expected_revision: int | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        self.bucket = bucket
+        self.key = key
+        self.value = value
+        self.expected_revision = expected_revision
+        if not has_template([bucket, key, expected_revision]):
+            self._check()
+
+    def _check(self) -> int | None:
+        _one(validate_bucket, self.bucket, "bucket")
+        _one(validate_key, self.key, "key")
+        return _revision(self.expected_revision)
+
+    def execute(self, context: Any) -> int:
+        expected = self._check()
+
+        async def work(nc: Client, api: JetStreamApi, hook: JetStreamHook) -> int:
+            return await kv_put(
+                nc,
+                api,
+                self.bucket,
+                self.key,
+                encode_value(self.value),
+                expected_revision=expected,
+                timeout=self.request_timeout,
+            )
+
+        return self.run_api(work)
+
+
+class JetStreamKeyValueDeleteOperator(JetStreamBaseOperator):
+    """Delete a key (a delete marker; ``purge=True`` also drops its history). XCom: the marker's revision."""
+
+    template_fields: Sequence[str] = (*JetStreamBaseOperator.template_fields, "bucket", "key", "expected_revision")
+
+    def __init__(
+        self,
+        *,
+        bucket: str,
+        key: str,
+        purge: bool = False,
+        expected_revision: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.bucket = bucket
+        self.key = key
+        self.purge = purge
+        self.expected_revision = expected_revision
+        if not has_template([bucket, key, expected_revision]):
+            self._check()
+
+    def _check(self) -> int | None:
+        _one(validate_bucket, self.bucket, "bucket")
+        _one(validate_key, self.key, "key")
+        return _revision(self.expected_revision)
+
+    def execute(self, context: Any) -> int:
+        expected = self._check()
+
+        async def work(nc: Client, api: JetStreamApi, hook: JetStreamHook) -> int:
+            return await kv_delete(
+                nc,
+                api,
+                self.bucket,
+                self.key,
+                purge=_as_bool("purge", self.purge),
+                expected_revision=expected,
+                timeout=self.request_timeout,
+            )
+
+        return self.run_api(work)

@@ -1,0 +1,428 @@
+"""Operators that manage streams declaratively: create/update (plain, mirror, sourced), delete, purge.
+
+Every "create" operator reconciles (see :mod:`airflow_provider_jetstream.reconcile`):
+``if_exists`` is ``"update"`` (default), ``"skip"``, ``"fail"`` or ``"recreate"``; ``dry_run=True``
+logs the plan and changes nothing. Specs are plain dicts, validated when the DAG is parsed (or,
+when they hold Jinja templates, before any request once rendered). Each returns an XCom dict:
+``{"action": "created|updated|unchanged|recreated|planned", "changes": {...}, "domain": ...,
+"name": ..., "state": {...}}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from airflow.sdk import BaseOperator
+from nats.aio.client import Client
+
+from airflow_provider_jetstream.connection import api_prefix_for
+from airflow_provider_jetstream.exceptions import JetStreamConfigError
+from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
+from airflow_provider_jetstream.reconcile import (
+    STREAM_NOT_FOUND,
+    JetStreamApi,
+    JetStreamApiError,
+    check_if_exists,
+    domain_of,
+    reconcile_stream,
+)
+from airflow_provider_jetstream.specs import SpecError, SpecErrors, StreamSpec, validate_name, validate_subject
+from airflow_provider_jetstream.topology_guard import guard_double_store
+
+T = TypeVar("T")
+
+
+def has_template(value: Any) -> bool:
+    """True if ``value`` (or anything inside it) still holds Jinja to render."""
+    if isinstance(value, str):
+        return "{{" in value or "{%" in value
+    if isinstance(value, Mapping):
+        return any(has_template(k) or has_template(v) for k, v in value.items())
+    if isinstance(value, (list, tuple, set)):
+        return any(has_template(v) for v in value)
+    return not isinstance(value, (int, float, bool, bytes, type(None)))  # XComArg, callables: resolved later
+
+
+def _as_bool(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
+        return value.strip().lower() in ("true", "1", "yes")
+    raise JetStreamConfigError(f"{name}={value!r} is not allowed: use true or false")
+
+
+class JetStreamBaseOperator(BaseOperator):
+    """Common arguments: where JetStream is, and how long to wait for its API.
+
+    :param jetstream_conn_id: Airflow connection (type ``jetstream``). Default ``jetstream_default``.
+    :param domain: JetStream domain to act in (``$JS.<domain>.API``). Default: the connection's.
+    :param api_prefix: an imported JetStream API prefix (``JS.acc@hub.API``), instead of ``domain``.
+    :param request_timeout: seconds to wait for each JetStream API answer. Default 5.
+    """
+
+    template_fields: Sequence[str] = ("jetstream_conn_id", "domain", "api_prefix")
+    ui_color = "#34b27d"
+
+    def __init__(
+        self,
+        *,
+        jetstream_conn_id: str = JetStreamHook.default_conn_name,
+        domain: str | None = None,
+        api_prefix: str | None = None,
+        request_timeout: float = 5.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if not has_template(domain) and not has_template(api_prefix) and (domain or api_prefix):
+            api_prefix_for(domain, api_prefix)
+        self.jetstream_conn_id = jetstream_conn_id
+        self.domain = domain
+        self.api_prefix = api_prefix
+        self.request_timeout = request_timeout
+
+    def get_hook(self) -> JetStreamHook:
+        return JetStreamHook(self.jetstream_conn_id, domain=self.domain or None, api_prefix=self.api_prefix or None)
+
+    def run_api(self, work: Callable[[Client, JetStreamApi, JetStreamHook], Awaitable[T]]) -> T:
+        """Connect, build the API client for the target, and run ``work`` to completion."""
+        hook = self.get_hook()
+
+        async def main() -> T:
+            async with hook.aconnect() as nc:
+                api = JetStreamApi(
+                    nc, hook.resolve_api_prefix(), timeout=self.request_timeout, target=hook.describe_target()
+                )
+                return await work(nc, api, hook)
+
+        return hook.run(main())
+
+    def peer_domains_for(self, hook: JetStreamHook, named: Iterable[str] = ()) -> list[str]:
+        """Domains the double-store guard asks, besides the connection's own: the connection's
+        configured domain, the domains named by the spec's mirror/sources, and ``peer_domains``."""
+        config = hook.get_conn_config()
+        peers = [config.domain, *named, *(getattr(self, "peer_domains", None) or [])]
+        return [d for d in dict.fromkeys(peers) if d]
+
+
+class _ReconcileOperator(JetStreamBaseOperator):
+    template_fields: Sequence[str] = (
+        *JetStreamBaseOperator.template_fields,
+        "if_exists",
+        "dry_run",
+        "allow_double_store",
+        "peer_domains",
+    )
+
+    def __init__(
+        self,
+        *,
+        if_exists: str = "update",
+        dry_run: bool = False,
+        allow_double_store: bool = False,
+        peer_domains: list[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if not has_template(if_exists):
+            check_if_exists(if_exists)
+        self.if_exists = if_exists
+        self.dry_run = dry_run
+        self.allow_double_store = allow_double_store
+        self.peer_domains = peer_domains
+
+
+class JetStreamCreateStreamOperator(_ReconcileOperator):
+    """Create or update a stream from a spec dict (every StreamConfig field; see docs/management.md).
+
+    :param stream: the spec, e.g. ``{"name": "test", "subjects": ["test"], "max_age": "7d"}``.
+        Sources and mirrors name their origin's ``domain`` or ``api_prefix`` (+ ``deliver_prefix``).
+    :param if_exists: ``update`` | ``skip`` | ``fail`` | ``recreate`` (only this deletes data).
+    :param dry_run: log the plan, change nothing; the XCom action is ``planned``.
+    :param prune_sources: remove sources the spec does not name. Default False: they are kept.
+    :param allow_double_store: create even if a stream of this account in another connected domain
+        listens on the same subjects (both would store every message). Default False: refused.
+    :param peer_domains: more domains for that check, besides the connection's own.
+    """
+
+    template_fields: Sequence[str] = (*_ReconcileOperator.template_fields, "stream")
+    template_fields_renderers = {"stream": "json"}
+
+    def __init__(self, *, stream: dict[str, Any], prune_sources: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.stream = stream
+        self.prune_sources = prune_sources
+        if not has_template(stream):
+            self.build_spec()  # invalid specs fail when the DAG is parsed
+
+    def build_spec(self) -> StreamSpec:
+        return StreamSpec.from_dict(self.stream)
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        spec = self.build_spec()
+        check_if_exists(self.if_exists)
+
+        async def work(nc: Client, api: JetStreamApi, hook: JetStreamHook) -> dict[str, Any]:
+            named = [
+                s["external"]["api"].split(".")[1]
+                for s in [spec.values.get("mirror"), *(spec.values.get("sources") or [])]
+                if s and domain_of((s.get("external") or {}).get("api", ""))
+            ]
+
+            async def guard() -> None:
+                await guard_double_store(
+                    nc,
+                    target_prefix=api.prefix,
+                    subjects=spec.listen_subjects(),
+                    what=f"stream {spec.name!r}",
+                    peer_domains=self.peer_domains_for(hook, named),
+                    allow=_as_bool("allow_double_store", self.allow_double_store),
+                    timeout=self.request_timeout,
+                    logger=self.log,
+                )
+
+            result = await reconcile_stream(
+                api,
+                spec,
+                if_exists=self.if_exists,
+                dry_run=_as_bool("dry_run", self.dry_run),
+                prune_sources=_as_bool("prune_sources", self.prune_sources),
+                guard=guard,
+                logger=self.log,
+            )
+            return result.as_xcom()
+
+        return self.run_api(work)
+
+
+def _overrides(overrides: Mapping[str, Any] | None, reserved: tuple[str, ...]) -> dict[str, Any]:
+    overrides = dict(overrides or {})
+    clash = [k for k in overrides if k in reserved]
+    if clash:
+        raise SpecError(
+            f"stream_overrides.{clash[0]}", overrides[clash[0]], "this operator sets it from its own argument"
+        )
+    return overrides
+
+
+class JetStreamCreateMirrorOperator(JetStreamCreateStreamOperator):
+    """Create or update a mirror of a stream in another domain or account, in one task.
+
+    The seed's ``backup-test-leaf``: ``JetStreamCreateMirrorOperator(task_id=..., name="backup-test-leaf",
+    source_stream="test", source_domain="leaf", domain="hub")``. Across accounts, give
+    ``source_api_prefix="JS.acc@hub.API"`` and ``deliver_prefix=...`` instead of ``source_domain``.
+
+    :param stream_overrides: other stream fields (storage, max_age, replicas...).
+    """
+
+    template_fields: Sequence[str] = (
+        *_ReconcileOperator.template_fields,
+        "name",
+        "source_stream",
+        "source_domain",
+        "source_api_prefix",
+        "deliver_prefix",
+        "filter_subject",
+        "start_seq",
+        "start_time",
+        "stream_overrides",
+    )
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        source_stream: str,
+        source_domain: str | None = None,
+        source_api_prefix: str | None = None,
+        deliver_prefix: str | None = None,
+        filter_subject: str | None = None,
+        subject_transforms: list[dict[str, str]] | None = None,
+        start_seq: int | None = None,
+        start_time: Any = None,
+        stream_overrides: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self.name = name
+        self.source_stream = source_stream
+        self.source_domain = source_domain
+        self.source_api_prefix = source_api_prefix
+        self.deliver_prefix = deliver_prefix
+        self.filter_subject = filter_subject
+        self.subject_transforms = subject_transforms
+        self.start_seq = start_seq
+        self.start_time = start_time
+        self.stream_overrides = stream_overrides
+        super().__init__(stream=self._stream_dict(), **kwargs)
+
+    def _stream_dict(self) -> dict[str, Any]:
+        mirror = {
+            "name": self.source_stream,
+            "domain": self.source_domain or None,
+            "api_prefix": self.source_api_prefix or None,
+            "deliver_prefix": self.deliver_prefix or None,
+            "filter_subject": self.filter_subject or None,
+            "subject_transforms": self.subject_transforms or None,
+            "start_seq": self.start_seq or None,
+            "start_time": self.start_time or None,
+        }
+        return {**_overrides(self.stream_overrides, ("name", "mirror", "sources")), "name": self.name, "mirror": mirror}
+
+    def build_spec(self) -> StreamSpec:
+        return StreamSpec.from_dict(self._stream_dict())
+
+
+class JetStreamCreateSourcedStreamOperator(JetStreamCreateStreamOperator):
+    """Create or update a stream that aggregates other streams (any domains/accounts), in one task.
+
+    The seed's ``aggregate-test-leaf``: ``sources=[{"name": "test", "domain": "leaf"}]``. Updating
+    one source keeps the others the server has (unless ``prune_sources=True``).
+
+    :param sources: source specs: ``name``, ``domain`` | ``api_prefix`` (+ ``deliver_prefix``),
+        ``filter_subject`` | ``subject_transforms``, ``start_seq`` | ``start_time``.
+    :param subjects: subjects the stream also listens on (optional).
+    :param stream_overrides: other stream fields.
+    """
+
+    template_fields: Sequence[str] = (
+        *_ReconcileOperator.template_fields,
+        "name",
+        "sources",
+        "subjects",
+        "stream_overrides",
+    )
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        sources: list[dict[str, Any]],
+        subjects: list[str] | None = None,
+        stream_overrides: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self.name = name
+        self.sources = sources
+        self.subjects = subjects
+        self.stream_overrides = stream_overrides
+        super().__init__(stream=self._stream_dict(), **kwargs)
+
+    def _stream_dict(self) -> dict[str, Any]:
+        stream = {**_overrides(self.stream_overrides, ("name", "mirror", "sources", "subjects")), "name": self.name}
+        stream["sources"] = self.sources
+        if self.subjects:
+            stream["subjects"] = self.subjects
+        return stream
+
+    def build_spec(self) -> StreamSpec:
+        return StreamSpec.from_dict(self._stream_dict())
+
+
+class JetStreamDeleteStreamOperator(JetStreamBaseOperator):
+    """Delete a stream and its data. XCom: ``{"deleted": bool, "name", "domain"}``.
+
+    :param ignore_missing: a missing stream is success (``deleted: False``). Default True.
+    """
+
+    template_fields: Sequence[str] = (*JetStreamBaseOperator.template_fields, "name")
+
+    def __init__(self, *, name: str, ignore_missing: bool = True, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if not has_template(name):
+            _one(validate_name, name, "name")
+        self.name = name
+        self.ignore_missing = ignore_missing
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        _one(validate_name, self.name, "name")
+
+        async def work(nc: Client, api: JetStreamApi, hook: JetStreamHook) -> dict[str, Any]:
+            try:
+                await api.request(f"STREAM.DELETE.{self.name}")
+                deleted = True
+                self.log.info("deleted stream %r in %s", self.name, api.target)
+            except JetStreamApiError as err:
+                if err.err_code != STREAM_NOT_FOUND or not self.ignore_missing:
+                    raise
+                deleted = False
+                self.log.info("stream %r does not exist in %s: nothing to delete", self.name, api.target)
+            return {"deleted": deleted, "name": self.name, "domain": domain_of(api.prefix)}
+
+        return self.run_api(work)
+
+
+class JetStreamPurgeStreamOperator(JetStreamBaseOperator):
+    """Purge messages from a stream. XCom: ``{"purged": n, "name", "domain"}``.
+
+    :param subject: purge only messages on this subject (wildcards allowed).
+    :param keep: keep this many newest messages (per subject when ``subject`` is given).
+    :param up_to_sequence: purge messages below this sequence (not with ``keep``).
+    """
+
+    template_fields: Sequence[str] = (
+        *JetStreamBaseOperator.template_fields,
+        "name",
+        "subject",
+        "keep",
+        "up_to_sequence",
+    )
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        subject: str | None = None,
+        keep: int | None = None,
+        up_to_sequence: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.name = name
+        self.subject = subject
+        self.keep = keep
+        self.up_to_sequence = up_to_sequence
+        if not has_template([name, subject, keep, up_to_sequence]):
+            self._request()
+
+    def _request(self) -> dict[str, Any]:
+        _one(validate_name, self.name, "name")
+        body: dict[str, Any] = {}
+        if self.subject:
+            body["filter"] = _one(validate_subject, self.subject, "subject")
+        if self.keep not in (None, "") and self.up_to_sequence not in (None, ""):
+            raise SpecErrors([SpecError("keep", self.keep, "give keep or up_to_sequence, not both")])
+        for key, value, minimum in (("keep", self.keep, 0), ("seq", self.up_to_sequence, 1)):
+            if value in (None, ""):
+                continue
+            try:
+                number = int(value)
+            except (TypeError, ValueError):
+                number = -1
+            if number < minimum:
+                name = "keep" if key == "keep" else "up_to_sequence"
+                raise SpecErrors([SpecError(name, value, f"use an integer >= {minimum}")])
+            body[key] = number
+        return body
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        body = self._request()
+
+        async def work(nc: Client, api: JetStreamApi, hook: JetStreamHook) -> dict[str, Any]:
+            reply = await api.request(f"STREAM.PURGE.{self.name}", body or None)
+            self.log.info(
+                "purged %d messages from stream %r in %s (%s)",
+                reply.get("purged", 0),
+                self.name,
+                api.target,
+                body or "all",
+            )
+            return {"purged": reply.get("purged", 0), "name": self.name, "domain": domain_of(api.prefix)}
+
+        return self.run_api(work)
+
+
+def _one(check: Callable[..., Any], value: Any, path: str) -> Any:
+    try:
+        return check(value, path)
+    except SpecError as err:
+        raise SpecErrors([err]) from None

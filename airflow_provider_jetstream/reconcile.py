@@ -1,0 +1,464 @@
+"""Reconcile a spec with the server: create, update, skip, fail, recreate, or plan (dry run).
+
+Shared by every "create" operator (streams, mirrors, sourced streams, KV buckets, consumers):
+
+1. One request reads the object (``STREAM.INFO`` / ``CONSUMER.INFO``). An unchanged spec stops
+   here: one round trip, nothing sent.
+2. Missing: check the target's JetStream API level against the fields the spec uses, run the
+   caller's guard (double-store topology check), then create with exactly the fields given.
+3. Present: diff (see :mod:`airflow_provider_jetstream.specs.diff`). Changes the server applies in
+   place are sent as the server's own config with the spec's fields laid over it, so nothing the
+   spec does not name is reset, and sources the spec does not name are kept. A change that would
+   need a new object (storage, retention, ...) fails listing every such field ``old -> new``,
+   unless ``if_exists="recreate"``, the only path that deletes anything.
+
+Requests go straight to the JetStream API as JSON (``JetStreamApi``), so only the fields the user
+set are sent: servers >= 2.12 reject unknown fields (strict API), and older servers silently drop
+fields they do not know, which is why the API level is checked first.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import nats.errors
+from nats.aio.client import Client
+
+from airflow_provider_jetstream.exceptions import (
+    JetStreamConfigError,
+    JetStreamDomainUnavailableError,
+    JetStreamError,
+)
+from airflow_provider_jetstream.specs import (
+    CONSUMER,
+    STREAM,
+    ConsumerSpec,
+    Diff,
+    Requirement,
+    StreamSpec,
+    consumer_server_view,
+    describe_source,
+    diff_config,
+)
+from airflow_provider_jetstream.specs.fields import API_LEVEL_VERSIONS
+
+log = logging.getLogger(__name__)
+
+IF_EXISTS = ("update", "skip", "fail", "recreate")
+STREAM_NOT_FOUND = 10059
+CONSUMER_NOT_FOUND = 10014
+WRONG_LAST_SEQUENCE = 10071
+
+
+class JetStreamApiError(JetStreamError):
+    """The JetStream API answered with an error."""
+
+    def __init__(self, subject: str, error: Mapping[str, Any], target: str) -> None:
+        self.code = error.get("code")
+        self.err_code = error.get("err_code")
+        self.description = error.get("description", "")
+        self.subject = subject
+        super().__init__(
+            f"JetStream in {target} refused {subject.rsplit('.API.', 1)[-1]}: {self.description} "
+            f"(code {self.code}, err_code {self.err_code})"
+        )
+
+
+class ReconcileError(JetStreamConfigError):
+    """The spec cannot be applied as asked (replace-forcing change, if_exists='fail', server too old)."""
+
+
+def describe_prefix(prefix: str) -> str:
+    if prefix == "$JS.API":
+        return "the local JetStream domain"
+    if prefix.startswith("$JS.") and prefix.endswith(".API") and prefix.count(".") == 2:
+        return f"domain {prefix.split('.')[1]!r}"
+    return f"API prefix {prefix!r}"
+
+
+def domain_of(prefix: str) -> str | None:
+    if prefix.startswith("$JS.") and prefix.endswith(".API") and prefix.count(".") == 2:
+        return prefix.split(".")[1]
+    return None
+
+
+class JetStreamApi:
+    """JSON requests to one JetStream API (a domain or an imported prefix), counted in ``requests``."""
+
+    def __init__(self, nc: Client, prefix: str = "$JS.API", *, timeout: float = 5.0, target: str | None = None):
+        self.nc = nc
+        self.prefix = prefix.rstrip(".")
+        self.timeout = timeout
+        self.target = target or describe_prefix(self.prefix)
+        self.requests = 0
+
+    async def request(self, suffix: str, body: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        subject = f"{self.prefix}.{suffix}"
+        payload = json.dumps(body, separators=(",", ":")).encode() if body is not None else b""
+        self.requests += 1
+        try:
+            msg = await self.nc.request(subject, payload, timeout=self.timeout)
+        except nats.errors.NoRespondersError:
+            raise JetStreamDomainUnavailableError(
+                f"no JetStream responded in {self.target} ({self.prefix}): is the leaf connected, the domain "
+                "name right, or the API exported and imported?"
+            ) from None
+        except nats.errors.TimeoutError:
+            raise JetStreamDomainUnavailableError(
+                f"JetStream in {self.target} ({self.prefix}) did not answer {suffix.split('.')[0]} within "
+                f"{self.timeout:g}s"
+            ) from None
+        response = json.loads(msg.data) if msg.data else {}
+        if "error" in response:
+            raise JetStreamApiError(subject, response["error"], self.target)
+        return response
+
+    async def account_info(self) -> dict[str, Any]:
+        return await self.request("INFO")
+
+    async def api_level(self) -> tuple[int, str | None]:
+        """``(API level, domain)`` the target reports; level 0 means nats-server < 2.11."""
+        info = await self.account_info()
+        return int((info.get("api") or {}).get("level") or 0), info.get("domain")
+
+    async def stream_info(self, name: str) -> dict[str, Any] | None:
+        try:
+            return await self.request(f"STREAM.INFO.{name}")
+        except JetStreamApiError as err:
+            if err.err_code == STREAM_NOT_FOUND:
+                return None
+            raise
+
+    async def consumer_info(self, stream: str, name: str) -> dict[str, Any] | None:
+        try:
+            return await self.request(f"CONSUMER.INFO.{stream}.{name}")
+        except JetStreamApiError as err:
+            if err.err_code == CONSUMER_NOT_FOUND:
+                return None
+            if err.err_code == STREAM_NOT_FOUND:
+                raise ReconcileError(f"stream {stream!r} does not exist in {self.target}: create it first") from None
+            raise
+
+    async def stream_names(self, subject: str | None = None) -> list[str]:
+        response = await self.request("STREAM.NAMES", {"subject": subject} if subject else {})
+        return list(response.get("streams") or [])
+
+
+@dataclass
+class ReconcileResult:
+    """What a reconcile did; :meth:`as_xcom` is the operators' return value."""
+
+    kind: str
+    name: str
+    action: str
+    target: str
+    domain: str | None = None
+    api_prefix: str | None = None
+    changes: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    state: dict[str, Any] = field(default_factory=dict)
+    requests: int = 0
+    plan: str | None = None
+    drift: dict[str, Any] | None = None
+
+    def as_xcom(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "action": self.action,
+            "kind": self.kind,
+            "name": self.name,
+            "domain": self.domain,
+            "changes": self.changes,
+            "state": self.state,
+            "requests": self.requests,
+        }
+        if self.api_prefix:
+            out["api_prefix"] = self.api_prefix
+        if self.notes:
+            out["notes"] = self.notes
+        if self.plan:
+            out["plan"] = self.plan
+        if self.drift is not None:
+            out["skipped"] = True
+            out["drift"] = self.drift
+        return out
+
+
+Guard = Callable[[], Awaitable[None]]
+
+
+def check_if_exists(if_exists: str) -> str:
+    if if_exists not in IF_EXISTS:
+        raise JetStreamConfigError(f"if_exists={if_exists!r} is not allowed: use one of {', '.join(IF_EXISTS)}")
+    return if_exists
+
+
+async def check_api_level(api: JetStreamApi, requirements: list[Requirement]) -> None:
+    """Refuse fields the target's server is too old for, judged from the API level it reports."""
+    if not requirements:
+        return
+    level, domain = await api.api_level()
+    target = f"domain {domain!r}" if domain else api.target
+    too_new = [r for r in requirements if r.level > level]
+    if too_new:
+        raise ReconcileError(
+            "; ".join(r.message(target, level) for r in too_new)
+            + f" (API level {max(r.level for r in too_new)} = nats-server "
+            f"{API_LEVEL_VERSIONS.get(max(r.level for r in too_new), '?')}); nothing was sent"
+        )
+
+
+def stream_state(info: Mapping[str, Any]) -> dict[str, Any]:
+    """A short state summary: messages, sequences, consumers, and replication health."""
+    state = info.get("state") or {}
+    out: dict[str, Any] = {
+        key: state.get(key, 0) for key in ("messages", "bytes", "first_seq", "last_seq", "consumer_count")
+    }
+
+    def replication(entry: Mapping[str, Any], config: Mapping[str, Any] | None) -> dict[str, Any]:
+        active = entry.get("active", -1)
+        return {
+            "source": describe_source(config or entry),
+            "lag": entry.get("lag", 0),
+            "active_s": round(active / 1e9, 3) if isinstance(active, int) and active >= 0 else None,
+            "error": (entry.get("error") or {}).get("description") if entry.get("error") else None,
+        }
+
+    config = info.get("config") or {}
+    if info.get("mirror"):
+        out["mirror"] = replication(info["mirror"], config.get("mirror"))
+    if info.get("sources"):
+        configs = {(s.get("name"), (s.get("external") or {}).get("api")): s for s in config.get("sources") or []}
+        out["sources"] = [
+            replication(s, configs.get((s.get("name"), (s.get("external") or {}).get("api")))) for s in info["sources"]
+        ]
+    return out
+
+
+def consumer_state(info: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "num_pending": info.get("num_pending", 0),
+        "num_ack_pending": info.get("num_ack_pending", 0),
+        "num_redelivered": info.get("num_redelivered", 0),
+        "num_waiting": info.get("num_waiting", 0),
+        "delivered_stream_seq": (info.get("delivered") or {}).get("stream_seq", 0),
+        "ack_floor_stream_seq": (info.get("ack_floor") or {}).get("stream_seq", 0),
+        "paused": bool(info.get("paused")),
+    }
+
+
+def _replace_error(kind: str, name: str, target: str, diff: Diff, dry_run: bool) -> ReconcileError:
+    fields = "\n  ".join(c.line() for c in diff.replace_forcing)
+    in_place = [c.field for c in diff.changes if c.in_place]
+    also = f"\n(also changing in place: {', '.join(in_place)})" if in_place else ""
+    return ReconcileError(
+        f"{'dry run: ' if dry_run else ''}{kind} {name!r} in {target} cannot be changed in place; the server "
+        f"would need a new {kind} for:\n  {fields}{also}\n"
+        f"if_exists='recreate' would delete the {kind} and create it again, deleting its data"
+        + (" and consumers" if kind in ("stream", "bucket") else " and its delivery state")
+        + "; nothing was changed"
+    )
+
+
+def _log_plan(logger: logging.Logger | logging.LoggerAdapter, what: str, diff: Diff | None) -> None:
+    if diff is None:
+        logger.info("%s", what)
+        return
+    lines = diff.lines() + [f"note: {n}" for n in diff.notes]
+    logger.info("%s%s", what, ("\n  " + "\n  ".join(lines)) if lines else "")
+
+
+async def reconcile_stream(
+    api: JetStreamApi,
+    spec: StreamSpec,
+    *,
+    if_exists: str = "update",
+    dry_run: bool = False,
+    prune_sources: bool = False,
+    guard: Guard | None = None,
+    kind: str = "stream",
+    label: str | None = None,
+    logger: logging.Logger | logging.LoggerAdapter = log,
+) -> ReconcileResult:
+    """Bring the stream ``spec`` describes into being in ``api``'s domain (see the module doc)."""
+    check_if_exists(if_exists)
+    name = spec.name
+    label = label or name
+    result = ReconcileResult(
+        kind=kind,
+        name=label,
+        action="unchanged",
+        target=api.target,
+        domain=domain_of(api.prefix),
+        api_prefix=None if domain_of(api.prefix) or api.prefix == "$JS.API" else api.prefix,
+    )
+    desired = dict(spec.values)
+    info = await api.stream_info(name)
+
+    async def create(action: str) -> None:
+        body = spec.wire()
+        sealed = body.pop("sealed", False)
+        created = await api.request(f"STREAM.CREATE.{name}", body)
+        if sealed:  # the server seals only through an update
+            config = dict(created["config"], sealed=True)
+            created = await api.request(f"STREAM.UPDATE.{name}", config)
+        result.action = action
+        result.state = stream_state(created)
+
+    if info is None:
+        result.changes = {"created": {"old": "absent", "new": _summary(spec)}}
+        if dry_run:
+            await check_api_level(api, spec.requirements())
+            if guard:
+                await guard()
+            result.action, result.plan = "planned", "create"
+            _log_plan(logger, f"dry run: would create {kind} {label!r} in {api.target}: {spec.wire()}", None)
+            return _done(result, api)
+        await check_api_level(api, spec.requirements())
+        if guard:
+            await guard()
+        await create("created")
+        logger.info("created %s %r in %s", kind, label, api.target)
+        return _done(result, api)
+
+    diff = diff_config(STREAM, desired, info.get("config") or {}, prune_sources=prune_sources)
+    result.notes = diff.notes
+    result.state = stream_state(info)
+    if if_exists == "fail":
+        drift = "; it differs: " + "; ".join(diff.lines()) if diff.changes else " (same config)"
+        raise ReconcileError(f"{kind} {label!r} already exists in {api.target} and if_exists='fail'{drift}")
+    if if_exists == "skip":
+        result.drift = diff.as_dict()
+        if diff.changes:
+            logger.warning("%s %r exists in %s; skipped, drift: %s", kind, label, api.target, "; ".join(diff.lines()))
+        return _done(result, api)
+    if diff.unchanged:
+        _log_plan(logger, f"{kind} {label!r} in {api.target} is unchanged", diff)
+        return _done(result, api)
+    result.changes = diff.as_dict()
+    if diff.replace_forcing:
+        if if_exists != "recreate":
+            raise _replace_error(kind, label, api.target, diff, dry_run)
+        await check_api_level(api, spec.requirements())
+        if guard:
+            await guard()
+        if dry_run:
+            result.action, result.plan = "planned", "recreate"
+            _log_plan(logger, f"dry run: would delete and recreate {kind} {label!r} in {api.target}:", diff)
+            return _done(result, api)
+        _log_plan(logger, f"recreating {kind} {label!r} in {api.target} (its data is deleted):", diff)
+        await api.request(f"STREAM.DELETE.{name}")
+        await create("recreated")
+        return _done(result, api)
+    await check_api_level(api, [r for r in spec.requirements() if r.path.rsplit(".", 1)[-1] in diff.as_dict()])
+    if guard and "subjects" in diff.as_dict():
+        await guard()
+    if dry_run:
+        result.action, result.plan = "planned", "update"
+        _log_plan(logger, f"dry run: would update {kind} {label!r} in {api.target}:", diff)
+        return _done(result, api)
+    updated = await api.request(f"STREAM.UPDATE.{name}", diff.update_config)
+    result.action = "updated"
+    result.state = stream_state(updated)
+    _log_plan(logger, f"updated {kind} {label!r} in {api.target}:", diff)
+    return _done(result, api)
+
+
+async def reconcile_consumer(
+    api: JetStreamApi,
+    stream: str,
+    spec: ConsumerSpec,
+    *,
+    if_exists: str = "update",
+    dry_run: bool = False,
+    logger: logging.Logger | logging.LoggerAdapter = log,
+) -> ReconcileResult:
+    """Create or update the durable pull consumer ``spec`` on ``stream`` (same rules as streams)."""
+    check_if_exists(if_exists)
+    name = spec.name
+    label = f"{stream} > {name}"
+    result = ReconcileResult(
+        kind="consumer",
+        name=name,
+        action="unchanged",
+        target=api.target,
+        domain=domain_of(api.prefix),
+        api_prefix=None if domain_of(api.prefix) or api.prefix == "$JS.API" else api.prefix,
+    )
+    info = await api.consumer_info(stream, name)
+
+    async def create(action: str, config: Mapping[str, Any]) -> None:
+        created = await api.request(
+            f"CONSUMER.CREATE.{stream}.{name}", {"stream_name": stream, "config": config, "action": "create"}
+        )
+        result.action = action
+        result.state = consumer_state(created)
+
+    if info is None:
+        result.changes = {"created": {"old": "absent", "new": f"consumer {name!r} on {stream!r}"}}
+        await check_api_level(api, spec.requirements())
+        if dry_run:
+            result.action, result.plan = "planned", "create"
+            _log_plan(logger, f"dry run: would create consumer {label!r} in {api.target}: {spec.wire()}", None)
+            return _done(result, api)
+        await create("created", spec.wire())
+        logger.info("created consumer %r in %s", label, api.target)
+        return _done(result, api)
+
+    diff = diff_config(CONSUMER, dict(spec.values), info.get("config") or {}, server_view=consumer_server_view)
+    result.notes = diff.notes
+    result.state = consumer_state(info)
+    if if_exists == "fail":
+        drift = "; it differs: " + "; ".join(diff.lines()) if diff.changes else " (same config)"
+        raise ReconcileError(f"consumer {label!r} already exists in {api.target} and if_exists='fail'{drift}")
+    if if_exists == "skip":
+        result.drift = diff.as_dict()
+        return _done(result, api)
+    if diff.unchanged:
+        _log_plan(logger, f"consumer {label!r} in {api.target} is unchanged", diff)
+        return _done(result, api)
+    result.changes = diff.as_dict()
+    if diff.replace_forcing:
+        if if_exists != "recreate":
+            raise _replace_error("consumer", label, api.target, diff, dry_run)
+        await check_api_level(api, spec.requirements())
+        if dry_run:
+            result.action, result.plan = "planned", "recreate"
+            _log_plan(logger, f"dry run: would delete and recreate consumer {label!r}:", diff)
+            return _done(result, api)
+        await api.request(f"CONSUMER.DELETE.{stream}.{name}")
+        await create("recreated", spec.wire())
+        return _done(result, api)
+    await check_api_level(api, [r for r in spec.requirements() if r.path.rsplit(".", 1)[-1] in diff.as_dict()])
+    if dry_run:
+        result.action, result.plan = "planned", "update"
+        _log_plan(logger, f"dry run: would update consumer {label!r} in {api.target}:", diff)
+        return _done(result, api)
+    updated = await api.request(
+        f"CONSUMER.CREATE.{stream}.{name}",
+        {"stream_name": stream, "config": diff.update_config, "action": "update"},
+    )
+    result.action = "updated"
+    result.state = consumer_state(updated)
+    _log_plan(logger, f"updated consumer {label!r} in {api.target}:", diff)
+    return _done(result, api)
+
+
+def _done(result: ReconcileResult, api: JetStreamApi) -> ReconcileResult:
+    result.requests = api.requests
+    return result
+
+
+def _summary(spec: StreamSpec) -> str:
+    values = spec.values
+    if "mirror" in values:
+        return f"mirror of {describe_source(values['mirror'])}"
+    parts = []
+    if values.get("subjects"):
+        parts.append("subjects " + ", ".join(values["subjects"]))
+    if values.get("sources"):
+        parts.append("sources " + ", ".join(describe_source(s) for s in values["sources"]))
+    return "; ".join(parts) or f"subject {spec.name}"

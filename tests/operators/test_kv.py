@@ -1,0 +1,178 @@
+"""KV operators: buckets (with mirrors and sources across domains) that nats-py reads, domain-aware writes."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import nats
+import pytest
+
+from airflow_provider_jetstream.kv import KeyValueConflictError, write_target
+from airflow_provider_jetstream.local.servers import USERS
+from airflow_provider_jetstream.operators.kv import (
+    JetStreamCreateKeyValueOperator,
+    JetStreamKeyValueDeleteOperator,
+    JetStreamKeyValuePutOperator,
+)
+from airflow_provider_jetstream.reconcile import ReconcileError
+from airflow_provider_jetstream.specs import SpecErrors
+from airflow_provider_jetstream.topology_guard import DoubleStoreError
+from tests.operators.conftest import uid
+
+
+def bucket(conn: str, spec, domain: str = "leaf", **kwargs) -> dict:
+    return JetStreamCreateKeyValueOperator(
+        task_id=uid("b"), jetstream_conn_id=conn, domain=domain, bucket=spec, **kwargs
+    ).execute({})
+
+
+def put(conn: str, name: str, key: str, value, domain: str = "leaf", **kwargs) -> int:
+    return JetStreamKeyValuePutOperator(
+        task_id=uid("p"), jetstream_conn_id=conn, domain=domain, bucket=name, key=key, value=value, **kwargs
+    ).execute({})
+
+
+def nats_py_get(topology, domain: str, name: str, key: str, timeout: float = 15.0):
+    """What nats-py's own KV client reads (retrying while a mirror or source catches up)."""
+
+    async def go():
+        user, password = USERS["ACC"]
+        nc = await nats.connect(topology.hub.url, user=user, password=password)
+        try:
+            kv = await nc.jetstream(domain=domain).key_value(name)
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    entry = await kv.get(key)
+                    return entry.value, entry.revision
+                except nats.js.errors.KeyNotFoundError:
+                    if time.monotonic() > deadline:
+                        raise
+                    await asyncio.sleep(0.2)
+        finally:
+            await nc.close()
+
+    return asyncio.run(go())
+
+
+def test_bucket_reconcile_and_nats_py_reads_it(hub_conn, hub_leaf, raw) -> None:
+    name = uid("cfg")
+    spec = {"bucket": name, "history": 5, "ttl": "1h", "max_value_size": 1024, "compression": True}
+    assert bucket(hub_conn, spec)["action"] == "created"
+    again = bucket(hub_conn, spec)
+    assert again["action"] == "unchanged" and again["requests"] == 1 and again["name"] == name
+    assert bucket(hub_conn, {**spec, "history": 10})["changes"]["max_msgs_per_subject"]["new"] == "10"
+    with pytest.raises(ReconcileError, match=r"storage: 'file' -> 'memory'"):
+        bucket(hub_conn, {**spec, "history": 10, "storage": "memory"})
+    revision = put(hub_conn, name, "site.a", {"x": 1})
+    assert nats_py_get(hub_leaf, "leaf", name, "site.a") == (b'{"x":1}', revision)
+
+
+def test_kv_mirror_and_sources_across_domains(hub_conn, hub_leaf, raw) -> None:
+    origin = uid("origin")
+    bucket(hub_conn, origin)
+    first = put(hub_conn, origin, "k", "v1")
+    copy = uid("copy")
+    mirror = bucket(hub_conn, {"bucket": copy, "mirror": {"bucket": origin, "domain": "leaf"}}, domain="hub")
+    assert mirror["action"] == "created"
+    assert (
+        bucket(hub_conn, {"bucket": copy, "mirror": {"bucket": origin, "domain": "leaf"}}, domain="hub")["action"]
+        == "unchanged"
+    )
+    assert nats_py_get(hub_leaf, "hub", copy, "k") == (b"v1", first)
+    # A put to the mirror goes to its origin (in the leaf), as nats.go does; the mirror then copies it.
+    revision = put(hub_conn, copy, "k", "v2", domain="hub")
+    assert nats_py_get(hub_leaf, "leaf", origin, "k")[0] == b"v2"
+    deadline = time.monotonic() + 15
+    while nats_py_get(hub_leaf, "hub", copy, "k")[0] != b"v2":
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    assert revision == first + 1
+
+    agg = uid("agg")
+    sourced = bucket(
+        hub_conn,
+        {"bucket": agg, "sources": [{"bucket": origin, "domain": "leaf"}]},
+        domain="hub",
+        allow_double_store=False,
+    )
+    assert sourced["action"] == "created"
+    assert nats_py_get(hub_leaf, "hub", agg, "k")[0] == b"v2"
+
+
+def test_same_bucket_in_hub_and_leaf_is_refused_and_writes_stay_in_their_domain(hub_conn, hub_leaf, raw) -> None:
+    name = uid("dup")
+    bucket(hub_conn, name, domain="hub")
+    with pytest.raises(DoubleStoreError) as err:
+        bucket(hub_conn, name, domain="leaf")
+    text = str(err.value)
+    assert f"bucket {name!r} also exists in 'hub'" in text and f"$KV.{name}.<key>" in text
+    assert "use different accounts in each domain or isolate accounts" in text and "allow_double_store=True" in text
+    assert raw.info("leaf", f"KV_{name}") is None
+
+    assert bucket(hub_conn, name, domain="leaf", allow_double_store=True)["action"] == "created"
+    # Our put aimed at the leaf lands in the leaf, although the client is attached to the hub.
+    put(hub_conn, name, "k", "for-leaf", domain="leaf")
+    assert raw.info("leaf", f"KV_{name}")["state"]["messages"] == 1
+    assert raw.info("hub", f"KV_{name}")["state"]["messages"] == 0
+
+    # nats-py's own put "to the leaf" lands in the hub: the bug this module exists for.
+    async def nats_py_put() -> str:
+        user, password = USERS["ACC"]
+        nc = await nats.connect(hub_leaf.hub.url, user=user, password=password)
+        try:
+            kv = await nc.jetstream(domain="leaf").key_value(name)
+            return (await nc.jetstream().publish(f"$KV.{name}.k2", b"x")).domain if kv else ""
+        finally:
+            await nc.close()
+
+    assert asyncio.run(nats_py_put()) == "hub"
+
+
+def test_compare_and_set_and_delete(hub_conn, hub_leaf) -> None:
+    name = uid("cas")
+    bucket(hub_conn, {"bucket": name, "history": 3})
+    first = put(hub_conn, name, "k", "a", expected_revision=0)  # create only
+    with pytest.raises(KeyValueConflictError, match="compare-and-set failed"):
+        put(hub_conn, name, "k", "b", expected_revision=0)
+    second = put(hub_conn, name, "k", "b", expected_revision=first)
+    with pytest.raises(KeyValueConflictError):
+        put(hub_conn, name, "k", "c", expected_revision=first)
+    assert nats_py_get(hub_leaf, "leaf", name, "k") == (b"b", second)
+    JetStreamKeyValueDeleteOperator(
+        task_id="d", jetstream_conn_id=hub_conn, domain="leaf", bucket=name, key="k"
+    ).execute({})
+
+    async def gone() -> bool:
+        user, password = USERS["ACC"]
+        nc = await nats.connect(hub_leaf.hub.url, user=user, password=password)
+        try:
+            kv = await nc.jetstream(domain="leaf").key_value(name)
+            try:
+                await kv.get("k")
+            except nats.js.errors.KeyNotFoundError:
+                return True
+            return False
+        finally:
+            await nc.close()
+
+    assert asyncio.run(gone())
+
+
+def test_write_subjects_match_nats_go() -> None:
+    assert write_target("b", "k", "$JS.API").subject == "$KV.b.k"
+    assert write_target("b", "k", "$JS.leaf.API").subject == "$JS.leaf.API.$KV.b.k"
+    assert write_target("b", "k", "JS.acc@hub.API").subject == "JS.acc@hub.API.$KV.b.k"
+    mirror = {"mirror": {"name": "KV_o", "external": {"api": "$JS.leaf.API"}}}
+    target = write_target("copy", "k", "$JS.hub.API", mirror)
+    assert (target.subject, target.stream, target.domain) == ("$JS.leaf.API.$KV.o.k", "KV_o", "leaf")
+
+
+def test_kv_validation() -> None:
+    with pytest.raises(SpecErrors, match=r"key='\.bad'"):
+        JetStreamKeyValuePutOperator(task_id="x", bucket="b", key=".bad", value="v")
+    with pytest.raises(SpecErrors, match=r"expected_revision=-1"):
+        JetStreamKeyValuePutOperator(task_id="x", bucket="b", key="k", value="v", expected_revision=-1)
+    with pytest.raises(SpecErrors, match=r"bucket\.history=0"):
+        JetStreamCreateKeyValueOperator(task_id="x", bucket={"bucket": "b", "history": 0})
