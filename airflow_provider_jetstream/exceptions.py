@@ -21,3 +21,7 @@ class JetStreamConnectionError(JetStreamError):
 
 class JetStreamDomainUnavailableError(JetStreamError):
     """No JetStream answered for the requested domain or API prefix."""
+
+
+class JetStreamNotFoundError(JetStreamError, LookupError):
+    """A stream, consumer or bucket that must exist does not: waiting or retrying cannot help."""

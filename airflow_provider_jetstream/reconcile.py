@@ -19,19 +19,17 @@ fields they do not know, which is why the API level is checked first.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import nats.errors
-from nats.aio.client import Client
-
+from airflow_provider_jetstream.api import (
+    JetStreamApi,
+    domain_of,
+)
 from airflow_provider_jetstream.exceptions import (
     JetStreamConfigError,
-    JetStreamDomainUnavailableError,
-    JetStreamError,
 )
 from airflow_provider_jetstream.specs import (
     CONSUMER,
@@ -49,103 +47,11 @@ from airflow_provider_jetstream.specs.fields import API_LEVEL_VERSIONS
 log = logging.getLogger(__name__)
 
 IF_EXISTS = ("update", "skip", "fail", "recreate")
-STREAM_NOT_FOUND = 10059
-CONSUMER_NOT_FOUND = 10014
 WRONG_LAST_SEQUENCE = 10071
-
-
-class JetStreamApiError(JetStreamError):
-    """The JetStream API answered with an error."""
-
-    def __init__(self, subject: str, error: Mapping[str, Any], target: str) -> None:
-        self.code = error.get("code")
-        self.err_code = error.get("err_code")
-        self.description = error.get("description", "")
-        self.subject = subject
-        super().__init__(
-            f"JetStream in {target} refused {subject.rsplit('.API.', 1)[-1]}: {self.description} "
-            f"(code {self.code}, err_code {self.err_code})"
-        )
 
 
 class ReconcileError(JetStreamConfigError):
     """The spec cannot be applied as asked (replace-forcing change, if_exists='fail', server too old)."""
-
-
-def describe_prefix(prefix: str) -> str:
-    if prefix == "$JS.API":
-        return "the local JetStream domain"
-    if prefix.startswith("$JS.") and prefix.endswith(".API") and prefix.count(".") == 2:
-        return f"domain {prefix.split('.')[1]!r}"
-    return f"API prefix {prefix!r}"
-
-
-def domain_of(prefix: str) -> str | None:
-    if prefix.startswith("$JS.") and prefix.endswith(".API") and prefix.count(".") == 2:
-        return prefix.split(".")[1]
-    return None
-
-
-class JetStreamApi:
-    """JSON requests to one JetStream API (a domain or an imported prefix), counted in ``requests``."""
-
-    def __init__(self, nc: Client, prefix: str = "$JS.API", *, timeout: float = 5.0, target: str | None = None):
-        self.nc = nc
-        self.prefix = prefix.rstrip(".")
-        self.timeout = timeout
-        self.target = target or describe_prefix(self.prefix)
-        self.requests = 0
-
-    async def request(self, suffix: str, body: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        subject = f"{self.prefix}.{suffix}"
-        payload = json.dumps(body, separators=(",", ":")).encode() if body is not None else b""
-        self.requests += 1
-        try:
-            msg = await self.nc.request(subject, payload, timeout=self.timeout)
-        except nats.errors.NoRespondersError:
-            raise JetStreamDomainUnavailableError(
-                f"no JetStream responded in {self.target} ({self.prefix}): is the leaf connected, the domain "
-                "name right, or the API exported and imported?"
-            ) from None
-        except nats.errors.TimeoutError:
-            raise JetStreamDomainUnavailableError(
-                f"JetStream in {self.target} ({self.prefix}) did not answer {suffix.split('.')[0]} within "
-                f"{self.timeout:g}s"
-            ) from None
-        response = json.loads(msg.data) if msg.data else {}
-        if "error" in response:
-            raise JetStreamApiError(subject, response["error"], self.target)
-        return response
-
-    async def account_info(self) -> dict[str, Any]:
-        return await self.request("INFO")
-
-    async def api_level(self) -> tuple[int, str | None]:
-        """``(API level, domain)`` the target reports; level 0 means nats-server < 2.11."""
-        info = await self.account_info()
-        return int((info.get("api") or {}).get("level") or 0), info.get("domain")
-
-    async def stream_info(self, name: str) -> dict[str, Any] | None:
-        try:
-            return await self.request(f"STREAM.INFO.{name}")
-        except JetStreamApiError as err:
-            if err.err_code == STREAM_NOT_FOUND:
-                return None
-            raise
-
-    async def consumer_info(self, stream: str, name: str) -> dict[str, Any] | None:
-        try:
-            return await self.request(f"CONSUMER.INFO.{stream}.{name}")
-        except JetStreamApiError as err:
-            if err.err_code == CONSUMER_NOT_FOUND:
-                return None
-            if err.err_code == STREAM_NOT_FOUND:
-                raise ReconcileError(f"stream {stream!r} does not exist in {self.target}: create it first") from None
-            raise
-
-    async def stream_names(self, subject: str | None = None) -> list[str]:
-        response = await self.request("STREAM.NAMES", {"subject": subject} if subject else {})
-        return list(response.get("streams") or [])
 
 
 @dataclass

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import nats.errors
 from nats.aio.client import Client
 
+from airflow_provider_jetstream.api import describe_prefix, domain_of
 from airflow_provider_jetstream.exceptions import JetStreamConfigError
-from airflow_provider_jetstream.reconcile import describe_prefix, domain_of
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import weakref
 from collections.abc import AsyncIterator, Coroutine
@@ -16,6 +15,7 @@ from airflow.sdk import BaseHook
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
+from airflow_provider_jetstream.api import JetStreamApi, describe_prefix
 from airflow_provider_jetstream.client import open_connection, release
 from airflow_provider_jetstream.connection import JetStreamConnectionConfig, api_prefix_for
 from airflow_provider_jetstream.exceptions import JetStreamDomainUnavailableError, JetStreamError
@@ -97,12 +97,7 @@ class JetStreamHook(BaseHook):
 
     def describe_target(self, domain: str | None = None, api_prefix: str | None = None) -> str:
         """Human words for a JetStream target: ``domain 'leaf'`` or ``API prefix 'JS.acc@hub.API'``."""
-        prefix = self.resolve_api_prefix(domain, api_prefix)
-        if prefix == "$JS.API":
-            return "the local JetStream domain"
-        if prefix.startswith("$JS.") and prefix.endswith(".API") and prefix.count(".") == 2:
-            return f"domain {prefix.split('.')[1]!r}"
-        return f"API prefix {prefix!r}"
+        return describe_prefix(self.resolve_api_prefix(domain, api_prefix))
 
     # -- async core ----------------------------------------------------------------------------
 
@@ -160,17 +155,9 @@ class JetStreamHook(BaseHook):
         prefix = self.resolve_api_prefix(domain, api_prefix)
         config = await self.aget_conn_config()
         try:
-            reply = await nc.request(f"{prefix}.INFO", b"", timeout=config.connect_timeout)
-        except (nats.errors.NoRespondersError, nats.errors.TimeoutError) as err:
+            return await JetStreamApi(nc, prefix, timeout=config.connect_timeout).account_info()
+        except JetStreamDomainUnavailableError as err:
             raise self._no_jetstream(domain, api_prefix) from err
-        info = json.loads(reply.data)
-        if "error" in info:
-            error = info["error"]
-            raise JetStreamError(
-                f"connection {config.conn_id!r}: JetStream in {self.describe_target(domain, api_prefix)} "
-                f"refused account info: {error.get('description')} (code {error.get('code')})"
-            )
-        return info
 
     def _no_jetstream(self, domain: str | None, api_prefix: str | None) -> JetStreamDomainUnavailableError:
         config = self._config

@@ -7,6 +7,13 @@ from typing import Any
 
 from nats.aio.client import Client
 
+from airflow_provider_jetstream.api import (
+    CONSUMER_NOT_FOUND,
+    STREAM_NOT_FOUND,
+    JetStreamApi,
+    JetStreamApiError,
+    domain_of,
+)
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.operators.streams import (
     JetStreamBaseOperator,
@@ -14,15 +21,7 @@ from airflow_provider_jetstream.operators.streams import (
     _one,
     has_template,
 )
-from airflow_provider_jetstream.reconcile import (
-    CONSUMER_NOT_FOUND,
-    STREAM_NOT_FOUND,
-    JetStreamApi,
-    JetStreamApiError,
-    check_if_exists,
-    domain_of,
-    reconcile_consumer,
-)
+from airflow_provider_jetstream.reconcile import check_if_exists, reconcile_consumer
 from airflow_provider_jetstream.specs import ConsumerSpec, validate_name
 
 

@@ -13,10 +13,11 @@ from typing import Any
 
 from nats.aio.client import Client
 
+from airflow_provider_jetstream.api import JetStreamApi, domain_of
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.kv import encode_value, kv_delete, kv_put, reconcile_bucket
 from airflow_provider_jetstream.operators.streams import JetStreamBaseOperator, _as_bool, _one, has_template
-from airflow_provider_jetstream.reconcile import JetStreamApi, check_if_exists, domain_of
+from airflow_provider_jetstream.reconcile import check_if_exists
 from airflow_provider_jetstream.specs import KeyValueSpec, SpecError, SpecErrors, validate_bucket, validate_key
 from airflow_provider_jetstream.specs.kv import kv_subjects
 from airflow_provider_jetstream.topology_guard import guard_double_store

@@ -18,11 +18,11 @@ import nats.errors
 import nats.js.errors
 from nats.aio.client import Client
 
+from airflow_provider_jetstream.api import JetStreamApi, domain_of
 from airflow_provider_jetstream.exceptions import JetStreamConfigError, JetStreamError
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.kv import encode_value
 from airflow_provider_jetstream.operators.streams import JetStreamBaseOperator, _as_bool, _one, has_template
-from airflow_provider_jetstream.reconcile import JetStreamApi, domain_of
 from airflow_provider_jetstream.specs import validate_subject
 from airflow_provider_jetstream.topology_guard import guard_double_store
 

@@ -16,17 +16,11 @@ from typing import Any, TypeVar
 from airflow.sdk import BaseOperator
 from nats.aio.client import Client
 
+from airflow_provider_jetstream.api import STREAM_NOT_FOUND, JetStreamApi, JetStreamApiError, domain_of
 from airflow_provider_jetstream.connection import api_prefix_for
 from airflow_provider_jetstream.exceptions import JetStreamConfigError
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
-from airflow_provider_jetstream.reconcile import (
-    STREAM_NOT_FOUND,
-    JetStreamApi,
-    JetStreamApiError,
-    check_if_exists,
-    domain_of,
-    reconcile_stream,
-)
+from airflow_provider_jetstream.reconcile import check_if_exists, reconcile_stream
 from airflow_provider_jetstream.specs import SpecError, SpecErrors, StreamSpec, validate_name, validate_subject
 from airflow_provider_jetstream.topology_guard import guard_double_store
 

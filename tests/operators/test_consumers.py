@@ -7,6 +7,7 @@ import asyncio
 import nats
 import pytest
 
+from airflow_provider_jetstream.exceptions import JetStreamNotFoundError
 from airflow_provider_jetstream.local.servers import USERS
 from airflow_provider_jetstream.operators.consumers import (
     JetStreamCreateConsumerOperator,
@@ -76,7 +77,7 @@ def test_consumer_reconcile_outcomes(hub_conn, raw, stream) -> None:
 
 
 def test_consumer_on_missing_stream(hub_conn) -> None:
-    with pytest.raises(ReconcileError, match="does not exist in domain 'leaf': create it first"):
+    with pytest.raises(JetStreamNotFoundError, match="does not exist in domain 'leaf': create it first"):
         consumer(hub_conn, uid("none"), {"name": "dur"})
 
 

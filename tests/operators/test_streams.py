@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from airflow_provider_jetstream.api import JetStreamApiError
 from airflow_provider_jetstream.exceptions import JetStreamConfigError
 from airflow_provider_jetstream.operators.streams import (
     JetStreamCreateMirrorOperator,
@@ -12,7 +13,7 @@ from airflow_provider_jetstream.operators.streams import (
     JetStreamDeleteStreamOperator,
     JetStreamPurgeStreamOperator,
 )
-from airflow_provider_jetstream.reconcile import JetStreamApiError, ReconcileError
+from airflow_provider_jetstream.reconcile import ReconcileError
 from airflow_provider_jetstream.specs import SpecErrors
 from airflow_provider_jetstream.topology_guard import DoubleStoreError
 from tests.operators.conftest import uid
