@@ -121,3 +121,20 @@ def test_deploy_configs_link_on_real_servers(tmp_path: Path) -> None:
         assert domains == {"hub-server": "hub", "leaf-a-server": "leaf-a", "leaf-b-server": "leaf-b"}
     finally:
         topology.stop()
+
+
+def test_dag_defaults_match_the_stack(compose: dict) -> None:
+    """The example DAGs' defaults (connections, domains) are what docker-compose.yml provides."""
+    import sys
+
+    sys.path.insert(0, str(REPO / "dags"))
+    import edge_pipeline_config as cfg
+
+    env = compose["x-airflow"]["environment"]
+    assert f"AIRFLOW_CONN_{cfg.NATS_CONN_ID.upper()}" in env
+    assert Connection.from_uri(env[f"AIRFLOW_CONN_{cfg.NATS_CONN_ID.upper()}"]).extra_dejson["domain"] == cfg.HUB_DOMAIN
+    leaves = {name.removeprefix("nats-") for name in nats_services(compose) if name != "nats-hub"}
+    assert leaves == set(cfg.LEAF_DOMAINS)
+    assert env["JETSTREAM_OUTPUT_DIR"] == cfg.OUTPUT_DIR
+    # The Spark connection the DAGs use in the stack is the cluster's.
+    assert env.get("JETSTREAM_SPARK_CONN_ID") == "spark_cluster" and "AIRFLOW_CONN_SPARK_CLUSTER" in env

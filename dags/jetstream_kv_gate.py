@@ -1,0 +1,101 @@
+"""Gate on the edge: wait until an edge process announces a finished batch in its own domain's KV,
+process exactly that batch of its readings (read in the leaf's domain, through the hub), then
+consume the announcement so the next run waits for a new batch."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+import pendulum
+from airflow.sdk import DAG, Param, task
+from edge_pipeline_config import EDGE_STATUS_BUCKET, LEAF_DOMAINS, LEAF_STREAM, NATS_CONN_ID
+
+from airflow_provider_jetstream.operators.kv import JetStreamKeyValueDeleteOperator, JetStreamKeyValuePutOperator
+from airflow_provider_jetstream.sensors.kv import JetStreamKeyValueSensor
+
+READY_KEY = "batch.ready"
+PROCESSED_KEY = "batch.processed"
+
+DOC = f"""
+### KV gate
+
+An edge process on leaf `{{{{ params.leaf }}}}` writes `{EDGE_STATUS_BUCKET}/{READY_KEY}` =
+`{{"batch": "...", "first_seq": N, "last_seq": M}}` when a batch of readings is complete.
+
+1. **wait** (deferrable: a KV watch in the triggerer, no polling) until the key exists in the leaf's
+   domain; a key of the same name in the hub does not count.
+2. **process** that batch: the leaf's `{LEAF_STREAM}` stream, sequences `first_seq..last_seq`,
+   read through the hub connection with the provider's fast pull reader; per-sensor count and mean.
+3. **record** the result in `{EDGE_STATUS_BUCKET}/{PROCESSED_KEY}` and **delete** `{READY_KEY}` with a
+   compare-and-set on the revision that was processed, so a newer announcement is never lost.
+"""
+
+with DAG(
+    dag_id="jetstream_kv_gate",
+    schedule=None,
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    doc_md=DOC,
+    tags=["jetstream", "example"],
+    render_template_as_native_obj=True,
+    params={"leaf": Param(LEAF_DOMAINS[0], type="string", enum=LEAF_DOMAINS, description="Edge domain to gate on")},
+    default_args={"jetstream_conn_id": NATS_CONN_ID},
+) as dag:
+    wait_ready = JetStreamKeyValueSensor(
+        task_id="wait_batch_ready",
+        domain="{{ params.leaf }}",
+        bucket=EDGE_STATUS_BUCKET,
+        key=READY_KEY,
+        deferrable=True,
+        timeout=6 * 3600,
+    )
+
+    @task
+    def process_batch(entry: dict, params: dict | None = None) -> dict:
+        """Count and average the batch's readings per sensor, reading the leaf stream through the hub."""
+        from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
+        from airflow_provider_jetstream.pull import read_range
+
+        batch = json.loads(entry["value"])
+        leaf = params["leaf"]
+        hook = JetStreamHook(NATS_CONN_ID, domain=leaf)
+        totals: dict[str, list[float]] = defaultdict(list)
+
+        async def read() -> int:
+            read_count = 0
+            async with hook.aconnect() as nc:
+                prefix = hook.resolve_api_prefix()
+                async for chunk in read_range(nc, LEAF_STREAM, batch["first_seq"], batch["last_seq"], api_prefix=prefix,
+                                              include_headers=False):  # fmt: skip
+                    for payload in chunk.payloads:
+                        reading = json.loads(payload)
+                        totals[reading["sensor"]].append(reading["value"])
+                    read_count += len(chunk)
+            return read_count
+
+        count = hook.run(read())
+        return {
+            "batch": batch["batch"],
+            "leaf": leaf,
+            "readings": count,
+            "revision": entry["revision"],
+            "mean_by_sensor": {sensor: round(sum(v) / len(v), 3) for sensor, v in sorted(totals.items())},
+        }
+
+    result = process_batch(wait_ready.output)
+    record = JetStreamKeyValuePutOperator(
+        task_id="record_processed",
+        domain="{{ params.leaf }}",
+        bucket=EDGE_STATUS_BUCKET,
+        key=PROCESSED_KEY,
+        value=result,
+    )
+    consume = JetStreamKeyValueDeleteOperator(
+        task_id="consume_announcement",
+        domain="{{ params.leaf }}",
+        bucket=EDGE_STATUS_BUCKET,
+        key=READY_KEY,
+        expected_revision="{{ ti.xcom_pull(task_ids='wait_batch_ready')['revision'] }}",
+    )
+    record >> consume
