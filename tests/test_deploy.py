@@ -132,7 +132,8 @@ def test_dag_defaults_match_the_stack(compose: dict) -> None:
 
     env = compose["x-airflow"]["environment"]
     assert f"AIRFLOW_CONN_{cfg.NATS_CONN_ID.upper()}" in env
-    assert Connection.from_uri(env[f"AIRFLOW_CONN_{cfg.NATS_CONN_ID.upper()}"]).extra_dejson["domain"] == cfg.HUB_DOMAIN
+    hub = Connection.from_uri(env[f"AIRFLOW_CONN_{cfg.NATS_CONN_ID.upper()}"], conn_id=cfg.NATS_CONN_ID)
+    assert hub.extra_dejson["domain"] == cfg.HUB_DOMAIN
     leaves = {name.removeprefix("nats-") for name in nats_services(compose) if name != "nats-hub"}
     assert leaves == set(cfg.LEAF_DOMAINS)
     assert env["JETSTREAM_OUTPUT_DIR"] == cfg.OUTPUT_DIR
