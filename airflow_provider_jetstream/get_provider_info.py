@@ -50,8 +50,26 @@ def get_provider_info() -> dict[str, Any]:
                 ],
             }
         ],
-        "sensors": [],
-        "triggers": [],
+        "sensors": [
+            {
+                "integration-name": INTEGRATION,
+                "python-modules": [
+                    "airflow_provider_jetstream.sensors.consumer_lag",
+                    "airflow_provider_jetstream.sensors.replication_lag",
+                    "airflow_provider_jetstream.sensors.kv",
+                ],
+            }
+        ],
+        "triggers": [
+            {
+                "integration-name": INTEGRATION,
+                "python-modules": [
+                    "airflow_provider_jetstream.triggers.consumer_lag",
+                    "airflow_provider_jetstream.triggers.replication_lag",
+                    "airflow_provider_jetstream.triggers.kv",
+                ],
+            }
+        ],
         "connection-types": [
             {
                 "hook-class-name": "airflow_provider_jetstream.hooks.jetstream.JetStreamHook",

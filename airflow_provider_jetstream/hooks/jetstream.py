@@ -30,9 +30,12 @@ _OPEN: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _SharedCon
 
 
 class _SharedConnection:
-    def __init__(self, nc: Client) -> None:
-        self.nc = nc
+    def __init__(self) -> None:
+        self.nc: Client | None = None
         self.users = 0
+        # Registered before connecting: users arriving while it connects wait for this connection
+        # instead of opening their own (a triggerer starts many triggers at once).
+        self.opening = asyncio.Lock()
 
 
 class JetStreamHook(BaseHook):
@@ -112,12 +115,14 @@ class JetStreamHook(BaseHook):
         loop = asyncio.get_running_loop()
         shared_by_id = _OPEN.setdefault(loop, {})
         shared = shared_by_id.get(config.conn_id)
-        if shared is None or shared.nc.is_closed:
-            shared = _SharedConnection(await open_connection(config))
-            shared_by_id[config.conn_id] = shared
+        if shared is None or (shared.nc is not None and shared.nc.is_closed):
+            shared = shared_by_id[config.conn_id] = _SharedConnection()
         shared.users += 1
         failed = False
         try:
+            async with shared.opening:
+                if shared.nc is None or shared.nc.is_closed:
+                    shared.nc = await open_connection(config)
             yield shared.nc
         except BaseException:
             failed = True
@@ -127,7 +132,8 @@ class JetStreamHook(BaseHook):
             if shared.users == 0:
                 if shared_by_id.get(config.conn_id) is shared:
                     del shared_by_id[config.conn_id]
-                await asyncio.shield(release(shared.nc, drain=not failed))
+                if shared.nc is not None:
+                    await asyncio.shield(release(shared.nc, drain=not failed))
 
     @contextlib.asynccontextmanager
     async def ajetstream(

@@ -1,0 +1,88 @@
+"""``JetStreamKeyValueSensor``: wait until a key exists in a KV bucket (of any domain)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from airflow_provider_jetstream.exceptions import JetStreamConfigError
+from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
+from airflow_provider_jetstream.replication import validate_count
+from airflow_provider_jetstream.sensors.consumer_lag import BaseJetStreamSensor, templated
+from airflow_provider_jetstream.triggers.kv import JetStreamKeyValueTrigger, check_key
+
+# The names nats-py accepts (nats.js.kv / nats.js.client), checked before anything is sent.
+_BUCKET = re.compile(r"[A-Za-z0-9_-]+")
+_KEY = re.compile(r"[-/_=.A-Za-z0-9]+")
+
+
+class JetStreamKeyValueSensor(BaseJetStreamSensor):
+    """Wait until a key of a KV bucket holds a value (equal to ``value``, or at ``min_revision``).
+
+    A deleted or purged key does not count as present. With ``domain="leaf"`` a sensor connected to
+    the hub reads the leaf's bucket: a key of the same name in another domain's bucket does not
+    satisfy it. Returns (XCom) ``{"bucket", "key", "value", "encoding", "revision", "target"}``, the
+    value decoded as UTF-8 text (``encoding: "utf-8"``) or else base64. A bucket that does not
+    exist fails the task at once. In deferrable mode the trigger watches the key: no polling.
+
+    :param bucket: KV bucket name (templated).
+    :param key: key to wait for (templated).
+    :param value: UTF-8 text the key must hold (templated); None (default) accepts any value.
+    :param min_revision: revision (stream sequence) the key must reach; None (default) accepts any.
+
+    Also takes :class:`BaseJetStreamSensor`'s ``jetstream_conn_id``, ``domain``, ``api_prefix``,
+    ``deferrable`` and Airflow's sensor arguments (``poke_interval``, ``timeout``, ``mode``,
+    ``soft_fail``...).
+    """
+
+    template_fields: Sequence[str] = (*BaseJetStreamSensor.template_fields, "bucket", "key", "value")
+    event_key = "entry"
+
+    def __init__(
+        self,
+        *,
+        bucket: str,
+        key: str,
+        value: str | None = None,
+        min_revision: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.bucket = bucket
+        self.key = key
+        self.value = value
+        self.min_revision = validate_count(min_revision, "min_revision", allow_none=True)
+        if not templated(bucket) and not templated(key):
+            self.validate()
+
+    def validate(self) -> None:
+        if not isinstance(self.bucket, str) or not _BUCKET.fullmatch(self.bucket):
+            raise JetStreamConfigError(
+                f"bucket={self.bucket!r} is not a KV bucket name: use letters, digits, '-' and '_'"
+            )
+        key = self.key
+        if not isinstance(key, str) or not _KEY.fullmatch(key) or key.startswith(".") or key.endswith("."):
+            raise JetStreamConfigError(
+                f"key={key!r} is not a KV key: use letters, digits and '-_/=.', not starting or ending with '.'"
+            )
+        if self.value is not None and not isinstance(self.value, str):
+            raise JetStreamConfigError(f"value={self.value!r} is not allowed: use text (compared as UTF-8) or None")
+
+    async def acheck(self, hook: JetStreamHook) -> tuple[bool, dict[str, Any] | None]:
+        check = await check_key(hook, self.bucket, self.key, self.value, self.min_revision)
+        state = "done" if check.done else "waiting"
+        self.log.info("KV %r in %s: %s: %s", self.bucket, check.target, state, check.reason)
+        return check.done, check.to_xcom() if check.done else None
+
+    def trigger(self) -> JetStreamKeyValueTrigger:
+        return JetStreamKeyValueTrigger(
+            jetstream_conn_id=self.jetstream_conn_id,
+            bucket=self.bucket,
+            key=self.key,
+            domain=self.domain,
+            api_prefix=self.api_prefix,
+            value=self.value,
+            min_revision=self.min_revision,
+            rewatch_interval=max(self.poke_interval, 5.0),
+        )

@@ -1,0 +1,248 @@
+"""``JetStreamConsumerLagTrigger`` and the consumer-lag check it shares with the sensor's poke.
+
+The check is the nats CLI's ``nats server check consumer --unprocessed-critical
+--outstanding-ack-critical``: a consumer is done when its unprocessed messages (``num_pending``)
+and outstanding acks (``num_ack_pending``), and optionally its redeliveries, are within bounds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import nats.errors
+import nats.js.errors
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from airflow_provider_jetstream.api import JetStreamApi
+from airflow_provider_jetstream.exceptions import (
+    JetStreamConfigError,
+    JetStreamDomainUnavailableError,
+    JetStreamError,
+    JetStreamNotFoundError,
+)
+from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
+
+#: Errors after which a later check may succeed: the domain answers again, the client reconnected.
+#: A closed connection (reconnect attempts exhausted) is not one: the trigger fails and Airflow retries.
+TRANSIENT_ERRORS = (
+    JetStreamDomainUnavailableError,
+    nats.errors.TimeoutError,
+    nats.errors.NoRespondersError,
+    nats.js.errors.ServiceUnavailableError,  # the 503 a JetStream API request gets when no server answers
+    nats.errors.ConnectionReconnectingError,
+    nats.errors.StaleConnectionError,
+    nats.errors.OutboundBufferLimitError,
+)
+
+
+def transient_reason(hook: JetStreamHook, err: BaseException) -> str:
+    """Why a check could not be made, in words (nats-py's 503 error prints as ``code=None``)."""
+    if isinstance(err, (nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError)):
+        return f"no JetStream responded in {hook.describe_target()}: is the leaf connected?"
+    if isinstance(err, nats.errors.TimeoutError):
+        return f"JetStream in {hook.describe_target()} did not answer in time"
+    return str(err) or type(err).__name__
+
+
+class PollClock:
+    """Fixed-rate polling for the lag triggers: each check is due ``interval`` seconds after the
+    previous one was due, not after it ended, so slow answers (a busy server, a thousand triggers
+    on one connection) do not stretch the period; after an overrun the next check starts at once."""
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self.due = asyncio.get_running_loop().time()
+
+    async def wait(self) -> None:
+        now = asyncio.get_running_loop().time()
+        self.due = max(self.due + self.interval, now)
+        await asyncio.sleep(self.due - now)
+
+
+@dataclass(frozen=True)
+class ConsumerLagCheck:
+    """One reading of a consumer's counts and whether they are within the thresholds."""
+
+    stream: str
+    consumer: str
+    target: str
+    info: dict[str, Any]
+    done: bool
+    reason: str
+
+    def to_xcom(self) -> dict[str, Any]:
+        """The consumer's counts and its delivered and ack-floor sequences."""
+        delivered = self.info.get("delivered") or {}
+        ack_floor = self.info.get("ack_floor") or {}
+        return {
+            "stream": self.stream,
+            "consumer": self.consumer,
+            "target": self.target,
+            "num_pending": self.info.get("num_pending", 0),
+            "num_ack_pending": self.info.get("num_ack_pending", 0),
+            "num_redelivered": self.info.get("num_redelivered", 0),
+            "num_waiting": self.info.get("num_waiting", 0),
+            "delivered": {
+                "consumer_seq": delivered.get("consumer_seq", 0),
+                "stream_seq": delivered.get("stream_seq", 0),
+            },
+            "ack_floor": {
+                "consumer_seq": ack_floor.get("consumer_seq", 0),
+                "stream_seq": ack_floor.get("stream_seq", 0),
+            },
+        }
+
+
+def judge_consumer(
+    info: dict[str, Any], max_pending: int, max_ack_pending: int, max_redelivered: int | None
+) -> tuple[bool, str]:
+    """``(done, reason)`` for a raw consumer info: every count within its bound, or which is not."""
+    counts = [
+        ("unprocessed (num_pending)", info.get("num_pending", 0), max_pending, "max_pending"),
+        ("outstanding acks (num_ack_pending)", info.get("num_ack_pending", 0), max_ack_pending, "max_ack_pending"),
+    ]
+    if max_redelivered is not None:
+        counts.append(
+            ("redelivered (num_redelivered)", info.get("num_redelivered", 0), max_redelivered, "max_redelivered")
+        )
+    over = [f"{what} {value} > {name} {bound}" for what, value, bound, name in counts if value > bound]
+    if over:
+        return False, "; ".join(over)
+    return True, ", ".join(f"{what} {value} <= {bound}" for what, value, bound, _ in counts)
+
+
+async def check_consumer_lag(
+    hook: JetStreamHook,
+    stream: str,
+    consumer: str,
+    max_pending: int = 0,
+    max_ack_pending: int = 0,
+    max_redelivered: int | None = None,
+) -> ConsumerLagCheck:
+    """Read a consumer's info in the hook's domain and judge it against the thresholds.
+
+    Raises :class:`JetStreamNotFoundError` when the stream or the consumer does not exist, and
+    :class:`JetStreamDomainUnavailableError` when no JetStream answers for the domain.
+    """
+    async with hook.aconnect() as nc:
+        config = await hook.aget_conn_config()
+        target = hook.describe_target()
+        api = JetStreamApi(nc, hook.resolve_api_prefix(), timeout=config.connect_timeout, target=target)
+        info = await api.consumer_info(stream, consumer)  # a missing stream raises JetStreamNotFoundError
+    if info is None:
+        raise JetStreamNotFoundError(f"consumer {consumer!r} does not exist on stream {stream!r} in {target}")
+    done, reason = judge_consumer(info, max_pending, max_ack_pending, max_redelivered)
+    return ConsumerLagCheck(stream, consumer, target, info, done, reason)
+
+
+class JetStreamConsumerLagTrigger(BaseTrigger):
+    """Fires when a consumer's unprocessed and outstanding-ack counts are within bounds.
+
+    Polls the consumer's info every ``poll_interval`` seconds over the triggerer's one shared NATS
+    connection for ``jetstream_conn_id``. Fires ``{"status": "success", "consumer": {...counts}}``,
+    or ``{"status": "error", "message": ...}`` when the stream or consumer does not exist or the
+    connection cannot be made. While the domain does not answer it keeps polling.
+
+    :param jetstream_conn_id: Airflow connection id (the connection is resolved in the triggerer).
+    :param stream: stream of the consumer.
+    :param consumer: durable or named consumer.
+    :param domain: JetStream domain of the stream. Default: the connection's.
+    :param api_prefix: JetStream API prefix instead of a domain. Default: the connection's.
+    :param max_pending: most unprocessed messages. Default 0.
+    :param max_ack_pending: most delivered-but-unacknowledged messages. Default 0.
+    :param max_redelivered: most redelivered messages; None (default) does not check.
+    :param poll_interval: seconds between checks. Default 5.
+
+    What it opens (its use of the shared connection) is held by ``run()``'s context manager and
+    released when ``run()`` returns, is cancelled or is closed: ``cleanup()`` has nothing left to do.
+    """
+
+    def __init__(
+        self,
+        jetstream_conn_id: str,
+        stream: str,
+        consumer: str,
+        domain: str | None = None,
+        api_prefix: str | None = None,
+        max_pending: int = 0,
+        max_ack_pending: int = 0,
+        max_redelivered: int | None = None,
+        poll_interval: float = 5.0,
+    ) -> None:
+        super().__init__()
+        self.jetstream_conn_id = jetstream_conn_id
+        self.stream = stream
+        self.consumer = consumer
+        self.domain = domain
+        self.api_prefix = api_prefix
+        self.max_pending = max_pending
+        self.max_ack_pending = max_ack_pending
+        self.max_redelivered = max_redelivered
+        self.poll_interval = float(poll_interval)
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "jetstream_conn_id": self.jetstream_conn_id,
+                "stream": self.stream,
+                "consumer": self.consumer,
+                "domain": self.domain,
+                "api_prefix": self.api_prefix,
+                "max_pending": self.max_pending,
+                "max_ack_pending": self.max_ack_pending,
+                "max_redelivered": self.max_redelivered,
+                "poll_interval": self.poll_interval,
+            },
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        hook = JetStreamHook(self.jetstream_conn_id, domain=self.domain, api_prefix=self.api_prefix)
+        try:
+            # Held for the trigger's life: every check reuses the triggerer's shared connection.
+            async with hook.aconnect():
+                clock = PollClock(self.poll_interval)
+                while True:
+                    try:
+                        check = await check_consumer_lag(
+                            hook,
+                            self.stream,
+                            self.consumer,
+                            self.max_pending,
+                            self.max_ack_pending,
+                            self.max_redelivered,
+                        )
+                    except TRANSIENT_ERRORS as err:
+                        self.log.info(
+                            "Consumer %r > %r: cannot check yet: %s",
+                            self.stream,
+                            self.consumer,
+                            transient_reason(hook, err),
+                        )
+                    else:
+                        if check.done:
+                            self.log.info(
+                                "Consumer %r > %r in %s: %s", self.stream, self.consumer, check.target, check.reason
+                            )
+                            yield TriggerEvent({"status": "success", "consumer": check.to_xcom()})
+                            return
+                        self.log.info(
+                            "Consumer %r > %r in %s: waiting: %s",
+                            self.stream,
+                            self.consumer,
+                            check.target,
+                            check.reason,
+                        )
+                    await clock.wait()
+        except JetStreamNotFoundError as err:
+            yield TriggerEvent({"status": "error", "reason": "not_found", "message": str(err)})
+        except JetStreamConfigError as err:
+            yield TriggerEvent({"status": "error", "reason": "invalid", "message": str(err)})
+        except JetStreamError as err:
+            yield TriggerEvent({"status": "error", "reason": "error", "message": str(err)})
+        except nats.errors.ConnectionClosedError:
+            message = f"connection {self.jetstream_conn_id!r}: the NATS connection closed (reconnects exhausted)"
+            yield TriggerEvent({"status": "error", "reason": "connection_closed", "message": message})

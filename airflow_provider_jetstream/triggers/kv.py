@@ -1,0 +1,205 @@
+"""``JetStreamKeyValueTrigger`` (a KV watch, no polling) and the key check shared with the sensor.
+
+A key counts as present when its latest entry is a value: a deleted or purged key (a delete or
+purge marker, or no entry at all) is absent. Optionally the value must equal ``value`` or the
+revision reach ``min_revision``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import nats.errors
+import nats.js.errors
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+from nats.js.kv import KeyValue
+
+from airflow_provider_jetstream.exceptions import JetStreamConfigError, JetStreamError, JetStreamNotFoundError
+from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
+from airflow_provider_jetstream.triggers.consumer_lag import TRANSIENT_ERRORS, transient_reason
+
+_REMOVED = ("DEL", "PURGE")
+
+
+@dataclass(frozen=True)
+class KeyCheck:
+    """One reading of a key: whether it satisfies the sensor, why not, and the entry read."""
+
+    bucket: str
+    key: str
+    target: str
+    done: bool
+    reason: str
+    revision: int | None = None
+    raw: bytes | None = None
+
+    def to_xcom(self) -> dict[str, Any]:
+        """The decoded value (UTF-8 text, else base64 with ``encoding: "base64"``) and revision."""
+        try:
+            value, encoding = (self.raw or b"").decode(), "utf-8"
+        except UnicodeDecodeError:
+            value, encoding = base64.b64encode(self.raw or b"").decode(), "base64"
+        return {
+            "bucket": self.bucket,
+            "key": self.key,
+            "target": self.target,
+            "value": value,
+            "encoding": encoding,
+            "revision": self.revision,
+        }
+
+
+def judge_entry(
+    bucket: str, key: str, target: str, entry: KeyValue.Entry | None, value: str | None, min_revision: int | None
+) -> KeyCheck:
+    """Judge the latest entry of a key (None: no entry, or deleted/purged)."""
+    if entry is None or entry.operation in _REMOVED:
+        what = "absent" if entry is None else f"{entry.operation.lower()}d at revision {entry.revision}"
+        return KeyCheck(bucket, key, target, False, f"key {key!r} is {what}")
+    raw = entry.value or b""
+    if value is not None and raw != value.encode():
+        return KeyCheck(
+            bucket, key, target, False, f"key {key!r} is {raw[:80]!r} at revision {entry.revision}, not {value!r}"
+        )
+    if min_revision is not None and (entry.revision or 0) < min_revision:
+        return KeyCheck(bucket, key, target, False, f"key {key!r} is at revision {entry.revision} < {min_revision}")
+    return KeyCheck(bucket, key, target, True, f"key {key!r} present at revision {entry.revision}", entry.revision, raw)
+
+
+async def open_bucket(hook: JetStreamHook, js: Any, bucket: str) -> KeyValue:
+    """The bucket in the hook's domain; :class:`JetStreamNotFoundError` if it does not exist."""
+    try:
+        return await js.key_value(bucket)
+    except nats.js.errors.BucketNotFoundError:
+        raise JetStreamNotFoundError(f"KV bucket {bucket!r} does not exist in {hook.describe_target()}") from None
+
+
+async def check_key(
+    hook: JetStreamHook, bucket: str, key: str, value: str | None = None, min_revision: int | None = None
+) -> KeyCheck:
+    """Read the key's latest value in the hook's domain and judge it (the sensor's poke)."""
+    async with hook.ajetstream() as js:
+        kv = await open_bucket(hook, js, bucket)
+        try:
+            entry: KeyValue.Entry | None = await kv.get(key)
+        except nats.js.errors.KeyNotFoundError:  # also raised for a deleted or purged key
+            entry = None
+    return judge_entry(bucket, key, hook.describe_target(), entry, value, min_revision)
+
+
+class JetStreamKeyValueTrigger(BaseTrigger):
+    """Fires when a KV key is present (and equals ``value`` / reaches ``min_revision``), in any domain.
+
+    Watches the key (an ordered consumer on the bucket's stream, starting with the key's latest
+    entry) over the triggerer's one shared NATS connection: no polling. When the key stays silent
+    for ``rewatch_interval`` the watch is re-armed, so a watch lost with a restarted leaf is
+    replaced; while the domain does not answer it retries at that interval too. Fires
+    ``{"status": "success", "entry": {...}}``, or ``{"status": "error", "message": ...}`` when the
+    bucket does not exist or the connection cannot be made.
+
+    :param jetstream_conn_id: Airflow connection id (the connection is resolved in the triggerer).
+    :param bucket: KV bucket name.
+    :param key: key to wait for.
+    :param domain: JetStream domain of the bucket. Default: the connection's.
+    :param api_prefix: JetStream API prefix instead of a domain. Default: the connection's.
+    :param value: value (UTF-8 text) the key must hold; None (default) accepts any value.
+    :param min_revision: revision the key must reach; None (default) accepts any.
+    :param rewatch_interval: seconds of silence after which the watch is re-armed. Default 60.
+
+    What it opens (the shared connection, the watch) is held by ``run()``'s context managers and
+    released when ``run()`` returns, is cancelled or is closed: ``cleanup()`` has nothing left to do.
+    """
+
+    def __init__(
+        self,
+        jetstream_conn_id: str,
+        bucket: str,
+        key: str,
+        domain: str | None = None,
+        api_prefix: str | None = None,
+        value: str | None = None,
+        min_revision: int | None = None,
+        rewatch_interval: float = 60.0,
+    ) -> None:
+        super().__init__()
+        self.jetstream_conn_id = jetstream_conn_id
+        self.bucket = bucket
+        self.key = key
+        self.domain = domain
+        self.api_prefix = api_prefix
+        self.value = value
+        self.min_revision = min_revision
+        self.rewatch_interval = float(rewatch_interval)
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "jetstream_conn_id": self.jetstream_conn_id,
+                "bucket": self.bucket,
+                "key": self.key,
+                "domain": self.domain,
+                "api_prefix": self.api_prefix,
+                "value": self.value,
+                "min_revision": self.min_revision,
+                "rewatch_interval": self.rewatch_interval,
+            },
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        hook = JetStreamHook(self.jetstream_conn_id, domain=self.domain, api_prefix=self.api_prefix)
+        try:
+            async with hook.ajetstream() as js:
+                target = hook.describe_target()
+                while True:
+                    try:
+                        check = await self._watch_once(hook, js, target)
+                    except TRANSIENT_ERRORS as err:
+                        self.log.info(
+                            "KV %r key %r: cannot watch yet: %s", self.bucket, self.key, transient_reason(hook, err)
+                        )
+                        await asyncio.sleep(self.rewatch_interval)
+                        continue
+                    if check is not None:
+                        self.log.info("KV %r in %s: %s", self.bucket, target, check.reason)
+                        yield TriggerEvent({"status": "success", "entry": check.to_xcom()})
+                        return
+        except JetStreamNotFoundError as err:
+            yield TriggerEvent({"status": "error", "reason": "not_found", "message": str(err)})
+        except JetStreamConfigError as err:
+            yield TriggerEvent({"status": "error", "reason": "invalid", "message": str(err)})
+        except JetStreamError as err:
+            yield TriggerEvent({"status": "error", "reason": "error", "message": str(err)})
+        except nats.errors.ConnectionClosedError:
+            message = f"connection {self.jetstream_conn_id!r}: the NATS connection closed (reconnects exhausted)"
+            yield TriggerEvent({"status": "error", "reason": "connection_closed", "message": message})
+
+    async def _watch_once(self, hook: JetStreamHook, js: Any, target: str) -> KeyCheck | None:
+        """Watch until the key satisfies the trigger (its check) or stays silent (None: re-arm)."""
+        kv = await open_bucket(hook, js, self.bucket)
+        # A short inactive threshold lets the server drop the watch's consumer soon after it stops.
+        watcher = await kv.watch(self.key, inactive_threshold=30.0)
+        seen = False
+        try:
+            while True:
+                try:
+                    entry = await watcher.updates(timeout=self.rewatch_interval)
+                except nats.errors.TimeoutError:
+                    return None
+                if entry is None:  # the watch has delivered what is stored
+                    if not seen:
+                        self.log.info("KV %r in %s: key %r is absent; watching", self.bucket, target, self.key)
+                    continue
+                seen = True
+                check = judge_entry(self.bucket, self.key, target, entry, self.value, self.min_revision)
+                if check.done:
+                    return check
+                self.log.info("KV %r in %s: waiting: %s", self.bucket, target, check.reason)
+        finally:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(watcher.stop())

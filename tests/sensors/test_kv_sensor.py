@@ -1,0 +1,79 @@
+"""``JetStreamKeyValueSensor`` through ``dag.test()``: a key set later in the leaf, read through the hub."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from nats.js.api import KeyValueConfig
+
+from airflow_provider_jetstream.exceptions import JetStreamConfigError
+from airflow_provider_jetstream.sensors.kv import JetStreamKeyValueSensor
+from tests.dags import sensors_kv as dags
+from tests.triggers.natsutil import Later, connect, unique
+
+
+async def create_leaf_bucket(url: str, bucket: str) -> None:
+    nc = await connect(url)
+    await nc.jetstream().create_key_value(KeyValueConfig(bucket=bucket))
+    await nc.close()
+
+
+def put_later(url: str, bucket: str, key: str, values: list[bytes]) -> Later:
+    async def put() -> int:
+        nc = await connect(url)
+        kv = await nc.jetstream().key_value(bucket)
+        for value in values:
+            revision = await kv.put(key, value)
+            await asyncio.sleep(0.5)
+        await nc.close()
+        return revision
+
+    worker = Later(1.5, put)
+    worker.start()
+    return worker
+
+
+@pytest.mark.parametrize("mode", ["poke", "deferrable"])
+def test_key_set_later_in_the_leaf_is_read_through_the_hub(airflow_db, hub_leaf, hub_conn, mode) -> None:
+    bucket = unique("kvs")
+    asyncio.run(create_leaf_bucket(hub_leaf.url("leaf"), bucket))
+    writer = put_later(hub_leaf.url("leaf"), bucket, "ready", [b"not-yet", b"go"])
+    run = getattr(dags, f"sensors_kv_{mode}").test(
+        run_conf={"conn_id": hub_conn, "domain": "leaf", "bucket": bucket, "key": "ready", "value": "go"}
+    )
+    revision = writer.finish()
+    ti = run.get_task_instance("wait_for_key")
+    assert ti.state == "success"
+    assert ti.xcom_pull(task_ids="wait_for_key") == {
+        "bucket": bucket,
+        "key": "ready",
+        "target": "domain 'leaf'",
+        "value": "go",
+        "encoding": "utf-8",
+        "revision": revision,
+    }
+
+
+@pytest.mark.parametrize("mode", ["poke", "deferrable"])
+@pytest.mark.parametrize("soft_fail", [False, True])
+def test_missing_bucket_fails_at_once_or_is_skipped(airflow_db, hub_leaf, hub_conn, mode, soft_fail) -> None:
+    dag = getattr(dags, f"sensors_kv_{mode}" + ("_soft_fail" if soft_fail else ""))
+    run = dag.test(run_conf={"conn_id": hub_conn, "domain": "leaf", "bucket": unique("kvs"), "key": "k"})
+    assert run.get_task_instance("wait_for_key").state == ("skipped" if soft_fail else "failed")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"bucket": "a.b"}, "bucket='a.b' is not a KV bucket name"),
+        ({"bucket": "a@b"}, "bucket='a@b' is not a KV bucket name"),
+        ({"key": ".hidden"}, "key='.hidden' is not a KV key"),
+        ({"key": "a b"}, "key='a b' is not a KV key"),
+        ({"key": "orders.>"}, "key='orders.>' is not a KV key"),
+        ({"min_revision": -1}, "min_revision=-1 is not allowed"),
+    ],
+)
+def test_bad_arguments_are_refused_when_the_dag_is_parsed(kwargs, message) -> None:
+    with pytest.raises(JetStreamConfigError, match=message):
+        JetStreamKeyValueSensor(**{"task_id": "t", "bucket": "b", "key": "k", **kwargs})

@@ -1,0 +1,131 @@
+"""``JetStreamReplicationLagSensor`` through ``dag.test()``: a hub mirror of a leaf stream, in each mode."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from nats.js.api import ExternalStream, StreamConfig, StreamSource
+
+from airflow_provider_jetstream.exceptions import JetStreamConfigError
+from airflow_provider_jetstream.sensors.replication_lag import JetStreamReplicationLagSensor
+from tests.dags import sensors_replication_lag as dags
+from tests.triggers.natsutil import Later, connect, unique
+
+LEAF_API = ExternalStream(api="$JS.leaf.API")
+
+
+async def leaf_origin(url: str, origin: str, messages: int) -> None:
+    nc = await connect(url)
+    js = nc.jetstream()
+    await js.add_stream(StreamConfig(name=origin, subjects=[f"{origin}.in"]))
+    for i in range(messages):
+        await js.publish(f"{origin}.in", f"m{i}".encode())
+    await nc.close()
+
+
+async def hub_mirror(url: str, origin: str) -> str:
+    nc = await connect(url)
+    mirror = f"{origin}_mirror"
+    await nc.jetstream().add_stream(StreamConfig(name=mirror, mirror=StreamSource(name=origin, external=LEAF_API)))
+    await nc.close()
+    return mirror
+
+
+@pytest.mark.parametrize("mode", ["poke", "reschedule"])
+def test_sensor_returns_the_replication_report_once_caught_up(airflow_db, hub_leaf, hub_conn, mode) -> None:
+    origin = unique("reps")
+    asyncio.run(leaf_origin(hub_leaf.url("leaf"), origin, 7))
+    mirror = asyncio.run(hub_mirror(hub_leaf.url("hub"), origin))
+    run = getattr(dags, f"sensors_replication_lag_{mode}").test(
+        run_conf={"conn_id": hub_conn, "domain": "hub", "stream": mirror}
+    )
+    ti = run.get_task_instance("wait_for_replication")
+    assert ti.state == "success"
+    report = ti.xcom_pull(task_ids="wait_for_replication")
+    assert (report["stream"], report["target"], report["messages"], report["caught_up"]) == (
+        mirror,
+        "domain 'hub'",
+        7,
+        True,
+    )
+    (status,) = report["origins"]
+    assert (status["kind"], status["origin"], status["domain"], status["lag"], status["error"]) == (
+        "mirror",
+        origin,
+        "leaf",
+        0,
+        None,
+    )
+
+
+def test_deferrable_sensor_waits_through_an_error_within_grace_until_caught_up(airflow_db, hub_leaf, hub_conn) -> None:
+    """The mirror is created before its origin: "stream not found" until the origin appears, then it catches up."""
+    origin = unique("reps")
+    mirror = asyncio.run(hub_mirror(hub_leaf.url("hub"), origin))
+    creator = Later(1.0, lambda: leaf_origin(hub_leaf.url("leaf"), origin, 5))
+    creator.start()
+    run = dags.sensors_replication_lag_deferrable.test(
+        run_conf={"conn_id": hub_conn, "domain": "hub", "stream": mirror}
+    )
+    creator.finish()
+    ti = run.get_task_instance("wait_for_replication")
+    assert ti.state == "success"
+    report = ti.xcom_pull(task_ids="wait_for_replication")
+    assert (report["messages"], report["origins"][0]["lag"], report["origins"][0]["error"]) == (5, 0, None)
+
+
+async def aggregate_of_a_missing_origin(url: str, aggregate: str) -> None:
+    nc = await connect(url)
+    source = StreamSource(name=f"{aggregate}_missing", external=LEAF_API)
+    await nc.jetstream().add_stream(StreamConfig(name=aggregate, sources=[source]))
+    await nc.close()
+
+
+def test_replication_error_beyond_grace_fails_the_task(airflow_db, hub_leaf, hub_conn) -> None:
+    aggregate = unique("reps")
+    asyncio.run(aggregate_of_a_missing_origin(hub_leaf.url("hub"), aggregate))
+    run = dags.sensors_replication_lag_error.test(run_conf={"conn_id": hub_conn, "domain": "hub", "stream": aggregate})
+    assert run.get_task_instance("wait_for_replication").state == "failed"
+
+
+@pytest.mark.parametrize("soft_fail", [False, True])
+def test_rescheduled_sensor_confirms_an_error_within_one_poke(hub_leaf, hub_conn, soft_fail) -> None:
+    """Each reschedule is a new sensor object, so the grace period is measured inside the poke."""
+    from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+    aggregate = unique("reps")
+    asyncio.run(aggregate_of_a_missing_origin(hub_leaf.url("hub"), aggregate))
+    sensor = JetStreamReplicationLagSensor(
+        task_id="t",
+        jetstream_conn_id=hub_conn,
+        domain="hub",
+        stream=aggregate,
+        error_grace="1s",
+        mode="reschedule",
+        poke_interval=0.3,
+        soft_fail=soft_fail,
+    )
+    expected = AirflowSkipException if soft_fail else AirflowFailException
+    with pytest.raises(expected, match=f"source '{aggregate}_missing' in leaf reports a replication error"):
+        for _ in range(20):  # the server reports the error a moment after the stream is created
+            started = time.monotonic()
+            assert sensor.poke({}) is False
+            time.sleep(0.5)
+    assert time.monotonic() - started >= 1.0  # the failing poke itself waited out the grace period
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"max_inactive": "soon"}, "max_inactive='soon' is not a duration"),
+        ({"error_grace": -3}, "error_grace=-3 is not a duration"),
+        ({"max_lag": 1.5}, "max_lag=1.5 is not allowed"),
+        ({"sources": "orders"}, "sources='orders' is not allowed: use a non-empty list"),
+        ({"sources": ["ok", "bad name"]}, "sources='bad name' is not a JetStream name"),
+    ],
+)
+def test_bad_arguments_are_refused_when_the_dag_is_parsed(kwargs, message) -> None:
+    with pytest.raises(JetStreamConfigError, match=message):
+        JetStreamReplicationLagSensor(task_id="t", stream="agg", **kwargs)

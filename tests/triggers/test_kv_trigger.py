@@ -1,0 +1,153 @@
+"""``JetStreamKeyValueTrigger`` (a KV watch) and the key check, across domains on real servers."""
+
+from __future__ import annotations
+
+import asyncio
+
+from nats.js.api import KeyValueConfig
+
+from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
+from airflow_provider_jetstream.local.servers import USERS
+from airflow_provider_jetstream.triggers.kv import JetStreamKeyValueTrigger, check_key
+from tests.triggers.natsutil import connect, first_event, unique
+
+
+async def leaf_bucket(topology, bucket: str):
+    """A bucket in the leaf's own domain, written through a connection to the leaf server."""
+    nc = await connect(topology.url("leaf"))
+    kv = await nc.jetstream().create_key_value(KeyValueConfig(bucket=bucket, history=5))
+    return nc, kv
+
+
+def test_key_set_later_in_the_leaf_fires_the_trigger_connected_through_the_hub(hub_leaf, hub_conn) -> None:
+    bucket = unique("kv")
+
+    async def scenario() -> tuple[dict, bool]:
+        nc, kv = await leaf_bucket(hub_leaf, bucket)
+        trigger = JetStreamKeyValueTrigger(hub_conn, bucket, "ready", domain="leaf")
+        fired = asyncio.create_task(first_event(trigger, timeout=20))
+        await asyncio.sleep(1.0)
+        early = fired.done()
+        await kv.put("ready", b"batch-42")
+        event = await fired
+        await nc.close()
+        return event.payload, early
+
+    payload, early = asyncio.run(scenario())
+    assert not early
+    assert payload["status"] == "success"
+    assert payload["entry"] == {
+        "bucket": bucket,
+        "key": "ready",
+        "target": "domain 'leaf'",
+        "value": "batch-42",
+        "encoding": "utf-8",
+        "revision": 1,
+    }
+
+
+def test_deleted_or_purged_key_is_absent_and_value_and_revision_are_waited_for(hub_leaf, hub_conn) -> None:
+    bucket = unique("kv")
+    hook = JetStreamHook(hub_conn, domain="leaf")
+
+    async def scenario() -> dict:
+        nc, kv = await leaf_bucket(hub_leaf, bucket)
+        seen = {}
+        await kv.put("k", b"v1")
+        await kv.delete("k")
+        seen["deleted"] = (await check_key(hook, bucket, "k")).reason
+        await kv.put("k", b"v2")
+        await kv.purge("k")
+        seen["purged"] = (await check_key(hook, bucket, "k")).reason
+        trigger = JetStreamKeyValueTrigger(hub_conn, bucket, "k", domain="leaf", value="v4", min_revision=1)
+        fired = asyncio.create_task(first_event(trigger, timeout=20))
+        await asyncio.sleep(0.8)
+        seen["fired on purge marker"] = fired.done()
+        await kv.put("k", b"v3")
+        await asyncio.sleep(0.8)
+        seen["fired on other value"] = fired.done()
+        seen["check other value"] = (await check_key(hook, bucket, "k", value="v4")).reason
+        seen["check min revision"] = (await check_key(hook, bucket, "k", min_revision=99)).reason
+        revision = await kv.put("k", b"v4")
+        seen["event"] = (await fired).payload
+        seen["revision"] = revision
+        await nc.close()
+        return seen
+
+    seen = asyncio.run(scenario())
+    assert seen["deleted"] == "key 'k' is absent"
+    assert seen["purged"] == "key 'k' is absent"
+    assert seen["fired on purge marker"] is False
+    assert seen["fired on other value"] is False
+    assert seen["check other value"] == f"key 'k' is b'v3' at revision {seen['revision'] - 1}, not 'v4'"
+    assert seen["check min revision"] == f"key 'k' is at revision {seen['revision'] - 1} < 99"
+    assert seen["event"]["entry"]["value"] == "v4"
+    assert seen["event"]["entry"]["revision"] == seen["revision"]
+
+
+def test_missing_bucket_fires_an_error_at_once(hub_leaf, hub_conn) -> None:
+    trigger = JetStreamKeyValueTrigger(hub_conn, unique("kv"), "k", domain="leaf")
+    event = asyncio.run(first_event(trigger, timeout=5))
+    assert event.payload["reason"] == "not_found"
+    assert "does not exist in domain 'leaf'" in event.payload["message"]
+
+
+def test_same_named_key_in_the_hub_does_not_satisfy_a_trigger_aimed_at_the_leaf(make_topology, jetstream_conn) -> None:
+    """Private topology: two same-named buckets in two domains of one account share their subjects."""
+    topology = make_topology(leaf_domains=["leaf"])
+    user, password = USERS["ACC"]
+    conn_id = jetstream_conn(f"127.0.0.1:{topology.hub.port}", login=user, password=password)
+    bucket = unique("kv")
+
+    async def scenario() -> tuple[str, bool, dict, str]:
+        hub = await connect(topology.url("hub"))
+        hub_kv = await hub.jetstream().create_key_value(KeyValueConfig(bucket=bucket))
+        await hub_kv.put("ready", b"hub-value")  # before the leaf's bucket exists: only the hub stores it
+        leaf, leaf_kv = await leaf_bucket(topology, bucket)
+        leaf_check = (await check_key(JetStreamHook(conn_id, domain="leaf"), bucket, "ready")).reason
+        fired = asyncio.create_task(first_event(JetStreamKeyValueTrigger(conn_id, bucket, "ready", domain="leaf"), 20))
+        await asyncio.sleep(1.0)
+        early = fired.done()
+        await leaf_kv.put("ready", b"leaf-value")
+        payload = (await fired).payload
+        hub_check = (await check_key(JetStreamHook(conn_id, domain="hub"), bucket, "ready")).reason
+        await hub.close()
+        await leaf.close()
+        return leaf_check, early, payload, hub_check
+
+    leaf_check, early, payload, hub_check = asyncio.run(scenario())
+    assert leaf_check == "key 'ready' is absent"
+    assert hub_check.startswith("key 'ready' present")
+    assert not early
+    assert (payload["entry"]["value"], payload["entry"]["revision"], payload["entry"]["target"]) == (
+        "leaf-value",
+        1,
+        "domain 'leaf'",
+    )
+
+
+def test_watch_survives_the_leaf_being_cut_off_and_sees_the_key_set_meanwhile(make_topology, jetstream_conn) -> None:
+    topology = make_topology(leaf_domains=["leaf"])
+    user, password = USERS["ACC"]
+    conn_id = jetstream_conn(f"127.0.0.1:{topology.hub.port}", login=user, password=password)
+    bucket = unique("kv")
+
+    async def scenario() -> tuple[bool, dict]:
+        leaf, _ = await leaf_bucket(topology, bucket)
+        await leaf.close()
+        trigger = JetStreamKeyValueTrigger(conn_id, bucket, "ready", domain="leaf", rewatch_interval=1.0)
+        fired = asyncio.create_task(first_event(trigger, timeout=60))
+        await asyncio.sleep(0.5)
+        await asyncio.to_thread(topology.disconnect_leaf, "leaf")
+        leaf = await connect(topology.url("leaf"))
+        await (await leaf.jetstream().key_value(bucket)).put("ready", b"set-while-cut-off")
+        await leaf.close()
+        await asyncio.sleep(2.0)
+        early = fired.done()
+        await asyncio.to_thread(topology.reconnect_leaf, "leaf")
+        return early, (await fired).payload
+
+    early, payload = asyncio.run(scenario())
+    assert not early
+    assert payload["status"] == "success"
+    assert payload["entry"]["value"] == "set-while-cut-off"

@@ -1,0 +1,200 @@
+"""The replication model: durations, origins read from raw stream info, the caught-up judgement, the table."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from airflow_provider_jetstream.exceptions import JetStreamConfigError
+from airflow_provider_jetstream.replication import (
+    ReplicationWatch,
+    format_duration,
+    parse_duration,
+    statuses_from_stream_info,
+)
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        (10, 10.0),
+        (2.5, 2.5),
+        ("10s", 10.0),
+        ("500ms", 0.5),
+        ("5m", 300.0),
+        ("1h30m", 5400.0),
+        ("3", 3.0),
+        (timedelta(minutes=2), 120.0),
+    ],
+)
+def test_parse_duration_accepts_seconds_timedelta_and_text(value, seconds) -> None:
+    assert parse_duration(value, "max_inactive") == seconds
+
+
+@pytest.mark.parametrize("value", ["10 parsecs", "", "-5s", -1, True, None, "s10", "10x"])
+def test_parse_duration_names_the_field_and_what_is_allowed(value) -> None:
+    with pytest.raises(JetStreamConfigError, match=r"max_inactive=.* is not a duration: use seconds >= 0") as err:
+        parse_duration(value, "max_inactive")
+    assert "'10s'" in str(err.value)
+
+
+def info(sources=None, mirror=None, config_sources=None, messages=5) -> dict:
+    return {
+        "config": {"name": "agg", "sources": config_sources or [], **({"mirror": mirror} if mirror else {})},
+        "state": {"messages": messages, "last_seq": messages},
+        **({"sources": sources} if sources is not None else {}),
+        **({"mirror": mirror} if mirror else {}),
+    }
+
+
+LEAF = {"api": "$JS.leaf.API", "deliver": ""}
+
+
+def test_origins_are_read_with_their_domain_and_active_in_seconds() -> None:
+    raw = info(
+        sources=[
+            {"name": "orders", "external": LEAF, "lag": 3, "active": 1_500_000_000},
+            {"name": "local", "lag": 0, "active": -1},
+            {
+                "name": "imported",
+                "external": {"api": "JS.acc@hub.API"},
+                "lag": 0,
+                "active": 0,
+                "error": {"code": 404, "err_code": 10059, "description": "stream not found"},
+            },
+        ]
+    )
+    orders, local, imported = statuses_from_stream_info(raw)
+    assert (orders.kind, orders.origin, orders.domain, orders.lag, orders.active) == (
+        "source",
+        "orders",
+        "leaf",
+        3,
+        1.5,
+    )
+    assert (local.api_prefix, local.where, local.active) == (None, "(local)", None)
+    assert (imported.domain, imported.where) == (None, "JS.acc@hub.API")
+    assert imported.error == "stream not found (code 10059)"
+
+
+def test_origin_prefix_falls_back_to_the_stream_config_when_the_info_has_none() -> None:
+    raw = info(
+        sources=[{"name": "orders", "lag": 0, "active": 0}],
+        config_sources=[{"name": "orders", "external": {"api": "$JS.edge-1.API"}}],
+    )
+    (status,) = statuses_from_stream_info(raw)
+    assert status.domain == "edge-1"
+
+
+def test_a_silent_origin_with_lag_zero_is_not_caught_up() -> None:
+    watch = ReplicationWatch("agg", max_lag=0, max_inactive=3)
+    check = watch.judge(info(sources=[{"name": "orders", "external": LEAF, "lag": 0, "active": 8_000_000_000}]))
+    assert not check.caught_up and check.failed is None
+    assert "origin silent for 8.00s > max_inactive 3.00s" in check.waiting_for()
+    assert "source 'orders' in leaf" in check.waiting_for()
+
+
+def test_caught_up_needs_lag_within_max_lag_recent_contact_and_no_error() -> None:
+    watch = ReplicationWatch("agg", max_lag=2, max_inactive=10)
+    fresh = {"external": LEAF, "active": 400_000_000}
+    assert watch.judge(info(sources=[{"name": "a", "lag": 2, **fresh}])).caught_up
+    lagging = watch.judge(info(sources=[{"name": "a", "lag": 3, **fresh}]))
+    assert not lagging.caught_up and "lag 3 > max_lag 2" in lagging.waiting_for()
+    never = watch.judge(info(sources=[{"name": "a", "lag": 0, "external": LEAF, "active": -1}]))
+    assert not never.caught_up and "never heard from the origin" in never.waiting_for()
+
+
+def test_mirror_is_judged_like_a_source() -> None:
+    mirror = {"name": "orders", "external": LEAF, "lag": 0, "active": 200_000_000}
+    check = ReplicationWatch("backup").judge(info(mirror=mirror))
+    assert check.caught_up and check.verdicts[0].status.kind == "mirror"
+    assert check.to_xcom()["origins"][0] == {
+        "kind": "mirror",
+        "origin": "orders",
+        "domain": "leaf",
+        "api_prefix": "$JS.leaf.API",
+        "lag": 0,
+        "active": 0.2,
+        "error": None,
+        "caught_up": True,
+        "reason": "caught up",
+    }
+
+
+def test_a_replication_error_fails_only_after_the_grace_period() -> None:
+    error = {
+        "name": "gone",
+        "external": LEAF,
+        "lag": 0,
+        "active": -1,
+        "error": {"code": 404, "err_code": 10059, "description": "stream not found"},
+    }
+    watch = ReplicationWatch("agg", error_grace=30)
+    assert watch.judge(info(sources=[error]), now=100.0).failed is None
+    assert watch.errors_pending
+    assert watch.judge(info(sources=[error]), now=129.0).failed is None
+    failed = watch.judge(info(sources=[error]), now=130.0).failed
+    assert "source 'gone' in leaf reports a replication error for 30.0s" in failed
+    assert "stream not found (code 10059)" in failed
+
+
+def test_an_error_that_clears_resets_the_grace_period() -> None:
+    error = {"name": "a", "external": LEAF, "lag": 0, "active": -1, "error": {"code": 503, "description": "x"}}
+    healthy = {"name": "a", "external": LEAF, "lag": 0, "active": 100_000_000}
+    watch = ReplicationWatch("agg", error_grace=10)
+    watch.judge(info(sources=[error]), now=0.0)
+    assert watch.judge(info(sources=[healthy]), now=5.0).caught_up
+    assert watch.judge(info(sources=[error]), now=12.0).failed is None
+
+
+def test_named_sources_are_checked_and_unknown_names_refused() -> None:
+    raw = info(
+        sources=[
+            {"name": "a", "external": LEAF, "lag": 0, "active": 0},
+            {"name": "b", "external": LEAF, "lag": 9, "active": 0},
+        ]
+    )
+    assert ReplicationWatch("agg", sources=["a"]).judge(raw).caught_up
+    assert not ReplicationWatch("agg").judge(raw).caught_up
+    with pytest.raises(JetStreamConfigError, match=r"no mirror or source named 'c'; its origins are 'a', 'b'"):
+        ReplicationWatch("agg", sources=["c"]).judge(raw)
+
+
+def test_a_stream_without_mirror_or_sources_is_refused() -> None:
+    with pytest.raises(JetStreamConfigError, match="has no mirror and no sources"):
+        ReplicationWatch("plain").judge(info(sources=[]))
+
+
+def test_table_has_one_row_per_origin_like_nats_stream_report() -> None:
+    raw = info(
+        sources=[
+            {"name": "orders", "external": LEAF, "lag": 0, "active": 18_300_000_000},
+            {"name": "local", "lag": 0, "active": 590_000_000},
+        ]
+    )
+    table = ReplicationWatch("agg", max_inactive=10).judge(raw).table().splitlines()
+    assert [c.strip() for c in table[0].split("|")][:7] == [
+        "Stream",
+        "Kind",
+        "Origin",
+        "Domain / API prefix",
+        "Lag",
+        "Active",
+        "Error",
+    ]
+    assert [c.strip() for c in table[2].split("|")] == ["agg", "Source", "orders", "leaf", "0", "18.3s", "", "WAITING"]
+    assert [c.strip() for c in table[3].split("|")] == [
+        "agg",
+        "Source",
+        "local",
+        "(local)",
+        "0",
+        "0.59s",
+        "",
+        "caught up",
+    ]
+
+
+def test_format_duration() -> None:
+    assert [format_duration(s) for s in (None, 0.59, 18.25, 125, 7300)] == ["never", "0.59s", "18.2s", "2m05s", "2h01m"]
