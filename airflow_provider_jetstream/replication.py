@@ -15,53 +15,27 @@ Pure logic: the sensor's poke and the trigger read the stream's info and judge i
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 
 from airflow_provider_jetstream.api import domain_of
 from airflow_provider_jetstream.exceptions import JetStreamConfigError, JetStreamError
-
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-_NAME_FORBIDDEN = re.compile(r"[\s.*>/\\]")
+from airflow_provider_jetstream.specs.durations import parse_duration
 
 
 class JetStreamReplicationError(JetStreamError):
     """An origin has reported a replication error for longer than the grace period."""
 
 
-def parse_duration(value: float | int | str | timedelta, field_name: str) -> float:
-    """Seconds in a duration given as seconds (``10``, ``2.5``), ``timedelta``, or text (``"500ms"``,
-    ``"10s"``, ``"5m"``, ``"1h30m"``). Raises :class:`JetStreamConfigError` naming the field."""
-    if isinstance(value, timedelta):
-        seconds = value.total_seconds()
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        seconds = float(value)
-    elif isinstance(value, str) and value.strip():
-        text = value.strip().lower().replace(" ", "")
-        try:
-            seconds = float(text)
-        except ValueError:
-            parts = _DURATION.findall(text)
-            if "".join(n + u for n, u in parts) != text:
-                seconds = -1.0
-            else:
-                seconds = sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
-    else:
-        seconds = -1.0
-    if seconds < 0:
-        raise JetStreamConfigError(
-            f"{field_name}={value!r} is not a duration: use seconds >= 0 (e.g. 10) or text such as "
-            "'500ms', '10s', '5m', '1h30m'"
-        )
-    return seconds
+def duration_seconds(value: Any, field_name: str) -> float:
+    """Seconds in a duration written as DAG authors write them (``10``, ``"500ms"``, ``"5m"``,
+    ``"PT1M"``, a ``timedelta``); raises :class:`JetStreamConfigError` naming the field."""
+    return parse_duration(value, field_name) / 1e9
 
 
-def format_duration(seconds: float | None) -> str:
+def format_seconds(seconds: float | None) -> str:
     """``0.59s``, ``18.2s``, ``2m05s``; ``never`` for an origin never heard from."""
     if seconds is None:
         return "never"
@@ -74,16 +48,6 @@ def format_duration(seconds: float | None) -> str:
         return f"{minutes}m{rest:02d}s"
     hours, minutes = divmod(minutes, 60)
     return f"{hours}h{minutes:02d}m"
-
-
-def validate_name(value: Any, field_name: str) -> str:
-    """Return a stream, consumer or bucket name, or raise naming the field (nothing is sent)."""
-    if not isinstance(value, str) or not value or _NAME_FORBIDDEN.search(value):
-        raise JetStreamConfigError(
-            f"{field_name}={value!r} is not a JetStream name: use a non-empty name without whitespace, "
-            "'.', '*', '>' or path separators"
-        )
-    return value
 
 
 def validate_count(value: Any, field_name: str, allow_none: bool = False) -> int | None:
@@ -233,7 +197,7 @@ def replication_table(stream: str, verdicts: Iterable[OriginVerdict]) -> str:
             v.status.origin + (f" ({v.status.filter_subject})" if v.status.filter_subject else ""),
             v.status.where,
             str(v.status.lag),
-            format_duration(v.status.active),
+            format_seconds(v.status.active),
             v.status.error or "",
             "caught up" if v.caught_up else "WAITING",
         ]
@@ -277,8 +241,8 @@ class ReplicationWatch:
             return OriginVerdict(
                 status,
                 False,
-                f"origin silent for {format_duration(status.active)} > max_inactive "
-                f"{format_duration(self.max_inactive)}: its domain may be cut off, so the last known "
+                f"origin silent for {format_seconds(status.active)} > max_inactive "
+                f"{format_seconds(self.max_inactive)}: its domain may be cut off, so the last known "
                 f"lag {status.lag} cannot be trusted",
             )
         if status.lag > self.max_lag:
@@ -314,8 +278,8 @@ class ReplicationWatch:
                 since = self._errors_since.setdefault(key, now)
                 if now - since >= self.error_grace:
                     failed.append(
-                        f"{status.label} reports a replication error for {format_duration(now - since)} "
-                        f"(grace {format_duration(self.error_grace)}): {status.error}"
+                        f"{status.label} reports a replication error for {format_seconds(now - since)} "
+                        f"(grace {format_seconds(self.error_grace)}): {status.error}"
                     )
         for key in set(self._errors_since) - seen:
             del self._errors_since[key]

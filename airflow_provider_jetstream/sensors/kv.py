@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
 from airflow_provider_jetstream.exceptions import JetStreamConfigError
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.replication import validate_count
-from airflow_provider_jetstream.sensors.consumer_lag import BaseJetStreamSensor, templated
+from airflow_provider_jetstream.sensors.base import BaseJetStreamSensor, templated
+from airflow_provider_jetstream.specs.names import validate_bucket, validate_key
 from airflow_provider_jetstream.triggers.kv import JetStreamKeyValueTrigger, check_key
-
-# The names nats-py accepts (nats.js.kv / nats.js.client), checked before anything is sent.
-_BUCKET = re.compile(r"[A-Za-z0-9_-]+")
-_KEY = re.compile(r"[-/_=.A-Za-z0-9]+")
 
 
 class JetStreamKeyValueSensor(BaseJetStreamSensor):
@@ -57,15 +53,8 @@ class JetStreamKeyValueSensor(BaseJetStreamSensor):
             self.validate()
 
     def validate(self) -> None:
-        if not isinstance(self.bucket, str) or not _BUCKET.fullmatch(self.bucket):
-            raise JetStreamConfigError(
-                f"bucket={self.bucket!r} is not a KV bucket name: use letters, digits, '-' and '_'"
-            )
-        key = self.key
-        if not isinstance(key, str) or not _KEY.fullmatch(key) or key.startswith(".") or key.endswith("."):
-            raise JetStreamConfigError(
-                f"key={key!r} is not a KV key: use letters, digits and '-_/=.', not starting or ending with '.'"
-            )
+        validate_bucket(self.bucket, "bucket")
+        validate_key(self.key, "key")
         if self.value is not None and not isinstance(self.value, str):
             raise JetStreamConfigError(f"value={self.value!r} is not allowed: use text (compared as UTF-8) or None")
 

@@ -12,11 +12,11 @@ from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.replication import (
     JetStreamReplicationError,
     ReplicationWatch,
-    parse_duration,
+    duration_seconds,
     validate_count,
-    validate_name,
 )
-from airflow_provider_jetstream.sensors.consumer_lag import BaseJetStreamSensor, templated
+from airflow_provider_jetstream.sensors.base import BaseJetStreamSensor, templated
+from airflow_provider_jetstream.specs.names import validate_name
 from airflow_provider_jetstream.triggers.replication_lag import JetStreamReplicationLagTrigger, check_replication
 
 
@@ -63,8 +63,8 @@ class JetStreamReplicationLagSensor(BaseJetStreamSensor):
         self.stream = stream
         self.sources = sources
         self.max_lag = validate_count(max_lag, "max_lag")
-        self.max_inactive = parse_duration(max_inactive, "max_inactive")
-        self.error_grace = parse_duration(error_grace, "error_grace")
+        self.max_inactive = duration_seconds(max_inactive, "max_inactive")
+        self.error_grace = duration_seconds(error_grace, "error_grace")
         self._watch: ReplicationWatch | None = None
         if not templated(stream) and not templated(sources):
             self.validate()

@@ -15,7 +15,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from airflow_provider_jetstream.api import JetStreamApi
 from airflow_provider_jetstream.exceptions import JetStreamConfigError, JetStreamError, JetStreamNotFoundError
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
-from airflow_provider_jetstream.replication import ReplicationCheck, ReplicationWatch, parse_duration
+from airflow_provider_jetstream.replication import ReplicationCheck, ReplicationWatch, duration_seconds
 from airflow_provider_jetstream.triggers.consumer_lag import TRANSIENT_ERRORS, PollClock, transient_reason
 
 
@@ -80,8 +80,8 @@ class JetStreamReplicationLagTrigger(BaseTrigger):
         self.domain = domain
         self.api_prefix = api_prefix
         self.max_lag = max_lag
-        self.max_inactive = parse_duration(max_inactive, "max_inactive")
-        self.error_grace = parse_duration(error_grace, "error_grace")
+        self.max_inactive = duration_seconds(max_inactive, "max_inactive")
+        self.error_grace = duration_seconds(error_grace, "error_grace")
         self.sources = list(sources) if sources else None
         self.poll_interval = float(poll_interval)
 

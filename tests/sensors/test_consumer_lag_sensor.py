@@ -128,17 +128,20 @@ def test_deferrable_sensor_defers_with_the_sensor_timeout_and_a_json_trigger(hub
 def test_deferrable_defaults_to_the_airflow_setting(monkeypatch) -> None:
     import importlib
 
+    import airflow_provider_jetstream.sensors.base as base
     import airflow_provider_jetstream.sensors.consumer_lag as module
 
     monkeypatch.setenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", "True")
     from airflow.sdk import conf
 
     assert conf.getboolean("operators", "default_deferrable")
+    importlib.reload(base)
     reloaded = importlib.reload(module)
     try:
         assert reloaded.JetStreamConsumerLagSensor(task_id="t", stream="s", consumer="c").deferrable is True
     finally:
         monkeypatch.delenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE")
+        importlib.reload(base)
         importlib.reload(module)
     assert module.JetStreamConsumerLagSensor(task_id="t", stream="s", consumer="c").deferrable is False
 
@@ -146,8 +149,8 @@ def test_deferrable_defaults_to_the_airflow_setting(monkeypatch) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"stream": "a.b"}, "stream='a.b' is not a JetStream name"),
-        ({"consumer": "x y"}, "consumer='x y' is not a JetStream name"),
+        ({"stream": "a.b"}, "stream='a.b' is not allowed: a stream name"),
+        ({"consumer": "x y"}, "consumer='x y' is not allowed: a consumer name"),
         ({"max_pending": -1}, "max_pending=-1 is not allowed: use an integer >= 0"),
         ({"max_redelivered": "3"}, "max_redelivered='3' is not allowed: use an integer >= 0 or None"),
         ({"domain": "leaf", "api_prefix": "JS.acc@hub.API"}, "were both given"),

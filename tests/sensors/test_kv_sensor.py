@@ -66,11 +66,11 @@ def test_missing_bucket_fails_at_once_or_is_skipped(airflow_db, hub_leaf, hub_co
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"bucket": "a.b"}, "bucket='a.b' is not a KV bucket name"),
-        ({"bucket": "a@b"}, "bucket='a@b' is not a KV bucket name"),
-        ({"key": ".hidden"}, "key='.hidden' is not a KV key"),
-        ({"key": "a b"}, "key='a b' is not a KV key"),
-        ({"key": "orders.>"}, "key='orders.>' is not a KV key"),
+        ({"bucket": "a.b"}, "bucket='a.b' is not allowed: a bucket name"),
+        ({"bucket": "a@b"}, "bucket='a@b' is not allowed: a bucket name"),
+        ({"key": ".hidden"}, "key='.hidden' is not allowed: a key uses"),
+        ({"key": "a b"}, "key='a b' is not allowed: a key uses"),
+        ({"key": "orders.>"}, "key='orders.>' is not allowed: a key uses"),
         ({"min_revision": -1}, "min_revision=-1 is not allowed"),
     ],
 )

@@ -119,11 +119,11 @@ def test_rescheduled_sensor_confirms_an_error_within_one_poke(hub_leaf, hub_conn
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"max_inactive": "soon"}, "max_inactive='soon' is not a duration"),
-        ({"error_grace": -3}, "error_grace=-3 is not a duration"),
+        ({"max_inactive": "soon"}, "max_inactive='soon' is not allowed: use seconds \\(30\\)"),
+        ({"error_grace": -3}, "error_grace=-3 is not allowed: use a non-negative duration"),
         ({"max_lag": 1.5}, "max_lag=1.5 is not allowed"),
         ({"sources": "orders"}, "sources='orders' is not allowed: use a non-empty list"),
-        ({"sources": ["ok", "bad name"]}, "sources='bad name' is not a JetStream name"),
+        ({"sources": ["ok", "bad name"]}, "sources='bad name' is not allowed: a stream name"),
     ],
 )
 def test_bad_arguments_are_refused_when_the_dag_is_parsed(kwargs, message) -> None:
