@@ -47,6 +47,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_provider_jetstream.operators.consumers",
                     "airflow_provider_jetstream.operators.kv",
                     "airflow_provider_jetstream.operators.publish",
+                    "airflow_provider_jetstream.operators.spark",
                 ],
             }
         ],

@@ -1,0 +1,255 @@
+"""``JetStreamSparkSubmitOperator``: spark-submit a JetStream job with the NATS connection kept secret.
+
+By default it runs the packaged job :mod:`airflow_provider_jetstream.spark.jobs.stream_to_parquet`
+(a stream copied to Parquet incrementally, exactly once). The NATS connection reaches the Spark
+driver in one environment variable, ``JETSTREAM_CONNECTION_SECRET`` (JSON), set on the
+spark-submit process only: never on its command line (visible in ``ps`` and in the logged
+command), never in logs; Spark redacts variables whose names contain ``SECRET``. The driver
+resolves the connection and ships it to the executors inside the data source's read tasks.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+from airflow_provider_jetstream.exceptions import JetStreamConfigError
+from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
+
+#: The packaged spark-submit job (its file, as spark-submit takes it).
+PACKAGED_JOB = str(Path(__file__).resolve().parents[1] / "spark" / "jobs" / "stream_to_parquet.py")
+DEFAULT_LOCAL_MASTER = "local[*]"
+
+
+class JetStreamSparkSubmitHook(SparkSubmitHook):
+    """``SparkSubmitHook`` that adds secret environment variables to the spark-submit process only,
+    and never falls back to yarn silently.
+
+    :param secret_env: variables for the spark-submit process (and so the driver); not logged.
+    :param local_master: master used when ``conn_id`` is None. Default ``local[*]``.
+    """
+
+    def __init__(self, *, secret_env: dict[str, str], local_master: str = DEFAULT_LOCAL_MASTER, **kwargs: Any) -> None:
+        self._secret_env = dict(secret_env)
+        self._local_master = local_master
+        super().__init__(**kwargs)
+
+    def get_connection(self, conn_id: str | None) -> Any:  # type: ignore[override]
+        from airflow.sdk import Connection
+
+        if conn_id is None:
+            return Connection(conn_id="jetstream_spark_local", conn_type="spark", host=self._local_master)
+        try:
+            return super().get_connection(conn_id)
+        except Exception as err:
+            # SparkSubmitHook would quietly submit to yarn instead: refuse.
+            raise JetStreamConfigError(
+                f"Spark connection {conn_id!r} could not be loaded ({type(err).__name__}); define it, e.g. "
+                '{"conn_type": "spark", "host": "local[*]"}, or pass conn_id=None for a local master'
+            ) from None
+
+    def _build_spark_submit_command(self, application: str) -> list[str]:
+        command = super()._build_spark_submit_command(application)
+        # SparkSubmitHook.submit() hands self._env to Popen (after building the command).
+        self._env = {**(self._env or {}), **self._secret_env}
+        return command
+
+
+class JetStreamSparkSubmitOperator(SparkSubmitOperator):
+    """Run a Spark job on a JetStream stream; by default the packaged exactly-once Parquet copy.
+
+    :param jetstream_conn_id: Airflow ``jetstream`` connection. Default ``jetstream_default``.
+    :param stream: stream to read (packaged job). Templated.
+    :param domain: JetStream domain of the stream. Default: the connection's.
+    :param api_prefix: JetStream API prefix of the stream, instead of ``domain``.
+    :param output_path: Parquet output directory (packaged job). Templated.
+    :param checkpoint_bucket: KV bucket of the checkpoint (packaged job); created if missing.
+    :param checkpoint_key: KV key. Default ``stream_to_parquet.<stream>``. Templated.
+    :param checkpoint_domain: JetStream domain of the KV bucket. Default: the connection's.
+    :param filter_subject: subject or comma list of subjects to copy. Default: all.
+    :param end_sequence: last sequence to copy. Default: the stream's last at the start. Templated.
+    :param starting_sequence: first run only: ``earliest`` (default) or a sequence number.
+    :param partition_by: Parquet partition columns among stream, domain, subject, date. Default
+        ``("date",)``.
+    :param min_partitions: Spark partitions to read with. Default: Spark's default parallelism.
+    :param fail_on_data_loss: fail when sequences of the range are gone. Default True.
+    :param application: another spark-submit application instead of the packaged job; it gets the
+        same connection environment (``spark.read.format("jetstream")`` without ``servers``).
+    :param conn_id: Airflow Spark connection. Default None: a local master (``local_master``),
+        without any connection. A named connection that cannot be loaded fails the task.
+    :param local_master: master when ``conn_id`` is None. Default ``local[*]``.
+    :param kwargs: every other ``SparkSubmitOperator`` argument (conf, executor_memory, ...).
+    """
+
+    template_fields: Sequence[str] = (
+        *SparkSubmitOperator.template_fields,
+        "jetstream_conn_id",
+        "domain",
+        "checkpoint_bucket",
+        "stream",
+        "output_path",
+        "checkpoint_key",
+        "end_sequence",
+        "filter_subject",
+    )
+
+    def __init__(
+        self,
+        *,
+        jetstream_conn_id: str = JetStreamHook.default_conn_name,
+        stream: str | None = None,
+        domain: str | None = None,
+        api_prefix: str | None = None,
+        output_path: str | None = None,
+        checkpoint_bucket: str | None = None,
+        checkpoint_key: str | None = None,
+        checkpoint_domain: str | None = None,
+        filter_subject: str | None = None,
+        end_sequence: int | str | None = None,
+        starting_sequence: int | str | None = None,
+        partition_by: Sequence[str] = ("date",),
+        min_partitions: int | None = None,
+        fail_on_data_loss: bool = True,
+        application: str | None = None,
+        conn_id: str | None = None,
+        local_master: str = DEFAULT_LOCAL_MASTER,
+        **kwargs: Any,
+    ) -> None:
+        job_args = {"stream": stream, "output_path": output_path, "checkpoint_bucket": checkpoint_bucket}
+        if application is None:
+            missing = [name for name, value in job_args.items() if not value]
+            if missing:
+                raise JetStreamConfigError(
+                    f"JetStreamSparkSubmitOperator: {', '.join(missing)} missing: the packaged stream_to_parquet "
+                    "job needs stream, output_path and checkpoint_bucket (or give your own application)"
+                )
+        elif output_path or checkpoint_bucket or checkpoint_key:
+            raise JetStreamConfigError(
+                "JetStreamSparkSubmitOperator: output_path / checkpoint_* are arguments of the packaged job; with "
+                f"application={application!r} pass your job's arguments in application_args"
+            )
+        if domain and api_prefix:
+            raise JetStreamConfigError(
+                f"JetStreamSparkSubmitOperator: domain={domain!r} and api_prefix={api_prefix!r}: give one"
+            )
+        super().__init__(application=application or PACKAGED_JOB, conn_id=conn_id, **kwargs)  # type: ignore[arg-type]
+        self.jetstream_conn_id = jetstream_conn_id
+        self.stream = stream
+        self.domain = domain
+        self.api_prefix = api_prefix
+        self.output_path = output_path
+        self.checkpoint_bucket = checkpoint_bucket
+        self.checkpoint_key = checkpoint_key
+        self.checkpoint_domain = checkpoint_domain
+        self.filter_subject = filter_subject
+        self.end_sequence = end_sequence
+        self.starting_sequence = starting_sequence
+        self.partition_by = tuple(partition_by)
+        self.min_partitions = min_partitions
+        self.fail_on_data_loss = fail_on_data_loss
+        self.local_master = local_master
+        self._packaged = application is None
+        self._secret_env: dict[str, str] = {}
+
+    def _job_arguments(self) -> list[str]:
+        """The packaged job's command-line arguments: names and paths only, never a credential."""
+        args = ["--stream", str(self.stream), "--output", str(self.output_path)]
+        args += ["--checkpoint-bucket", str(self.checkpoint_bucket)]
+        optional = {
+            "--checkpoint-key": self.checkpoint_key,
+            "--checkpoint-domain": self.checkpoint_domain,
+            "--domain": self.domain,
+            "--api-prefix": self.api_prefix,
+            "--filter-subject": self.filter_subject,
+            "--end-sequence": self.end_sequence,
+            "--starting-sequence": self.starting_sequence,
+            "--min-partitions": self.min_partitions,
+        }
+        for flag, value in optional.items():
+            if value not in (None, ""):
+                args += [flag, str(value)]
+        args += ["--partition-by", ",".join(self.partition_by)]
+        args += ["--fail-on-data-loss", "true" if self.fail_on_data_loss else "false"]
+        return args
+
+    def execute(self, context: Any) -> None:
+        from airflow_provider_jetstream.spark.options import connection_env
+
+        config = JetStreamHook(self.jetstream_conn_id).get_conn_config()  # registers secrets for masking
+        env = connection_env(config)
+        python = sys.executable
+        user_env = self.env_vars or {}
+        conf = self.conf or {}
+        if "spark.pyspark.python" not in conf:
+            env["PYSPARK_PYTHON"] = user_env.get("PYSPARK_PYTHON") or os.environ.get("PYSPARK_PYTHON") or python
+        if "spark.pyspark.driver.python" not in conf:
+            env["PYSPARK_DRIVER_PYTHON"] = (
+                user_env.get("PYSPARK_DRIVER_PYTHON") or os.environ.get("PYSPARK_DRIVER_PYTHON") or python
+            )
+        if shutil.which(self._spark_binary or "spark-submit") is None:
+            # pip's pyspark puts spark-submit beside the interpreter, maybe outside PATH.
+            beside = Path(python).parent
+            if (beside / "spark-submit").exists():
+                env["PATH"] = f"{beside}{os.pathsep}{os.environ.get('PATH', '')}"
+                self._spark_binary = str(beside / "spark-submit")
+        self._secret_env = env
+        if self._packaged:
+            self.application_args = self._job_arguments() + list(self.application_args or [])
+        self.log.info(
+            "NATS connection %s passed to the Spark driver in its environment (not on the command line)",
+            config.describe(),
+        )
+        super().execute(context)
+
+    def _get_hook(self) -> SparkSubmitHook:
+        # The same arguments as SparkSubmitOperator._get_hook, for the JetStream hook.
+        hook = JetStreamSparkSubmitHook(
+            secret_env=self._secret_env,
+            local_master=self.local_master,
+            conf=self.conf,
+            conn_id=self._conn_id,  # type: ignore[arg-type]
+            files=self.files,
+            py_files=self.py_files,
+            archives=self._archives,
+            driver_class_path=self.driver_class_path,
+            jars=self.jars,
+            java_class=self._java_class,
+            packages=self.packages,
+            exclude_packages=self.exclude_packages,
+            repositories=self._repositories,
+            total_executor_cores=self._total_executor_cores,
+            executor_cores=self._executor_cores,
+            executor_memory=self._executor_memory,
+            driver_memory=self._driver_memory,
+            keytab=self.keytab,
+            principal=self.principal,
+            proxy_user=self.proxy_user,
+            name=self.name,
+            num_executors=self._num_executors,
+            status_poll_interval=self._status_poll_interval,
+            application_args=self.application_args,
+            env_vars=self.env_vars,
+            verbose=self._verbose,
+            spark_binary=self._spark_binary,
+            properties_file=self.properties_file,
+            yarn_queue=self._yarn_queue,
+            deploy_mode=self._deploy_mode,
+            use_krb5ccache=self._use_krb5ccache,
+            post_submit_commands=self.post_submit_commands,
+            track_driver_via_k8s_api=self._track_driver_via_k8s_api,
+            yarn_track_via_rm_api=self._yarn_track_via_rm_api,
+            yarn_rm_auth=self._yarn_rm_auth,
+        )
+        if hook._connection.get("deploy_mode") == "cluster":
+            raise JetStreamConfigError(
+                "JetStreamSparkSubmitOperator: deploy_mode 'cluster' is not supported: the driver would run "
+                "elsewhere, without the connection's environment; use client mode"
+            )
+        return hook

@@ -1,0 +1,433 @@
+"""spark-submit job: copy a JetStream stream to Parquet incrementally, exactly once.
+
+    spark-submit stream_to_parquet.py --stream ORDERS --domain leaf --output /data/orders \\
+        --checkpoint-bucket spark_checkpoints [--partition-by subject,date]
+
+The NATS connection comes from the environment variable ``JETSTREAM_CONNECTION_SECRET`` (set by
+``JetStreamSparkSubmitOperator``; never on the command line), or ``--servers`` for a server
+without credentials.
+
+One run:
+
+1. reads the checkpoint (KV bucket ``--checkpoint-bucket``, key ``--checkpoint-key``): the last
+   sequence already in the output, and the claim of an unfinished run if there is one;
+2. claims the range ``[checkpoint + 1, end]`` (``end``: the stream's last sequence now, or
+   ``--end-sequence``) by compare-and-set on the key's revision; an unfinished claim is taken
+   over with its range unchanged, so a re-run after a crash redoes exactly the same range;
+3. writes the range to ``<output>/_staging/<range>-<attempt>`` (Spark ignores ``_`` directories)
+   and renames it to ``<output>/seq_range=<start>-<end>`` in one atomic step; if that directory
+   already exists, an earlier attempt committed it and nothing is written again;
+4. advances the checkpoint to ``end`` by compare-and-set on the claim's revision.
+
+A run killed anywhere leaves either no ``seq_range`` directory for the range, or a complete one,
+and the checkpoint tells the next run which range to (re)do: every message is in the output
+exactly once. Of two concurrent runs, at most one advances the checkpoint; the other fails.
+The output must be on a file system whose directory rename is atomic (local, HDFS, and
+hierarchical-namespace object stores); plain S3 is not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import nats.js.errors
+from nats.js.api import KeyValueConfig
+
+from airflow_provider_jetstream.client import open_connection, release
+from airflow_provider_jetstream.connection import api_prefix_for
+from airflow_provider_jetstream.exceptions import JetStreamConfigError, JetStreamError
+from airflow_provider_jetstream.pull import run_blocking
+from airflow_provider_jetstream.spark.options import CONNECTION_ENV_VAR, ReadOptions
+
+log = logging.getLogger("stream_to_parquet")
+
+PARTITION_COLUMNS = ("stream", "domain", "subject", "date")
+#: Fault injection for tests: the step at which the process kills itself (never set it in production).
+FAILPOINT_ENV = "JETSTREAM_STREAM_TO_PARQUET_FAILPOINT"
+FAILPOINTS = ("before_write", "during_write", "after_write", "before_checkpoint")
+
+
+class CheckpointConflictError(JetStreamError):
+    """Another run changed the checkpoint first: this run must not advance it."""
+
+
+@dataclass(frozen=True)
+class JobArgs:
+    """The job's arguments (see ``--help``)."""
+
+    stream: str
+    output: str
+    checkpoint_bucket: str
+    checkpoint_key: str
+    domain: str | None = None
+    api_prefix: str | None = None
+    filter_subject: str | None = None
+    end_sequence: int | None = None
+    starting_sequence: str = "earliest"
+    partition_by: tuple[str, ...] = ("date",)
+    min_partitions: int | None = None
+    fail_on_data_loss: bool = True
+    checkpoint_domain: str | None = None
+    servers: str | None = None
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """The KV entry: last sequence written, the unfinished claim (if any), and the key's revision."""
+
+    seq: int | None
+    claim: dict[str, Any] | None
+    revision: int | None  # None: the key does not exist
+
+
+@dataclass(frozen=True)
+class JobResult:
+    start: int
+    end: int
+    directory: str | None
+    wrote: bool
+    checkpoint: int | None
+
+
+def parse_args(argv: list[str]) -> JobArgs:
+    parser = argparse.ArgumentParser(prog="stream_to_parquet", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--stream", required=True, help="stream to read")
+    parser.add_argument("--output", required=True, help="output directory (local path or Hadoop URI)")
+    parser.add_argument("--checkpoint-bucket", required=True, help="KV bucket holding the checkpoint")
+    parser.add_argument("--checkpoint-key", help="KV key (default: stream_to_parquet.<stream>)")
+    parser.add_argument("--checkpoint-domain", help="JetStream domain of the KV bucket (default: the connection's)")
+    target = parser.add_mutually_exclusive_group()
+    target.add_argument("--domain", help="JetStream domain of the stream")
+    target.add_argument("--api-prefix", help="JetStream API prefix of the stream")
+    parser.add_argument("--filter-subject", help="subject or comma-separated subjects")
+    parser.add_argument("--end-sequence", type=int, help="last sequence to copy (default: the stream's last)")
+    parser.add_argument("--starting-sequence", default="earliest", help="first run only: earliest or a number")
+    parser.add_argument("--partition-by", default="date", help=f"comma list of {', '.join(PARTITION_COLUMNS)}")
+    parser.add_argument("--min-partitions", type=int, help="Spark partitions to read with")
+    parser.add_argument("--fail-on-data-loss", default="true", choices=["true", "false"])
+    parser.add_argument("--servers", help="NATS servers without credentials (else $" + CONNECTION_ENV_VAR + ")")
+    ns = parser.parse_args(argv)
+    partition_by = tuple(c.strip() for c in ns.partition_by.split(",") if c.strip())
+    bad = [c for c in partition_by if c not in PARTITION_COLUMNS]
+    if bad:
+        raise JetStreamConfigError(
+            f"--partition-by={ns.partition_by!r}: {bad[0]!r} is not allowed; use {', '.join(PARTITION_COLUMNS)}"
+        )
+    if ns.servers and urlsplit(ns.servers if "://" in ns.servers else f"nats://{ns.servers}").password:
+        raise JetStreamConfigError("--servers must not hold a password: pass credentials in $" + CONNECTION_ENV_VAR)
+    return JobArgs(
+        stream=ns.stream,
+        output=ns.output.rstrip("/"),
+        checkpoint_bucket=ns.checkpoint_bucket,
+        checkpoint_key=ns.checkpoint_key or f"stream_to_parquet.{ns.stream}",
+        checkpoint_domain=ns.checkpoint_domain,
+        domain=ns.domain,
+        api_prefix=ns.api_prefix,
+        filter_subject=ns.filter_subject,
+        end_sequence=ns.end_sequence,
+        starting_sequence=ns.starting_sequence,
+        partition_by=partition_by,
+        min_partitions=ns.min_partitions,
+        fail_on_data_loss=ns.fail_on_data_loss == "true",
+        servers=ns.servers,
+    )
+
+
+class StreamToParquetJob:
+    """One incremental run. ``failpoint`` / ``crash`` inject a crash at a step (tests only)."""
+
+    def __init__(self, spark: Any, args: JobArgs) -> None:
+        self.spark = spark
+        self.args = args
+        self.attempt = uuid.uuid4().hex[:12]
+        self.failpoint: str | None = None
+        self.crash: Callable[[str], None] = _kill_process_group
+        self.source_options = self._source_options()
+        self.read_options = ReadOptions.parse(self.source_options)
+        conn = self.read_options.connection
+        # The KV bucket's domain: --checkpoint-domain, else the connection's (not the stream's).
+        self.checkpoint_prefix = (
+            api_prefix_for(args.checkpoint_domain, None)
+            if args.checkpoint_domain
+            else api_prefix_for(conn.domain, conn.api_prefix)
+        )
+
+    def _source_options(self) -> dict[str, str]:
+        a = self.args
+        options = {"stream": a.stream, "failOnDataLoss": str(a.fail_on_data_loss).lower()}
+        for key, value in (
+            ("domain", a.domain),
+            ("apiPrefix", a.api_prefix),
+            ("filterSubject", a.filter_subject),
+            ("minPartitions", a.min_partitions),
+            ("servers", a.servers),
+        ):
+            if value is not None:
+                options[key] = str(value)
+        return options
+
+    # -- checkpoint (KV, compare-and-set) ------------------------------------------------------
+
+    async def _kv(self, nc: Any) -> Any:
+        js = nc.jetstream(prefix=self.checkpoint_prefix)
+        try:
+            return await js.key_value(self.args.checkpoint_bucket)
+        except nats.js.errors.BucketNotFoundError:
+            log.info("creating KV bucket %r for checkpoints", self.args.checkpoint_bucket)
+            return await js.create_key_value(KeyValueConfig(bucket=self.args.checkpoint_bucket, history=5))
+
+    def _with_kv(self, work: Callable[[Any, Any], Any]) -> Any:
+        async def run() -> Any:
+            nc = await open_connection(self.read_options.connection)
+            try:
+                return await work(nc, await self._kv(nc))
+            finally:
+                await release(nc, drain=True)
+
+        return run_blocking(run)
+
+    def read_checkpoint(self) -> Checkpoint:
+        key = self.args.checkpoint_key
+
+        async def read(nc: Any, kv: Any) -> Checkpoint:
+            try:
+                entry = await kv.get(key)
+            except nats.js.errors.KeyNotFoundError:
+                return Checkpoint(None, None, None)
+            value = json.loads(entry.value or b"{}")
+            owner = value.get("output")
+            if owner not in (None, self.args.output) or value.get("stream") not in (None, self.args.stream):
+                raise JetStreamConfigError(
+                    f"checkpoint key {key!r} belongs to stream {value.get('stream')!r} -> {owner!r}, not "
+                    f"{self.args.stream!r} -> {self.args.output!r}: give each job its own --checkpoint-key"
+                )
+            return Checkpoint(value.get("seq"), value.get("claim"), entry.revision)
+
+        return self._with_kv(read)
+
+    def _put(self, value: dict[str, Any], revision: int | None) -> int:
+        key = self.args.checkpoint_key
+        body = json.dumps({"stream": self.args.stream, "output": self.args.output, **value}).encode()
+
+        async def put(nc: Any, kv: Any) -> int:
+            try:
+                if revision is None:
+                    return await kv.create(key, body)
+                return await kv.update(key, body, last=revision)
+            except (nats.js.errors.KeyWrongLastSequenceError, nats.js.errors.APIError) as err:
+                raise CheckpointConflictError(
+                    f"checkpoint {self.args.checkpoint_bucket}/{key} changed since revision {revision} (another run "
+                    f"advanced or took it over): this run does not advance it ({err.description})"
+                ) from None
+
+        return self._with_kv(put)
+
+    # -- range -----------------------------------------------------------------------------------
+
+    def _stream_end(self) -> tuple[int, int]:
+        from airflow_provider_jetstream.spark.ranges import stream_bounds
+
+        async def bounds(nc: Any, kv: Any) -> Any:
+            return await stream_bounds(nc, self.read_options)
+
+        b = self._with_kv(bounds)
+        end = b.last if self.args.end_sequence is None else min(self.args.end_sequence, b.last)
+        return b.first, end
+
+    def _first_start(self, first: int) -> int:
+        starting = self.args.starting_sequence
+        if starting == "earliest":
+            return first
+        try:
+            return int(starting)
+        except ValueError:
+            raise JetStreamConfigError(f"--starting-sequence={starting!r}: use earliest or a number") from None
+
+    # -- files -----------------------------------------------------------------------------------
+
+    def _is_local(self) -> bool:
+        return urlsplit(self.args.output).scheme in ("", "file")
+
+    def _local(self, path: str) -> str:
+        return urlsplit(path).path if path.startswith("file:") else path
+
+    def _fs(self, path: str) -> tuple[Any, Any]:
+        jvm = self.spark._jvm
+        jpath = jvm.org.apache.hadoop.fs.Path(path)
+        return jpath.getFileSystem(self.spark._jsc.hadoopConfiguration()), jpath
+
+    def _exists(self, path: str) -> bool:
+        if self._is_local():
+            return os.path.exists(self._local(path))
+        fs, jpath = self._fs(path)
+        return bool(fs.exists(jpath))
+
+    def _delete(self, path: str) -> None:
+        if self._is_local():
+            import shutil
+
+            shutil.rmtree(self._local(path), ignore_errors=True)
+        else:
+            fs, jpath = self._fs(path)
+            fs.delete(jpath, True)
+
+    def _rename(self, source: str, target: str) -> bool:
+        """Atomic directory rename; False if ``target`` exists (another attempt committed it)."""
+        if self._is_local():
+            try:
+                os.rename(self._local(source), self._local(target))
+                return True
+            except OSError:
+                if os.path.exists(self._local(target)):
+                    return False
+                raise
+        if self._exists(target):
+            return False
+        fs, src = self._fs(source)
+        return bool(fs.rename(src, self._fs(target)[1]))
+
+    def _write(self, start: int, end: int, staging: str) -> None:
+        from pyspark.sql import functions as F
+
+        df = (
+            self.spark.read.format("jetstream")
+            .options(**self.source_options)
+            .option("startingSequence", str(start))
+            .option("endingSequence", str(end))
+            .load()
+        )
+        if "date" in self.args.partition_by:
+            df = df.withColumn("date", F.to_date(F.col("timestamp")))
+        writer = df.write.mode("overwrite")
+        if self.args.partition_by:
+            writer = writer.partitionBy(*self.args.partition_by)
+        stop_watching = self._watch_for_failpoint(staging)
+        try:
+            writer.parquet(staging)
+        finally:
+            stop_watching()
+
+    def _watch_for_failpoint(self, staging: str) -> Callable[[], None]:
+        """With the ``during_write`` failpoint: crash as soon as the write has started files."""
+        if self.failpoint != "during_write" or not self._is_local():
+            return lambda: None
+        done = threading.Event()
+
+        tasks = os.path.join(self._local(staging), "_temporary", "0", "_temporary")
+
+        def watch() -> None:
+            while not done.wait(0.005):
+                if os.path.isdir(tasks) and os.listdir(tasks):  # a write task has started its files
+                    self.crash("during_write")
+                    return
+
+        thread = threading.Thread(target=watch, daemon=True)
+        thread.start()
+        return done.set
+
+    def _maybe_fail(self, point: str) -> None:
+        if self.failpoint == point:
+            self.crash(point)
+
+    # -- run -------------------------------------------------------------------------------------
+
+    def run(self) -> JobResult:
+        a = self.args
+        checkpoint = self.read_checkpoint()
+        if checkpoint.claim is not None:
+            # An unfinished run (crashed, or still running): redo exactly its range.
+            start, end = int(checkpoint.claim["start"]), int(checkpoint.claim["end"])
+            log.info("taking over the unfinished range %d-%d", start, end)
+        else:
+            first, end = self._stream_end()
+            start = checkpoint.seq + 1 if checkpoint.seq is not None else self._first_start(first)
+            if start > end:
+                log.info("nothing new in %r: checkpoint %s, last sequence %d", a.stream, checkpoint.seq, end)
+                return JobResult(start, end, None, False, checkpoint.seq)
+        claim = {
+            "start": start,
+            "end": end,
+            "attempt": self.attempt,
+            "at": dt.datetime.now(dt.timezone.utc).isoformat(),
+        }
+        revision = self._put({"seq": start - 1, "claim": claim}, checkpoint.revision)
+        target = f"{a.output}/seq_range={start:020d}-{end:020d}"
+        staging = f"{a.output}/_staging/{start:020d}-{end:020d}-{self.attempt}"
+        wrote = False
+        self._maybe_fail("before_write")
+        if self._exists(target):
+            log.info("%s was committed by an earlier attempt; not writing it again", target)
+        else:
+            self._write(start, end, staging)
+            self._maybe_fail("after_write")
+            if self._rename(staging, target):
+                wrote = True
+                log.info("committed sequences %d-%d to %s", start, end, target)
+            else:
+                log.info("%s was committed by a concurrent attempt; dropping this attempt's copy", target)
+                self._delete(staging)
+        self._maybe_fail("before_checkpoint")
+        self._put({"seq": end}, revision)
+        self._clean_staging(end)
+        return JobResult(start, end, target, wrote, end)
+
+    def _clean_staging(self, committed: int) -> None:
+        """Remove what crashed attempts left under ``_staging`` for ranges now committed."""
+        root = self._local(f"{self.args.output}/_staging")
+        if not self._is_local() or not os.path.isdir(root):
+            return
+        for name in os.listdir(root):
+            parts = name.split("-")
+            if len(parts) == 3 and parts[1].isdigit() and int(parts[1]) <= committed:
+                self._delete(os.path.join(root, name))
+
+
+def _kill_process_group(point: str) -> None:
+    log.error("failpoint %s: killing the job's process group", point)
+    with contextlib.suppress(Exception):
+        sys.stderr.flush()
+    os.killpg(os.getpgid(0), signal.SIGKILL)
+
+
+def main(argv: list[str] | None = None, spark: Any = None) -> JobResult:
+    """Run the job; ``spark`` defaults to ``SparkSession.builder.getOrCreate()``."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    if spark is None:
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.builder.appName(f"stream_to_parquet {args.stream}").getOrCreate()
+    spark.conf.set("spark.sql.session.timeZone", "UTC")
+    from airflow_provider_jetstream.spark import register
+
+    register(spark)
+    job = StreamToParquetJob(spark, args)
+    failpoint = os.environ.get(FAILPOINT_ENV)
+    if failpoint:
+        if failpoint not in FAILPOINTS:
+            raise JetStreamConfigError(f"{FAILPOINT_ENV}={failpoint!r}: use one of {', '.join(FAILPOINTS)}")
+        job.failpoint = failpoint
+    result = job.run()
+    log.info("result: %s", json.dumps(result.__dict__))
+    return result
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except (JetStreamError, ValueError) as err:
+        log.error("%s", err)
+        sys.exit(1)

@@ -1,0 +1,139 @@
+"""Driver-side planning: a stream's sequence bounds, the range a read covers, and its partitions.
+
+Stream sequences are the offsets: a range ``[start, end]`` names exactly the messages a task
+reads, so the same options over the same stored data always give the same rows, and a retried
+task reads the same messages again.
+
+Airflow-free: it runs in Spark's planner processes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from dataclasses import dataclass
+
+import nats.errors
+import nats.js.errors
+from nats.aio.client import Client
+from nats.js.manager import JetStreamManager
+
+from airflow_provider_jetstream.exceptions import JetStreamDomainUnavailableError, JetStreamError
+from airflow_provider_jetstream.pull import JetStreamDataLossError, first_sequence_at
+from airflow_provider_jetstream.spark.options import ReadOptions
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StreamBounds:
+    """What the stream holds now: sequences ``first..last`` (``first = last + 1`` when empty)."""
+
+    first: int
+    last: int
+    domain: str | None
+
+
+def target_name(options: ReadOptions) -> str:
+    prefix = options.api_prefix
+    parts = prefix.split(".")
+    if prefix == "$JS.API":
+        where = "the local JetStream domain"
+    elif len(parts) == 3 and parts[0] == "$JS" and parts[2] == "API":
+        where = f"domain {parts[1]!r}"
+    else:
+        where = f"API prefix {prefix!r}"
+    return f"stream {options.stream!r} in {where}"
+
+
+async def stream_bounds(nc: Client, options: ReadOptions) -> StreamBounds:
+    """The stream's first and last sequence, and the JetStream domain that holds it."""
+    timeout = options.pull.request_timeout
+    jsm = JetStreamManager(nc, prefix=options.api_prefix, timeout=timeout)
+    try:
+        info = await jsm.stream_info(options.stream)
+        account = json.loads((await nc.request(f"{options.api_prefix}.INFO", b"", timeout=timeout)).data)
+    except nats.js.errors.NotFoundError:
+        raise JetStreamError(f"{target_name(options)} does not exist") from None
+    except (nats.errors.NoRespondersError, nats.errors.TimeoutError, nats.js.errors.ServiceUnavailableError) as err:
+        raise JetStreamDomainUnavailableError(
+            f"no JetStream answered for {target_name(options)} within {timeout:g}s: is the domain connected "
+            "and the name right?"
+        ) from err
+    first = max(info.state.first_seq, 1)
+    last = info.state.last_seq
+    if info.state.messages == 0:
+        first = last + 1
+    return StreamBounds(first=first, last=last, domain=account.get("domain") or None)
+
+
+async def resolve_start(nc: Client, options: ReadOptions, bounds: StreamBounds) -> int:
+    """The first sequence to read, from startingSequence / startingTime and what the stream holds."""
+    if options.starting_time is not None:
+        seq = await first_sequence_at(
+            nc,
+            options.stream,
+            options.starting_time,
+            api_prefix=options.api_prefix,
+            filter_subjects=options.filter_subjects,
+            timeout=options.pull.request_timeout,
+        )
+        return bounds.last + 1 if seq is None else seq
+    starting = options.starting_sequence
+    if starting == "earliest":
+        return bounds.first
+    if starting == "latest":
+        return bounds.last + 1
+    assert isinstance(starting, int)
+    if starting < bounds.first and starting <= bounds.last:
+        gone = f"{starting}-{bounds.first - 1}" if bounds.first - 1 > starting else str(starting)
+        if options.fail_on_data_loss:
+            raise JetStreamDataLossError(
+                f"{target_name(options)}: startingSequence={starting} but the stream's first stored sequence is "
+                f"{bounds.first}: sequences {gone} are gone. Set failOnDataLoss=false to start at {bounds.first}."
+            )
+        log.warning("%s: sequences %s are gone; starting at %d", target_name(options), gone, bounds.first)
+        return bounds.first
+    return starting
+
+
+def resolve_end(options: ReadOptions, bounds: StreamBounds) -> int:
+    """The last sequence of a batch read: endingSequence, at most the stream's last sequence."""
+    ending = options.ending_sequence
+    if ending == "latest":
+        return bounds.last
+    assert isinstance(ending, int)
+    if ending > bounds.last:
+        log.warning(
+            "%s: endingSequence=%d is past the stream's last sequence %d; reading up to %d",
+            target_name(options),
+            ending,
+            bounds.last,
+            bounds.last,
+        )
+        return bounds.last
+    return ending
+
+
+def split_range(start: int, end: int, partitions: int, max_per_partition: int | None = None) -> list[tuple[int, int]]:
+    """Split ``[start, end]`` into contiguous, equal-sized sequence ranges.
+
+    :param partitions: how many ranges at least (fewer only when there are fewer sequences).
+    :param max_per_partition: more ranges if one would span more sequences than this.
+    """
+    count = end - start + 1
+    if count <= 0:
+        return []
+    wanted = max(1, partitions)
+    if max_per_partition:
+        wanted = max(wanted, math.ceil(count / max_per_partition))
+    wanted = min(wanted, count)
+    size, extra = divmod(count, wanted)
+    ranges = []
+    first = start
+    for index in range(wanted):
+        last = first + size - 1 + (1 if index < extra else 0)
+        ranges.append((first, last))
+        first = last + 1
+    return ranges

@@ -1,0 +1,239 @@
+"""``JetStreamDataSource``: the ``jetstream`` format of Spark (batch read, streaming read, write).
+
+>>> from airflow_provider_jetstream.spark import JetStreamDataSource
+>>> spark.dataSource.register(JetStreamDataSource)
+>>> df = spark.read.format("jetstream").option("servers", "nats://hub:4222").option("stream", "ORDERS").load()
+
+Offsets are stream sequences. The driver reads the stream's bounds, fixes the range, and splits it
+into sequence ranges; each task reads exactly its range with the fast pull path
+(:mod:`airflow_provider_jetstream.pull`) and yields Arrow record batches. Airflow-free: Spark
+executors import only this package's Airflow-free modules and nats-py.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from typing import Any, ClassVar
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceWriter,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+from pyspark.sql.types import StructType
+
+from airflow_provider_jetstream.client import open_connection, release
+from airflow_provider_jetstream.exceptions import JetStreamConfigError
+from airflow_provider_jetstream.pull import iterate_blocking, read_range_with_config, run_blocking
+from airflow_provider_jetstream.spark.options import ReadOptions, WriteOptions
+from airflow_provider_jetstream.spark.ranges import (
+    StreamBounds,
+    resolve_end,
+    resolve_start,
+    split_range,
+    stream_bounds,
+)
+from airflow_provider_jetstream.spark.schema import SCHEMA, SCHEMA_DDL, to_record_batch
+
+log = logging.getLogger(__name__)
+
+
+class SequenceRangePartition(InputPartition):
+    """One Spark task's share: stream sequences ``start..end`` (inclusive)."""
+
+    def __init__(self, index: int, start: int, end: int, domain: str | None) -> None:
+        super().__init__(index)
+        self.index = index
+        self.start = start
+        self.end = end
+        self.domain = domain
+
+    def __repr__(self) -> str:
+        return f"SequenceRangePartition({self.index}, {self.start}-{self.end})"
+
+
+def _read_partition(options: ReadOptions, partition: SequenceRangePartition) -> Iterator[pa.RecordBatch]:
+    chunks = read_range_with_config(
+        options.connection,
+        options.stream,
+        partition.start,
+        partition.end,
+        api_prefix=options.api_prefix,
+        filter_subjects=options.filter_subjects,
+        include_headers=options.include_headers,
+        fail_on_data_loss=options.fail_on_data_loss,
+        settings=options.pull,
+    )
+    for chunk in iterate_blocking(chunks):
+        yield to_record_batch(chunk, options.stream, partition.domain)
+
+
+def _partitions(
+    options: ReadOptions, start: int, end: int, domain: str | None, default_parallelism: int
+) -> list[SequenceRangePartition]:
+    ranges = split_range(start, end, options.min_partitions or default_parallelism, options.max_messages_per_partition)
+    return [SequenceRangePartition(i, first, last, domain) for i, (first, last) in enumerate(ranges)]
+
+
+def _with_connection(options: ReadOptions, work: Any) -> Any:
+    async def run() -> Any:
+        nc = await open_connection(options.connection)
+        try:
+            return await work(nc)
+        finally:
+            await release(nc, drain=False)
+
+    return run_blocking(run)
+
+
+class JetStreamBatchReader(DataSourceReader):
+    """Batch read: the range is fixed on the driver from stream info when the query is planned."""
+
+    def __init__(self, options: ReadOptions, default_parallelism: int) -> None:
+        self.options = options
+        self.default_parallelism = default_parallelism
+
+    def partitions(self) -> Sequence[InputPartition]:
+        options = self.options
+
+        async def plan(nc: Any) -> tuple[int, int, StreamBounds]:
+            bounds = await stream_bounds(nc, options)
+            return await resolve_start(nc, options, bounds), resolve_end(options, bounds), bounds
+
+        start, end, bounds = _with_connection(options, plan)
+        log.info("jetstream read of %r: sequences %d-%d", options.stream, start, end)
+        parts = _partitions(options, start, end, bounds.domain, self.default_parallelism)
+        # Spark needs at least one partition; an empty range reads nothing.
+        return parts or [SequenceRangePartition(0, 1, 0, bounds.domain)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, SequenceRangePartition)
+        yield from _read_partition(self.options, partition)
+
+
+class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Streaming read. An offset is ``{"seq": N}``: every sequence up to N has been planned.
+
+    Micro-batch ``(start, end]`` reads sequences ``start.seq + 1 .. end.seq``. Spark's checkpoint
+    holds the offsets, so a restarted query re-plans exactly the same ranges: nothing is lost or
+    repeated. Nothing is acknowledged on the server (no acks to lose at a crash).
+    """
+
+    def __init__(self, options: ReadOptions, default_parallelism: int) -> None:
+        self.options = options
+        self.default_parallelism = default_parallelism
+        self.available_now_target: int | None = None
+        self._domain: str | None = None
+        self._domain_known = False
+
+    def _bounds(self) -> StreamBounds:
+        bounds = _with_connection(self.options, lambda nc: stream_bounds(nc, self.options))
+        self._domain, self._domain_known = bounds.domain, True
+        return bounds
+
+    def initialOffset(self) -> dict:
+        options = self.options
+
+        async def first(nc: Any) -> int:
+            bounds = await stream_bounds(nc, options)
+            return await resolve_start(nc, options, bounds)
+
+        return {"seq": _with_connection(options, first) - 1}
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        last = self._bounds().last
+        if self.available_now_target is not None:
+            last = min(last, self.available_now_target)
+        if isinstance(limit, ReadMaxRows):
+            last = min(last, start["seq"] + limit.max_rows)
+        return {"seq": max(last, start["seq"])}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_messages_per_trigger:
+            return ReadMaxRows(self.options.max_messages_per_trigger)
+        return ReadAllAvailable()
+
+    def reportLatestOffset(self) -> dict | None:
+        return {"seq": self._bounds().last}
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.available_now_target = self._bounds().last
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        if not self._domain_known:
+            self._bounds()
+        return _partitions(self.options, start["seq"] + 1, end["seq"], self._domain, self.default_parallelism)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, SequenceRangePartition)
+        yield from _read_partition(self.options, partition)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to do: no acknowledgements, the offsets in Spark's checkpoint are the truth."""
+
+
+class JetStreamDataSource(DataSource):
+    """The ``jetstream`` data source. See ``docs/spark.md`` for the options.
+
+    ``default_parallelism`` is the number of partitions when ``minPartitions`` is not given:
+    :func:`airflow_provider_jetstream.spark.register` sets it to Spark's default parallelism;
+    otherwise the driver's CPU count.
+    """
+
+    default_parallelism: ClassVar[int | None] = None
+
+    @classmethod
+    def name(cls) -> str:
+        return "jetstream"
+
+    def schema(self) -> StructType:
+        return SCHEMA
+
+    def _check_schema(self, schema: StructType) -> None:
+        if schema.simpleString() != SCHEMA.simpleString():
+            raise JetStreamConfigError(
+                f"the jetstream source has a fixed schema ({SCHEMA_DDL}); got {schema.simpleString()}: "
+                "drop .schema(...) and select or cast columns after load()"
+            )
+
+    def _parallelism(self) -> int:
+        return self.default_parallelism or os.cpu_count() or 2
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        self._check_schema(schema)
+        return JetStreamBatchReader(ReadOptions.parse(self.options, streaming=False), self._parallelism())
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        self._check_schema(schema)
+        return JetStreamStreamReader(ReadOptions.parse(self.options, streaming=True), self._parallelism())
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from airflow_provider_jetstream.spark.writer import JetStreamWriter
+
+        if overwrite:
+            raise JetStreamConfigError(
+                "jetstream write: mode 'overwrite' is not supported: a stream is append-only; use mode('append')"
+            )
+        return JetStreamWriter(WriteOptions.parse(self.options, schema.fieldNames()), schema)
+
+
+def register(spark: Any) -> type[JetStreamDataSource]:
+    """Register the ``jetstream`` format with ``spark``, defaulting partitions to its parallelism.
+
+    Same as ``spark.dataSource.register(JetStreamDataSource)``, except that reads without
+    ``minPartitions`` use Spark's default parallelism instead of the driver's CPU count.
+    Returns the registered class.
+    """
+    try:
+        parallelism = int(spark.sparkContext.defaultParallelism)
+    except Exception:  # Spark Connect has no SparkContext
+        parallelism = None
+    source = type("JetStreamDataSource", (JetStreamDataSource,), {"default_parallelism": parallelism})
+    spark.dataSource.register(source)
+    return source

@@ -1,0 +1,146 @@
+"""``df.write.format("jetstream")``: publish rows to JetStream, acknowledged, with bounded async publish.
+
+Each row becomes one message: subject (option ``subject`` or a column), payload (``data``,
+binary or string), headers (a ``map<string, string>`` or ``map<string, array<string>>`` column)
+and, with ``msgIdColumn``, the ``Nats-Msg-Id`` header, so that the stream drops a message it
+already stored within its duplicate window: a retried task or a re-run job stores nothing twice.
+
+A task keeps at most ``maxInFlight`` publishes unacknowledged and fails on the first refused or
+unacknowledged one. Airflow-free: executors import it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import nats.errors
+import nats.js.errors
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.types import StructType
+
+from airflow_provider_jetstream.client import open_connection, release
+from airflow_provider_jetstream.exceptions import JetStreamError
+from airflow_provider_jetstream.pull import iterate_blocking
+from airflow_provider_jetstream.spark.options import WriteOptions
+
+log = logging.getLogger(__name__)
+
+ACK_TIMEOUT = 30.0
+
+
+@dataclass
+class PublishedCount(WriterCommitMessage):
+    """What one task published: messages stored, and messages the stream dropped as duplicates."""
+
+    stored: int
+    duplicates: int
+
+
+def _headers(value: Any) -> dict[str, str]:
+    """A row's headers (Arrow map as list of pairs, or dict) as nats-py wants them: one value each."""
+    if value is None:
+        return {}
+    pairs = value.items() if isinstance(value, dict) else value
+    headers = {}
+    for name, item in pairs:
+        if isinstance(item, list):
+            if len(item) > 1:
+                raise JetStreamError(
+                    f"header {name!r} has {len(item)} values: nats-py publishes one value per header name"
+                )
+            item = item[0] if item else ""
+        if item is not None:
+            headers[str(name)] = str(item)
+    return headers
+
+
+class JetStreamWriter(DataSourceArrowWriter):
+    """Publishes the rows of each task; the driver logs the totals on commit."""
+
+    def __init__(self, options: WriteOptions, schema: StructType) -> None:
+        self.options = options
+        self.schema = schema
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> PublishedCount:
+        results = list(iterate_blocking(self._publish(iterator)))
+        return results[-1] if results else PublishedCount(0, 0)
+
+    async def _publish(self, batches: Iterator[pa.RecordBatch]) -> AsyncIterator[PublishedCount]:
+        opts = self.options
+        nc = await open_connection(opts.connection)
+        stored = duplicates = 0
+        pending: collections.deque[asyncio.Future] = collections.deque()
+
+        async def settle(future: asyncio.Future) -> None:
+            nonlocal stored, duplicates
+            try:
+                ack = await asyncio.wait_for(future, ACK_TIMEOUT)
+            except asyncio.TimeoutError:
+                raise JetStreamError(f"jetstream write: no acknowledgement within {ACK_TIMEOUT:g}s") from None
+            except nats.js.errors.NoStreamResponseError:
+                raise JetStreamError(
+                    "jetstream write: no stream stores the subject (no responders); check the subject and "
+                    "that the stream's domain is connected"
+                ) from None
+            except nats.js.errors.APIError as err:
+                raise JetStreamError(f"jetstream write: the stream refused a message: {err.description}") from None
+            if ack.duplicate:
+                duplicates += 1
+            else:
+                stored += 1
+
+        try:
+            js = nc.jetstream(prefix=opts.api_prefix, publish_async_max_pending=opts.max_in_flight + 1)
+            for batch in batches:
+                columns = batch.to_pydict()
+                count = batch.num_rows
+                subjects = columns[opts.subject_column] if opts.subject_column else [opts.subject] * count
+                payloads = columns[opts.data_column]
+                headers = columns[opts.headers_column] if opts.headers_column else None
+                msg_ids = columns[opts.msg_id_column] if opts.msg_id_column else None
+                for row in range(count):
+                    subject = subjects[row]
+                    if not subject:
+                        raise JetStreamError(f"jetstream write: a row has no subject (column {opts.subject_column!r})")
+                    payload = payloads[row]
+                    if payload is None:
+                        payload = b""
+                    elif isinstance(payload, str):
+                        payload = payload.encode()
+                    hdrs = _headers(headers[row]) if headers is not None else {}
+                    if msg_ids is not None:
+                        if msg_ids[row] is None:
+                            raise JetStreamError(
+                                f"jetstream write: a row has a null {opts.msg_id_column!r} (msgIdColumn): "
+                                "every row needs a message id for deduplication"
+                            )
+                        hdrs["Nats-Msg-Id"] = str(msg_ids[row])
+                    if len(pending) >= opts.max_in_flight:
+                        await settle(pending.popleft())
+                    pending.append(await js.publish_async(subject, payload, stream=opts.stream, headers=hdrs or None))
+            while pending:
+                await settle(pending.popleft())
+        except nats.errors.Error as err:
+            raise JetStreamError(f"jetstream write: {type(err).__name__}: {err}") from None
+        finally:
+            for future in pending:
+                future.cancel()
+            await release(nc, drain=False)
+        yield PublishedCount(stored, duplicates)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        counts = [m for m in messages if isinstance(m, PublishedCount)]
+        log.info(
+            "jetstream write: %d messages stored, %d dropped as duplicates",
+            sum(c.stored for c in counts),
+            sum(c.duplicates for c in counts),
+        )
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        log.warning("jetstream write aborted: messages already acknowledged stay in the stream")

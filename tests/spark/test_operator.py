@@ -1,0 +1,104 @@
+"""JetStreamSparkSubmitOperator through dag.test(): spark-submit runs the packaged job end to end,
+and the NATS password is in no command line and no log line."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_jetstream.exceptions import JetStreamConfigError
+from airflow_provider_jetstream.local.servers import NatsServer
+from airflow_provider_jetstream.operators.spark import JetStreamSparkSubmitHook, JetStreamSparkSubmitOperator
+
+
+@pytest.fixture
+def secret_server(tmp_path):
+    """A JetStream server whose password is unique to this test, so that any leak is found."""
+    password = f"pw-{uuid.uuid4().hex}"
+    body = (
+        f"jetstream {{ store_dir: {json.dumps(str(tmp_path / 'store'))} }}\n"
+        f"authorization {{ user: spark, password: {json.dumps(password)} }}\n"
+    )
+    server = NatsServer(name="spark-secret", workdir=tmp_path, body=body).start()
+    yield server, password
+    server.stop()
+
+
+def _watch_command_lines(stop: threading.Event, seen: list[str]) -> None:
+    """Collect the command line of every process on the machine while the task runs."""
+    while not stop.wait(0.05):
+        for pid in os.listdir("/proc"):
+            if pid.isdigit():
+                with contextlib.suppress(OSError):
+                    seen.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+
+
+def test_dag_runs_the_packaged_job_via_spark_submit_without_leaking_the_password(
+    airflow_db, secret_server, jetstream_conn, tmp_path, caplog, capfd
+) -> None:
+    import nats
+    from nats.js.api import StreamConfig
+
+    from tests.dags.spark_stream_to_parquet import dag
+
+    server, password = secret_server
+    stream = f"spark_op_{uuid.uuid4().hex[:6]}"
+
+    async def publish() -> None:
+        nc = await nats.connect(server.url, user="spark", password=password)
+        js = nc.jetstream()
+        await js.add_stream(StreamConfig(name=stream, subjects=[f"{stream}.>"]))
+        for i in range(1, 61):
+            await js.publish(f"{stream}.{'ab'[i % 2]}", b"m%d" % i)
+        await nc.close()
+
+    asyncio.run(publish())
+    conn_id = jetstream_conn(f"127.0.0.1:{server.port}", login="spark", password=password)
+    output = tmp_path / "parquet"
+    stop, seen = threading.Event(), []
+    watcher = threading.Thread(target=_watch_command_lines, args=(stop, seen), daemon=True)
+    watcher.start()
+    try:
+        dag_run = dag.test(
+            run_conf={"conn_id": conn_id, "stream": stream, "output": str(output), "bucket": "spark_op_ckpt"}
+        )
+    finally:
+        stop.set()
+        watcher.join()
+    logs = caplog.text + "\n".join(capfd.readouterr())
+    assert dag_run.state == "success", logs[-4000:]
+
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(output / "seq_range=00000000000000000001-00000000000000000060")
+    assert sorted(table.column("seq").to_pylist()) == list(range(1, 61))
+
+    spark_commands = [c for c in seen if "spark-submit" in c or "SparkSubmit" in c]
+    assert spark_commands, "the watcher saw the spark-submit processes"
+    assert any("stream_to_parquet.py" in c and f"--stream {stream}" in c for c in spark_commands)
+    assert not [c for c in seen if password in c], "the password is on a command line"
+    assert "Spark-Submit cmd" in logs, "the logged spark-submit command was captured"
+    assert password not in logs
+
+
+def test_a_named_spark_connection_that_does_not_exist_fails_instead_of_using_yarn() -> None:
+    with pytest.raises(JetStreamConfigError, match="Spark connection 'spark_missing' could not be loaded"):
+        JetStreamSparkSubmitHook(secret_env={}, conn_id="spark_missing")
+    local = JetStreamSparkSubmitHook(secret_env={}, conn_id=None)
+    assert local._connection["master"] == "local[*]"
+
+
+def test_packaged_job_arguments_are_required_and_checked() -> None:
+    with pytest.raises(JetStreamConfigError, match="output_path, checkpoint_bucket missing"):
+        JetStreamSparkSubmitOperator(task_id="t", stream="s")
+    with pytest.raises(JetStreamConfigError, match="domain='a' and api_prefix='b'"):
+        JetStreamSparkSubmitOperator(
+            task_id="t", stream="s", output_path="o", checkpoint_bucket="b", domain="a", api_prefix="b"
+        )
