@@ -43,6 +43,7 @@ from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, ReplayPolicy
 from nats.js.manager import JetStreamManager
 
+from airflow_provider_jetstream.api import describe_prefix
 from airflow_provider_jetstream.client import open_connection, release
 from airflow_provider_jetstream.connection import JetStreamConnectionConfig
 from airflow_provider_jetstream.exceptions import JetStreamDomainUnavailableError, JetStreamError
@@ -122,15 +123,6 @@ class MissingRange:
         return str(self.first) if self.first == self.last else f"{self.first}-{self.last}"
 
 
-def _describe(api_prefix: str) -> str:
-    if api_prefix == "$JS.API":
-        return "the local JetStream domain"
-    parts = api_prefix.split(".")
-    if len(parts) == 3 and parts[0] == "$JS" and parts[2] == "API":
-        return f"domain {parts[1]!r}"
-    return f"API prefix {api_prefix!r}"
-
-
 class _RangePull:
     """State of one range read: consumer, subscription, in-flight accounting, received columns."""
 
@@ -155,7 +147,7 @@ class _RangePull:
         self.fail_on_data_loss = fail_on_data_loss
         self.settings = settings
         self.jsm = JetStreamManager(nc, prefix=api_prefix, timeout=settings.request_timeout)
-        self.where = f"stream {stream!r} in {_describe(api_prefix)}"
+        self.where = f"stream {stream!r} in {describe_prefix(api_prefix)}"
         self.next_seq = start  # the first sequence not yet seen
         self.outstanding = 0  # messages requested and not yet delivered or cancelled
         self.activity = 0  # messages of any kind received: a sign of life

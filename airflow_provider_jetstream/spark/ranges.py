@@ -9,17 +9,16 @@ Airflow-free: it runs in Spark's planner processes.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from dataclasses import dataclass
 
-import nats.errors
-import nats.js.errors
 from nats.aio.client import Client
-from nats.js.manager import JetStreamManager
 
-from airflow_provider_jetstream.exceptions import JetStreamDomainUnavailableError, JetStreamError
+from airflow_provider_jetstream.api import JetStreamApi, describe_prefix
+from airflow_provider_jetstream.exceptions import (
+    JetStreamNotFoundError,
+)
 from airflow_provider_jetstream.pull import JetStreamDataLossError, first_sequence_at
 from airflow_provider_jetstream.spark.options import ReadOptions
 
@@ -36,34 +35,20 @@ class StreamBounds:
 
 
 def target_name(options: ReadOptions) -> str:
-    prefix = options.api_prefix
-    parts = prefix.split(".")
-    if prefix == "$JS.API":
-        where = "the local JetStream domain"
-    elif len(parts) == 3 and parts[0] == "$JS" and parts[2] == "API":
-        where = f"domain {parts[1]!r}"
-    else:
-        where = f"API prefix {prefix!r}"
-    return f"stream {options.stream!r} in {where}"
+    return f"stream {options.stream!r} in {describe_prefix(options.api_prefix)}"
 
 
 async def stream_bounds(nc: Client, options: ReadOptions) -> StreamBounds:
     """The stream's first and last sequence, and the JetStream domain that holds it."""
-    timeout = options.pull.request_timeout
-    jsm = JetStreamManager(nc, prefix=options.api_prefix, timeout=timeout)
-    try:
-        info = await jsm.stream_info(options.stream)
-        account = json.loads((await nc.request(f"{options.api_prefix}.INFO", b"", timeout=timeout)).data)
-    except nats.js.errors.NotFoundError:
-        raise JetStreamError(f"{target_name(options)} does not exist") from None
-    except (nats.errors.NoRespondersError, nats.errors.TimeoutError, nats.js.errors.ServiceUnavailableError) as err:
-        raise JetStreamDomainUnavailableError(
-            f"no JetStream answered for {target_name(options)} within {timeout:g}s: is the domain connected "
-            "and the name right?"
-        ) from err
-    first = max(info.state.first_seq, 1)
-    last = info.state.last_seq
-    if info.state.messages == 0:
+    api = JetStreamApi(nc, options.api_prefix, timeout=options.pull.request_timeout)
+    info = await api.stream_info(options.stream)
+    if info is None:
+        raise JetStreamNotFoundError(f"{target_name(options)} does not exist")
+    account = await api.account_info()
+    state = info["state"]
+    first = max(state.get("first_seq", 0), 1)
+    last = state.get("last_seq", 0)
+    if state.get("messages", 0) == 0:
         first = last + 1
     return StreamBounds(first=first, last=last, domain=account.get("domain") or None)
 
