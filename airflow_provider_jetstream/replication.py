@@ -215,7 +215,10 @@ class ReplicationWatch:
 
     Keeps, between checks, since when each origin has reported an error, so that an error fails the
     task only once it has lasted ``error_grace`` seconds (a source created before its origin stream
-    reports "stream not found" until the origin exists).
+    reports "stream not found" until the origin exists); and which origins it has seen silent: once
+    such an origin is heard from again, its lag is trusted only after ``max_inactive`` of contact,
+    because right after a relink the server reports fresh contact with the lag it knew before the
+    outage (seen on nats-server 2.10: ``lag=0`` a moment before the missed messages arrive).
 
     :param stream: the stream that mirrors or sources (in the sensor's domain).
     :param max_lag: most messages an origin may be behind. Default 0.
@@ -231,8 +234,24 @@ class ReplicationWatch:
     sources: list[str] | None = None
     target: str = ""
     _errors_since: dict[tuple[str, str, str | None], float] = field(default_factory=dict, repr=False)
+    # Origins seen silent: None while silent, then the time contact resumed.
+    _back_since: dict[tuple[str, str, str | None], float | None] = field(default_factory=dict, repr=False)
 
-    def judge_origin(self, status: ReplicationStatus) -> OriginVerdict:
+    def judge_origin(self, status: ReplicationStatus, now: float) -> OriginVerdict:
+        key = (status.kind, status.origin, status.api_prefix)
+        if status.active is not None and status.active > self.max_inactive:
+            self._back_since[key] = None
+        elif key in self._back_since and status.active is not None:
+            back = self._back_since[key]
+            back = self._back_since[key] = now if back is None else back
+            if now - back < self.max_inactive:
+                return OriginVerdict(
+                    status,
+                    False,
+                    f"origin heard from again {format_seconds(now - back)} ago after a silence: its lag "
+                    f"{status.lag} is trusted after {format_seconds(self.max_inactive)} of contact",
+                )
+            del self._back_since[key]
         if status.error:
             return OriginVerdict(status, False, f"replication error: {status.error}")
         if status.active is None:
@@ -268,7 +287,7 @@ class ReplicationWatch:
                     f"{', '.join(map(repr, missing))}; its origins are {', '.join(map(repr, known))}"
                 )
             statuses = [s for s in statuses if s.origin in self.sources]
-        verdicts = [self.judge_origin(s) for s in statuses]
+        verdicts = [self.judge_origin(s, now) for s in statuses]
         failed = []
         seen = set()
         for status in statuses:

@@ -198,3 +198,19 @@ def test_table_has_one_row_per_origin_like_nats_stream_report() -> None:
 
 def test_format_seconds() -> None:
     assert [format_seconds(s) for s in (None, 0.59, 18.25, 125, 7300)] == ["never", "0.59s", "18.2s", "2m05s", "2h01m"]
+
+
+def test_after_a_silence_the_lag_is_trusted_only_after_max_inactive_of_contact() -> None:
+    """Right after a relink the server reports fresh contact with the lag it knew before the outage."""
+    watch = ReplicationWatch("agg", max_inactive=3)
+
+    def source(active_s: float, lag: int = 0) -> dict:
+        return info(sources=[{"name": "test", "lag": lag, "active": int(active_s * 1e9), "external": LEAF}])
+
+    assert watch.judge(source(0.2), now=100.0).caught_up  # healthy: caught up
+    silent = watch.judge(source(8.0), now=101.0)
+    assert not silent.caught_up and "origin silent for" in silent.verdicts[0].reason
+    back = watch.judge(source(0.1), now=102.0)
+    assert not back.caught_up and "heard from again" in back.verdicts[0].reason
+    assert not watch.judge(source(0.1), now=104.0).caught_up  # 2 s of contact < max_inactive
+    assert watch.judge(source(0.1), now=105.5).caught_up  # 3.5 s of contact: the lag is trusted again
