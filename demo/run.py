@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-WORK = REPO / ".demo"
+WORK = Path(os.environ.get("JETSTREAM_DEMO_DIR", REPO / ".demo"))
 sys.path.insert(0, str(REPO / "dags"))
 
 import edge_pipeline_config as cfg  # noqa: E402
@@ -129,7 +129,7 @@ def main() -> int:
     WORK.mkdir(exist_ok=True)
     output = WORK / "output" / "readings"
     rows_before = parquet_rows(output)
-    print(f"starting a hub and leaves {', '.join(cfg.LEAF_DOMAINS)} under .demo/nats ...")
+    print(f"starting a hub and leaves {', '.join(cfg.LEAF_DOMAINS)} under {WORK / 'nats'} ...", flush=True)
     with LocalTopology(WORK / "nats", hub_domain=cfg.HUB_DOMAIN, leaf_domains=cfg.LEAF_DOMAINS) as topology:
         published = asyncio.run(publish_edge_readings(topology))
         print(f"edge processes published {', '.join(f'{n} readings on {leaf}' for leaf, n in published.items())}")
