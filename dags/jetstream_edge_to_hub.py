@@ -55,6 +55,7 @@ with DAG(
     doc_md=DOC,
     tags=["jetstream", "example"],
     params={
+        "max_inactive": Param("30s", type="string", description="A source silent longer is not caught up."),
         "output_dir": Param(OUTPUT_DIR, type="string", description="Where the Parquet output goes."),
     },
     default_args={"jetstream_conn_id": NATS_CONN_ID, "retries": 2, "retry_delay": pendulum.duration(minutes=1)},
@@ -99,7 +100,7 @@ with DAG(
         domain=HUB_DOMAIN,
         stream=AGGREGATE_STREAM,
         max_lag=0,
-        max_inactive="30s",
+        max_inactive="{{ params.max_inactive }}",
         deferrable=True,
         poke_interval=2,
         timeout=60 * 30,

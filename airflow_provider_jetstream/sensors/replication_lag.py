@@ -35,18 +35,25 @@ class JetStreamReplicationLagSensor(BaseJetStreamSensor):
     :param stream: the stream that mirrors or sources, in ``domain`` (templated).
     :param max_lag: most messages an origin may be behind. Default 0.
     :param max_inactive: most time since the last contact with an origin: seconds, ``timedelta``
-        or text like ``"10s"``, ``"2m"``. Default ``"10s"`` (a healthy link reports under 1s).
+        or text like ``"10s"``, ``"2m"`` (templated). Default ``"10s"``.
     :param sources: names of the origin streams to watch (templated); None (default) watches the
         mirror or every source.
     :param error_grace: how long a replication error may last before the task fails (a source
-        created before its origin reports "stream not found" until the origin exists). Default ``"30s"``.
+        created before its origin reports "stream not found" until the origin exists). Default ``"30s"``
+        (templated).
 
     Also takes :class:`BaseJetStreamSensor`'s ``jetstream_conn_id``, ``domain``, ``api_prefix``,
     ``deferrable`` and Airflow's sensor arguments (``poke_interval``, ``timeout``, ``mode``,
     ``soft_fail``...).
     """
 
-    template_fields: Sequence[str] = (*BaseJetStreamSensor.template_fields, "stream", "sources")
+    template_fields: Sequence[str] = (
+        *BaseJetStreamSensor.template_fields,
+        "stream",
+        "sources",
+        "max_inactive",
+        "error_grace",
+    )
     event_key = "replication"
 
     def __init__(
@@ -63,13 +70,15 @@ class JetStreamReplicationLagSensor(BaseJetStreamSensor):
         self.stream = stream
         self.sources = sources
         self.max_lag = validate_count(max_lag, "max_lag")
-        self.max_inactive = duration_seconds(max_inactive, "max_inactive")
-        self.error_grace = duration_seconds(error_grace, "error_grace")
+        self.max_inactive = max_inactive
+        self.error_grace = error_grace
         self._watch: ReplicationWatch | None = None
-        if not templated(stream) and not templated(sources):
+        if not any(templated(v) for v in (stream, sources, max_inactive, error_grace)):
             self.validate()
 
     def validate(self) -> None:
+        self.max_inactive_seconds = duration_seconds(self.max_inactive, "max_inactive")
+        self.error_grace_seconds = duration_seconds(self.error_grace, "error_grace")
         validate_name(self.stream, "stream")
         if self.sources is not None:
             if isinstance(self.sources, str) or not self.sources:
@@ -81,7 +90,11 @@ class JetStreamReplicationLagSensor(BaseJetStreamSensor):
 
     def new_watch(self) -> ReplicationWatch:
         return ReplicationWatch(
-            self.stream, self.max_lag, self.max_inactive, self.error_grace, list(self.sources or []) or None
+            self.stream,
+            self.max_lag,
+            self.max_inactive_seconds,
+            self.error_grace_seconds,
+            list(self.sources or []) or None,
         )
 
     async def acheck(self, hook: JetStreamHook) -> tuple[bool, dict[str, Any] | None]:
@@ -108,8 +121,8 @@ class JetStreamReplicationLagSensor(BaseJetStreamSensor):
             domain=self.domain,
             api_prefix=self.api_prefix,
             max_lag=self.max_lag,
-            max_inactive=self.max_inactive,
-            error_grace=self.error_grace,
+            max_inactive=self.max_inactive_seconds,
+            error_grace=self.error_grace_seconds,
             sources=list(self.sources) if self.sources else None,
             poll_interval=self.poke_interval,
         )

@@ -129,3 +129,13 @@ def test_rescheduled_sensor_confirms_an_error_within_one_poke(hub_leaf, hub_conn
 def test_bad_arguments_are_refused_when_the_dag_is_parsed(kwargs, message) -> None:
     with pytest.raises(JetStreamConfigError, match=message):
         JetStreamReplicationLagSensor(task_id="t", stream="agg", **kwargs)
+
+
+def test_durations_may_be_templated_and_are_checked_once_rendered() -> None:
+    sensor = JetStreamReplicationLagSensor(task_id="t", stream="agg", max_inactive="{{ params.silence }}")
+    sensor.max_inactive = "45s"  # what rendering the template gives
+    sensor.validate()
+    assert sensor.max_inactive_seconds == 45.0 and sensor.new_watch().max_inactive == 45.0
+    sensor.max_inactive = "soon"
+    with pytest.raises(JetStreamConfigError, match="max_inactive='soon' is not allowed"):
+        sensor.validate()
