@@ -123,7 +123,24 @@ def _revision(value: Any) -> int | None:
     return number
 
 
-class JetStreamKeyValuePutOperator(JetStreamBaseOperator):
+class _KeyOperator(JetStreamBaseOperator):
+    """A write to one key: bucket and key names, and an optional compare-and-set revision."""
+
+    def __init__(self, *, bucket: str, key: str, expected_revision: int | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.bucket = bucket
+        self.key = key
+        self.expected_revision = expected_revision
+        if not has_template([bucket, key, expected_revision]):
+            self._check()
+
+    def _check(self) -> int | None:
+        _one(validate_bucket, self.bucket, "bucket")
+        _one(validate_key, self.key, "key")
+        return _revision(self.expected_revision)
+
+
+class JetStreamKeyValuePutOperator(_KeyOperator):
     """Put a value in a bucket of the target domain; XCom: the new revision (an int).
 
     :param value: bytes, str (UTF-8) or anything JSON-serializable.
@@ -139,21 +156,9 @@ class JetStreamKeyValuePutOperator(JetStreamBaseOperator):
         "expected_revision",
     )
 
-    def __init__(
-        self, *, bucket: str, key: str, value: Any, expected_revision: int | None = None, **kwargs: Any
-    ) -> None:
+    def __init__(self, *, value: Any, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.bucket = bucket
-        self.key = key
         self.value = value
-        self.expected_revision = expected_revision
-        if not has_template([bucket, key, expected_revision]):
-            self._check()
-
-    def _check(self) -> int | None:
-        _one(validate_bucket, self.bucket, "bucket")
-        _one(validate_key, self.key, "key")
-        return _revision(self.expected_revision)
 
     def execute(self, context: Any) -> int:
         expected = self._check()
@@ -172,32 +177,14 @@ class JetStreamKeyValuePutOperator(JetStreamBaseOperator):
         return self.run_api(work)
 
 
-class JetStreamKeyValueDeleteOperator(JetStreamBaseOperator):
+class JetStreamKeyValueDeleteOperator(_KeyOperator):
     """Delete a key (a delete marker; ``purge=True`` also drops its history). XCom: the marker's revision."""
 
     template_fields: Sequence[str] = (*JetStreamBaseOperator.template_fields, "bucket", "key", "expected_revision")
 
-    def __init__(
-        self,
-        *,
-        bucket: str,
-        key: str,
-        purge: bool = False,
-        expected_revision: int | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, *, purge: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.bucket = bucket
-        self.key = key
         self.purge = purge
-        self.expected_revision = expected_revision
-        if not has_template([bucket, key, expected_revision]):
-            self._check()
-
-    def _check(self) -> int | None:
-        _one(validate_bucket, self.bucket, "bucket")
-        _one(validate_key, self.key, "key")
-        return _revision(self.expected_revision)
 
     def execute(self, context: Any) -> int:
         expected = self._check()
