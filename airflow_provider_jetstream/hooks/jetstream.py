@@ -144,8 +144,8 @@ class JetStreamHook(BaseHook):
         Several contexts, for several domains, share one NATS connection. A JetStream API call
         that no server answers raises :class:`JetStreamDomainUnavailableError` naming the target.
         """
-        prefix = self.resolve_api_prefix(domain, api_prefix)
-        async with self.aconnect() as nc:
+        async with self.aconnect() as nc:  # loads the connection's config without blocking first
+            prefix = self.resolve_api_prefix(domain, api_prefix)
             try:
                 yield nc.jetstream(prefix=prefix)
             except (nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError) as err:
@@ -158,8 +158,8 @@ class JetStreamHook(BaseHook):
 
         nats-py's ``account_info()`` drops the API level, which tells what the server supports.
         """
-        prefix = self.resolve_api_prefix(domain, api_prefix)
         config = await self.aget_conn_config()
+        prefix = self.resolve_api_prefix(domain, api_prefix)
         try:
             return await JetStreamApi(nc, prefix, timeout=config.connect_timeout).account_info()
         except JetStreamDomainUnavailableError as err:
