@@ -13,17 +13,22 @@ from typing import Any
 
 from nats.aio.client import Client
 
-from airflow_provider_jetstream.api import JetStreamApi, domain_of
+from airflow_provider_jetstream.api import JetStreamApi
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.kv import encode_value, kv_delete, kv_put, reconcile_bucket
-from airflow_provider_jetstream.operators.streams import JetStreamBaseOperator, _as_bool, _one, has_template
+from airflow_provider_jetstream.operators.streams import (
+    JetStreamBaseOperator,
+    _as_bool,
+    _one,
+    _ReconcileOperator,
+    has_template,
+)
 from airflow_provider_jetstream.reconcile import check_if_exists
 from airflow_provider_jetstream.specs import KeyValueSpec, SpecError, SpecErrors, validate_bucket, validate_key
 from airflow_provider_jetstream.specs.kv import kv_subjects
-from airflow_provider_jetstream.topology_guard import guard_double_store
 
 
-class JetStreamCreateKeyValueOperator(JetStreamBaseOperator):
+class JetStreamCreateKeyValueOperator(_ReconcileOperator):
     """Create or update a KV bucket, including a mirror or sources in other domains or accounts.
 
     :param bucket: a name, or a spec: ``{"bucket": "config", "history": 5, "ttl": "1h",
@@ -37,38 +42,14 @@ class JetStreamCreateKeyValueOperator(JetStreamBaseOperator):
     :param peer_domains: more domains for that check, besides the connection's own.
     """
 
-    template_fields: Sequence[str] = (
-        *JetStreamBaseOperator.template_fields,
-        "bucket",
-        "if_exists",
-        "dry_run",
-        "allow_double_store",
-        "peer_domains",
-    )
+    template_fields: Sequence[str] = (*_ReconcileOperator.template_fields, "bucket")
     template_fields_renderers = {"bucket": "json"}
 
-    def __init__(
-        self,
-        *,
-        bucket: str | dict[str, Any],
-        if_exists: str = "update",
-        dry_run: bool = False,
-        prune_sources: bool = False,
-        allow_double_store: bool = False,
-        peer_domains: list[str] | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, *, bucket: str | dict[str, Any], **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.bucket = bucket
-        self.if_exists = if_exists
-        self.dry_run = dry_run
-        self.prune_sources = prune_sources
-        self.allow_double_store = allow_double_store
-        self.peer_domains = peer_domains
         if not has_template(bucket):
             KeyValueSpec.from_dict(bucket)
-        if not has_template(if_exists):
-            check_if_exists(if_exists)
 
     def execute(self, context: Any) -> dict[str, Any]:
         spec = KeyValueSpec.from_dict(self.bucket)
@@ -76,34 +57,16 @@ class JetStreamCreateKeyValueOperator(JetStreamBaseOperator):
         stream = spec.stream_spec()
 
         async def work(nc: Client, api: JetStreamApi, hook: JetStreamHook) -> dict[str, Any]:
-            named = [
-                s["external"]["api"].split(".")[1]
-                for s in [stream.values.get("mirror"), *(stream.values.get("sources") or [])]
-                if s and domain_of((s.get("external") or {}).get("api", ""))
-            ]
-
-            async def guard() -> None:
-                await guard_double_store(
-                    nc,
-                    target_prefix=api.prefix,
-                    subjects=[] if stream.is_mirror else [kv_subjects(spec.bucket)],
-                    what=f"bucket {spec.bucket!r}",
-                    bucket=spec.bucket,
-                    peer_domains=self.peer_domains_for(hook, named),
-                    allow=_as_bool("allow_double_store", self.allow_double_store),
-                    timeout=self.request_timeout,
-                    logger=self.log,
-                )
-
-            result = await reconcile_bucket(
+            guard = self.double_store_guard(
+                nc,
                 api,
-                spec,
-                if_exists=self.if_exists,
-                dry_run=_as_bool("dry_run", self.dry_run),
-                prune_sources=_as_bool("prune_sources", self.prune_sources),
-                guard=guard,
-                logger=self.log,
+                hook,
+                stream,
+                subjects=[] if stream.is_mirror else [kv_subjects(spec.bucket)],
+                what=f"bucket {spec.bucket!r}",
+                bucket=spec.bucket,
             )
+            result = await reconcile_bucket(api, spec, **self.reconcile_options(guard))
             return result.as_xcom()
 
         return self.run_api(work)

@@ -113,6 +113,7 @@ class _ReconcileOperator(JetStreamBaseOperator):
         *,
         if_exists: str = "update",
         dry_run: bool = False,
+        prune_sources: bool = False,
         allow_double_store: bool = False,
         peer_domains: list[str] | None = None,
         **kwargs: Any,
@@ -122,8 +123,47 @@ class _ReconcileOperator(JetStreamBaseOperator):
             check_if_exists(if_exists)
         self.if_exists = if_exists
         self.dry_run = dry_run
+        self.prune_sources = prune_sources
         self.allow_double_store = allow_double_store
         self.peer_domains = peer_domains
+
+    def reconcile_options(self, guard: Callable[[], Awaitable[Any]]) -> dict[str, Any]:
+        """Keyword arguments of the reconcile functions, from the (rendered) operator arguments."""
+        return {
+            "if_exists": self.if_exists,
+            "dry_run": _as_bool("dry_run", self.dry_run),
+            "prune_sources": _as_bool("prune_sources", self.prune_sources),
+            "guard": guard,
+            "logger": self.log,
+        }
+
+    def double_store_guard(
+        self,
+        nc: Client,
+        api: JetStreamApi,
+        hook: JetStreamHook,
+        stream: StreamSpec,
+        *,
+        subjects: list[str],
+        what: str,
+        bucket: str | None = None,
+    ) -> Callable[[], Awaitable[Any]]:
+        """The check, run before a create, that no other known domain would store these subjects too."""
+
+        async def guard() -> Any:
+            return await guard_double_store(
+                nc,
+                target_prefix=api.prefix,
+                subjects=subjects,
+                what=what,
+                bucket=bucket,
+                peer_domains=self.peer_domains_for(hook, stream.origin_domains()),
+                allow=_as_bool("allow_double_store", self.allow_double_store),
+                timeout=self.request_timeout,
+                logger=self.log,
+            )
+
+        return guard
 
 
 class JetStreamCreateStreamOperator(_ReconcileOperator):
@@ -142,10 +182,9 @@ class JetStreamCreateStreamOperator(_ReconcileOperator):
     template_fields: Sequence[str] = (*_ReconcileOperator.template_fields, "stream")
     template_fields_renderers = {"stream": "json"}
 
-    def __init__(self, *, stream: dict[str, Any], prune_sources: bool = False, **kwargs: Any) -> None:
+    def __init__(self, *, stream: dict[str, Any], **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.stream = stream
-        self.prune_sources = prune_sources
         if not has_template(stream):
             self.build_spec()  # invalid specs fail when the DAG is parsed
 
@@ -157,33 +196,10 @@ class JetStreamCreateStreamOperator(_ReconcileOperator):
         check_if_exists(self.if_exists)
 
         async def work(nc: Client, api: JetStreamApi, hook: JetStreamHook) -> dict[str, Any]:
-            named = [
-                s["external"]["api"].split(".")[1]
-                for s in [spec.values.get("mirror"), *(spec.values.get("sources") or [])]
-                if s and domain_of((s.get("external") or {}).get("api", ""))
-            ]
-
-            async def guard() -> None:
-                await guard_double_store(
-                    nc,
-                    target_prefix=api.prefix,
-                    subjects=spec.listen_subjects(),
-                    what=f"stream {spec.name!r}",
-                    peer_domains=self.peer_domains_for(hook, named),
-                    allow=_as_bool("allow_double_store", self.allow_double_store),
-                    timeout=self.request_timeout,
-                    logger=self.log,
-                )
-
-            result = await reconcile_stream(
-                api,
-                spec,
-                if_exists=self.if_exists,
-                dry_run=_as_bool("dry_run", self.dry_run),
-                prune_sources=_as_bool("prune_sources", self.prune_sources),
-                guard=guard,
-                logger=self.log,
+            guard = self.double_store_guard(
+                nc, api, hook, spec, subjects=spec.listen_subjects(), what=f"stream {spec.name!r}"
             )
+            result = await reconcile_stream(api, spec, **self.reconcile_options(guard))
             return result.as_xcom()
 
         return self.run_api(work)

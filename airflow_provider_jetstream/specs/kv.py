@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_jetstream.specs import fields as F
-from airflow_provider_jetstream.specs.errors import SpecError, SpecErrors
+from airflow_provider_jetstream.specs.errors import SpecError
 from airflow_provider_jetstream.specs.fields import Field, Struct
 from airflow_provider_jetstream.specs.names import validate_bucket
 from airflow_provider_jetstream.specs.stream import PLACEMENT, REPUBLISH, STREAM, Requirement, StreamSpec, parse_source
@@ -166,10 +166,3 @@ class KeyValueSpec:
         from airflow_provider_jetstream.specs.stream import requirements
 
         return requirements(KV, self.values, self.path)
-
-
-def parse_bucket(data: Any, path: str = "bucket") -> KeyValueSpec:
-    try:
-        return KeyValueSpec.from_dict(data, path)
-    except SpecError as err:
-        raise SpecErrors([err]) from None

@@ -15,8 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_provider_jetstream.api import domain_of
 from airflow_provider_jetstream.specs import fields as F
-from airflow_provider_jetstream.specs.errors import SpecError, SpecErrors
+from airflow_provider_jetstream.specs.errors import SpecError
 from airflow_provider_jetstream.specs.fields import Field, Struct
 from airflow_provider_jetstream.specs.names import validate_name
 
@@ -519,6 +520,11 @@ class StreamSpec:
             return []
         return [self.name]  # the server's default: the stream's name
 
+    def origin_domains(self) -> list[str]:
+        """Domains the mirror and sources name (``$JS.<domain>.API``), for the double-store check."""
+        origins = [self.values.get("mirror"), *(self.values.get("sources") or [])]
+        return [d for o in origins if o and (d := domain_of((o.get("external") or {}).get("api")))]
+
     def requirements(self) -> list[Requirement]:
         return requirements(STREAM, self.values, self.path)
 
@@ -579,11 +585,3 @@ def _check_stream(values: dict[str, Any], path: str, errors: list[SpecError]) ->
         if key in seen:
             errors.append(SpecError(f"{path}.sources[{i}]", source["name"], f"the same source as sources[{seen[key]}]"))
         seen[key] = i
-
-
-def parse_stream(data: Any, path: str = "stream") -> StreamSpec:
-    """Validate a stream spec dict; raises :class:`SpecErrors` listing every bad field."""
-    try:
-        return StreamSpec.from_dict(data, path)
-    except SpecError as err:
-        raise SpecErrors([err]) from None
