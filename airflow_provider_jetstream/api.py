@@ -23,6 +23,7 @@ from airflow_provider_jetstream.exceptions import (
 
 STREAM_NOT_FOUND = 10059
 CONSUMER_NOT_FOUND = 10014
+WRONG_LAST_SEQUENCE = 10071
 
 
 def domain_of(prefix: str | None) -> str | None:

@@ -25,9 +25,9 @@ import nats.errors
 import nats.js.errors
 from nats.aio.client import Client
 
-from airflow_provider_jetstream.api import JetStreamApi, describe_prefix, domain_of
+from airflow_provider_jetstream.api import WRONG_LAST_SEQUENCE, JetStreamApi, describe_prefix, domain_of
 from airflow_provider_jetstream.exceptions import JetStreamDomainUnavailableError, JetStreamError
-from airflow_provider_jetstream.reconcile import WRONG_LAST_SEQUENCE, ReconcileResult, reconcile_stream
+from airflow_provider_jetstream.reconcile import ReconcileResult, reconcile_stream
 from airflow_provider_jetstream.specs import KeyValueSpec, validate_bucket, validate_key
 from airflow_provider_jetstream.specs.kv import KV_STREAM_PREFIX, kv_stream_name
 

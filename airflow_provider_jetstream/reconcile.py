@@ -47,7 +47,6 @@ from airflow_provider_jetstream.specs.fields import API_LEVEL_VERSIONS
 log = logging.getLogger(__name__)
 
 IF_EXISTS = ("update", "skip", "fail", "recreate")
-WRONG_LAST_SEQUENCE = 10071
 
 
 class ReconcileError(JetStreamConfigError):
