@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 
 import nats
@@ -117,17 +118,23 @@ def test_same_bucket_in_hub_and_leaf_is_refused_and_writes_stay_in_their_domain(
     assert raw.info("leaf", f"KV_{name}")["state"]["messages"] == 1
     assert raw.info("hub", f"KV_{name}")["state"]["messages"] == 0
 
-    # nats-py's own put "to the leaf" lands in the hub: the bug this module exists for.
-    async def nats_py_put() -> str:
+    # nats-py's own put "to the leaf" (kv.put on a KV opened with domain="leaf") lands in the hub:
+    # the bug this module exists for.
+    async def nats_py_put() -> int:
         user, password = USERS["ACC"]
         nc = await nats.connect(hub_leaf.hub.url, user=user, password=password)
         try:
             kv = await nc.jetstream(domain="leaf").key_value(name)
-            return (await nc.jetstream().publish(f"$KV.{name}.k2", b"x")).domain if kv else ""
+            return await kv.put("k2", b"x")
         finally:
             await nc.close()
 
-    assert asyncio.run(nats_py_put()) == "hub"
+    revision = asyncio.run(nats_py_put())
+    hub_copy = raw.api("hub", f"STREAM.MSG.GET.KV_{name}", {"last_by_subj": f"$KV.{name}.k2"})
+    assert "message" in hub_copy, hub_copy
+    assert hub_copy["message"]["seq"] == revision and base64.b64decode(hub_copy["message"]["data"]) == b"x"
+    assert raw.info("hub", f"KV_{name}")["state"]["messages"] == 1
+    assert "error" in raw.api("leaf", f"STREAM.MSG.GET.KV_{name}", {"last_by_subj": f"$KV.{name}.k2"})
 
 
 def test_compare_and_set_and_delete(hub_conn, hub_leaf) -> None:
