@@ -45,7 +45,8 @@ class JetStreamCreateKeyValueOperator(_ReconcileOperator):
     :param if_exists: ``update`` | ``skip`` | ``fail`` | ``recreate``.
     :param dry_run: log the plan, change nothing.
     :param allow_double_store: create even if a bucket of this name takes writes in another
-        connected domain of this account. Default False: refused, quoting the NATS docs' advice.
+        connected domain of this account, or if a domain cannot be checked. Default False: refused,
+        quoting the NATS docs' advice.
     :param peer_domains: more domains for that check, besides the connection's own.
     """
 

@@ -196,7 +196,8 @@ class JetStreamCreateStreamOperator(_ReconcileOperator):
     :param dry_run: log the plan, change nothing; the XCom action is ``planned``.
     :param prune_sources: remove sources the spec does not name. Default False: they are kept.
     :param allow_double_store: create even if a stream of this account in another connected domain
-        listens on the same subjects (both would store every message). Default False: refused.
+        listens on the same subjects (both would store every message), or if a domain cannot be
+        checked (no answer, an error reply). Default False: refused.
     :param peer_domains: more domains for that check, besides the connection's own.
     """
 
