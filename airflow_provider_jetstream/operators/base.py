@@ -38,12 +38,33 @@ def as_task_failure(error: BaseException) -> BaseException:
         fail_cls = _FAIL_CLASSES[cls] = type(
             cls.__name__,
             (cls, AirflowFailException),
-            {"__module__": cls.__module__, "__qualname__": cls.__qualname__, "__doc__": cls.__doc__},
+            {
+                "__module__": cls.__module__,
+                "__qualname__": cls.__qualname__,
+                "__doc__": cls.__doc__,
+                "__reduce__": _reduce_to(cls),
+            },
         )
     failure = fail_cls.__new__(fail_cls, *error.args)
     failure.__dict__.update(error.__dict__)
     failure.args = error.args
     return failure
+
+
+def _reduce_to(cls: type[BaseException]) -> Callable[[BaseException], tuple[Any, ...]]:
+    """Pickle a task failure as the error it copies (its class is made at run time, not importable)."""
+
+    def reduce(self: BaseException) -> tuple[Any, ...]:
+        return _rebuild, (cls, self.args, dict(self.__dict__))
+
+    return reduce
+
+
+def _rebuild(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, Any]) -> BaseException:
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
 
 
 def fail_fast_on_refusal(method: F) -> F:

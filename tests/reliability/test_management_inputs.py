@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+import pickle
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ from airflow_provider_jetstream.operators.streams import (
     JetStreamCreateSourcedStreamOperator,
     JetStreamCreateStreamOperator,
 )
-from airflow_provider_jetstream.specs import encode_kv_value
+from airflow_provider_jetstream.specs import SpecErrors, encode_kv_value
 from airflow_provider_jetstream.topology_guard import (
     DoubleStoreError,
     DoubleStoreUnreachableError,
@@ -398,3 +399,31 @@ def test_guard_reads_every_page_of_the_stream_listing(make_topology, jetstream_c
             task_id="t", jetstream_conn_id=conn, domain="hub", stream={"name": "new", "subjects": [subject]}
         ).execute({})
     assert direct.info("hub", "new") is None
+
+
+def test_a_task_failure_keeps_the_error_class_and_pickles() -> None:
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from airflow_provider_jetstream.operators.base import as_task_failure
+    from airflow_provider_jetstream.specs import SpecError
+
+    error = SpecErrors([SpecError("stream.max_msgs", -7, "use an integer >= -1")])
+    failure = as_task_failure(error)
+    assert isinstance(failure, AirflowFailException) and isinstance(failure, SpecErrors)
+    assert str(failure) == str(error) and failure.errors[0].path == "stream.max_msgs"
+    copy = pickle.loads(pickle.dumps(failure))
+    assert type(copy) is SpecErrors and str(copy) == str(error)
+
+
+def test_spark_submit_refusals_fail_the_task_too(jetstream_conn: Callable[..., str]) -> None:
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from airflow_provider_jetstream.operators.spark import JetStreamSparkSubmitOperator
+
+    conn = jetstream_conn("127.0.0.1:4222", domain="leaf", api_prefix="JS.acc@hub.API")
+    op = JetStreamSparkSubmitOperator(
+        task_id="s", jetstream_conn_id=conn, stream="s", output_path="/nonexistent", checkpoint_bucket="b"
+    )
+    with pytest.raises(AirflowFailException) as err:
+        op.execute({})
+    assert isinstance(err.value, JetStreamConfigError) and "domain" in str(err.value)
