@@ -121,14 +121,16 @@ async def _pages(nc: Client, subject: str, body: dict[str, Any], timeout: float)
             return items, ""
 
 
-async def local_domain(nc: Client, timeout: float) -> str | None:
-    """The JetStream domain of the server this connection is attached to (None if it has none)."""
-    try:
-        reply = await nc.request("$JS.API.INFO", b"", timeout=timeout)
-    except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
-        return None
-    info, _ = reply_problem(reply.data)
-    return (info or {}).get("domain") or None
+async def local_domain(nc: Client, timeout: float) -> tuple[str | None, str]:
+    """The JetStream domain of the server this connection is attached to (None if it has none),
+    and why it is unknown when the server gave no usable answer.
+
+    No responders, or "JetStream not enabled for this account", is an answer: no JetStream here.
+    """
+    reply, problem = await _api_call(nc, "$JS.API.INFO", {}, timeout)
+    if reply is None and problem.startswith("no JetStream answered"):
+        return None, ""
+    return (reply or {}).get("domain") or None, problem
 
 
 async def replication_domains(nc: Client, prefix: str, timeout: float) -> tuple[list[str], str]:
@@ -186,19 +188,21 @@ async def guard_double_store(
     if target is None and target_prefix != "$JS.API":
         logger.debug("double-store guard: %s is another account's API; not checked", describe_prefix(target_prefix))
         return []
-    own = await local_domain(nc, timeout)
+    own, own_problem = await local_domain(nc, timeout)
     if target is None:
         target = own
     known = [*((own and [own]) or []), *peer_domains]
     unchecked: dict[str, str] = {}
+    if own_problem:
+        unchecked["the connection's own server"] = f"INFO: {own_problem}"
     if target:
         found, problem = await replication_domains(nc, f"$JS.{target}.API", timeout)
         known.extend(found)
         if problem:
-            unchecked[target] = f"STREAM.LIST (which domains its streams copy from): {problem}"
+            unchecked[f"domain {target!r}"] = f"STREAM.LIST (which domains its streams copy from): {problem}"
     peers = [d for d in dict.fromkeys(known) if d and d != target]
     overlaps, problems = await find_overlaps(nc, peers, subjects, timeout=timeout)
-    unchecked.update(problems)
+    unchecked.update({f"domain {domain!r}": why for domain, why in problems.items()})
     if not overlaps:
         if unchecked:
             _unverified(what, target, unchecked, allow, logger)
@@ -230,7 +234,7 @@ def _unverified(
     logger: logging.Logger | logging.LoggerAdapter,
 ) -> None:
     """Fail closed: a domain that could not be checked may store the same messages."""
-    reasons = "; ".join(f"domain {domain!r}: {why}" for domain, why in unchecked.items())
+    reasons = "; ".join(f"{where}: {why}" for where, why in unchecked.items())
     problem = (
         f"cannot verify that {what} in domain {target!r} is not also stored by another connected domain ({reasons})"
     )
