@@ -18,6 +18,7 @@ from typing import Any
 import nats
 import pytest
 
+from airflow_provider_jetstream.api import JetStreamApi
 from airflow_provider_jetstream.exceptions import (
     JetStreamAuthError,
     JetStreamConfigError,
@@ -377,23 +378,28 @@ def test_guard_reads_every_page_of_the_stream_listing(make_topology, jetstream_c
     subject = uid("paged")
     direct.create("leaf", {"name": "origin", "subjects": [subject]})
 
-    async def fill() -> None:  # 256 hub streams (one listing page) sorted before the mirror
+    async def fill() -> list[str]:
+        """1030 hub streams sorted before the mirror: more than a page of STREAM.LIST (256) and of
+        STREAM.NAMES (1024); then every name, as JetStreamApi.stream_names() lists them."""
         user, password = USERS["ACC"]
         nc = await nats.connect(topology.hub.url, user=user, password=password)
         try:
-            for i in range(256):
-                config = {"name": f"a{i:03d}", "subjects": [f"filler.{i}"], "storage": "memory"}
+            for i in range(1030):
+                config = {"name": f"a{i:04d}", "subjects": [f"filler.{i}"], "storage": "memory"}
                 reply = json.loads(
-                    (await nc.request(f"$JS.hub.API.STREAM.CREATE.a{i:03d}", json.dumps(config).encode(), 5)).data
+                    (await nc.request(f"$JS.hub.API.STREAM.CREATE.a{i:04d}", json.dumps(config).encode(), 5)).data
                 )
                 assert "error" not in reply, reply
+            return await JetStreamApi(nc, "$JS.hub.API").stream_names()
         finally:
             await nc.close()
 
-    asyncio.run(fill())
+    names = asyncio.run(fill())
     direct.create("hub", {"name": "zz-mirror", "mirror": {"name": "origin", "external": {"api": "$JS.leaf.API"}}})
+    assert len(names) == 1030 and names[-1] == "a1029"  # all pages of STREAM.NAMES
     conn = jetstream_conn(host=f"127.0.0.1:{topology.hub.port}", login="acc", password="acc")
-    # The hub's 257th stream mirrors the leaf: the leaf is a connected peer, whose `origin` stores `subject`.
+    # The hub's last stream (5th page of STREAM.LIST) mirrors the leaf: the only clue that the leaf
+    # is a connected peer, whose `origin` stores `subject`.
     with pytest.raises(DoubleStoreError, match=f"stream 'origin' in domain 'leaf' listens on '{subject}'"):
         JetStreamCreateStreamOperator(
             task_id="t", jetstream_conn_id=conn, domain="hub", stream={"name": "new", "subjects": [subject]}
