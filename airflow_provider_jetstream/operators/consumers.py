@@ -95,7 +95,7 @@ class JetStreamDeleteConsumerOperator(JetStreamBaseOperator):
         super().__init__(**kwargs)
         self.stream = stream
         self.name = name
-        self.ignore_missing = ignore_missing
+        self.ignore_missing = _as_bool("ignore_missing", ignore_missing)
         if not has_template([stream, name]):
             _one(validate_name, stream, "stream")
             _one(validate_name, name, "name")

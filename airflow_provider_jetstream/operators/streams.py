@@ -372,7 +372,7 @@ class JetStreamDeleteStreamOperator(JetStreamBaseOperator):
         if not has_template(name):
             _one(validate_name, name, "name")
         self.name = name
-        self.ignore_missing = ignore_missing
+        self.ignore_missing = _as_bool("ignore_missing", ignore_missing)
 
     def execute(self, context: Any) -> dict[str, Any]:
         _one(validate_name, self.name, "name")

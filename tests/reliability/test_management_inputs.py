@@ -26,7 +26,10 @@ from airflow_provider_jetstream.exceptions import (
     is_refusal,
 )
 from airflow_provider_jetstream.local.servers import USERS, LocalTopology
-from airflow_provider_jetstream.operators.consumers import JetStreamCreateConsumerOperator
+from airflow_provider_jetstream.operators.consumers import (
+    JetStreamCreateConsumerOperator,
+    JetStreamDeleteConsumerOperator,
+)
 from airflow_provider_jetstream.operators.kv import (
     JetStreamCreateKeyValueOperator,
     JetStreamKeyValueDeleteOperator,
@@ -36,6 +39,7 @@ from airflow_provider_jetstream.operators.streams import (
     JetStreamCreateMirrorOperator,
     JetStreamCreateSourcedStreamOperator,
     JetStreamCreateStreamOperator,
+    JetStreamDeleteStreamOperator,
 )
 from airflow_provider_jetstream.specs import SpecErrors, encode_kv_value
 from airflow_provider_jetstream.topology_guard import (
@@ -176,6 +180,16 @@ PARSE_TIME_CASES: list[tuple[str, Callable[[], Any], tuple[str, ...]]] = [
         "allow_double_store 2",
         lambda: JetStreamCreateStreamOperator(task_id="t", stream={"name": "s"}, allow_double_store=2),
         ("allow_double_store=2", "use true or false"),
+    ),
+    (
+        "ignore_missing maybe (stream delete)",
+        lambda: JetStreamDeleteStreamOperator(task_id="t", name="s", ignore_missing="maybe"),
+        ("ignore_missing='maybe'", "use true or false"),
+    ),
+    (
+        "ignore_missing maybe (consumer delete)",
+        lambda: JetStreamDeleteConsumerOperator(task_id="t", stream="s", name="c", ignore_missing="maybe"),
+        ("ignore_missing='maybe'", "use true or false"),
     ),
     (
         "peer_domains with a bad name",
