@@ -80,8 +80,22 @@ async def _api_call(
     except nats.errors.NoRespondersError:
         return None, "no JetStream answered (leaf link down, or wrong domain?)"
     except nats.errors.TimeoutError:
+        denied = permission_denied(nc, subject)
+        if denied:
+            return None, f"the server refused the request: {denied}"
         return None, f"no answer within {timeout:g}s (leaf link down, or no permission to ask?)"
     return reply_problem(msg.data)
+
+
+def permission_denied(nc: Client, subject: str) -> str:
+    """The server's permissions violation for publishing ``subject`` on this connection, if it sent
+    one (a request the user may not publish gets no reply: it times out, and the server says why
+    in an asynchronous ``-ERR``, which nats-py keeps as ``last_error``); else ``""``."""
+    error = str(getattr(nc, "last_error", None) or "")
+    text = error.lower()
+    if "permissions violation" in text and f'"{subject.lower()}"' in text:
+        return error.removeprefix("nats: ")
+    return ""
 
 
 def reply_problem(data: bytes) -> tuple[dict[str, Any] | None, str]:

@@ -45,6 +45,7 @@ from airflow_provider_jetstream.specs import SpecErrors, encode_kv_value
 from airflow_provider_jetstream.topology_guard import (
     DoubleStoreError,
     DoubleStoreUnreachableError,
+    DoubleStoreUnverifiedError,
     reply_problem,
 )
 from airflow_provider_jetstream.utils.templates import is_resolved_at_run_time, is_templated
@@ -372,11 +373,12 @@ def test_guard_refuses_what_it_cannot_verify(tmp_path: Path, jetstream_conn: Cal
             ).execute({})
 
         # The leaf cannot be asked (permissions): before, that counted as "no overlap", unlogged.
-        with pytest.raises(DoubleStoreUnreachableError) as err:
+        with pytest.raises(DoubleStoreUnverifiedError) as err:
             create()
         text = str(err.value)
-        assert "cannot verify that stream" in text and "domain 'leaf': STREAM.NAMES: no answer within 1s" in text
-        assert "no permission to ask" in text and "allow_double_store=True" in text
+        assert "cannot verify that stream" in text and "domain 'leaf': STREAM.NAMES: the server refused" in text
+        assert 'permissions violation for publish to "$js.leaf.api.stream.names"' in text
+        assert "allow_double_store=True" in text and is_refusal(err.value)
         assert direct.info("hub", name) is None
         # Opting out explicitly goes ahead, with a warning naming what was not checked.
         capfd.readouterr()
@@ -447,3 +449,20 @@ def test_spark_submit_refusals_fail_the_task_too(jetstream_conn: Callable[..., s
     with pytest.raises(AirflowFailException) as err:
         op.execute({})
     assert isinstance(err.value, JetStreamConfigError) and "domain" in str(err.value)
+
+
+def test_guard_refuses_while_a_known_peer_is_cut_off(make_topology, jetstream_conn: Callable[..., str]) -> None:
+    topology = make_topology()
+    direct = Raw(topology)
+    subject = uid("cut")
+    direct.create("leaf", {"name": "origin", "subjects": [subject]})
+    direct.create("hub", {"name": "copy", "mirror": {"name": "origin", "external": {"api": "$JS.leaf.API"}}})
+    topology.disconnect_leaf("leaf")  # its `origin` still stores `subject`, and will again once relinked
+    conn = jetstream_conn(host=f"127.0.0.1:{topology.hub.port}", login="acc", password="acc")
+    with pytest.raises(DoubleStoreUnreachableError) as err:
+        JetStreamCreateStreamOperator(
+            task_id="t", jetstream_conn_id=conn, domain="hub", stream={"name": "new", "subjects": [subject]}
+        ).execute({})
+    assert "domain 'leaf': STREAM.NAMES: no JetStream answered (leaf link down" in str(err.value)
+    assert not is_refusal(err.value)  # the link may come back: retries apply
+    assert direct.info("hub", "new") is None
