@@ -72,7 +72,7 @@ class Raw:
 
         return self.run(go())
 
-    def wait_for(self, domain: str, stream: str, messages: int, timeout: float = 20.0, account: str = "ACC") -> dict:
+    def wait_for(self, domain: str, stream: str, messages: int, timeout: float = 60.0, account: str = "ACC") -> dict:
         """Stream info once it holds ``messages`` messages (mirrors and sources copy asynchronously)."""
         deadline = time.monotonic() + timeout
         while True:

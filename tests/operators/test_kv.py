@@ -34,7 +34,7 @@ def put(conn: str, name: str, key: str, value, domain: str = "leaf", **kwargs) -
     ).execute({})
 
 
-def nats_py_get(topology, domain: str, name: str, key: str, timeout: float = 15.0):
+def nats_py_get(topology, domain: str, name: str, key: str, timeout: float = 60.0):
     """What nats-py's own KV client reads (retrying while a mirror or source catches up)."""
 
     async def go():
@@ -85,7 +85,7 @@ def test_kv_mirror_and_sources_across_domains(hub_conn, hub_leaf, raw) -> None:
     # A put to the mirror goes to its origin (in the leaf), as nats.go does; the mirror then copies it.
     revision = put(hub_conn, copy, "k", "v2", domain="hub")
     assert nats_py_get(hub_leaf, "leaf", origin, "k")[0] == b"v2"
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 60
     while nats_py_get(hub_leaf, "hub", copy, "k")[0] != b"v2":
         assert time.monotonic() < deadline
         time.sleep(0.2)

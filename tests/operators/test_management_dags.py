@@ -67,7 +67,7 @@ def test_seed_scenario_and_cross_account_access(airflow_db, make_topology, jetst
         try:
             js = nc.jetstream(prefix="JS.acc@hub.API")
             sub = await js.pull_subscribe_bind("dur", "aggregate-test-leaf")
-            msg = (await sub.fetch(1, timeout=10))[0]
+            msg = (await sub.fetch(1, timeout=30))[0]
             await msg.ack()
             return msg.data
         finally:
