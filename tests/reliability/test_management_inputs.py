@@ -368,7 +368,7 @@ def test_guard_refuses_what_it_cannot_verify(tmp_path: Path, jetstream_conn: Cal
                 domain="hub",
                 stream={"name": name, "subjects": [subject]},
                 peer_domains=["leaf"],
-                request_timeout=1,
+                request_timeout=3,  # the denied request gets no reply: it waits this out
                 **kwargs,
             ).execute({})
 
