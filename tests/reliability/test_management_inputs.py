@@ -82,7 +82,7 @@ def test_xcom_args_are_resolved_later_but_not_templates() -> None:
             return context
 
     assert is_resolved_at_run_time({"spec": [Resolvable()]}) and not is_templated({"spec": [Resolvable()]})
-    assert not is_resolved_at_run_time(Path("/tmp"))  # a path's resolve() is not Airflow's
+    assert not is_resolved_at_run_time(Path("some/dir"))  # a path's resolve() is not Airflow's
 
 
 # -- bad inputs, refused when the DAG is parsed -----------------------------------------------------
@@ -444,7 +444,7 @@ def test_spark_submit_refusals_fail_the_task_too(jetstream_conn: Callable[..., s
 
     conn = jetstream_conn("127.0.0.1:4222", domain="leaf", api_prefix="JS.acc@hub.API")
     op = JetStreamSparkSubmitOperator(
-        task_id="s", jetstream_conn_id=conn, stream="s", output_path="/nonexistent", checkpoint_bucket="b"
+        task_id="s", jetstream_conn_id=conn, stream="s", output_path="out", checkpoint_bucket="b"
     )
     with pytest.raises(AirflowFailException) as err:
         op.execute({})
