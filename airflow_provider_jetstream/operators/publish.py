@@ -3,6 +3,8 @@
 Each message carries a ``Nats-Msg-Id`` derived from ``msg_id`` (templated; by default
 ``<dag_id>/<run_id>/<task_id>/<map_index>/<index>``), so a retried task stores nothing twice within
 the stream's duplicate window: the retry's acks come back ``duplicate`` and are counted as such.
+Messages go through the shared engine :mod:`airflow_provider_jetstream.publishing` (the Spark
+writer's too), which refuses reserved subjects before sending and checks every ack.
 """
 
 from __future__ import annotations
@@ -87,11 +89,14 @@ def _outgoing(
 class JetStreamPublishOperator(JetStreamBaseOperator):
     """Publish messages to a subject, each once (``Nats-Msg-Id``), with bounded in-flight acks.
 
-    :param subject: the subject (no wildcards).
+    :param subject: the subject: literal (no whitespace, empty tokens or wildcards) and outside the
+        reserved subject spaces (``$JS.``, ``$KV.``, ``$O.``, ``$SYS.``, ``_INBOX.``, the connection's
+        and this operator's ``api_prefix``): a message to ``$JS.API.STREAM.DELETE.x`` would delete a
+        stream. Checked when the DAG is parsed, and once rendered before anything is sent.
     :param messages: the payloads: bytes, str, or JSON-serializable values (an XComArg works too).
     :param messages_callable: instead of ``messages``, a callable returning an iterable (a generator
         streams large volumes); called with ``op_kwargs``.
-    :param headers: headers on every message.
+    :param headers: headers on every message: a mapping of header names to strings.
     :param msg_id: template of each message's ``Nats-Msg-Id``; ``{index}`` is the message's index
         (appended if missing). Default ``<dag_id>/<run_id>/<task_id>/<map_index>/{index}``; ``None``
         or ``""`` sends none (no deduplication).
