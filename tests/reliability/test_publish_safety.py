@@ -157,9 +157,11 @@ def test_spark_writer_refuses_rows_addressed_to_the_jetstream_api(spark, make_st
         (f"$JS.leaf.API.STREAM.PURGE.{victim.name}", "{}"),
     ]
     df = spark.createDataFrame(rows, "subject string, data string").coalesce(1)
-    with pytest.raises(Exception, match="reserved subject space"):
+    with pytest.raises(Exception) as refused:
         df.write.format("jetstream").options(**victim.options()).mode("append").save()
-    assert _stream_state(victim)["messages"] >= 5, "not purged"
+    state = _stream_state(victim)
+    assert state["first"] == 1 and state["messages"] >= 5, f"the stream was purged: {state}"
+    assert "reserved subject space" in str(refused.value)
     purge_hub = spark.createDataFrame([(f"$JS.API.STREAM.PURGE.{victim.name}", "{}")], "subject string, data string")
     with pytest.raises(Exception, match="reserved subject space"):
         purge_hub.write.format("jetstream").options(**victim.options()).mode("append").save()
