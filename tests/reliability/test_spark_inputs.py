@@ -18,7 +18,7 @@ from tests.spark import conftest as spark_fixtures
 spark = spark_fixtures.spark
 make_stream = spark_fixtures.make_stream
 
-PACKAGED = {"stream": "s", "output_path": "/tmp/out", "checkpoint_bucket": "b"}
+PACKAGED = {"stream": "s", "output_path": "/data/orders", "checkpoint_bucket": "b"}
 
 
 @pytest.mark.parametrize(
