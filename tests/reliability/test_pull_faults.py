@@ -138,7 +138,7 @@ def test_leaf_link_cut_mid_read_fails_clearly_and_quickly(make_topology) -> None
     assert isinstance(error, JetStreamDomainUnavailableError), error
     assert f"stream {stream!r} in domain 'leaf'" in str(error)
     assert "connected" in str(error)
-    assert seconds < 15, f"the cut was noticed after {seconds:.1f}s"
+    assert seconds < 30, f"the cut was noticed after {seconds:.1f}s"
     assert len(seqs) < COUNT
     _assert_prefix(seqs, payloads)
 
