@@ -511,7 +511,9 @@ class StreamToParquetJob:
                 outcome = "already committed"
         self._maybe_fail("before_checkpoint")
         checkpoint_seq = self._advance(revision, start, end)
-        self._clean_staging(end)
+        if checkpoint_seq >= end:
+            # Not before: the run holding the claim may still be writing its (losing) copy.
+            self._clean_staging(end)
         return JobResult(start, end, target, wrote, checkpoint_seq, outcome)
 
     def _advance(self, revision: int, start: int, end: int) -> int:
