@@ -386,6 +386,12 @@ class StreamToParquetJob:
                 os.link(tmp, path)
             except FileExistsError:
                 pass
+            except OSError as err:
+                raise JetStreamConfigError(
+                    f"cannot create the commit marker {path}: the output's file system refused a hard link "
+                    f"({err.strerror}); the exactly-once commit needs one on local outputs: use a file system that "
+                    "supports hard links, or HDFS / ABFS"
+                ) from None
             finally:
                 os.unlink(tmp)
         else:
