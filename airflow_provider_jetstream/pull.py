@@ -66,7 +66,8 @@ class PullSettings:
         caller, at most. Default 20,000.
     :param max_buffered_bytes: bytes one pull request may return (``max_bytes``). Default 16 MiB.
     :param chunk_messages: messages per :class:`MessageChunk` handed to the caller, at most (a chunk
-        also ends at ``max_buffered_bytes`` of payload). Default 10,000.
+        also ends at ``max_buffered_bytes`` of payload, and at half of ``max_buffered_messages``).
+        Default 10,000.
     :param expires: seconds a pull request waits on the server. Default 30.
     :param heartbeat: seconds between the server's idle heartbeats while a request waits; after
         3 heartbeats without any sign of the server the read is retried from where it stopped.
@@ -153,7 +154,9 @@ class _RangePull:
         self.activity = 0  # messages of any kind received: a sign of life
         self.resume_needed = False  # the server delivered messages that never arrived
         self.gap_checked_at = 0  # next_seq at which a sequence gap was re-read once
-        self.chunk_messages = settings.chunk_messages
+        # A chunk is handed over at half the buffer at most: the buffer counts the messages of the
+        # chunk being filled, so a chunk larger than that would never fill and the read would stall.
+        self.chunk_messages = max(1, min(settings.chunk_messages, settings.max_buffered_messages // 2))
         self.chunk_max_bytes = settings.max_buffered_bytes  # big messages: smaller chunks
         self.chunk_bytes = 0
         self.finished = False

@@ -11,9 +11,10 @@ resolves the connection and ships it to the executors inside the data source's r
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,17 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 
 from airflow_provider_jetstream.exceptions import JetStreamConfigError
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
+from airflow_provider_jetstream.job_args import check_bool, check_job_arguments, check_partition_by
 from airflow_provider_jetstream.operators.base import FailFastOnRefusal
+from airflow_provider_jetstream.operators.streams import has_template
+
+#: A line of spark-submit output that states an error: a log record at level ERROR (the packaged
+#: job logs its failure so), a Python exception line (``pkg.SomeError: ...``) or a JVM one.
+ERROR_LINE = re.compile(
+    r"(?:^|\s)ERROR\s+[\w.$]+:\s"
+    r"|^(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception)(?::\s|$)"
+    r"|^Exception in thread "
+)
 
 #: The packaged spark-submit job (its file, as spark-submit takes it).
 PACKAGED_JOB = str(Path(__file__).resolve().parents[1] / "spark" / "jobs" / "stream_to_parquet.py")
@@ -55,6 +66,30 @@ class JetStreamSparkSubmitHook(SparkSubmitHook):
                 f"Spark connection {conn_id!r} could not be loaded ({type(err).__name__}); define it, e.g. "
                 '{"conn_type": "spark", "host": "local[*]"}, or pass conn_id=None for a local master'
             ) from None
+
+    def _process_spark_submit_log(self, itr: Iterator[Any]) -> None:
+        """Log the output as SparkSubmitHook does, remembering its last error line."""
+        self._error_line: str | None = None
+
+        def remember() -> Iterator[Any]:
+            for line in itr:
+                text = line.strip() if isinstance(line, str) else str(line).strip()
+                if ERROR_LINE.search(text):
+                    self._error_line = text
+                yield line
+
+        super()._process_spark_submit_log(remember())
+
+    def submit(self, application: str = "", **kwargs: Any) -> str | None:
+        """spark-submit ``application``; a failure's exception starts with the job's own error line."""
+        self._error_line = None
+        try:
+            return super().submit(application, **kwargs)
+        except Exception as err:
+            line = getattr(self, "_error_line", None)
+            if not line:
+                raise
+            raise type(err)(f"the Spark job failed: {self._mask_cmd([line])}\n{err}") from None
 
     def _build_spark_submit_command(self, application: str) -> list[str]:
         command = super()._build_spark_submit_command(application)
@@ -115,9 +150,9 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, SparkSubmitOperator):
         filter_subject: str | None = None,
         end_sequence: int | str | None = None,
         starting_sequence: int | str | None = None,
-        partition_by: Sequence[str] = ("date",),
+        partition_by: Sequence[str] | None = None,
         min_partitions: int | None = None,
-        fail_on_data_loss: bool = True,
+        fail_on_data_loss: bool | None = None,
         application: str | None = None,
         conn_id: str | None = None,
         local_master: str = DEFAULT_LOCAL_MASTER,
@@ -131,14 +166,49 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, SparkSubmitOperator):
                     f"JetStreamSparkSubmitOperator: {', '.join(missing)} missing: the packaged stream_to_parquet "
                     "job needs stream, output_path and checkpoint_bucket (or give your own application)"
                 )
-        elif output_path or checkpoint_bucket or checkpoint_key:
-            raise JetStreamConfigError(
-                "JetStreamSparkSubmitOperator: output_path / checkpoint_* are arguments of the packaged job; with "
-                f"application={application!r} pass your job's arguments in application_args"
-            )
+        else:
+            given = {
+                "stream": stream,
+                "domain": domain,
+                "api_prefix": api_prefix,
+                "output_path": output_path,
+                "checkpoint_bucket": checkpoint_bucket,
+                "checkpoint_key": checkpoint_key,
+                "checkpoint_domain": checkpoint_domain,
+                "filter_subject": filter_subject,
+                "end_sequence": end_sequence,
+                "starting_sequence": starting_sequence,
+                "partition_by": partition_by,
+                "min_partitions": min_partitions,
+                "fail_on_data_loss": fail_on_data_loss,
+            }
+            ignored = [name for name, value in given.items() if value is not None]
+            if ignored:
+                raise JetStreamConfigError(
+                    f"JetStreamSparkSubmitOperator: {', '.join(ignored)} are arguments of the packaged "
+                    f"stream_to_parquet job; with application={application!r} they would be ignored: pass your "
+                    "job's own arguments in application_args"
+                )
         if domain and api_prefix:
             raise JetStreamConfigError(
                 f"JetStreamSparkSubmitOperator: domain={domain!r} and api_prefix={api_prefix!r}: give one"
+            )
+        if application is None:
+            self._check_job_arguments(
+                {
+                    **job_args,
+                    "checkpoint_key": checkpoint_key,
+                    "checkpoint_domain": checkpoint_domain,
+                    "domain": domain,
+                    "api_prefix": api_prefix,
+                    "filter_subject": filter_subject,
+                    "end_sequence": end_sequence,
+                    "starting_sequence": starting_sequence,
+                    "partition_by": partition_by,
+                    "min_partitions": min_partitions,
+                    "fail_on_data_loss": fail_on_data_loss,
+                },
+                parsing=True,
             )
         super().__init__(application=application or PACKAGED_JOB, conn_id=conn_id, **kwargs)  # type: ignore[arg-type]
         self.jetstream_conn_id = jetstream_conn_id
@@ -152,37 +222,66 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, SparkSubmitOperator):
         self.filter_subject = filter_subject
         self.end_sequence = end_sequence
         self.starting_sequence = starting_sequence
-        self.partition_by = tuple(partition_by)
+        self.partition_by = ("date",) if partition_by is None else partition_by
         self.min_partitions = min_partitions
-        self.fail_on_data_loss = fail_on_data_loss
+        self.fail_on_data_loss = True if fail_on_data_loss is None else fail_on_data_loss
         self.local_master = local_master
         self._packaged = application is None
         self._secret_env: dict[str, str] = {}
 
+    @staticmethod
+    def _check_job_arguments(values: dict[str, Any], parsing: bool) -> None:
+        """Check the packaged job's arguments: when parsing, those without templates; else all."""
+        try:
+            check_job_arguments(values, skip=has_template if parsing else lambda value: False)
+        except JetStreamConfigError as err:
+            raise JetStreamConfigError(f"JetStreamSparkSubmitOperator: {err}") from None
+
+    def _job_values(self) -> dict[str, Any]:
+        return {
+            "stream": self.stream,
+            "output_path": self.output_path,
+            "checkpoint_bucket": self.checkpoint_bucket,
+            "checkpoint_key": self.checkpoint_key or None,
+            "checkpoint_domain": self.checkpoint_domain or None,
+            "domain": self.domain or None,
+            "api_prefix": self.api_prefix or None,
+            "filter_subject": self.filter_subject or None,
+            "end_sequence": None if self.end_sequence in (None, "") else self.end_sequence,
+            "starting_sequence": None if self.starting_sequence in (None, "") else self.starting_sequence,
+            "partition_by": self.partition_by,
+            "min_partitions": self.min_partitions,
+            "fail_on_data_loss": self.fail_on_data_loss,
+        }
+
     def _job_arguments(self) -> list[str]:
-        """The packaged job's command-line arguments: names and paths only, never a credential."""
+        """The packaged job's command-line arguments (checked): names and paths only, never a credential."""
+        values = self._job_values()
+        self._check_job_arguments(values, parsing=False)
         args = ["--stream", str(self.stream), "--output", str(self.output_path)]
         args += ["--checkpoint-bucket", str(self.checkpoint_bucket)]
         optional = {
-            "--checkpoint-key": self.checkpoint_key,
-            "--checkpoint-domain": self.checkpoint_domain,
-            "--domain": self.domain,
-            "--api-prefix": self.api_prefix,
-            "--filter-subject": self.filter_subject,
-            "--end-sequence": self.end_sequence,
-            "--starting-sequence": self.starting_sequence,
-            "--min-partitions": self.min_partitions,
+            "--checkpoint-key": values["checkpoint_key"],
+            "--checkpoint-domain": values["checkpoint_domain"],
+            "--domain": values["domain"],
+            "--api-prefix": values["api_prefix"],
+            "--filter-subject": values["filter_subject"],
+            "--end-sequence": values["end_sequence"],
+            "--starting-sequence": values["starting_sequence"],
+            "--min-partitions": values["min_partitions"],
         }
         for flag, value in optional.items():
-            if value not in (None, ""):
-                args += [flag, str(value)]
-        args += ["--partition-by", ",".join(self.partition_by)]
-        args += ["--fail-on-data-loss", "true" if self.fail_on_data_loss else "false"]
+            if value is not None:
+                args += [flag, str(value).strip()]
+        args += ["--partition-by", ",".join(check_partition_by(self.partition_by))]
+        args += ["--fail-on-data-loss", "true" if check_bool(self.fail_on_data_loss, "fail_on_data_loss") else "false"]
         return args
 
     def execute(self, context: Any) -> None:
         from airflow_provider_jetstream.spark.options import connection_env
 
+        if self._packaged:  # once rendered, before any connection or process
+            job_arguments = self._job_arguments()
         config = JetStreamHook(self.jetstream_conn_id).get_conn_config()  # registers secrets for masking
         env = connection_env(config)
         python = sys.executable
@@ -202,7 +301,7 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, SparkSubmitOperator):
                 self._spark_binary = str(beside / "spark-submit")
         self._secret_env = env
         if self._packaged:
-            self.application_args = self._job_arguments() + list(self.application_args or [])
+            self.application_args = job_arguments + list(self.application_args or [])
         self.log.info(
             "NATS connection %s passed to the Spark driver in its environment (not on the command line)",
             config.describe(),

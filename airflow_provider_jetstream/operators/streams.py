@@ -397,7 +397,8 @@ class JetStreamPurgeStreamOperator(JetStreamBaseOperator):
 
     :param subject: purge only messages on this subject (wildcards allowed).
     :param keep: keep this many newest messages (per subject when ``subject`` is given).
-    :param up_to_sequence: purge messages below this sequence (not with ``keep``).
+    :param up_to_sequence: purge messages below this sequence (not with ``keep``); at most the
+        stream's last sequence + 1 (checked before purging: a later one would renumber the stream).
     """
 
     template_fields: Sequence[str] = (
@@ -449,6 +450,8 @@ class JetStreamPurgeStreamOperator(JetStreamBaseOperator):
         body = self._request()
 
         async def work(nc: Client, api: JetStreamApi, hook: JetStreamHook) -> dict[str, Any]:
+            if "seq" in body:
+                await self._check_sequence_bound(api, body["seq"])
             reply = await api.request(f"STREAM.PURGE.{self.name}", body or None)
             self.log.info(
                 "purged %d messages from stream %r in %s (%s)",
@@ -460,6 +463,31 @@ class JetStreamPurgeStreamOperator(JetStreamBaseOperator):
             return {"purged": reply.get("purged", 0), "name": self.name, "domain": domain_of(api.prefix)}
 
         return self.run_api(work)
+
+    async def _check_sequence_bound(self, api: JetStreamApi, seq: int) -> None:
+        """Refuse a purge up to a sequence past ``last_seq + 1``: the server would move the stream's
+        first sequence there, and the next message would get that number (every sequence
+        checkpoint of a reader would then point at messages that never existed)."""
+        info = await api.stream_info(self.name)
+        if info is None:
+            raise JetStreamApiError(
+                f"{api.prefix}.STREAM.PURGE.{self.name}",
+                {"err_code": STREAM_NOT_FOUND, "description": "stream not found"},
+                api.target,
+            )
+        last = int((info.get("state") or {}).get("last_seq") or 0)
+        if seq > last + 1:
+            raise SpecErrors(
+                [
+                    SpecError(
+                        "up_to_sequence",
+                        seq,
+                        f"use at most {last + 1} (the last sequence of stream {self.name!r} in {api.target} is "
+                        f"{last}): purging up to a later sequence would renumber the stream, so that the next "
+                        f"message gets sequence {seq} instead of {last + 1}; nothing was purged",
+                    )
+                ]
+            )
 
 
 def _one(check: Callable[..., Any], value: Any, path: str) -> Any:

@@ -28,6 +28,7 @@ from airflow_provider_jetstream.connection import (
 )
 from airflow_provider_jetstream.exceptions import JetStreamConfigError
 from airflow_provider_jetstream.pull import PullSettings
+from airflow_provider_jetstream.subjects import check_publish_subject
 
 #: Environment variable holding the whole NATS connection as JSON (host, port, login, password,
 #: extra); set by JetStreamSparkSubmitOperator for the driver. Spark redacts names with SECRET.
@@ -78,8 +79,8 @@ WRITE_OPTIONS = {
     "msgIdColumn": "column whose value becomes the Nats-Msg-Id header (deduplication)",
     "stream": "expected stream: the server refuses rows that would land in another one",
     "maxInFlight": "unacknowledged publishes per task at most",
-    "domain": "JetStream domain (for the publish acknowledgements' API)",
-    "apiPrefix": "JetStream API prefix (instead of domain)",
+    "domain": "JetStream domain whose streams must store the rows (every ack is checked)",
+    "apiPrefix": "JetStream API prefix of the target (instead of domain); subjects under it are refused",
     "connectionEnvVar": "environment variable with the connection JSON",
 }
 
@@ -404,13 +405,6 @@ class WriteOptions:
             raise JetStreamConfigError(
                 f"jetstream options subject={subject!r} and subjectColumn={subject_column!r} were both given: give one"
             )
-        if subject is not None:
-            tokens = subject.split(".")
-            if not subject or any(not t or " " in t or t in ("*", ">") for t in tokens):
-                raise JetStreamConfigError(
-                    f"jetstream option subject={subject!r} is not allowed: publish to a subject without "
-                    "wildcards or spaces, e.g. 'orders.created'"
-                )
         if subject is None and subject_column is None:
             if "subject" not in columns:
                 raise JetStreamConfigError(
@@ -438,9 +432,12 @@ class WriteOptions:
         if stream is not None:
             _stream({"stream": stream})
         connection = connection_config(opts)
+        api_prefix = _api_prefix(opts, connection)
+        if subject is not None:
+            check_publish_subject(subject, "jetstream option subject", [api_prefix, connection.api_prefix])
         return cls(
             connection=connection,
-            api_prefix=_api_prefix(opts, connection),
+            api_prefix=api_prefix,
             subject=subject,
             subject_column=column("subjectColumn", subject_column),
             data_column=data_column,

@@ -5,27 +5,30 @@ binary or string), headers (a ``map<string, string>`` or ``map<string, array<str
 and, with ``msgIdColumn``, the ``Nats-Msg-Id`` header, so that the stream drops a message it
 already stored within its duplicate window: a retried task or a re-run job stores nothing twice.
 
-A task keeps at most ``maxInFlight`` publishes unacknowledged and fails on the first refused or
-unacknowledged one. Airflow-free: executors import it.
+The shared publish engine (:mod:`airflow_provider_jetstream.publishing`, the publish operator's
+too) sends them: a task keeps at most ``maxInFlight`` publishes unacknowledged; a subject in a
+reserved space (``$JS.``, ``$KV.``, ``$O.``, ``$SYS.``, ``_INBOX.``, the account's API prefixes) is
+refused before it is sent; after the last ack, a task fails if any row was refused or stored by
+another stream than ``stream`` or in another domain than ``domain`` / ``apiPrefix`` (default: the
+connection's). Airflow-free: executors import it.
 """
 
 from __future__ import annotations
 
-import asyncio
-import collections
 import logging
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import nats.errors
-import nats.js.errors
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
+from airflow_provider_jetstream.api import describe_prefix, domain_of
 from airflow_provider_jetstream.client import open_connection, release
 from airflow_provider_jetstream.exceptions import JetStreamError
+from airflow_provider_jetstream.publishing import Outgoing, ack_problems, publish_messages
 from airflow_provider_jetstream.pull import iterate_blocking
 from airflow_provider_jetstream.spark.options import WriteOptions
 
@@ -60,8 +63,45 @@ def _headers(value: Any) -> dict[str, str]:
     return headers
 
 
+def _outgoing(batches: Iterator[pa.RecordBatch], opts: WriteOptions) -> Iterator[Outgoing]:
+    """The ``(subject, payload, headers)`` of each row, batch after batch."""
+    expected = {"Nats-Expected-Stream": opts.stream} if opts.stream else {}
+    for batch in batches:
+        columns = batch.to_pydict()
+        count = batch.num_rows
+        subjects = columns[opts.subject_column] if opts.subject_column else [opts.subject] * count
+        payloads = columns[opts.data_column]
+        headers = columns[opts.headers_column] if opts.headers_column else None
+        msg_ids = columns[opts.msg_id_column] if opts.msg_id_column else None
+        for row in range(count):
+            subject = subjects[row]
+            if not subject:
+                raise JetStreamError(f"jetstream write: a row has no subject (column {opts.subject_column!r})")
+            payload = payloads[row]
+            if payload is None:
+                payload = b""
+            elif isinstance(payload, str):
+                payload = payload.encode()
+            hdrs = _headers(headers[row]) if headers is not None else {}
+            if msg_ids is not None:
+                if msg_ids[row] is None:
+                    raise JetStreamError(
+                        f"jetstream write: a row has a null {opts.msg_id_column!r} (msgIdColumn): "
+                        "every row needs a message id for deduplication"
+                    )
+                hdrs["Nats-Msg-Id"] = str(msg_ids[row])
+            if expected:
+                hdrs.update(expected)
+            yield subject, bytes(payload), hdrs or None
+
+
 class JetStreamWriter(DataSourceArrowWriter):
-    """Publishes the rows of each task; the driver logs the totals on commit."""
+    """Publishes the rows of each task through the shared publish engine; the driver logs the totals.
+
+    Every row's subject is checked (no reserved subject spaces, no wildcards) before it is sent,
+    and every ack: a row stored by another stream than ``stream``, or in another domain than the
+    ``domain`` / ``apiPrefix`` (else the connection's) one, fails the task.
+    """
 
     def __init__(self, options: WriteOptions, schema: StructType) -> None:
         self.options = options
@@ -74,65 +114,32 @@ class JetStreamWriter(DataSourceArrowWriter):
     async def _publish(self, batches: Iterator[pa.RecordBatch]) -> AsyncIterator[PublishedCount]:
         opts = self.options
         nc = await open_connection(opts.connection)
-        stored = duplicates = 0
-        pending: collections.deque[asyncio.Future] = collections.deque()
-
-        async def settle(future: asyncio.Future) -> None:
-            nonlocal stored, duplicates
-            try:
-                ack = await asyncio.wait_for(future, ACK_TIMEOUT)
-            except asyncio.TimeoutError:
-                raise JetStreamError(f"jetstream write: no acknowledgement within {ACK_TIMEOUT:g}s") from None
-            except nats.js.errors.NoStreamResponseError:
-                raise JetStreamError(
-                    "jetstream write: no stream stores the subject (no responders); check the subject and "
-                    "that the stream's domain is connected"
-                ) from None
-            except nats.js.errors.APIError as err:
-                raise JetStreamError(f"jetstream write: the stream refused a message: {err.description}") from None
-            if ack.duplicate:
-                duplicates += 1
-            else:
-                stored += 1
-
         try:
-            js = nc.jetstream(prefix=opts.api_prefix, publish_async_max_pending=opts.max_in_flight + 1)
-            for batch in batches:
-                columns = batch.to_pydict()
-                count = batch.num_rows
-                subjects = columns[opts.subject_column] if opts.subject_column else [opts.subject] * count
-                payloads = columns[opts.data_column]
-                headers = columns[opts.headers_column] if opts.headers_column else None
-                msg_ids = columns[opts.msg_id_column] if opts.msg_id_column else None
-                for row in range(count):
-                    subject = subjects[row]
-                    if not subject:
-                        raise JetStreamError(f"jetstream write: a row has no subject (column {opts.subject_column!r})")
-                    payload = payloads[row]
-                    if payload is None:
-                        payload = b""
-                    elif isinstance(payload, str):
-                        payload = payload.encode()
-                    hdrs = _headers(headers[row]) if headers is not None else {}
-                    if msg_ids is not None:
-                        if msg_ids[row] is None:
-                            raise JetStreamError(
-                                f"jetstream write: a row has a null {opts.msg_id_column!r} (msgIdColumn): "
-                                "every row needs a message id for deduplication"
-                            )
-                        hdrs["Nats-Msg-Id"] = str(msg_ids[row])
-                    if len(pending) >= opts.max_in_flight:
-                        await settle(pending.popleft())
-                    pending.append(await js.publish_async(subject, payload, stream=opts.stream, headers=hdrs or None))
-            while pending:
-                await settle(pending.popleft())
+            summary = await publish_messages(
+                nc,
+                _outgoing(batches, opts),
+                max_in_flight=opts.max_in_flight,
+                ack_timeout=ACK_TIMEOUT,
+                api_prefixes=[opts.api_prefix, opts.connection.api_prefix],
+                what="jetstream write",
+                subject_field=(
+                    f"jetstream write: column {opts.subject_column!r}"
+                    if opts.subject_column
+                    else "jetstream option subject"
+                ),
+            )
         except nats.errors.Error as err:
             raise JetStreamError(f"jetstream write: {type(err).__name__}: {err}") from None
         finally:
-            for future in pending:
-                future.cancel()
             await release(nc, drain=False)
-        yield PublishedCount(stored, duplicates)
+        problems = ack_problems(summary, target_domain=domain_of(opts.api_prefix), expected_stream=opts.stream)
+        if problems:
+            raise JetStreamError(
+                f"jetstream write to {describe_prefix(opts.api_prefix)}: "
+                + "; ".join(problems)
+                + ". Messages already acknowledged stay in their streams."
+            )
+        yield PublishedCount(summary.stored, summary.duplicates)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         counts = [m for m in messages if isinstance(m, PublishedCount)]

@@ -14,16 +14,24 @@ One run:
 2. claims the range ``[checkpoint + 1, end]`` (``end``: the stream's last sequence now, or
    ``--end-sequence``) by compare-and-set on the key's revision; an unfinished claim is taken
    over with its range unchanged, so a re-run after a crash redoes exactly the same range;
-3. writes the range to ``<output>/_staging/<range>-<attempt>`` (Spark ignores ``_`` directories)
-   and renames it to ``<output>/seq_range=<start>-<end>`` in one atomic step; if that directory
-   already exists, an earlier attempt committed it and nothing is written again;
+3. writes the range to ``<output>/_staging/<range>-<attempt>`` (Spark ignores ``_`` directories),
+   then commits it: creates the range's commit marker ``<output>/_commits/<range>`` naming this
+   attempt, which only the first attempt can (created under a temporary name, then linked or
+   renamed to a name that must not exist), and renames the winning attempt's staging directory to
+   ``<output>/seq_range=<start>-<end>``. A losing attempt drops its copy. If the marker or the
+   directory already exists, an earlier attempt committed the range and nothing is written again
+   (a crash between marker and rename is finished by the next run);
 4. advances the checkpoint to ``end`` by compare-and-set on the claim's revision.
 
 A run killed anywhere leaves either no ``seq_range`` directory for the range, or a complete one,
 and the checkpoint tells the next run which range to (re)do: every message is in the output
-exactly once. Of two concurrent runs, at most one advances the checkpoint; the other fails.
-The output must be on a file system whose directory rename is atomic (local, HDFS, and
-hierarchical-namespace object stores); plain S3 is not.
+exactly once. Of two concurrent runs on the same range, one writes it and both succeed: the other
+finds it committed (``JobResult.outcome == "already committed"``) and the checkpoint is advanced
+once. Only one directory is ever renamed onto a ``seq_range`` name, so the commit holds on file
+systems where a rename onto an existing directory nests it (HDFS, ABFS) as well as on POSIX ones.
+It needs an atomic directory rename and a file rename (or link) that refuses an existing
+destination: local and mounted file systems, HDFS, ABFS with hierarchical namespace. ``s3``,
+``s3a``, ``s3n``, ``gs``, ``wasb`` and ``wasbs`` outputs are refused.
 """
 
 from __future__ import annotations
@@ -49,15 +57,28 @@ from nats.js.api import KeyValueConfig
 from airflow_provider_jetstream.client import open_connection, release
 from airflow_provider_jetstream.connection import api_prefix_for
 from airflow_provider_jetstream.exceptions import JetStreamConfigError, JetStreamError
+from airflow_provider_jetstream.job_args import (
+    PARTITION_COLUMNS,
+    check_api_prefix,
+    check_bucket,
+    check_domain,
+    check_filter_subject,
+    check_key,
+    check_output,
+    check_partition_by,
+    check_starting_sequence,
+    check_stream,
+)
 from airflow_provider_jetstream.pull import run_blocking
 from airflow_provider_jetstream.spark.options import CONNECTION_ENV_VAR, ReadOptions
 
 log = logging.getLogger("stream_to_parquet")
 
-PARTITION_COLUMNS = ("stream", "domain", "subject", "date")
 #: Fault injection for tests: the step at which the process kills itself (never set it in production).
 FAILPOINT_ENV = "JETSTREAM_STREAM_TO_PARQUET_FAILPOINT"
 FAILPOINTS = ("before_write", "during_write", "after_write", "before_checkpoint")
+#: Directory of the commit markers, one file per committed range naming the attempt that wrote it.
+COMMITS_DIR = "_commits"
 
 
 class CheckpointConflictError(JetStreamError):
@@ -95,11 +116,15 @@ class Checkpoint:
 
 @dataclass(frozen=True)
 class JobResult:
+    """What a run did. ``outcome``: ``written`` (this run committed the range), ``already committed``
+    (an earlier or concurrent attempt had: nothing written again) or ``nothing new``."""
+
     start: int
     end: int
     directory: str | None
     wrote: bool
     checkpoint: int | None
+    outcome: str = "written"
 
 
 def parse_args(argv: list[str]) -> JobArgs:
@@ -120,12 +145,24 @@ def parse_args(argv: list[str]) -> JobArgs:
     parser.add_argument("--fail-on-data-loss", default="true", choices=["true", "false"])
     parser.add_argument("--servers", help="NATS servers without credentials (else $" + CONNECTION_ENV_VAR + ")")
     ns = parser.parse_args(argv)
-    partition_by = tuple(c.strip() for c in ns.partition_by.split(",") if c.strip())
-    bad = [c for c in partition_by if c not in PARTITION_COLUMNS]
-    if bad:
-        raise JetStreamConfigError(
-            f"--partition-by={ns.partition_by!r}: {bad[0]!r} is not allowed; use {', '.join(PARTITION_COLUMNS)}"
-        )
+    check = {
+        "--stream": (check_stream, ns.stream),
+        "--output": (check_output, ns.output),
+        "--checkpoint-bucket": (check_bucket, ns.checkpoint_bucket),
+        "--checkpoint-key": (check_key, ns.checkpoint_key),
+        "--checkpoint-domain": (check_domain, ns.checkpoint_domain),
+        "--domain": (check_domain, ns.domain),
+        "--api-prefix": (check_api_prefix, ns.api_prefix),
+        "--filter-subject": (check_filter_subject, ns.filter_subject),
+        "--starting-sequence": (check_starting_sequence, ns.starting_sequence),
+    }
+    for flag, (function, value) in check.items():
+        if value is not None:
+            function(value, flag)
+    partition_by = check_partition_by(ns.partition_by, "--partition-by")
+    for flag, number in (("--end-sequence", ns.end_sequence), ("--min-partitions", ns.min_partitions)):
+        if number is not None and number < 1:
+            raise JetStreamConfigError(f"{flag}={number!r} is not allowed: use an integer >= 1")
     if ns.servers and urlsplit(ns.servers if "://" in ns.servers else f"nats://{ns.servers}").password:
         raise JetStreamConfigError("--servers must not hold a password: pass credentials in $" + CONNECTION_ENV_VAR)
     return JobArgs(
@@ -285,19 +322,109 @@ class StreamToParquetJob:
             fs.delete(jpath, True)
 
     def _rename(self, source: str, target: str) -> bool:
-        """Atomic directory rename; False if ``target`` exists (another attempt committed it)."""
+        """Rename the directory ``source`` to ``target``, which must not exist; False if ``source`` is gone.
+
+        Called only for the staging directory of the attempt the commit marker names, so no other
+        directory is ever renamed onto ``target``: on HDFS/ABFS a rename onto an existing directory
+        would move ``source`` inside it instead of failing.
+        """
         if self._is_local():
             try:
                 os.rename(self._local(source), self._local(target))
                 return True
+            except FileNotFoundError:
+                return False
             except OSError:
                 if os.path.exists(self._local(target)):
                     return False
                 raise
-        if self._exists(target):
+        if not self._exists(source) or self._exists(target):
             return False
         fs, src = self._fs(source)
         return bool(fs.rename(src, self._fs(target)[1]))
+
+    def _marker_path(self, start: int, end: int) -> str:
+        return f"{self.args.output}/{COMMITS_DIR}/{start:020d}-{end:020d}"
+
+    def _staging_path(self, start: int, end: int, attempt: str) -> str:
+        return f"{self.args.output}/_staging/{start:020d}-{end:020d}-{attempt}"
+
+    def _read_marker(self, marker: str) -> str | None:
+        """The attempt a commit marker names, or None if there is no marker."""
+        if self._is_local():
+            try:
+                with open(self._local(marker), encoding="ascii") as handle:
+                    return handle.read().strip() or None
+            except FileNotFoundError:
+                return None
+        fs, jpath = self._fs(marker)
+        if not fs.exists(jpath):
+            return None
+        stream = fs.open(jpath)
+        try:
+            line = stream.readLine()
+        finally:
+            stream.close()
+        return (line or "").strip() or None
+
+    def _create_marker(self, marker: str) -> str:
+        """Create the range's commit marker naming this attempt, unless one exists; the attempt it names.
+
+        The marker appears complete or not at all: it is written under a temporary name, then
+        linked (local) or renamed (Hadoop: HDFS and ABFS refuse to rename a file onto an existing
+        one) to its final name, which only the first attempt gets.
+        """
+        temporary = f"{marker}.{self.attempt}.tmp"
+        if self._is_local():
+            path, tmp = self._local(marker), self._local(temporary)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(tmp, "w", encoding="ascii") as handle:
+                handle.write(self.attempt + "\n")
+                handle.flush()
+                os.fsync(handle.fileno())
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                pass
+            except OSError as err:
+                raise JetStreamConfigError(
+                    f"cannot create the commit marker {path}: the output's file system refused a hard link "
+                    f"({err.strerror}); the exactly-once commit needs one on local outputs: use a file system that "
+                    "supports hard links, or HDFS / ABFS"
+                ) from None
+            finally:
+                os.unlink(tmp)
+        else:
+            fs, jtmp = self._fs(temporary)
+            jmarker = self._fs(marker)[1]
+            fs.mkdirs(jmarker.getParent())
+            out = fs.create(jtmp, True)
+            try:
+                out.writeBytes(self.attempt + "\n")
+            finally:
+                out.close()
+            try:
+                if not fs.exists(jmarker):
+                    fs.rename(jtmp, jmarker)
+            finally:
+                if fs.exists(jtmp):
+                    fs.delete(jtmp, False)
+        winner = self._read_marker(marker)
+        if winner is None:
+            raise JetStreamError(f"commit marker {marker} could not be created")
+        return winner
+
+    def _finish_commit(self, start: int, end: int, winner: str, target: str) -> None:
+        """Make ``target`` hold the range the marker's ``winner`` wrote (a crash may have stopped it
+        between the marker and the rename)."""
+        if self._exists(target):
+            return
+        self._rename(self._staging_path(start, end, winner), target)
+        if not self._exists(target):
+            raise JetStreamError(
+                f"{target} is missing, but its commit marker names attempt {winner!r}, whose staging copy is gone: "
+                f"remove {self._marker_path(start, end)} to write the range again"
+            )
 
     def _write(self, start: int, end: int, staging: str) -> None:
         from pyspark.sql import functions as F
@@ -356,7 +483,7 @@ class StreamToParquetJob:
             start = checkpoint.seq + 1 if checkpoint.seq is not None else self._first_start(first)
             if start > end:
                 log.info("nothing new in %r: checkpoint %s, last sequence %d", a.stream, checkpoint.seq, end)
-                return JobResult(start, end, None, False, checkpoint.seq)
+                return JobResult(start, end, None, False, checkpoint.seq, "nothing new")
         claim = {
             "start": start,
             "end": end,
@@ -365,34 +492,80 @@ class StreamToParquetJob:
         }
         revision = self._put({"seq": start - 1, "claim": claim}, checkpoint.revision)
         target = f"{a.output}/seq_range={start:020d}-{end:020d}"
-        staging = f"{a.output}/_staging/{start:020d}-{end:020d}-{self.attempt}"
+        staging = self._staging_path(start, end, self.attempt)
+        marker = self._marker_path(start, end)
         wrote = False
         self._maybe_fail("before_write")
-        if self._exists(target):
-            log.info("%s was committed by an earlier attempt; not writing it again", target)
+        winner = self._read_marker(marker)
+        if self._exists(target) or winner is not None:
+            self._finish_commit(start, end, winner or "", target)
+            outcome = "already committed"
+            log.info("%s was committed by an earlier or concurrent attempt; not writing it again", target)
         else:
             self._write(start, end, staging)
             self._maybe_fail("after_write")
-            if self._rename(staging, target):
+            winner = self._create_marker(marker)
+            if winner == self.attempt:
+                self._finish_commit(start, end, winner, target)
                 wrote = True
+                outcome = "written"
                 log.info("committed sequences %d-%d to %s", start, end, target)
             else:
                 log.info("%s was committed by a concurrent attempt; dropping this attempt's copy", target)
                 self._delete(staging)
+                self._finish_commit(start, end, winner, target)
+                outcome = "already committed"
         self._maybe_fail("before_checkpoint")
-        self._put({"seq": end}, revision)
-        self._clean_staging(end)
-        return JobResult(start, end, target, wrote, end)
+        checkpoint_seq = self._advance(revision, start, end)
+        if checkpoint_seq >= end:
+            # Not before: the run holding the claim may still be writing its (losing) copy.
+            self._clean_staging(end)
+        return JobResult(start, end, target, wrote, checkpoint_seq, outcome)
+
+    def _advance(self, revision: int, start: int, end: int) -> int:
+        """Advance the checkpoint to ``end`` (the range is committed); the checkpoint's sequence after.
+
+        If another run changed the key meanwhile (it took the claim over, found the range committed
+        and advanced the checkpoint, or is about to), the range is still in the output exactly
+        once: this run succeeds, and leaves the checkpoint to that run. Any other change fails.
+        """
+        try:
+            self._put({"seq": end}, revision)
+            return end
+        except CheckpointConflictError as conflict:
+            now = self.read_checkpoint()
+            claim = now.claim or {}
+            if now.seq is not None and now.seq >= end:
+                log.info(
+                    "a concurrent run advanced the checkpoint to %d first; sequences %d-%d are committed once",
+                    now.seq,
+                    start,
+                    end,
+                )
+                return now.seq
+            if (claim.get("start"), claim.get("end")) == (start, end):
+                log.info(
+                    "attempt %s took over the claim of sequences %d-%d, which are committed; it advances the "
+                    "checkpoint",
+                    claim.get("attempt"),
+                    start,
+                    end,
+                )
+                return int(now.seq) if now.seq is not None else start - 1
+            raise conflict
 
     def _clean_staging(self, committed: int) -> None:
-        """Remove what crashed attempts left under ``_staging`` for ranges now committed."""
-        root = self._local(f"{self.args.output}/_staging")
-        if not self._is_local() or not os.path.isdir(root):
-            return
-        for name in os.listdir(root):
+        """Remove what crashed or losing attempts left under ``_staging`` for ranges now committed."""
+        root = f"{self.args.output}/_staging"
+        if self._is_local():
+            names = os.listdir(self._local(root)) if os.path.isdir(self._local(root)) else []
+        else:
+            fs, jroot = self._fs(root)
+            names = [status.getPath().getName() for status in fs.listStatus(jroot)] if fs.exists(jroot) else []
+        for name in names:
             parts = name.split("-")
             if len(parts) == 3 and parts[1].isdigit() and int(parts[1]) <= committed:
-                self._delete(os.path.join(root, name))
+                self._delete(f"{root}/{name}")
 
 
 def _kill_process_group(point: str) -> None:
