@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import shutil
 import subprocess
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,46 +78,59 @@ class NatsJs:
         return NodeRun(command, process, self.timeout)
 
 
-@dataclass
 class NodeRun:
-    """A running nats.js command: wait for its progress lines, then its result."""
+    """A running nats.js command: wait (bounded) for its progress lines, then for its result."""
 
-    command: str
-    process: subprocess.Popen[str]
-    timeout: float
+    def __init__(self, command: str, process: subprocess.Popen[str], timeout: float) -> None:
+        self.command, self.process, self.timeout = command, process, timeout
+        self.lines: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
 
-    def wait_for(self, key: str) -> dict[str, Any]:
-        """Block until the script prints a line with ``key`` (it flushes each line)."""
+    def _read(self) -> None:
         assert self.process.stdout is not None
         for line in self.process.stdout:
-            doc = json.loads(line)
+            if line.strip():
+                self.lines.put(json.loads(line))
+        self.lines.put(None)  # end of output
+
+    def _next(self, deadline: float, waiting_for: str) -> dict[str, Any]:
+        try:
+            doc = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            self.stop()
+            raise AssertionError(f"nats.js {self.command}: no {waiting_for} within {self.timeout}s") from None
+        if doc is None:
+            self.process.wait(self.timeout)
+            err = self.process.stderr.read() if self.process.stderr else ""
+            raise AssertionError(
+                f"nats.js {self.command} exited ({self.process.returncode}) before {waiting_for}:\n{err}"
+            )
+        return doc
+
+    def wait_for(self, key: str) -> dict[str, Any]:
+        """The first line the script prints with ``key`` (e.g. a watch reporting it is armed)."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            doc = self._next(deadline, repr(key))
             if key in doc:
                 return doc
             if "result" in doc:
                 raise AssertionError(f"nats.js {self.command} ended before {key!r}: {doc}")
-        self.process.wait(self.timeout)
-        raise AssertionError(f"nats.js {self.command} exited before {key!r}: {self._stderr()}")
 
     def result(self) -> dict[str, Any]:
-        assert self.process.stdout is not None
-        try:
-            out, err = self.process.communicate(timeout=self.timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            out, err = self.process.communicate()
-            raise AssertionError(f"nats.js {self.command} did not finish in {self.timeout}s: {err}") from None
-        if self.process.returncode != 0:
-            raise AssertionError(f"nats.js {self.command} failed (exit {self.process.returncode}):\n{err}")
-        lines = [json.loads(line) for line in out.splitlines() if line.strip()]
-        return next(line["result"] for line in lines if "result" in line)
-
-    def _stderr(self) -> str:
-        return self.process.stderr.read() if self.process.stderr else ""
+        """The command's ``result`` document, once it has printed it."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            doc = self._next(deadline, "result")
+            if "result" in doc:
+                return doc["result"]
 
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.kill()
-            self.process.wait()
+        self.process.wait()
+        self.reader.join(5)
 
 
 @pytest.fixture(scope="session")
