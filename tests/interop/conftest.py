@@ -64,7 +64,9 @@ class NatsJs:
         if done.returncode != 0:
             raise AssertionError(f"nats.js {command} {args} failed (exit {done.returncode}):\n{done.stderr}")
         lines = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
-        return next(line["result"] for line in lines if "result" in line)
+        results = [line["result"] for line in lines if "result" in line]
+        assert results, f"nats.js {command} printed no result: {done.stdout!r} {done.stderr!r}"
+        return results[0]
 
     def start(self, command: str, **args: Any) -> NodeRun:
         """Start a command that reports progress (a watch): read its lines with :class:`NodeRun`."""

@@ -237,5 +237,14 @@ def test_provider_reads_and_writes_a_mirror_bucket_nats_js_created(nats_js: Nats
     assert seen["event"]["status"] == "success"
     assert (seen["event"]["entry"]["value"], seen["event"]["entry"]["revision"]) == ("now", 5)
     assert seen["sensor"][0] is True and seen["sensor"][1]["value"] == "now"
-    # nats.js reads the provider's write back through its own mirror bucket.
-    assert nats_js.run("read", domain="hub", bucket=copy, get=["go"])["get"]["go"] == entry("go", "now", 5)
+    # nats.js reads the provider's writes back through its own mirror bucket: the put, and a delete
+    # the delete operator sent through the mirror to the origin.
+    deleted = JetStreamKeyValueDeleteOperator(
+        task_id=uid("d"), jetstream_conn_id=hub_conn, domain="hub", bucket=copy, key="a"
+    ).execute({})
+    assert deleted == 6
+    caught_up(raw, "hub", f"KV_{copy}", deleted)
+    read = nats_js.run("read", domain="hub", bucket=copy, get=["go", "a"])
+    assert read["get"]["go"] == entry("go", "now", 5)
+    assert read["get"]["a"] == {"key": "a", "value": "", "revision": 6, "operation": "DEL"}
+    assert read["keys"] == ["b", "go"]
