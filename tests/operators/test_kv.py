@@ -245,6 +245,8 @@ def test_bucket_layout_from_the_stream_config() -> None:
     assert bucket_layout("b", {"name": "KV_b", "subjects": ["$KV.b.>"]}) == BucketLayout("b", "KV_b", "$KV.b.")
     official = {"name": "KV_copy", "mirror": {"name": "KV_o", "external": {"api": "$JS.leaf.API"}}}
     assert bucket_layout("copy", official) == BucketLayout("copy", "KV_copy", "$KV.o.", "o")
+    same_domain = {"name": "KV_copy", "mirror": {"name": "KV_o"}}  # the keys are the origin's here too
+    assert bucket_layout("copy", same_domain) == BucketLayout("copy", "KV_copy", "$KV.o.", "o")
     legacy = {
         "name": "KV_copy",
         "mirror": {**official["mirror"], "subject_transforms": [{"src": "$KV.o.>", "dest": "$KV.copy.>"}]},
