@@ -5,8 +5,11 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
+# nats.js (the official JavaScript client) for tests/interop, pinned by its package-lock.json.
+JS_DIR := tests/interop/js
+JS_STAMP := $(JS_DIR)/node_modules/.installed-stamp
 
-.PHONY: install demo test lint format clean
+.PHONY: install interop-deps demo test lint format clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,10 +19,21 @@ $(STAMP): pyproject.toml constraints.txt
 
 install: $(STAMP)
 
+# npm ci when node_modules is missing or the lock changed. Without npm it only warns: the interop
+# tests then fail, saying what to install, and the rest of the suite still runs.
+$(JS_STAMP): $(JS_DIR)/package.json $(JS_DIR)/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		cd $(JS_DIR) && npm ci --no-audit --no-fund --loglevel=error && touch node_modules/.installed-stamp; \
+	else \
+		echo "npm not found: tests/interop will fail (install Node.js and npm, e.g. apt-get install nodejs npm)" >&2; \
+	fi
+
+interop-deps: $(JS_STAMP)
+
 demo: $(STAMP)
 	$(BIN)/python demo/run.py
 
-test: $(STAMP)
+test: $(STAMP) $(JS_STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
@@ -31,4 +45,4 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 
 clean:
-	rm -rf $(VENV) .demo .pytest_cache
+	rm -rf $(VENV) .demo .pytest_cache $(JS_DIR)/node_modules

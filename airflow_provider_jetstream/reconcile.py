@@ -155,16 +155,19 @@ def consumer_state(info: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _replace_error(kind: str, name: str, target: str, diff: Diff, dry_run: bool) -> ReconcileError:
+def _replace_error(
+    kind: str, name: str, target: str, diff: Diff, dry_run: bool, advice: str | None = None
+) -> ReconcileError:
     fields = "\n  ".join(c.line() for c in diff.replace_forcing)
     in_place = [c.field for c in diff.changes if c.in_place]
     also = f"\n(also changing in place: {', '.join(in_place)})" if in_place else ""
-    return ReconcileError(
-        f"{'dry run: ' if dry_run else ''}{kind} {name!r} in {target} cannot be changed in place; the server "
-        f"would need a new {kind} for:\n  {fields}{also}\n"
+    recreate = advice or (
         f"if_exists='recreate' would delete the {kind} and create it again, deleting its data"
         + (" and consumers" if kind in ("stream", "bucket") else " and its delivery state")
-        + "; nothing was changed"
+    )
+    return ReconcileError(
+        f"{'dry run: ' if dry_run else ''}{kind} {name!r} in {target} cannot be changed in place; the server "
+        f"would need a new {kind} for:\n  {fields}{also}\n{recreate}; nothing was changed"
     )
 
 
@@ -187,8 +190,14 @@ async def reconcile_stream(
     kind: str = "stream",
     label: str | None = None,
     logger: logging.Logger | logging.LoggerAdapter = log,
+    replace_advice: Callable[[Mapping[str, Any]], str | None] | None = None,
 ) -> ReconcileResult:
-    """Bring the stream ``spec`` describes into being in ``api``'s domain (see the module doc)."""
+    """Bring the stream ``spec`` describes into being in ``api``'s domain (see the module doc).
+
+    ``replace_advice`` is given the server's config when a change needs a new stream; what it
+    returns (the caller's migration recipe) replaces the generic ``if_exists='recreate'`` line of
+    the error, and is logged when recreating.
+    """
     check_if_exists(if_exists)
     name = spec.name
     label = label or name
@@ -245,8 +254,11 @@ async def reconcile_stream(
         return _done(result, api)
     result.changes = diff.as_dict()
     if diff.replace_forcing:
+        advice = replace_advice(info.get("config") or {}) if replace_advice else None
         if if_exists != "recreate":
-            raise _replace_error(kind, label, api.target, diff, dry_run)
+            raise _replace_error(kind, label, api.target, diff, dry_run, advice)
+        if advice:
+            result.notes = [*result.notes, advice]
         await check_api_level(api, spec.requirements())
         if guard:
             await guard()

@@ -1,9 +1,12 @@
 """Operators for KV buckets: create/update (mirrors and sources across domains), put, delete.
 
-Buckets are KV streams built by the KV conventions (:mod:`airflow_provider_jetstream.kv`), so
-nats-py's ``js.key_value(bucket)`` reads them. Puts and deletes address the bucket's domain
-(``$JS.<domain>.API.$KV.<bucket>.<key>``, as nats.go does), so a write aimed at domain X cannot
-land in a same-named bucket of domain Y.
+Buckets are KV streams built by the KV conventions exactly as nats.go and nats.js build them
+(:mod:`airflow_provider_jetstream.kv`), so those clients read them, mirrors of other domains'
+buckets included (under the origin's ``$KV.<origin>.`` prefix, ADR-8). nats-py's
+``js.key_value(bucket)`` reads buckets and sourced buckets but not that mirror layout:
+:func:`airflow_provider_jetstream.kv.open_key_value` reads all three. Puts and deletes address the
+bucket's domain (``$JS.<domain>.API.$KV.<bucket>.<key>``, as nats.go does), so a write aimed at
+domain X cannot land in a same-named bucket of domain Y; a mirror's writes go to its origin.
 """
 
 from __future__ import annotations
@@ -42,7 +45,9 @@ class JetStreamCreateKeyValueOperator(_ReconcileOperator):
         "max_value_size": 1024, "max_bytes": -1, "storage": "file", "replicas": 1, "placement": {...},
         "compression": true, "mirror": {"bucket": "config", "domain": "leaf"}}`` or
         ``"sources": [{"bucket": "config", "domain": "leaf"}, ...]``.
-    :param if_exists: ``update`` | ``skip`` | ``fail`` | ``recreate``.
+    :param if_exists: ``update`` | ``skip`` | ``fail`` | ``recreate``. A mirror cannot be changed
+        in place; a mirror bucket made by releases before the nats.go layout fails with the exact
+        migration recipe (``recreate`` re-mirrors everything the origin still holds).
     :param dry_run: log the plan, change nothing.
     :param allow_double_store: create even if a bucket of this name takes writes in another
         connected domain of this account, or if a domain cannot be checked. Default False: refused,

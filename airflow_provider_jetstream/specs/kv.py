@@ -2,9 +2,13 @@
 
 A bucket ``b`` is the stream ``KV_b`` listening on ``$KV.b.>``, one message per key revision:
 ``max_msgs_per_subject`` is the history, ``max_age`` the TTL, rollups allowed, deletes denied,
-direct get on, discard new. A mirror bucket has no subjects and mirrors ``KV_<origin>``; a
-sourced bucket transforms ``$KV.<origin>.>`` into ``$KV.b.>``. That is what every NATS client
-(nats.go, nats-py) reads, so buckets built here across domains open with ``js.key_value(b)``.
+direct get on, discard new. A mirror bucket has no subjects and mirrors ``KV_<origin>`` as is
+(``mirror_direct``, no subject transform: it stores ``$KV.<origin>.<key>``); a sourced bucket
+transforms ``$KV.<origin>.>`` into ``$KV.b.>`` (unless the origin is a same-named bucket in another
+domain). That is field for field what nats.go's and nats.js's ``CreateKeyValue`` send (ADR-8), so
+nats.go and nats.js open these buckets, across domains, with ``KeyValue(b)`` / ``views.kv(b)``; they
+read a mirror of a bucket in another domain or account under its origin's prefix, as does
+:func:`airflow_provider_jetstream.kv.open_key_value`.
 """
 
 from __future__ import annotations
@@ -139,12 +143,10 @@ class KeyValueSpec:
             stream["allow_msg_ttl"] = True
             stream["subject_delete_marker_ttl"] = v["limit_marker_ttl"]
         if "mirror" in v:
+            # As nats.go / nats.js: the origin's subjects are kept; clients read them under the
+            # origin's prefix (a transform here would hide the keys from those clients).
             mirror = dict(v["mirror"])
-            origin = mirror["name"]
-            mirror["name"] = kv_stream_name(origin)
-            if origin != bucket:
-                # Stored under this bucket's subjects, so that every client reads it as bucket ``b``.
-                mirror["subject_transforms"] = [{"src": kv_subjects(origin), "dest": kv_subjects(bucket)}]
+            mirror["name"] = kv_stream_name(mirror["name"])
             stream["mirror"] = mirror
             stream["mirror_direct"] = True
         else:

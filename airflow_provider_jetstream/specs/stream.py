@@ -293,7 +293,15 @@ STREAM = Struct(
         ),
         Field("no_ack", "no_ack", F.boolean, "do not ack publishes", normalize=F.norm_bool, show=_show_bool),
         Field("placement", "placement", F.nested(PLACEMENT), "cluster / tags", normalize=F.norm_struct),
-        Field("mirror", "mirror", parse_source, "the one origin of a mirror", normalize=norm_source, show=show_source),
+        Field(
+            "mirror",
+            "mirror",
+            parse_source,
+            "the one origin of a mirror",
+            normalize=norm_source,
+            show=show_source,
+            editable=F.IMMUTABLE,  # the server refuses any change to a mirror's configuration
+        ),
         Field(
             "sources",
             "sources",

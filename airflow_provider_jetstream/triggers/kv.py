@@ -21,6 +21,7 @@ from nats.js.kv import KeyValue
 
 from airflow_provider_jetstream.exceptions import JetStreamConfigError, JetStreamError, JetStreamNotFoundError
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
+from airflow_provider_jetstream.kv import open_key_value
 from airflow_provider_jetstream.triggers.consumer_lag import TRANSIENT_ERRORS, transient_reason
 
 _REMOVED = ("DEL", "PURGE")
@@ -72,9 +73,11 @@ def judge_entry(
 
 
 async def open_bucket(hook: JetStreamHook, js: Any, bucket: str) -> KeyValue:
-    """The bucket in the hook's domain; :class:`JetStreamNotFoundError` if it does not exist."""
+    """The bucket in the hook's domain (mirrors read where they store keys; see
+    :func:`~airflow_provider_jetstream.kv.open_key_value`); :class:`JetStreamNotFoundError` if it
+    does not exist."""
     try:
-        return await js.key_value(bucket)
+        return await open_key_value(js, bucket)
     except nats.js.errors.BucketNotFoundError:
         raise JetStreamNotFoundError(f"KV bucket {bucket!r} does not exist in {hook.describe_target()}") from None
 

@@ -9,7 +9,14 @@ import time
 import nats
 import pytest
 
-from airflow_provider_jetstream.kv import KeyValueConflictError, write_target
+from airflow_provider_jetstream.kv import (
+    BucketLayout,
+    KeyValueConflictError,
+    KeyValueError,
+    bucket_layout,
+    open_key_value,
+    write_target,
+)
 from airflow_provider_jetstream.local.servers import USERS
 from airflow_provider_jetstream.operators.kv import (
     JetStreamCreateKeyValueOperator,
@@ -34,14 +41,19 @@ def put(conn: str, name: str, key: str, value, domain: str = "leaf", **kwargs) -
     ).execute({})
 
 
-def nats_py_get(topology, domain: str, name: str, key: str, timeout: float = 60.0):
-    """What nats-py's own KV client reads (retrying while a mirror or source catches up)."""
+def nats_py_get(topology, domain: str, name: str, key: str, timeout: float = 60.0, provider: bool = False):
+    """What nats-py's own KV client reads (retrying while a mirror or source catches up).
+
+    ``provider``: open the bucket with :func:`open_key_value`, which reads a mirror bucket where its
+    stream stores the keys (nats-py's ``key_value`` does not know the mirror layout).
+    """
 
     async def go():
         user, password = USERS["ACC"]
         nc = await nats.connect(topology.hub.url, user=user, password=password)
         try:
-            kv = await nc.jetstream(domain=domain).key_value(name)
+            js = nc.jetstream(domain=domain)
+            kv = await (open_key_value(js, name) if provider else js.key_value(name))
             deadline = time.monotonic() + timeout
             while True:
                 try:
@@ -81,12 +93,16 @@ def test_kv_mirror_and_sources_across_domains(hub_conn, hub_leaf, raw) -> None:
         bucket(hub_conn, {"bucket": copy, "mirror": {"bucket": origin, "domain": "leaf"}}, domain="hub")["action"]
         == "unchanged"
     )
-    assert nats_py_get(hub_leaf, "hub", copy, "k") == (b"v1", first)
+    # Laid out as nats.go / nats.js lay out a KV mirror (ADR-8): the origin's subjects, mirror_direct.
+    config = raw.info("hub", f"KV_{copy}")["config"]
+    assert config["mirror"] == {"name": f"KV_{origin}", "external": {"api": "$JS.leaf.API", "deliver": ""}}
+    assert config["mirror_direct"] is True and "subjects" not in config
+    assert nats_py_get(hub_leaf, "hub", copy, "k", provider=True) == (b"v1", first)
     # A put to the mirror goes to its origin (in the leaf), as nats.go does; the mirror then copies it.
     revision = put(hub_conn, copy, "k", "v2", domain="hub")
     assert nats_py_get(hub_leaf, "leaf", origin, "k")[0] == b"v2"
     deadline = time.monotonic() + 60
-    while nats_py_get(hub_leaf, "hub", copy, "k")[0] != b"v2":
+    while nats_py_get(hub_leaf, "hub", copy, "k", provider=True)[0] != b"v2":
         assert time.monotonic() < deadline
         time.sleep(0.2)
     assert revision == first + 1
@@ -165,6 +181,87 @@ def test_compare_and_set_and_delete(hub_conn, hub_leaf) -> None:
             await nc.close()
 
     assert asyncio.run(gone())
+
+
+def legacy_mirror_config(copy: str, origin: str) -> dict:
+    """The stream config this provider's earlier releases sent for a KV mirror of another domain's bucket."""
+    return {
+        "name": f"KV_{copy}",
+        "max_msgs_per_subject": 1,
+        "max_bytes": -1,
+        "max_age": 0,
+        "max_msg_size": -1,
+        "storage": "file",
+        "num_replicas": 1,
+        "allow_rollup_hdrs": True,
+        "deny_delete": True,
+        "allow_direct": True,
+        "discard": "new",
+        "max_msgs": -1,
+        "max_consumers": -1,
+        "duplicate_window": 120_000_000_000,
+        "mirror": {
+            "name": f"KV_{origin}",
+            "external": {"api": "$JS.leaf.API"},
+            "subject_transforms": [{"src": f"$KV.{origin}.>", "dest": f"$KV.{copy}.>"}],
+        },
+        "mirror_direct": True,
+    }
+
+
+def test_legacy_mirror_bucket_is_still_read_and_its_migration_is_spelled_out(hub_conn, hub_leaf, raw) -> None:
+    origin, copy = uid("origin"), uid("legacy")
+    bucket(hub_conn, {"bucket": origin, "history": 5})
+    first = put(hub_conn, origin, "k", "v1")
+    raw.create("hub", legacy_mirror_config(copy, origin))
+    # The provider's reads follow the old layout ($KV.<copy>.k), its writes still go to the origin.
+    assert nats_py_get(hub_leaf, "hub", copy, "k", provider=True) == (b"v1", first)
+    second = put(hub_conn, copy, "k", "v2", domain="hub")
+    deadline = time.monotonic() + 15
+    while nats_py_get(hub_leaf, "hub", copy, "k", provider=True) != (b"v2", second):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+
+    spec = {"bucket": copy, "mirror": {"bucket": origin, "domain": "leaf"}}
+    for dry_run in (False, True):
+        with pytest.raises(ReconcileError) as err:
+            bucket(hub_conn, spec, domain="hub", dry_run=dry_run)
+        text = str(err.value)
+        assert f"bucket {copy!r} in domain 'hub' cannot be changed in place" in text
+        assert f"mirror: 'KV_{origin}' in domain 'leaf' transforms=$KV.{origin}.>->$KV.{copy}.> -> " in text
+        assert f"a mirror made by an older release of this provider: it stores the keys of {origin!r} under " in text
+        assert f"$KV.{copy}.> (a subject transform), where nats.go and nats.js do not look" in text
+        assert f"(a) run this operator with if_exists='recreate': it deletes the stream 'KV_{copy}' in domain" in text
+        assert f"copies again everything the origin {origin!r} in domain 'leaf' still holds, with the same" in text
+        assert f"bucket={{'bucket': '{copy}-v2', 'mirror': {{'bucket': '{origin}', 'domain': 'leaf'}}}}" in text
+        assert f"JetStreamDeleteStreamOperator(name='KV_{copy}') in domain 'hub'" in text
+        assert text.endswith("nothing was changed")
+    assert raw.info("hub", f"KV_{copy}")["config"]["mirror"]["subject_transforms"]  # untouched
+
+    recreated = bucket(hub_conn, spec, domain="hub", if_exists="recreate")
+    assert recreated["action"] == "recreated"
+    assert any("a mirror made by an older release" in note for note in recreated["notes"])
+    config = raw.info("hub", f"KV_{copy}")["config"]
+    assert "subject_transforms" not in config["mirror"]
+    # Re-mirrored from the origin, with the origin's revisions, now under $KV.<origin>.
+    assert nats_py_get(hub_leaf, "hub", copy, "k", provider=True) == (b"v2", second)
+    assert bucket(hub_conn, spec, domain="hub")["action"] == "unchanged"
+
+
+def test_bucket_layout_from_the_stream_config() -> None:
+    assert bucket_layout("b", {"name": "KV_b", "subjects": ["$KV.b.>"]}) == BucketLayout("b", "KV_b", "$KV.b.")
+    official = {"name": "KV_copy", "mirror": {"name": "KV_o", "external": {"api": "$JS.leaf.API"}}}
+    assert bucket_layout("copy", official) == BucketLayout("copy", "KV_copy", "$KV.o.", "o")
+    same_domain = {"name": "KV_copy", "mirror": {"name": "KV_o"}}  # the keys are the origin's here too
+    assert bucket_layout("copy", same_domain) == BucketLayout("copy", "KV_copy", "$KV.o.", "o")
+    legacy = {
+        "name": "KV_copy",
+        "mirror": {**official["mirror"], "subject_transforms": [{"src": "$KV.o.>", "dest": "$KV.copy.>"}]},
+    }
+    assert bucket_layout("copy", legacy) == BucketLayout("copy", "KV_copy", "$KV.copy.", "o", legacy_mirror=True)
+    odd = {"name": "KV_copy", "mirror": {"name": "KV_o", "subject_transforms": [{"src": "$KV.o.a.>", "dest": "x.>"}]}}
+    with pytest.raises(KeyValueError, match="no KV client can tell where its keys are"):
+        bucket_layout("copy", odd)
 
 
 def test_write_subjects_match_nats_go() -> None:

@@ -10,7 +10,7 @@ from nats.js.api import KeyValueConfig
 from airflow_provider_jetstream.exceptions import JetStreamConfigError
 from airflow_provider_jetstream.sensors.kv import JetStreamKeyValueSensor
 from tests.dags import sensors_kv as dags
-from tests.triggers.natsutil import Later, connect, unique
+from tests.triggers.natsutil import Later, connect, hub_mirror_bucket, unique
 
 
 async def create_leaf_bucket(url: str, bucket: str) -> None:
@@ -77,3 +77,26 @@ def test_missing_bucket_fails_at_once_or_is_skipped(airflow_db, hub_leaf, hub_co
 def test_bad_arguments_are_refused_when_the_dag_is_parsed(kwargs, message) -> None:
     with pytest.raises(JetStreamConfigError, match=message):
         JetStreamKeyValueSensor(**{"task_id": "t", "bucket": "b", "key": "k", **kwargs})
+
+
+@pytest.mark.parametrize("mode", ["poke", "deferrable"])
+def test_key_in_a_hub_mirror_of_a_leaf_bucket_made_as_nats_go_makes_it(airflow_db, hub_leaf, hub_conn, mode) -> None:
+    """The mirror keeps the origin's subjects ($KV.<origin>.<key>, ADR-8): the sensor finds the key there."""
+    origin, copy = unique("kvo"), unique("kvm")
+    asyncio.run(create_leaf_bucket(hub_leaf.url("leaf"), origin))
+    asyncio.run(hub_mirror_bucket(hub_leaf, copy, origin, legacy=False))
+    writer = put_later(hub_leaf.url("leaf"), origin, "ready", [b"not-yet", b"go"])
+    run = getattr(dags, f"sensors_kv_{mode}").test(
+        run_conf={"conn_id": hub_conn, "domain": "hub", "bucket": copy, "key": "ready", "value": "go"}
+    )
+    revision = writer.finish()
+    ti = run.get_task_instance("wait_for_key")
+    assert ti.state == "success"
+    assert ti.xcom_pull(task_ids="wait_for_key") == {
+        "bucket": copy,
+        "key": "ready",
+        "target": "domain 'hub'",
+        "value": "go",
+        "encoding": "utf-8",
+        "revision": revision,
+    }

@@ -282,11 +282,8 @@ def test_kv_mirror_and_sources_across_domains() -> None:
     mirror = KeyValueSpec.from_dict({"bucket": "cfg-copy", "mirror": {"bucket": "cfg", "domain": "leaf"}})
     wire = mirror.stream_spec().wire()
     assert "subjects" not in wire and wire["mirror_direct"] is True
-    assert wire["mirror"] == {
-        "name": "KV_cfg",
-        "external": {"api": "$JS.leaf.API"},
-        "subject_transforms": [{"src": "$KV.cfg.>", "dest": "$KV.cfg-copy.>"}],
-    }
+    # As nats.go / nats.js create it (ADR-8): the origin's subjects kept, no transform.
+    assert wire["mirror"] == {"name": "KV_cfg", "external": {"api": "$JS.leaf.API"}}
     same = KeyValueSpec.from_dict({"bucket": "cfg", "sources": [{"bucket": "cfg", "domain": "leaf"}, {"bucket": "b"}]})
     sources = same.stream_spec().wire()["sources"]
     assert "subject_transforms" not in sources[0]  # same bucket from another domain: same subjects

@@ -90,3 +90,27 @@ class Later(threading.Thread):
         if self.error:
             raise self.error
         return self.result
+
+
+async def hub_mirror_bucket(topology: Any, copy: str, origin: str, legacy: bool) -> None:
+    """A hub bucket mirroring the leaf's ``origin``: as nats.go / nats.js create it (the origin's
+    subjects kept) or, ``legacy``, as this provider's earlier releases did (a transform to ``$KV.<copy>.>``)."""
+    mirror: dict = {"name": f"KV_{origin}", "external": {"api": "$JS.leaf.API"}}
+    if legacy:
+        mirror["subject_transforms"] = [{"src": f"$KV.{origin}.>", "dest": f"$KV.{copy}.>"}]
+    config = {
+        "name": f"KV_{copy}",
+        "max_msgs_per_subject": 5,
+        "allow_rollup_hdrs": True,
+        "deny_delete": True,
+        "allow_direct": True,
+        "mirror_direct": True,
+        "discard": "new",
+        "mirror": mirror,
+    }
+    nc = await connect(topology.url("hub"))
+    try:
+        reply = json.loads((await nc.request(f"$JS.hub.API.STREAM.CREATE.KV_{copy}", json.dumps(config).encode())).data)
+        assert "error" not in reply, reply
+    finally:
+        await nc.close()

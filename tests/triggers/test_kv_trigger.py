@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 from nats.js.api import KeyValueConfig
 
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.local.servers import USERS
 from airflow_provider_jetstream.triggers.kv import JetStreamKeyValueTrigger, check_key
-from tests.triggers.natsutil import connect, first_event, unique
+from tests.triggers.natsutil import connect, first_event, hub_mirror_bucket, unique
 
 
 async def leaf_bucket(topology, bucket: str):
@@ -151,3 +152,45 @@ def test_watch_survives_the_leaf_being_cut_off_and_sees_the_key_set_meanwhile(ma
     assert not early
     assert payload["status"] == "success"
     assert payload["entry"]["value"] == "set-while-cut-off"
+
+
+def test_trigger_and_check_read_a_cross_domain_mirror_bucket_in_either_layout(hub_leaf, hub_conn) -> None:
+    origin, official, legacy = unique("kvo"), unique("kvm"), unique("kvl")
+    hook = JetStreamHook(hub_conn, domain="hub")
+
+    async def scenario() -> dict:
+        leaf, kv = await leaf_bucket(hub_leaf, origin)
+        first = await kv.put("ready", b"wait")
+        await hub_mirror_bucket(hub_leaf, official, origin, legacy=False)
+        await hub_mirror_bucket(hub_leaf, legacy, origin, legacy=True)
+        seen: dict = {"first": first}
+        for copy in (official, legacy):  # wait until the mirror has copied the first put
+            deadline = time.monotonic() + 15
+            while (reason := (await check_key(hook, copy, "ready", value="go")).reason) == "key 'ready' is absent":
+                assert time.monotonic() < deadline, f"{copy}: {reason}"
+                await asyncio.sleep(0.1)
+            seen[copy] = reason
+        fired = [
+            asyncio.create_task(
+                first_event(JetStreamKeyValueTrigger(hub_conn, copy, "ready", domain="hub", value="go"), 30)
+            )
+            for copy in (official, legacy)
+        ]
+        seen["revision"] = await kv.put("ready", b"go")
+        seen["events"] = [(await task).payload for task in fired]
+        await leaf.close()
+        return seen
+
+    seen = asyncio.run(scenario())
+    for copy in (official, legacy):
+        assert seen[copy] == f"key 'ready' is b'wait' at revision {seen['first']}, not 'go'"
+    for copy, event in zip((official, legacy), seen["events"], strict=True):
+        assert event["status"] == "success"
+        assert event["entry"] == {
+            "bucket": copy,
+            "key": "ready",
+            "target": "domain 'hub'",
+            "value": "go",
+            "encoding": "utf-8",
+            "revision": seen["revision"],
+        }
