@@ -14,7 +14,7 @@ JS_STAMP := $(JS_DIR)/node_modules/.installed-stamp
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[spark,test]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[spark,test,websocket]'
 	touch $(STAMP)
 
 install: $(STAMP)
