@@ -17,7 +17,7 @@ from airflow.sdk import BaseOperator
 from nats.aio.client import Client
 
 from airflow_provider_jetstream.api import STREAM_NOT_FOUND, JetStreamApi, JetStreamApiError, domain_of
-from airflow_provider_jetstream.connection import api_prefix_for
+from airflow_provider_jetstream.connection import api_prefix_for, positive_seconds
 from airflow_provider_jetstream.exceptions import JetStreamConfigError
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.operators.base import FailFastOnRefusal
@@ -83,7 +83,7 @@ class JetStreamBaseOperator(FailFastOnRefusal, BaseOperator):
         self.jetstream_conn_id = jetstream_conn_id
         self.domain = domain
         self.api_prefix = api_prefix
-        self.request_timeout = request_timeout
+        self.request_timeout = positive_seconds("request_timeout", request_timeout)
 
     def get_hook(self) -> JetStreamHook:
         return JetStreamHook(self.jetstream_conn_id, domain=self.domain or None, api_prefix=self.api_prefix or None)
