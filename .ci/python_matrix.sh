@@ -8,7 +8,8 @@
 # extras, installed with constraints-py<version>.txt when that file exists (a pin of
 # constraints.txt has no release for that Python: many pins need 3.11+), else with constraints.txt.
 # The interpreter is `python<version>` on PATH if it runs, else the newest pyenv install of that
-# version; if neither exists the script fails and says so.
+# version (pyenv's root, or $PYENV_ROOT / ~/.pyenv when pyenv is not on PATH); if neither exists
+# the script fails and says so.
 #
 #   .ci/python_matrix.sh                                  # the default matrix
 #   PYTHON_VERSIONS="3.13" .ci/python_matrix.sh
@@ -40,13 +41,17 @@ find_python() {
     echo "$candidate"
     return 0
   fi
+  # pyenv's versions, found through pyenv itself or, when it is not on PATH, its default root.
   if command -v pyenv >/dev/null 2>&1; then
     root="$(pyenv root)"
-    candidate="$(pyenv versions --bare 2>/dev/null | grep -E "^${version//./\\.}\.[0-9]+$" | sort -V | tail -1 || true)"
-    if [ -n "$candidate" ] && [ -x "$root/versions/$candidate/bin/python$version" ]; then
-      echo "$root/versions/$candidate/bin/python$version"
-      return 0
-    fi
+  else
+    root="${PYENV_ROOT:-$HOME/.pyenv}"
+  fi
+  candidate="$(find "$root/versions" -mindepth 1 -maxdepth 1 -name "$version.*" -printf '%f\n' 2>/dev/null |
+    grep -E "^${version//./\\.}\.[0-9]+$" | sort -V | tail -1 || true)"
+  if [ -n "$candidate" ] && [ -x "$root/versions/$candidate/bin/python$version" ]; then
+    echo "$root/versions/$candidate/bin/python$version"
+    return 0
   fi
   return 1
 }
