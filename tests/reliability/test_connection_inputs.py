@@ -29,7 +29,7 @@ def _outgoing(subject: str, payloads: Iterable[str]) -> Iterator[tuple[str, byte
     return ((subject, payload.encode(), None) for payload in payloads)
 
 
-BAD_SECONDS = ["abc", -1, 0, "inf", "nan", "-inf", True, [], {"s": 1}]
+BAD_SECONDS = ["abc", -1, 0, "inf", "nan", "-inf", float("inf"), float("nan"), True, [], {"s": 1}]
 
 
 @pytest.mark.parametrize("value", BAD_SECONDS, ids=repr)
