@@ -23,10 +23,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VERSIONS="${PYTHON_VERSIONS:-3.10 3.13}"
-# Not run here: Spark (tests/spark, the demo, the example DAGs and provider modules that import the
-# Spark provider; the venvs have no Spark extra), the browser (tests/ui) and nats.js interop
+# Not run here: Spark (tests/spark, the demo, the Spark job's reliability tests, the example DAGs and
+# provider modules that import the Spark provider; the venvs have no Spark extra), the browser (tests/ui) and nats.js interop
 # (tests/interop: Node.js, not Python, is what varies there; the server matrix runs it).
 SPARK_FREE="tests --ignore=tests/spark --ignore=tests/ui --ignore=tests/interop --ignore=tests/test_demo.py
+  --ignore=tests/reliability/test_parquet_commit.py --ignore=tests/reliability/test_spark_inputs.py
   --deselect tests/test_example_dags.py::test_every_dag_file_loads_with_docs
   --deselect tests/test_provider.py::test_every_module_and_class_named_in_provider_info_imports"
 TESTS="${PYTHON_MATRIX_TESTS:-$SPARK_FREE}"
