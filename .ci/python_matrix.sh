@@ -29,7 +29,8 @@ VERSIONS="${PYTHON_VERSIONS:-3.10 3.13}"
 SPARK_FREE="tests --ignore=tests/spark --ignore=tests/ui --ignore=tests/interop --ignore=tests/test_demo.py
   --ignore=tests/reliability/test_parquet_commit.py --ignore=tests/reliability/test_spark_inputs.py
   --deselect tests/test_example_dags.py::test_every_dag_file_loads_with_docs
-  --deselect tests/test_provider.py::test_every_module_and_class_named_in_provider_info_imports"
+  --deselect tests/test_provider.py::test_every_module_and_class_named_in_provider_info_imports
+  --deselect tests/reliability/test_management_inputs.py::test_spark_submit_refusals_fail_the_task_too"
 TESTS="${PYTHON_MATRIX_TESTS:-$SPARK_FREE}"
 MARKER="${PYTHON_MATRIX_MARKER:-not spark}"
 ROOT=".venv/pythons"
