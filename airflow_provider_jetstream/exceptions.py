@@ -25,3 +25,13 @@ class JetStreamDomainUnavailableError(JetStreamError):
 
 class JetStreamNotFoundError(JetStreamError, LookupError):
     """A stream, consumer or bucket that must exist does not: waiting or retrying cannot help."""
+
+
+class JetStreamPermissionError(JetStreamError):
+    """The server refused a request this connection's user may not make (a ``Permissions Violation``),
+    or the account has no import of the API it addresses: waiting cannot help."""
+
+
+class JetStreamImportMissingError(JetStreamPermissionError):
+    """Nothing answers an imported API prefix (``JS.acc@hub.API``) in this account: the account lacks
+    the import of that API subject (or the exporting account's JetStream is down)."""
