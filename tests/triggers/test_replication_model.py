@@ -119,6 +119,9 @@ def test_mirror_is_judged_like_a_source() -> None:
         "error": None,
         "caught_up": True,
         "reason": "caught up",
+        "check": "lag/active",
+        "origin_last_seq": None,
+        "held_seq": None,
     }
 
 
@@ -183,7 +186,17 @@ def test_table_has_one_row_per_origin_like_nats_stream_report() -> None:
         "Active",
         "Error",
     ]
-    assert [c.strip() for c in table[2].split("|")] == ["agg", "Source", "orders", "leaf", "0", "18.3s", "", "WAITING"]
+    assert [c.strip() for c in table[2].split("|")][:8] == [
+        "agg",
+        "Source",
+        "orders",
+        "leaf",
+        "0",
+        "18.3s",
+        "",
+        "WAITING",
+    ]
+    assert table[2].split("|")[8].strip().startswith("lag/active: origin silent for 18.3s")
     assert [c.strip() for c in table[3].split("|")] == [
         "agg",
         "Source",
@@ -193,6 +206,7 @@ def test_table_has_one_row_per_origin_like_nats_stream_report() -> None:
         "0.59s",
         "",
         "caught up",
+        "lag/active: caught up",
     ]
 
 
