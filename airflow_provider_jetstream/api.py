@@ -48,9 +48,8 @@ def unavailable_hint(prefix: str) -> str:
     """What it may mean that no JetStream answered at ``prefix``, in words."""
     if is_imported_prefix(prefix):
         return "is the API exported and imported into this account (and the exporting JetStream up)?"
-    domain = domain_of(prefix)
-    if domain:
-        return f"a leaf that is offline, or a wrong domain name ({domain!r})?"
+    if domain_of(prefix):
+        return "a leaf that is offline, or a wrong domain name?"
     return "is JetStream enabled for this account?"
 
 
