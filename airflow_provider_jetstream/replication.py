@@ -259,7 +259,11 @@ def statuses_from_stream_info(info: dict[str, Any]) -> list[ReplicationStatus]:
     external_by_name = {c.get("name"): (c.get("external") or {}).get("api") for c in configured}
     config_by_name = {c.get("name"): c for c in configured}
     reported = [("mirror", info["mirror"])] if info.get("mirror") else []
-    reported += [("source", s) for s in info.get("sources") or []]
+    # The server lists sources in no fixed order: keep the configured one, so tables compare.
+    order = {c.get("name"): i for i, c in enumerate(configured)}
+    reported += sorted(
+        (("source", s) for s in info.get("sources") or []), key=lambda r: order.get(r[1].get("name"), 1 << 30)
+    )
     statuses = []
     for kind, entry in reported:
         name = entry.get("name", "?")
@@ -356,6 +360,8 @@ class ReplicationCheck:
     :param failed: set when waiting cannot help (a replication error that outlasted the grace period,
         an origin unreachable for longer than ``unreachable_timeout``, an origin that cannot be
         verified with ``verify_origin="required"``): the reason.
+    :param failed_reason: ``"unreachable"`` when only unreachable origins failed the check, else
+        ``"replication_error"`` (the trigger's error event ``reason``).
     """
 
     stream: str
@@ -366,6 +372,7 @@ class ReplicationCheck:
     messages: int | None = None
     last_seq: int | None = None
     ready: bool | None = None
+    failed_reason: str = "replication_error"
 
     @property
     def done(self) -> bool:
@@ -607,6 +614,7 @@ class ReplicationWatch:
         statuses = self.select(info)
         verdicts = []
         failed = []
+        unreachable_failures = 0
         for status in statuses:
             probe = (probes or {}).get(status.key) or OriginProbe("off")
             if probe.state != "unreachable":
@@ -625,6 +633,7 @@ class ReplicationWatch:
                     and self.unreachable_timeout is not None
                     and now - since > self.unreachable_timeout
                 ):
+                    unreachable_failures += 1
                     failed.append(
                         f"{status.label} unreachable for {format_seconds(now - since)} > unreachable_timeout "
                         f"{format_seconds(self.unreachable_timeout)}: {probe.reason}"
@@ -638,8 +647,10 @@ class ReplicationWatch:
             else:
                 verdicts.append(self.lag_active_rule(status, now))
         seen = set()
+        unreachable = {v.status.key for v in verdicts if v.unreachable}
         for status in statuses:
-            if status.error:
+            # An unreachable origin's error (it cannot be reached) is ruled by unreachable_timeout.
+            if status.error and status.key not in unreachable:
                 seen.add(status.key)
                 since = self._errors_since.setdefault(status.key, now)
                 if now - since >= self.error_grace:
@@ -664,6 +675,7 @@ class ReplicationWatch:
             messages=state.get("messages"),
             last_seq=state.get("last_seq"),
             ready=ready,
+            failed_reason="unreachable" if failed and unreachable_failures == len(failed) else "replication_error",
         )
 
     @property

@@ -292,7 +292,7 @@ class JetStreamReplicationLagTrigger(BaseTrigger):
                                 self.log.info("Stream %r: waiting: %s", self.stream, check.waiting_for())
                         if check.failed:
                             message = f"stream {self.stream!r} in {check.target}: {check.failed}"
-                            yield TriggerEvent({"status": "error", "reason": "replication_error", "message": message})
+                            yield TriggerEvent({"status": "error", "reason": check.failed_reason, "message": message})
                             return
                         if check.done:
                             yield TriggerEvent({"status": "success", "replication": check.to_xcom()})
