@@ -43,7 +43,8 @@ def refusal_since(nc: Client, since: float, subject: str | None = None) -> str |
     for at, kind, refused in reversed(_REFUSALS.get(nc, ())):
         if at < since:
             break
-        if kind == "subscription" or subject is None or refused == subject:
+        # nats-py lowercases the server's error text, so subjects compare without case.
+        if kind == "subscription" or subject is None or refused.lower() == subject.lower():
             return f"the server refused this user's {kind} to {refused!r} (Permissions Violation)"
     return None
 
