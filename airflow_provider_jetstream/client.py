@@ -37,14 +37,20 @@ def note_refusal(nc: Client, err: BaseException) -> None:
         _REFUSALS.setdefault(nc, deque(maxlen=64)).append((time.monotonic(), match[1].lower(), match[2].strip()))
 
 
-def refusal_since(nc: Client, since: float, subject: str | None = None) -> str | None:
-    """The server's refusal of a publish to ``subject`` (any subject if None), or of a subscription,
-    received after ``since`` (``time.monotonic()``), in words; None if there was none."""
+def refusal_since(nc: Client, since: float, subject: str | None = None, prefix: str | None = None) -> str | None:
+    """The server's refusal of a publish to ``subject`` (or to any subject under ``prefix``, or any
+    subject at all if both are None), or of a subscription, received after ``since``
+    (``time.monotonic()``), in words; None if there was none."""
     for at, kind, refused in reversed(_REFUSALS.get(nc, ())):
         if at < since:
             break
         # nats-py lowercases the server's error text, so subjects compare without case.
-        if kind == "subscription" or subject is None or refused.lower() == subject.lower():
+        name = refused.lower()
+        if (
+            kind == "subscription"
+            or (subject is not None and name == subject.lower())
+            or (subject is None and (prefix is None or name.startswith(prefix.lower().rstrip(".") + ".")))
+        ):
             return f"the server refused this user's {kind} to {refused!r} (Permissions Violation)"
     return None
 

@@ -159,7 +159,7 @@ class JetStreamHook(BaseHook):
                 raise self._no_jetstream(domain, api_prefix) from err
             except nats.errors.TimeoutError as err:
                 # The server drops a request the user may not publish, so a refusal looks like a timeout.
-                refusal = refusal_since(nc, started)
+                refusal = refusal_since(nc, started, prefix=prefix)
                 if refusal:
                     raise JetStreamPermissionError(
                         f"JetStream in {self.describe_target(domain, api_prefix)}: {refusal}"

@@ -182,7 +182,7 @@ class JetStreamKeyValueTrigger(BaseTrigger):
                         check = await self._watch_once(hook, js, target)
                     except TRANSIENT_ERRORS as err:
                         # The server drops a request this user may not publish: a refusal looks like a timeout.
-                        refusal = refusal_since(js._nc, started)
+                        refusal = refusal_since(js._nc, started, prefix=hook.resolve_api_prefix())
                         if refusal:
                             raise JetStreamPermissionError(f"KV {self.bucket!r} in {target}: {refusal}") from None
                         if is_imported_prefix(hook.resolve_api_prefix()) and isinstance(
