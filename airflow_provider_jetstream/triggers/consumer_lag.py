@@ -26,6 +26,7 @@ from airflow_provider_jetstream.exceptions import (
     JetStreamPermissionError,
 )
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
+from airflow_provider_jetstream.replication import format_seconds, optional_duration_seconds
 
 #: Errors after which a later check may succeed: the domain answers again, the client reconnected.
 #: A closed connection (reconnect attempts exhausted) is not one: the trigger fails and Airflow retries.
@@ -72,8 +73,6 @@ class UnreachableClock:
 
     def note(self, reason: str, now: float | None = None) -> str | None:
         """Record a check that got no answer; return the failure message once it outlasted the bound."""
-        from airflow_provider_jetstream.replication import format_seconds
-
         now = time.time() if now is None else now
         if self.since is None:
             self.since = now
@@ -208,8 +207,8 @@ class JetStreamConsumerLagTrigger(BaseTrigger):
     :param max_ack_pending: most delivered-but-unacknowledged messages. Default 0.
     :param max_redelivered: most redelivered messages; None (default) does not check.
     :param poll_interval: seconds between checks. Default 5.
-    :param unreachable_timeout: seconds the domain may go without answering before the trigger
-        fails; None (default): no bound (the sensor's timeout applies).
+    :param unreachable_timeout: how long (seconds, or text like ``"10m"``) the domain may go without
+        answering before the trigger fails; None (default): no bound (the sensor's timeout applies).
     :param state: what the sensor's checks so far left (``{"unreachable_since": epoch seconds}``).
 
     What it opens (its use of the shared connection) is held by ``run()``'s context manager and
@@ -227,14 +226,14 @@ class JetStreamConsumerLagTrigger(BaseTrigger):
         max_ack_pending: int = 0,
         max_redelivered: int | None = None,
         poll_interval: float = 5.0,
-        unreachable_timeout: float | None = None,
+        unreachable_timeout: float | str | None = None,
         state: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         self.jetstream_conn_id = jetstream_conn_id
         self.stream = stream
         self.consumer = consumer
-        self.unreachable_timeout = None if unreachable_timeout is None else float(unreachable_timeout)
+        self.unreachable_timeout = optional_duration_seconds(unreachable_timeout, "unreachable_timeout")
         self.state = dict(state or {})
         self.domain = domain
         self.api_prefix = api_prefix

@@ -29,6 +29,7 @@ from airflow_provider_jetstream.exceptions import (
     JetStreamPermissionError,
 )
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
+from airflow_provider_jetstream.replication import optional_duration_seconds
 from airflow_provider_jetstream.triggers.consumer_lag import TRANSIENT_ERRORS, UnreachableClock, transient_reason
 
 _REMOVED = ("DEL", "PURGE")
@@ -120,8 +121,8 @@ class JetStreamKeyValueTrigger(BaseTrigger):
     :param value: value (UTF-8 text) the key must hold; None (default) accepts any value.
     :param min_revision: revision the key must reach; None (default) accepts any.
     :param rewatch_interval: seconds of silence after which the watch is re-armed. Default 60.
-    :param unreachable_timeout: seconds the domain may go without answering before the trigger
-        fails; None (default): no bound (the sensor's timeout applies).
+    :param unreachable_timeout: how long (seconds, or text like ``"10m"``) the domain may go without
+        answering before the trigger fails; None (default): no bound (the sensor's timeout applies).
     :param state: what the sensor's checks so far left (``{"unreachable_since": epoch seconds}``).
 
     What it opens (the shared connection, the watch) is held by ``run()``'s context managers and
@@ -138,11 +139,11 @@ class JetStreamKeyValueTrigger(BaseTrigger):
         value: str | None = None,
         min_revision: int | None = None,
         rewatch_interval: float = 60.0,
-        unreachable_timeout: float | None = None,
+        unreachable_timeout: float | str | None = None,
         state: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
-        self.unreachable_timeout = None if unreachable_timeout is None else float(unreachable_timeout)
+        self.unreachable_timeout = optional_duration_seconds(unreachable_timeout, "unreachable_timeout")
         self.state = dict(state or {})
         self.jetstream_conn_id = jetstream_conn_id
         self.bucket = bucket
