@@ -165,5 +165,13 @@ class JetStreamApi:
         return response.get("message") or None
 
     async def stream_names(self, subject: str | None = None) -> list[str]:
-        response = await self.request("STREAM.NAMES", {"subject": subject} if subject else {})
-        return list(response.get("streams") or [])
+        """Every stream name (listening on ``subject`` if given), all pages of ``STREAM.NAMES``."""
+        body: dict[str, Any] = {"subject": subject} if subject else {}
+        names: list[str] = []
+        while True:
+            response = await self.request("STREAM.NAMES", {**body, "offset": len(names)} if names else body)
+            page = list(response.get("streams") or [])
+            names.extend(page)
+            total = response.get("total")
+            if not page or not isinstance(total, int) or len(names) >= total:
+                return names

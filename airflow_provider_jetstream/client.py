@@ -19,7 +19,7 @@ import nats.errors
 from nats.aio.client import Client
 
 from airflow_provider_jetstream.connection import JetStreamConnectionConfig
-from airflow_provider_jetstream.exceptions import JetStreamConfigError, JetStreamConnectionError
+from airflow_provider_jetstream.exceptions import JetStreamAuthError, JetStreamConfigError, JetStreamConnectionError
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +124,7 @@ def _connection_error(
     errors = [*seen, err]
     text = " ".join(str(e).lower() for e in errors)
     if isinstance(err, nats.errors.AuthorizationError) or "authorization violation" in text:
-        return JetStreamConnectionError(
+        return JetStreamAuthError(
             f"{where}: authorization violation: the server at {tried} refused the credentials "
             f"({config.auth_method}); check login/password, token, "
             "NKey seed or creds"

@@ -26,7 +26,11 @@ import nats.js.errors
 from nats.aio.client import Client
 
 from airflow_provider_jetstream.api import WRONG_LAST_SEQUENCE, JetStreamApi, describe_prefix, domain_of
-from airflow_provider_jetstream.exceptions import JetStreamDomainUnavailableError, JetStreamError
+from airflow_provider_jetstream.exceptions import (
+    JetStreamDomainUnavailableError,
+    JetStreamError,
+    JetStreamRefusalError,
+)
 from airflow_provider_jetstream.reconcile import ReconcileResult, reconcile_stream
 from airflow_provider_jetstream.specs import KeyValueSpec, validate_bucket, validate_key
 from airflow_provider_jetstream.specs.kv import KV_STREAM_PREFIX, kv_stream_name
@@ -42,8 +46,9 @@ class KeyValueError(JetStreamError):
     """A KV write was refused or landed somewhere unexpected."""
 
 
-class KeyValueConflictError(KeyValueError):
-    """Compare-and-set failed: the key's latest revision is not the expected one."""
+class KeyValueConflictError(KeyValueError, JetStreamRefusalError):
+    """Compare-and-set failed: the key's latest revision is not the expected one (a refusal:
+    the same put with the same expected revision would fail again)."""
 
 
 @dataclass(frozen=True)

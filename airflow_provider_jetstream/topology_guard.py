@@ -10,8 +10,12 @@ Before a stream or bucket is created (or its subjects change), and before a publ
 asks the other domains it knows (the connection's own, the domains named by the spec's mirrors and
 sources, the domains the target's existing streams mirror or source from, and ``peer_domains``)
 which streams of this account listen on overlapping subjects, and refuses
-with the docs' advice unless the caller opts in (``allow_double_store=True``). Domains that do not
-answer (leaf link down) cannot be checked; that is logged, not refused.
+with the docs' advice unless the caller opts in (``allow_double_store=True``).
+
+It fails closed: a domain that cannot be checked (no answer, an error reply such as a permissions
+error, a listing cut short) may store the same messages, so the write is refused too, naming the
+domain and the reason, unless ``allow_double_store=True`` (then it is logged). Listings are read
+page by page to the end.
 """
 
 from __future__ import annotations
@@ -20,12 +24,13 @@ import json
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import nats.errors
 from nats.aio.client import Client
 
 from airflow_provider_jetstream.api import describe_prefix, domain_of
-from airflow_provider_jetstream.exceptions import JetStreamConfigError
+from airflow_provider_jetstream.exceptions import JetStreamConfigError, JetStreamDomainUnavailableError
 
 log = logging.getLogger(__name__)
 
@@ -38,10 +43,21 @@ DOCS_ADVICE = (
     "leaf nodes)"
 )
 OPT_IN = "allow_double_store=True"
+#: How the reasons for an unchecked domain start when nobody answered (maybe transient).
+_NO_ANSWER = ("no JetStream answered", "no answer within")
 
 
 class DoubleStoreError(JetStreamConfigError):
     """Streams of one account in two connected domains would both store the same writes."""
+
+
+class DoubleStoreUnverifiedError(DoubleStoreError):
+    """A domain answered the double-store check with an error (permissions...): not verified, refused."""
+
+
+class DoubleStoreUnreachableError(JetStreamDomainUnavailableError):
+    """A domain the double-store check must ask did not answer (leaf link down?): not verified,
+    refused; not a refusal of the task's inputs, so ``retries`` may succeed once the link is back."""
 
 
 @dataclass(frozen=True)
@@ -51,51 +67,115 @@ class Overlap:
     subject: str
 
 
-async def local_domain(nc: Client, timeout: float) -> str | None:
-    """The JetStream domain of the server this connection is attached to (None if it has none)."""
-    try:
-        reply = await nc.request("$JS.API.INFO", b"", timeout=timeout)
-    except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
-        return None
-    info = json.loads(reply.data)
-    return info.get("domain") or None
+#: JetStream's answer "JetStream is not enabled for this account" there: verified, no streams.
+NOT_ENABLED_FOR_ACCOUNT = 10039
 
 
-async def replication_domains(nc: Client, prefix: str, timeout: float) -> list[str]:
-    """Domains that the streams behind ``prefix`` mirror or source from: connected peers, found for
-    free in their configs (first page of ``STREAM.LIST``)."""
+async def _api_call(
+    nc: Client, subject: str, body: dict[str, Any], timeout: float
+) -> tuple[dict[str, Any] | None, str]:
+    """``(reply, "")`` for an answer, or ``(None, why)`` when there is none to trust."""
     try:
-        reply = await nc.request(f"{prefix}.STREAM.LIST", b"{}", timeout=timeout)
-    except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
-        return []
+        msg = await nc.request(subject, json.dumps(body, separators=(",", ":")).encode(), timeout=timeout)
+    except nats.errors.NoRespondersError:
+        return None, "no JetStream answered (leaf link down, or wrong domain?)"
+    except nats.errors.TimeoutError:
+        denied = permission_denied(nc, subject)
+        if denied:
+            return None, f"the server refused the request: {denied}"
+        return None, f"no answer within {timeout:g}s (leaf link down, or no permission to ask?)"
+    return reply_problem(msg.data)
+
+
+def permission_denied(nc: Client, subject: str) -> str:
+    """The server's permissions violation for publishing ``subject`` on this connection, if it sent
+    one (a request the user may not publish gets no reply: it times out, and the server says why
+    in an asynchronous ``-ERR``, which nats-py keeps as ``last_error``); else ``""``."""
+    error = str(getattr(nc, "last_error", None) or "")
+    text = error.lower()
+    if "permissions violation" in text and f'"{subject.lower()}"' in text:
+        return error.removeprefix("nats: ")
+    return ""
+
+
+def reply_problem(data: bytes) -> tuple[dict[str, Any] | None, str]:
+    """Classify a JetStream API reply: ``(reply, "")`` if it can be trusted, else ``(None, why)``.
+
+    An error reply is not an empty answer: it means the question was not answered (permissions,
+    a server problem). Only "JetStream not enabled for this account" is an answer: no streams.
+    """
+    try:
+        reply = json.loads(data) if data else {}
+    except ValueError:
+        return None, f"an answer that is not JSON: {data[:80]!r}"
+    if not isinstance(reply, dict):
+        return None, f"an unexpected answer: {data[:80]!r}"
+    error = reply.get("error")
+    if error:
+        if error.get("err_code") == NOT_ENABLED_FOR_ACCOUNT:
+            return {"streams": [], "total": 0}, ""
+        return None, (
+            f"an error: {error.get('description') or 'no description'} (code {error.get('code')}, "
+            f"err_code {error.get('err_code')})"
+        )
+    return reply, ""
+
+
+async def _pages(nc: Client, subject: str, body: dict[str, Any], timeout: float) -> tuple[list[Any], str]:
+    """Every item of a paged listing (``STREAM.LIST``, ``STREAM.NAMES``), or why it is incomplete."""
+    items: list[Any] = []
+    while True:
+        reply, problem = await _api_call(nc, subject, {**body, "offset": len(items)} if items else body, timeout)
+        if reply is None:
+            return items, problem
+        page = reply.get("streams") or []
+        items.extend(page)
+        total = reply.get("total")
+        if not page or not isinstance(total, int) or len(items) >= total:
+            return items, ""
+
+
+async def local_domain(nc: Client, timeout: float) -> tuple[str | None, str]:
+    """The JetStream domain of the server this connection is attached to (None if it has none),
+    and why it is unknown when the server gave no usable answer.
+
+    No responders, or "JetStream not enabled for this account", is an answer: no JetStream here.
+    """
+    reply, problem = await _api_call(nc, "$JS.API.INFO", {}, timeout)
+    if reply is None and problem.startswith("no JetStream answered"):
+        return None, ""
+    return (reply or {}).get("domain") or None, problem
+
+
+async def replication_domains(nc: Client, prefix: str, timeout: float) -> tuple[list[str], str]:
+    """Domains that the streams behind ``prefix`` mirror or source from (connected peers, found for
+    free in their configs, every page of ``STREAM.LIST``); and why the list may be incomplete."""
+    streams, problem = await _pages(nc, f"{prefix}.STREAM.LIST", {}, timeout)
     found: list[str] = []
-    for info in json.loads(reply.data).get("streams") or []:
+    for info in streams:
         config = info.get("config") or {}
         for origin in [config.get("mirror"), *(config.get("sources") or [])]:
             domain = domain_of(((origin or {}).get("external") or {}).get("api", "").rstrip("."))
             if domain:
                 found.append(domain)
-    return found
+    return found, problem
 
 
 async def find_overlaps(
     nc: Client, domains: Iterable[str], subjects: Iterable[str], *, timeout: float = 2.0
-) -> tuple[list[Overlap], list[str]]:
-    """Streams in ``domains`` listening on subjects that overlap ``subjects``; and unreachable domains."""
+) -> tuple[list[Overlap], dict[str, str]]:
+    """Streams in ``domains`` listening on subjects that overlap ``subjects``; and the domains that
+    could not be checked, with why (no answer, an error reply)."""
     found: list[Overlap] = []
-    unreachable: list[str] = []
+    unchecked: dict[str, str] = {}
     for domain in domains:
         for subject in subjects:
-            try:
-                reply = await nc.request(
-                    f"$JS.{domain}.API.STREAM.NAMES", json.dumps({"subject": subject}).encode(), timeout=timeout
-                )
-            except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
-                unreachable.append(domain)
-                break
-            names = json.loads(reply.data).get("streams") or []
+            names, problem = await _pages(nc, f"$JS.{domain}.API.STREAM.NAMES", {"subject": subject}, timeout)
             found.extend(Overlap(domain, name, subject) for name in names)
-    return found, unreachable
+            if problem:
+                unchecked[domain] = f"STREAM.NAMES: {problem}"
+                break
+    return found, unchecked
 
 
 async def guard_double_store(
@@ -122,21 +202,24 @@ async def guard_double_store(
     if target is None and target_prefix != "$JS.API":
         logger.debug("double-store guard: %s is another account's API; not checked", describe_prefix(target_prefix))
         return []
-    own = await local_domain(nc, timeout)
+    own, own_problem = await local_domain(nc, timeout)
     if target is None:
         target = own
     known = [*((own and [own]) or []), *peer_domains]
+    unchecked: dict[str, str] = {}
+    if own_problem:
+        unchecked["the connection's own server"] = f"INFO: {own_problem}"
     if target:
-        known.extend(await replication_domains(nc, f"$JS.{target}.API", timeout))
+        found, problem = await replication_domains(nc, f"$JS.{target}.API", timeout)
+        known.extend(found)
+        if problem:
+            unchecked[f"domain {target!r}"] = f"STREAM.LIST (which domains its streams copy from): {problem}"
     peers = [d for d in dict.fromkeys(known) if d and d != target]
-    if not peers:
-        return []
-    overlaps, unreachable = await find_overlaps(nc, peers, subjects, timeout=timeout)
-    for domain in unreachable:
-        logger.warning(
-            "double-store guard: domain %r did not answer (leaf link down?); could not check it for %s", domain, what
-        )
+    overlaps, problems = await find_overlaps(nc, peers, subjects, timeout=timeout)
+    unchecked.update({f"domain {domain!r}": why for domain, why in problems.items()})
     if not overlaps:
+        if unchecked:
+            _unverified(what, target, unchecked, allow, logger)
         return []
     listing = "; ".join(f"stream {o.stream!r} in domain {o.domain!r} listens on {o.subject!r}" for o in overlaps)
     if bucket is not None:
@@ -155,3 +238,28 @@ async def guard_double_store(
         logger.warning("double-store guard (allowed by %s): %s", OPT_IN, problem)
         return overlaps
     raise DoubleStoreError(f"{problem}. The docs' advice: {DOCS_ADVICE}. Pass {OPT_IN} to do it anyway.")
+
+
+def _unverified(
+    what: str,
+    target: str | None,
+    unchecked: dict[str, str],
+    allow: bool,
+    logger: logging.Logger | logging.LoggerAdapter,
+) -> None:
+    """Fail closed: a domain that could not be checked may store the same messages."""
+    reasons = "; ".join(f"{where}: {why}" for where, why in unchecked.items())
+    problem = (
+        f"cannot verify that {what} in domain {target!r} is not also stored by another connected domain ({reasons})"
+    )
+    if allow:
+        logger.warning("double-store guard (not checked, allowed by %s): %s", OPT_IN, problem)
+        return
+    message = (
+        f"{problem}; refused, since an unchecked domain may store every message too. Fix the link or the "
+        f"permissions and retry, or pass {OPT_IN} to go ahead without the check."
+    )
+    logger.error("double-store guard: %s", message)
+    if all(why.split(": ", 1)[-1].startswith(_NO_ANSWER) for why in unchecked.values()):
+        raise DoubleStoreUnreachableError(message)
+    raise DoubleStoreUnverifiedError(message)

@@ -19,6 +19,7 @@ from airflow_provider_jetstream.operators.streams import (
     JetStreamBaseOperator,
     _as_bool,
     _one,
+    check_bool_args,
     has_template,
 )
 from airflow_provider_jetstream.reconcile import check_if_exists, reconcile_consumer
@@ -60,11 +61,13 @@ class JetStreamCreateConsumerOperator(JetStreamBaseOperator):
             ConsumerSpec.from_dict(consumer)
         if not has_template(if_exists):
             check_if_exists(if_exists)
+        check_bool_args(dry_run=dry_run)
 
     def execute(self, context: Any) -> dict[str, Any]:
         _one(validate_name, self.stream, "stream")
         spec = ConsumerSpec.from_dict(self.consumer)
         check_if_exists(self.if_exists)
+        dry_run = _as_bool("dry_run", self.dry_run)
 
         async def work(nc: Client, api: JetStreamApi, hook: JetStreamHook) -> dict[str, Any]:
             result = await reconcile_consumer(
@@ -72,7 +75,7 @@ class JetStreamCreateConsumerOperator(JetStreamBaseOperator):
                 self.stream,
                 spec,
                 if_exists=self.if_exists,
-                dry_run=_as_bool("dry_run", self.dry_run),
+                dry_run=dry_run,
                 logger=self.log,
             )
             return {**result.as_xcom(), "stream": self.stream}
@@ -92,7 +95,7 @@ class JetStreamDeleteConsumerOperator(JetStreamBaseOperator):
         super().__init__(**kwargs)
         self.stream = stream
         self.name = name
-        self.ignore_missing = ignore_missing
+        self.ignore_missing = _as_bool("ignore_missing", ignore_missing)
         if not has_template([stream, name]):
             _one(validate_name, stream, "stream")
             _one(validate_name, name, "name")

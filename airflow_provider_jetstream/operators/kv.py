@@ -15,16 +15,23 @@ from nats.aio.client import Client
 
 from airflow_provider_jetstream.api import JetStreamApi
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
-from airflow_provider_jetstream.kv import encode_value, kv_delete, kv_put, reconcile_bucket
+from airflow_provider_jetstream.kv import kv_delete, kv_put, reconcile_bucket
 from airflow_provider_jetstream.operators.streams import (
     JetStreamBaseOperator,
     _as_bool,
     _one,
     _ReconcileOperator,
+    check_bool_args,
     has_template,
 )
-from airflow_provider_jetstream.reconcile import check_if_exists
-from airflow_provider_jetstream.specs import KeyValueSpec, SpecError, SpecErrors, validate_bucket, validate_key
+from airflow_provider_jetstream.specs import (
+    KeyValueSpec,
+    SpecError,
+    SpecErrors,
+    encode_kv_value,
+    validate_bucket,
+    validate_key,
+)
 from airflow_provider_jetstream.specs.kv import kv_subjects
 
 
@@ -38,7 +45,8 @@ class JetStreamCreateKeyValueOperator(_ReconcileOperator):
     :param if_exists: ``update`` | ``skip`` | ``fail`` | ``recreate``.
     :param dry_run: log the plan, change nothing.
     :param allow_double_store: create even if a bucket of this name takes writes in another
-        connected domain of this account. Default False: refused, quoting the NATS docs' advice.
+        connected domain of this account, or if a domain cannot be checked. Default False: refused,
+        quoting the NATS docs' advice.
     :param peer_domains: more domains for that check, besides the connection's own.
     """
 
@@ -53,7 +61,7 @@ class JetStreamCreateKeyValueOperator(_ReconcileOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         spec = KeyValueSpec.from_dict(self.bucket)
-        check_if_exists(self.if_exists)
+        self.check_options()
         stream = spec.stream_spec()
 
         async def work(nc: Client, api: JetStreamApi, hook: JetStreamHook) -> dict[str, Any]:
@@ -106,7 +114,8 @@ class _KeyOperator(JetStreamBaseOperator):
 class JetStreamKeyValuePutOperator(_KeyOperator):
     """Put a value in a bucket of the target domain; XCom: the new revision (an int).
 
-    :param value: bytes, str (UTF-8) or anything JSON-serializable.
+    :param value: bytes, str (stored as UTF-8), or a dict, list, number or bool (stored as JSON).
+        Anything else (a set, a datetime, an object) is refused, at parse time when known.
     :param expected_revision: compare-and-set: store only if the key's latest revision is this one
         (0: only if the key does not exist yet); otherwise the task fails.
     """
@@ -122,9 +131,12 @@ class JetStreamKeyValuePutOperator(_KeyOperator):
     def __init__(self, *, value: Any, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.value = value
+        if not has_template(value):
+            _one(encode_kv_value, value, "value")
 
     def execute(self, context: Any) -> int:
         expected = self._check()
+        payload = _one(encode_kv_value, self.value, "value")
 
         async def work(nc: Client, api: JetStreamApi, hook: JetStreamHook) -> int:
             return await kv_put(
@@ -132,7 +144,7 @@ class JetStreamKeyValuePutOperator(_KeyOperator):
                 api,
                 self.bucket,
                 self.key,
-                encode_value(self.value),
+                payload,
                 expected_revision=expected,
                 timeout=self.request_timeout,
             )
@@ -143,14 +155,22 @@ class JetStreamKeyValuePutOperator(_KeyOperator):
 class JetStreamKeyValueDeleteOperator(_KeyOperator):
     """Delete a key (a delete marker; ``purge=True`` also drops its history). XCom: the marker's revision."""
 
-    template_fields: Sequence[str] = (*JetStreamBaseOperator.template_fields, "bucket", "key", "expected_revision")
+    template_fields: Sequence[str] = (
+        *JetStreamBaseOperator.template_fields,
+        "bucket",
+        "key",
+        "expected_revision",
+        "purge",
+    )
 
     def __init__(self, *, purge: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.purge = purge
+        check_bool_args(purge=purge)
 
     def execute(self, context: Any) -> int:
         expected = self._check()
+        purge = _as_bool("purge", self.purge)
 
         async def work(nc: Client, api: JetStreamApi, hook: JetStreamHook) -> int:
             return await kv_delete(
@@ -158,7 +178,7 @@ class JetStreamKeyValueDeleteOperator(_KeyOperator):
                 api,
                 self.bucket,
                 self.key,
-                purge=_as_bool("purge", self.purge),
+                purge=purge,
                 expected_revision=expected,
                 timeout=self.request_timeout,
             )

@@ -22,6 +22,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 
 from airflow_provider_jetstream.exceptions import JetStreamConfigError
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
+from airflow_provider_jetstream.operators.base import FailFastOnRefusal
 
 #: The packaged spark-submit job (its file, as spark-submit takes it).
 PACKAGED_JOB = str(Path(__file__).resolve().parents[1] / "spark" / "jobs" / "stream_to_parquet.py")
@@ -62,7 +63,7 @@ class JetStreamSparkSubmitHook(SparkSubmitHook):
         return command
 
 
-class JetStreamSparkSubmitOperator(SparkSubmitOperator):
+class JetStreamSparkSubmitOperator(FailFastOnRefusal, SparkSubmitOperator):
     """Run a Spark job on a JetStream stream; by default the packaged exactly-once Parquet copy.
 
     :param jetstream_conn_id: Airflow ``jetstream`` connection. Default ``jetstream_default``.

@@ -20,25 +20,21 @@ from airflow_provider_jetstream.api import STREAM_NOT_FOUND, JetStreamApi, JetSt
 from airflow_provider_jetstream.connection import api_prefix_for
 from airflow_provider_jetstream.exceptions import JetStreamConfigError
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
+from airflow_provider_jetstream.operators.base import FailFastOnRefusal
 from airflow_provider_jetstream.reconcile import check_if_exists, reconcile_stream
 from airflow_provider_jetstream.specs import SpecError, SpecErrors, StreamSpec, validate_name, validate_subject
 from airflow_provider_jetstream.topology_guard import guard_double_store
+from airflow_provider_jetstream.utils.templates import is_resolved_at_run_time
 
 T = TypeVar("T")
 
 
-def has_template(value: Any) -> bool:
-    """True if ``value`` (or anything inside it) still holds Jinja to render."""
-    if isinstance(value, str):
-        return "{{" in value or "{%" in value
-    if isinstance(value, Mapping):
-        return any(has_template(k) or has_template(v) for k, v in value.items())
-    if isinstance(value, (list, tuple, set)):
-        return any(has_template(v) for v in value)
-    return not isinstance(value, (int, float, bool, bytes, type(None)))  # XComArg, callables: resolved later
+#: Kept for the operators that import it from here: see :func:`is_resolved_at_run_time`.
+has_template = is_resolved_at_run_time
 
 
 def _as_bool(name: str, value: Any) -> bool:
+    """A boolean argument (``True``/``False``, or its rendered text); anything else is refused."""
     if isinstance(value, bool):
         return value
     if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
@@ -46,8 +42,18 @@ def _as_bool(name: str, value: Any) -> bool:
     raise JetStreamConfigError(f"{name}={value!r} is not allowed: use true or false")
 
 
-class JetStreamBaseOperator(BaseOperator):
+def check_bool_args(**args: Any) -> None:
+    """Validate boolean arguments now, unless Airflow still renders them (then at run time)."""
+    for name, value in args.items():
+        if not is_resolved_at_run_time(value):
+            _as_bool(name, value)
+
+
+class JetStreamBaseOperator(FailFastOnRefusal, BaseOperator):
     """Common arguments: where JetStream is, and how long to wait for its API.
+
+    Refusals (bad arguments, refused changes, double store, rejected credentials) fail the task
+    at once, without retries (:mod:`airflow_provider_jetstream.operators.base`).
 
     :param jetstream_conn_id: Airflow connection (type ``jetstream``). Default ``jetstream_default``.
     :param domain: JetStream domain to act in (``$JS.<domain>.API``). Default: the connection's.
@@ -70,6 +76,10 @@ class JetStreamBaseOperator(BaseOperator):
         super().__init__(**kwargs)
         if not has_template(domain) and not has_template(api_prefix) and (domain or api_prefix):
             api_prefix_for(domain, api_prefix)
+        if isinstance(request_timeout, bool) or not isinstance(request_timeout, (int, float)) or request_timeout <= 0:
+            raise JetStreamConfigError(
+                f"request_timeout={request_timeout!r} is not allowed: use a number of seconds > 0 (e.g. 5)"
+            )
         self.jetstream_conn_id = jetstream_conn_id
         self.domain = domain
         self.api_prefix = api_prefix
@@ -95,7 +105,7 @@ class JetStreamBaseOperator(BaseOperator):
         """Domains the double-store guard asks, besides the connection's own: the connection's
         configured domain, the domains named by the spec's mirror/sources, and ``peer_domains``."""
         config = hook.get_conn_config()
-        peers = [config.domain, *named, *(getattr(self, "peer_domains", None) or [])]
+        peers = [config.domain, *named, *_peer_domains(getattr(self, "peer_domains", None))]
         return [d for d in dict.fromkeys(peers) if d]
 
 
@@ -121,11 +131,22 @@ class _ReconcileOperator(JetStreamBaseOperator):
         super().__init__(**kwargs)
         if not has_template(if_exists):
             check_if_exists(if_exists)
+        check_bool_args(dry_run=dry_run, prune_sources=prune_sources, allow_double_store=allow_double_store)
+        if not has_template(peer_domains):
+            _peer_domains(peer_domains)
         self.if_exists = if_exists
         self.dry_run = dry_run
         self.prune_sources = prune_sources
         self.allow_double_store = allow_double_store
         self.peer_domains = peer_domains
+
+    def check_options(self) -> None:
+        """Validate the rendered options, before any request: run time's share of the checks."""
+        check_if_exists(self.if_exists)
+        check_bool_args(
+            dry_run=self.dry_run, prune_sources=self.prune_sources, allow_double_store=self.allow_double_store
+        )
+        _peer_domains(self.peer_domains)
 
     def reconcile_options(self, guard: Callable[[], Awaitable[Any]]) -> dict[str, Any]:
         """Keyword arguments of the reconcile functions, from the (rendered) operator arguments."""
@@ -175,7 +196,8 @@ class JetStreamCreateStreamOperator(_ReconcileOperator):
     :param dry_run: log the plan, change nothing; the XCom action is ``planned``.
     :param prune_sources: remove sources the spec does not name. Default False: they are kept.
     :param allow_double_store: create even if a stream of this account in another connected domain
-        listens on the same subjects (both would store every message). Default False: refused.
+        listens on the same subjects (both would store every message), or if a domain cannot be
+        checked (no answer, an error reply). Default False: refused.
     :param peer_domains: more domains for that check, besides the connection's own.
     """
 
@@ -193,7 +215,7 @@ class JetStreamCreateStreamOperator(_ReconcileOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         spec = self.build_spec()
-        check_if_exists(self.if_exists)
+        self.check_options()
 
         async def work(nc: Client, api: JetStreamApi, hook: JetStreamHook) -> dict[str, Any]:
             guard = self.double_store_guard(
@@ -203,6 +225,15 @@ class JetStreamCreateStreamOperator(_ReconcileOperator):
             return result.as_xcom()
 
         return self.run_api(work)
+
+
+def _peer_domains(value: Any) -> list[str]:
+    """``peer_domains``: None or a list of domain names."""
+    if value in (None, ""):
+        return []
+    if not isinstance(value, (list, tuple)):
+        raise SpecErrors([SpecError("peer_domains", value, "use a list of domain names, e.g. ['leaf']")])
+    return [_one(lambda v, p: validate_name(v, p, what="domain"), d, f"peer_domains[{i}]") for i, d in enumerate(value)]
 
 
 def _overrides(overrides: Mapping[str, Any] | None, reserved: tuple[str, ...]) -> dict[str, Any]:
@@ -341,7 +372,7 @@ class JetStreamDeleteStreamOperator(JetStreamBaseOperator):
         if not has_template(name):
             _one(validate_name, name, "name")
         self.name = name
-        self.ignore_missing = ignore_missing
+        self.ignore_missing = _as_bool("ignore_missing", ignore_missing)
 
     def execute(self, context: Any) -> dict[str, Any]:
         _one(validate_name, self.name, "name")

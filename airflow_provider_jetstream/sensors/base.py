@@ -21,6 +21,7 @@ from airflow_provider_jetstream.exceptions import (
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.replication import JetStreamReplicationError, optional_duration_seconds
 from airflow_provider_jetstream.triggers.consumer_lag import TRANSIENT_ERRORS, UnreachableClock, transient_reason
+from airflow_provider_jetstream.utils.templates import is_resolved_at_run_time
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -34,15 +35,10 @@ STATE_KEY = "airflow_provider_jetstream.sensor_state"
 
 
 def templated(value: Any) -> bool:
-    """Whether a constructor argument still holds a Jinja template (validated after rendering):
-    a string with ``{{``, or a list, tuple or dict holding one (keys included)."""
-    if isinstance(value, str):
-        return "{{" in value
-    if isinstance(value, Mapping):
-        return any(templated(k) or templated(v) for k, v in value.items())
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return any(templated(v) for v in value)
-    return False
+    """Whether a constructor argument is still to be rendered (validated once rendered): Jinja at
+    any depth of lists, tuples, sets and dict values, or an ``XComArg``
+    (:func:`airflow_provider_jetstream.utils.templates.is_resolved_at_run_time`)."""
+    return is_resolved_at_run_time(value)
 
 
 class BaseJetStreamSensor(BaseSensorOperator, abc.ABC):

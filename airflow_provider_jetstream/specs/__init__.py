@@ -28,6 +28,7 @@ from airflow_provider_jetstream.specs.stream import (
     parse_source,
     source_key,
 )
+from airflow_provider_jetstream.specs.values import encode_kv_value
 
 __all__ = [
     "API_LEVEL_VERSIONS",
@@ -44,6 +45,7 @@ __all__ = [
     "consumer_server_view",
     "describe_source",
     "diff_config",
+    "encode_kv_value",
     "format_duration",
     "kv_stream_name",
     "parse_duration",

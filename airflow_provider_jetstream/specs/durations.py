@@ -99,17 +99,27 @@ def format_duration(nanos: int | None) -> str:
     return out
 
 
+INSTANT_HELP = "an ISO-8601 date-time with a time zone, e.g. '2026-01-01T00:00:00Z', or a timezone-aware datetime"
+
+
 def parse_instant(value: Any, path: str) -> str:
-    """RFC 3339 UTC text (``2026-01-01T00:00:00Z``) for an ISO-8601 string or a datetime."""
-    moment = instant(value)
+    """RFC 3339 UTC text (``2026-01-01T00:00:00Z``) for an ISO-8601 string or a datetime.
+
+    The time zone is required: a naive ``2026-01-01T00:00:00`` could mean any zone, and guessing
+    UTC would copy or skip hours of messages without a word.
+    """
+    moment = instant(value, naive_is_utc=False)
     if moment is None:
-        raise SpecError(path, value, "use an ISO-8601 date-time with a time zone, e.g. '2026-01-01T00:00:00Z'")
+        raise SpecError(path, value, f"use {INSTANT_HELP}")
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise SpecError(path, value, f"a time zone is required (add 'Z' or '+00:00'): use {INSTANT_HELP}")
     text = moment.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f").rstrip("0").rstrip(".")
     return text + "Z"
 
 
-def instant(value: Any) -> dt.datetime | None:
-    """A timezone-aware datetime for an instant, or None if it is not one (naive means UTC)."""
+def instant(value: Any, *, naive_is_utc: bool = True) -> dt.datetime | None:
+    """A datetime for an instant, or None if it is not one. A naive one is taken as UTC when
+    ``naive_is_utc`` (the server's own values), else returned naive for the caller to refuse."""
     if isinstance(value, dt.datetime):
         moment = value
     elif isinstance(value, str) and value.strip():
@@ -124,6 +134,6 @@ def instant(value: Any) -> dt.datetime | None:
             return None
     else:
         return None
-    if moment.tzinfo is None:
+    if moment.tzinfo is None and naive_is_utc:
         moment = moment.replace(tzinfo=dt.timezone.utc)
     return moment

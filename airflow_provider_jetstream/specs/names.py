@@ -33,10 +33,14 @@ def validate_bucket(value: Any, path: str) -> str:
 
 
 def validate_key(value: Any, path: str) -> str:
-    """A KV key: letters, digits and ``-/_=.``, not starting or ending with ``.``."""
-    if not isinstance(value, str) or not _KEY_OK.match(value) or value[0] == "." or value[-1] == ".":
+    """A KV key: letters, digits and ``-/_=.``; dots separate non-empty tokens (it is a subject:
+    ``$KV.<bucket>.<key>``), so no leading, trailing or double ``.``."""
+    if not isinstance(value, str) or not _KEY_OK.match(value) or "" in value.split("."):
         raise SpecError(
-            path, value, "a key uses letters, digits and '-/_=.', and does not start or end with '.' (e.g. 'site.a')"
+            path,
+            value,
+            "a key uses letters, digits and '-/_=.', and '.' only between non-empty parts (no leading, trailing "
+            "or double '.'; e.g. 'site.a')",
         )
     return value
 

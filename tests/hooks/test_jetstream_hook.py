@@ -100,7 +100,9 @@ def test_missing_domain_fails_fast_with_hint(hub_conn) -> None:
     assert not ok
     assert message.startswith(f"connection {hub_conn!r}: no JetStream responded in domain 'nowhere'")
     assert "is the leaf connected, is the name right?" in message
-    assert time.monotonic() - started < 5 + 2  # within the connect timeout, never a hang
+    # "no JetStream responded" is the server's no-responders answer, not a timeout that was waited
+    # out ("did not answer within"); the bound only catches a hang, not a slow machine.
+    assert "did not answer" not in message and time.monotonic() - started < 60
 
     async def use_missing_domain() -> None:
         async with hook.ajetstream() as js:
@@ -115,6 +117,9 @@ def test_cut_off_leaf_domain_is_reported(make_topology, jetstream_conn) -> None:
     conn_id = jetstream_conn(f"127.0.0.1:{topology.hub.port}", login="acc", password="acc", connect_timeout=1)
     assert JetStreamHook(conn_id, domain="leaf").test_connection()[0]
     topology.disconnect_leaf("leaf")
+    deadline = time.monotonic() + 30  # the hub drops the cut leaf's interest asynchronously
+    while topology.hub.monitor("leafz")["leafnodes"] and time.monotonic() < deadline:
+        time.sleep(0.05)
     ok, message = JetStreamHook(conn_id, domain="leaf").test_connection()
     assert not ok and "no JetStream responded in domain 'leaf'" in message
 
@@ -279,7 +284,8 @@ def test_no_server_reachable_lists_urls_without_password(jetstream_conn, unused_
     assert not ok
     assert f"no NATS server reachable; tried nats://acc:***@127.0.0.1:{port}" in message
     assert "connection refused" in message and "pa55word" not in message
-    assert time.monotonic() - started < 2 + 2
+    # Refused, not timed out ("no NATS server answered within"); the bound only catches a hang.
+    assert "answered within" not in message and time.monotonic() - started < 60
 
 
 def test_secrets_are_registered_with_the_masker(jetstream_conn, unused_url) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import stat
+import time
 
 import pytest
 
@@ -42,6 +43,10 @@ def test_teardown_happens_when_the_body_fails(tmp_path) -> None:
 def test_disconnect_and_reconnect_leaf(tmp_path) -> None:
     with LocalTopology(tmp_path) as topology:
         topology.disconnect_leaf("leaf")
+        # The hub notices the closed leaf connections asynchronously: poll, do not assume it is done.
+        deadline = time.monotonic() + 30
+        while topology.hub.monitor("leafz")["leafnodes"] and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert topology.hub.monitor("leafz")["leafnodes"] == 0
         assert topology.leaves["leaf"].monitor("jsz")["config"]["domain"] == "leaf"
         topology.reconnect_leaf("leaf")

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+import time
 import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import nats
 import pytest
 
-from airflow_provider_jetstream.local.servers import USERS, LocalTopology
+from airflow_provider_jetstream.local.servers import USERS, LocalTopology, NatsServer
 
 
 def uid(prefix: str = "mgmt") -> str:
@@ -44,16 +48,12 @@ class Raw:
     def api(self, domain: str, suffix: str, body: Any = None, account: str = "ACC") -> Any:
         return self.request(f"$JS.{domain}.API.{suffix}", body, account)
 
-    def info(self, domain: str, stream: str) -> dict | None:
-        reply = self.api(domain, f"STREAM.INFO.{stream}")
+    def info(self, domain: str, stream: str, account: str = "ACC") -> dict | None:
+        reply = self.api(domain, f"STREAM.INFO.{stream}", account=account)
         return None if "error" in reply else reply
 
     def level(self, domain: str) -> int:
         return int((self.api(domain, "INFO").get("api") or {}).get("level") or 0)
-
-    def api_total(self, domain: str) -> int:
-        """The domain's count of JetStream API requests for this account (this INFO included)."""
-        return int(self.api(domain, "INFO")["api"]["total"])
 
     def create(self, domain: str, config: dict) -> dict:
         reply = self.api(domain, f"STREAM.CREATE.{config['name']}", config)
@@ -72,13 +72,11 @@ class Raw:
 
         return self.run(go())
 
-    def wait_for(self, domain: str, stream: str, messages: int, timeout: float = 20.0) -> dict:
+    def wait_for(self, domain: str, stream: str, messages: int, timeout: float = 60.0, account: str = "ACC") -> dict:
         """Stream info once it holds ``messages`` messages (mirrors and sources copy asynchronously)."""
-        import time
-
         deadline = time.monotonic() + timeout
         while True:
-            info = self.info(domain, stream)
+            info = self.info(domain, stream, account)
             if info and info["state"]["messages"] >= messages:
                 return info
             if time.monotonic() > deadline:
@@ -89,3 +87,101 @@ class Raw:
 @pytest.fixture
 def raw(hub_leaf: LocalTopology) -> Raw:
     return Raw(hub_leaf)
+
+
+class ApiWatch:
+    """Every JetStream API request published in one account on one server, seen by a separate
+    monitoring connection subscribed to ``$JS.>``: ``(subject, reply)`` pairs, in order.
+
+    Server-wide counters (the account's API total) also count the requests of the hub's mirror and
+    source consumers and of anything else running; this counts the requests of one client only:
+    :meth:`requests_of` groups them by the reply inbox of the connection that sent them.
+    """
+
+    def __init__(self, url: str, account: str = "ACC") -> None:
+        self.url = url
+        self.account = account
+        self.seen: list[tuple[str, str]] = []
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._nc: Any = None
+
+    def _call(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=30)
+
+    def __enter__(self) -> ApiWatch:
+        self._thread.start()
+
+        async def start() -> None:
+            user, password = USERS[self.account]
+            self._nc = await nats.connect(self.url, user=user, password=password, allow_reconnect=False)
+
+            async def record(msg: Any) -> None:
+                self.seen.append((msg.subject, msg.reply or ""))
+
+            await self._nc.subscribe("$JS.>", cb=record)
+            await self._nc.flush()
+
+        self._call(start())
+        return self
+
+    def flush(self) -> list[tuple[str, str]]:
+        """Everything published before this call has been recorded (the server delivers in order)."""
+        self._call(self._nc.flush())
+        return list(self.seen)
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self._call(self._nc.close())
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+
+    def requests_of(self, marker: Callable[[str], bool]) -> list[str]:
+        """The API subjects requested by the connection(s) that sent a request ``marker`` matches
+        (one client connection has one reply inbox prefix: ``_INBOX.<id>.``)."""
+        seen = self.flush()
+        inboxes = {reply.rsplit(".", 1)[0] for subject, reply in seen if reply and marker(subject)}
+        return [subject for subject, reply in seen if reply and reply.rsplit(".", 1)[0] in inboxes]
+
+
+@pytest.fixture
+def api_watch(hub_leaf: LocalTopology) -> Iterator[ApiWatch]:
+    """An :class:`ApiWatch` on the hub, account ACC (where ``hub_conn`` sends its requests)."""
+    with ApiWatch(hub_leaf.hub.url) as watch:
+        yield watch
+
+
+class QuietServer:
+    """A JetStream server (domain ``quiet``) that nothing else uses: its traffic counters count
+    only what a test does. ``traffic()`` is ``(connections ever accepted, messages received)``."""
+
+    def __init__(self, workdir: Path) -> None:
+        user, password = USERS["ACC"]
+        self.server = NatsServer(
+            name="quiet-server",
+            workdir=workdir,
+            body=f"jetstream {{ store_dir: {json.dumps(str(workdir / 'store'))}, domain: quiet }}\n"
+            f"authorization {{ user: {user}, password: {password} }}\n",
+        )
+
+    def traffic(self) -> tuple[int, int]:
+        varz = self.server.monitor("varz") or {}
+        return int(varz.get("total_connections", 0)), int(varz.get("in_msgs", 0))
+
+
+@pytest.fixture(scope="session")
+def quiet_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[QuietServer]:
+    quiet = QuietServer(tmp_path_factory.mktemp("quiet"))
+    quiet.server.start()
+    try:
+        yield quiet
+    finally:
+        quiet.server.stop()
+
+
+@pytest.fixture
+def quiet_conn(quiet_server: QuietServer, jetstream_conn: Callable[..., str]) -> str:
+    """Connection id: user ``acc`` on the quiet server."""
+    user, password = USERS["ACC"]
+    return jetstream_conn(host=f"127.0.0.1:{quiet_server.server.port}", login=user, password=password)

@@ -100,7 +100,7 @@ def test_created_consumer_is_pullable(hub_conn, hub_leaf, stream) -> None:
         nc = await nats.connect(hub_leaf.hub.url, user=user, password=password)
         try:
             sub = await nc.jetstream(domain="leaf").pull_subscribe_bind("puller", stream)
-            msgs = await sub.fetch(2, timeout=5)
+            msgs = await sub.fetch(2, timeout=15)
             for m in msgs:
                 await m.ack()
             return [m.data for m in msgs]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 
 import nats
@@ -33,7 +34,7 @@ def put(conn: str, name: str, key: str, value, domain: str = "leaf", **kwargs) -
     ).execute({})
 
 
-def nats_py_get(topology, domain: str, name: str, key: str, timeout: float = 15.0):
+def nats_py_get(topology, domain: str, name: str, key: str, timeout: float = 60.0):
     """What nats-py's own KV client reads (retrying while a mirror or source catches up)."""
 
     async def go():
@@ -84,7 +85,7 @@ def test_kv_mirror_and_sources_across_domains(hub_conn, hub_leaf, raw) -> None:
     # A put to the mirror goes to its origin (in the leaf), as nats.go does; the mirror then copies it.
     revision = put(hub_conn, copy, "k", "v2", domain="hub")
     assert nats_py_get(hub_leaf, "leaf", origin, "k")[0] == b"v2"
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 60
     while nats_py_get(hub_leaf, "hub", copy, "k")[0] != b"v2":
         assert time.monotonic() < deadline
         time.sleep(0.2)
@@ -117,17 +118,23 @@ def test_same_bucket_in_hub_and_leaf_is_refused_and_writes_stay_in_their_domain(
     assert raw.info("leaf", f"KV_{name}")["state"]["messages"] == 1
     assert raw.info("hub", f"KV_{name}")["state"]["messages"] == 0
 
-    # nats-py's own put "to the leaf" lands in the hub: the bug this module exists for.
-    async def nats_py_put() -> str:
+    # nats-py's own put "to the leaf" (kv.put on a KV opened with domain="leaf") lands in the hub:
+    # the bug this module exists for.
+    async def nats_py_put() -> int:
         user, password = USERS["ACC"]
         nc = await nats.connect(hub_leaf.hub.url, user=user, password=password)
         try:
             kv = await nc.jetstream(domain="leaf").key_value(name)
-            return (await nc.jetstream().publish(f"$KV.{name}.k2", b"x")).domain if kv else ""
+            return await kv.put("k2", b"x")
         finally:
             await nc.close()
 
-    assert asyncio.run(nats_py_put()) == "hub"
+    revision = asyncio.run(nats_py_put())
+    hub_copy = raw.api("hub", f"STREAM.MSG.GET.KV_{name}", {"last_by_subj": f"$KV.{name}.k2"})
+    assert "message" in hub_copy, hub_copy
+    assert hub_copy["message"]["seq"] == revision and base64.b64decode(hub_copy["message"]["data"]) == b"x"
+    assert raw.info("hub", f"KV_{name}")["state"]["messages"] == 1
+    assert "error" in raw.api("leaf", f"STREAM.MSG.GET.KV_{name}", {"last_by_subj": f"$KV.{name}.k2"})
 
 
 def test_compare_and_set_and_delete(hub_conn, hub_leaf) -> None:

@@ -4,6 +4,7 @@ every reconcile outcome, validation errors and the double-store refusal."""
 from __future__ import annotations
 
 import asyncio
+import base64
 
 import nats
 
@@ -54,13 +55,10 @@ def test_seed_scenario_and_cross_account_access(airflow_db, make_topology, jetst
         "deliver": "deliver.acc.hub.import_mirror.hub.aggregate-test-leaf-from-acc",
     }
 
-    async def mirrored_in_import_mirror() -> int:
-        for _ in range(100):
-            info = raw.request("$JS.hub.API.STREAM.INFO.aggregate-test-leaf-from-acc", account="IMPORT_MIRROR")
-            if info["state"]["messages"]:
-                return info["state"]["messages"]
-            await asyncio.sleep(0.2)
-        return 0
+    # The cross-account mirror carries the data: IMPORT_MIRROR's stream holds the published message.
+    mirrored = raw.wait_for("hub", "aggregate-test-leaf-from-acc", 1, account="IMPORT_MIRROR")
+    assert mirrored["state"]["messages"] == 1
+    assert stored_message(raw, "aggregate-test-leaf-from-acc", 1, "IMPORT_MIRROR") == ("test", b"hello world")
 
     # Cross-account pull: IMPORT_CLIENT, attached to the leaf, pulls `dur` through JS.acc@hub.API.
     async def pull_from_leaf() -> bytes:
@@ -69,7 +67,7 @@ def test_seed_scenario_and_cross_account_access(airflow_db, make_topology, jetst
         try:
             js = nc.jetstream(prefix="JS.acc@hub.API")
             sub = await js.pull_subscribe_bind("dur", "aggregate-test-leaf")
-            msg = (await sub.fetch(1, timeout=10))[0]
+            msg = (await sub.fetch(1, timeout=30))[0]
             await msg.ack()
             return msg.data
         finally:
@@ -83,6 +81,15 @@ def test_seed_scenario_and_cross_account_access(airflow_db, make_topology, jetst
         result = xcom(second, task_id)
         assert (result["action"], result["changes"], result["requests"]) == ("unchanged", {}, 1), (task_id, result)
     assert raw.wait_for("hub", "backup-test-leaf", 2)["state"]["messages"] == 2  # the second run's publish
+    assert raw.wait_for("hub", "aggregate-test-leaf-from-acc", 2, account="IMPORT_MIRROR")["state"]["messages"] == 2
+    assert stored_message(raw, "aggregate-test-leaf-from-acc", 2, "IMPORT_MIRROR") == ("test", b"hello world")
+
+
+def stored_message(raw: Raw, stream: str, seq: int, account: str) -> tuple[str, bytes]:
+    """``(subject, data)`` of message ``seq`` of a hub stream, read in ``account``."""
+    reply = raw.request(f"$JS.hub.API.STREAM.MSG.GET.{stream}", {"seq": seq}, account=account)
+    assert "error" not in reply, reply
+    return reply["message"]["subject"], base64.b64decode(reply["message"]["data"])
 
 
 DEFAULTS = {"domain": "leaf", "if_exists": "update", "dry_run": False, "allow_double_store": False}

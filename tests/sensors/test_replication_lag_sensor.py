@@ -162,7 +162,7 @@ def test_templates_inside_lists_are_left_for_rendering(sources) -> None:
 def test_templated_unreachable_timeout_is_checked_once_rendered() -> None:
     from airflow_provider_jetstream.sensors.base import templated
 
-    assert templated({"a": ["{{ x }}"]}) and templated({"{{ k }}": 1}) and not templated(["a", 1, None])
+    assert templated({"a": ["{{ x }}"]}) and templated(("{{ x }}",)) and not templated(["a", 1, None])
     sensor = JetStreamReplicationLagSensor(task_id="t", stream="agg", unreachable_timeout="{{ params.t }}")
     assert sensor.unreachable_timeout == "{{ params.t }}"
 

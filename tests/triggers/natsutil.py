@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import inspect
 import json
 import threading
+import time
 import uuid
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -47,6 +49,22 @@ def connection_count(server: Any, client_name: str) -> int:
     """How many client connections with this name the server has (from its ``connz``)."""
     connz = server.monitor("connz?limit=10000")
     return sum(1 for c in connz.get("connections", []) if c.get("name") == client_name)
+
+
+async def eventually(probe: Callable[[], Any], done: Callable[[Any], bool], timeout: float = 30.0) -> Any:
+    """Poll ``probe()`` (sync or async) until ``done(value)``; the last value either way.
+
+    For a state the servers reach asynchronously (a connection opened or closed, a watch
+    created): waiting a fixed time instead makes the test fail on a busy machine.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if inspect.isawaitable(value):
+            value = await value
+        if done(value) or time.monotonic() > deadline:
+            return value
+        await asyncio.sleep(0.05)
 
 
 class Later(threading.Thread):

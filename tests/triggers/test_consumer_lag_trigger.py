@@ -10,7 +10,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, ExternalStream, StreamConfig,
 from airflow_provider_jetstream.local.servers import USERS
 from airflow_provider_jetstream.triggers.consumer_lag import JetStreamConsumerLagTrigger
 from airflow_provider_jetstream.triggers.replication_lag import JetStreamReplicationLagTrigger
-from tests.triggers.natsutil import connect, connection_count, first_event, rebuild, unique
+from tests.triggers.natsutil import connect, connection_count, eventually, first_event, rebuild, unique
 
 
 async def leaf_stream_with_consumer(url: str, stream: str, messages: int) -> None:
@@ -142,14 +142,14 @@ async def run_all(triggers: list, stagger: bool, server, client_name: str) -> tu
         if stagger and index == 0:
             while connection_count(server, client_name) == 0:
                 await asyncio.sleep(0.05)
-    await asyncio.sleep(1.0)
+    while_running = await eventually(lambda: connection_count(server, client_name), lambda n: n >= 1)
+    await asyncio.sleep(1.0)  # all of them running a while: none may fire, none may open its own connection
     assert not any(t.done() for t in tasks), [t.result() for t in tasks if t.done()]
-    while_running = connection_count(server, client_name)
+    while_running = max(while_running, connection_count(server, client_name))
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-    await asyncio.sleep(0.3)
-    return while_running, connection_count(server, client_name)
+    return while_running, await eventually(lambda: connection_count(server, client_name), lambda n: n == 0)
 
 
 def test_triggers_share_the_connection_whatever_domain_they_watch(hub_leaf, shared_conn) -> None:

@@ -11,7 +11,7 @@ from airflow_provider_jetstream.local.servers import USERS
 from airflow_provider_jetstream.triggers.consumer_lag import JetStreamConsumerLagTrigger
 from airflow_provider_jetstream.triggers.kv import JetStreamKeyValueTrigger
 from airflow_provider_jetstream.triggers.replication_lag import JetStreamReplicationLagTrigger
-from tests.triggers.natsutil import connect, connection_count, first_event, rebuild, unique
+from tests.triggers.natsutil import connect, connection_count, eventually, first_event, rebuild, unique
 
 
 @pytest.fixture
@@ -36,16 +36,18 @@ def test_cancelled_triggers_close_their_connection_and_watch(hub_leaf, named_con
 
     async def scenario() -> tuple[int, int, int]:
         task = asyncio.create_task(anext(trigger.run()))
-        await asyncio.sleep(1.0)
         leaf = await connect(hub_leaf.url("leaf"))
-        watchers = (await leaf.jetstream().stream_info(f"KV_{bucket}")).state.consumer_count
+
+        async def watchers_now() -> int:
+            return (await leaf.jetstream().stream_info(f"KV_{bucket}")).state.consumer_count
+
+        watchers = await eventually(watchers_now, lambda n: n >= 1)
         running = connection_count(hub_leaf.hub, client_name)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
         await trigger.cleanup()
-        await asyncio.sleep(0.3)
-        after = connection_count(hub_leaf.hub, client_name)
+        after = await eventually(lambda: connection_count(hub_leaf.hub, client_name), lambda n: n == 0)
         await leaf.close()
         return running, watchers, after
 
@@ -58,9 +60,9 @@ def test_a_trigger_that_fires_releases_the_connection(hub_leaf, named_conn) -> N
     trigger = JetStreamReplicationLagTrigger(conn_id, unique("life"), domain="hub", poll_interval=0.2)
 
     async def scenario() -> tuple[str, int]:
-        event = await first_event(trigger, timeout=5)
-        await asyncio.sleep(0.3)
-        return event.payload["reason"], connection_count(hub_leaf.hub, client_name)
+        event = await first_event(trigger, timeout=30)
+        after = await eventually(lambda: connection_count(hub_leaf.hub, client_name), lambda n: n == 0)
+        return event.payload["reason"], after
 
     assert asyncio.run(scenario()) == ("not_found", 0)
 
