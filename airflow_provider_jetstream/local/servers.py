@@ -22,6 +22,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -127,7 +128,12 @@ class NatsServer:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
-            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+            # Linux sends the death signal when the *thread* that started the child ends, not the
+            # process: a server (re)started from a worker thread (asyncio.to_thread) would be killed
+            # when that thread is retired. Only the main thread lives as long as the process.
+            preexec_fn=_die_with_parent
+            if sys.platform.startswith("linux") and threading.current_thread() is threading.main_thread()
+            else None,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
