@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -142,8 +143,11 @@ def test_header_parsing_hash_and_patterns() -> None:
 
 
 @pytest.fixture
-def with_ghost(hub_leaf) -> dict[str, str]:
-    """A hub aggregate with a live leaf origin and an origin in a domain that never answers."""
+def with_ghost(hub_leaf) -> Iterator[dict[str, str]]:
+    """A hub aggregate with a live leaf origin and an origin in a domain that never answers.
+
+    Deleted afterwards: the shared topology's other tests create streams whose double-store guard
+    checks the domains of every existing source, and a domain that never answers refuses them."""
     origin, ghost = unique("live"), unique("ghost")
 
     async def setup() -> str:
@@ -163,7 +167,14 @@ def with_ghost(hub_leaf) -> dict[str, str]:
         await hub.close()
         return aggregate
 
-    return {"origin": origin, "ghost": ghost, "aggregate": asyncio.run(setup())}
+    async def teardown(aggregate: str) -> None:
+        hub = await connect(hub_leaf.url("hub"))
+        await hub.jetstream().delete_stream(aggregate)
+        await hub.close()
+
+    aggregate = asyncio.run(setup())
+    yield {"origin": origin, "ghost": ghost, "aggregate": aggregate}
+    asyncio.run(teardown(aggregate))
 
 
 def test_unreachable_origins_proceed_succeeds_with_the_reachable_ones_and_lists_the_rest(
