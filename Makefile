@@ -1,4 +1,5 @@
-# The two commands of the README: `make demo` runs the demo pipeline, `make test` runs the tests.
+# The commands of the README: `make demo` runs the demo pipeline, `make stack` starts a Docker-free
+# deployment to look at, `make test` runs the tests.
 # Each creates .venv when missing and installs the package with what it needs.
 PYTHON ?= python3
 VENV ?= .venv
@@ -6,18 +7,21 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: install demo test lint format clean
+.PHONY: install demo stack test lint format clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[spark,test]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[spark,postgres,test]'
 	touch $(STAMP)
 
 install: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/python demo/run.py
+
+stack: $(STAMP)
+	$(BIN)/python -m airflow_provider_jetstream.local.stack --dags-folder dags --workdir .stack
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
@@ -31,4 +35,4 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 
 clean:
-	rm -rf $(VENV) .demo .pytest_cache
+	rm -rf $(VENV) .demo .stack .pytest_cache
