@@ -63,7 +63,8 @@ Every hour, for the leaves {", ".join(f"`{leaf}`" for leaf in LEAF_DOMAINS)} and
 4. **process** the new readings with Spark: from the sequence after the checkpoint in KV
    `{PIPELINE_BUCKET}/{CHECKPOINT_KEY}` to Parquet under the `output_dir` param, then advance the checkpoint.
    The job reads only the hub, so a leaf that is away cannot fail it.
-5. **mark** the run in KV `{PIPELINE_BUCKET}/{LAST_RUN_KEY}` (run id, type, when it ran, leaves that were away).
+5. **mark** the run in KV `{PIPELINE_BUCKET}/{LAST_RUN_KEY}`: run id and type, when it ran, its logical date
+   if it has one, and the leaves whose new data it went on without (`proceeded_without`).
 
 #### A leaf that is away: `unreachable_origins`
 
@@ -287,8 +288,9 @@ with DAG(
             "run_type": "{{ dag_run.run_type }}",
             "run_after": "{{ dag_run.run_after }}",
             "logical_date": "{{ dag_run.logical_date or '' }}",
-            "leaves_away": "{{ ti.xcom_pull(task_ids='" + PROBE_TASK + "')['unreachable'] | map(attribute='leaf') "
-            "| join(',') }}",
+            # Origins whose new data this run went on without (the sensor's record; empty when it waited).
+            "proceeded_without": "{{ (ti.xcom_pull(task_ids='wait_replicated') or {}).get('unreachable', []) "
+            "| map(attribute='domain') | join(',') }}",
         },
     )
 

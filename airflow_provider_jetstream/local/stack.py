@@ -407,24 +407,37 @@ class AirflowApi:
             request = urllib.request.Request(
                 f"{self.base_url}/auth/token", data=body, headers={"Content-Type": "application/json"}, method="POST"
             )
-            with urllib.request.urlopen(request, timeout=30) as resp:
+            with urllib.request.urlopen(request, timeout=120) as resp:
                 self._token = json.loads(resp.read())["access_token"]
         return self._token
 
-    def request(self, method: str, path: str, body: Any = None, expect: tuple[int, ...] = (200,)) -> Any:
-        """Call ``/api/v2<path>``; return the decoded JSON, or raise :class:`StackError` on another status."""
+    def request(
+        self, method: str, path: str, body: Any = None, expect: tuple[int, ...] = (200,), patience: float = 180.0
+    ) -> Any:
+        """Call ``/api/v2<path>``; return the decoded JSON, or raise :class:`StackError` on another status.
+
+        A busy API server may not answer for a while: a GET is asked again until ``patience`` seconds
+        have passed; a write is sent once (it may have been applied), with a long timeout.
+        """
         data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(
-            f"{self.base_url}/api/v2{path}",
-            data=data,
-            method=method,
-            headers={"Authorization": f"Bearer {self.token()}", "Content-Type": "application/json"},
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=30) as resp:
-                status, payload = resp.status, resp.read()
-        except urllib.error.HTTPError as err:
-            status, payload = err.code, err.read()
+        deadline = time.monotonic() + patience
+        while True:
+            request = urllib.request.Request(
+                f"{self.base_url}/api/v2{path}",
+                data=data,
+                method=method,
+                headers={"Authorization": f"Bearer {self.token()}", "Content-Type": "application/json"},
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=60 if method == "GET" else patience) as resp:
+                    status, payload = resp.status, resp.read()
+                break
+            except urllib.error.HTTPError as err:
+                status, payload = err.code, err.read()
+                break
+            except (TimeoutError, ConnectionError, urllib.error.URLError) as err:
+                if method != "GET" or time.monotonic() > deadline:
+                    raise StackError(f"{method} {path}: no answer from the API server ({err})") from err
         if status not in expect:
             raise StackError(f"{method} {path}: HTTP {status}: {payload[:500].decode(errors='replace')}")
         return json.loads(payload) if payload else None
@@ -464,7 +477,7 @@ class LocalAirflow:
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{ADMIN_USER}:admin",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.home / "passwords.json"),
             "AIRFLOW__API__BASE_URL": f"http://{LOOPBACK}:{self.port}",
-            "AIRFLOW__API__WORKERS": "1",
+            "AIRFLOW__API__WORKERS": "2",  # one also serves every task's Execution API calls
             "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_urlsafe(32),
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": database_url,
             "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
