@@ -123,16 +123,23 @@ def publish(stack: LocalStack, leaf: str, count: int) -> tuple[int, int]:
     return asyncio.run(_publish(stack, leaf, count))
 
 
-def hub_kv(stack: LocalStack, key: str) -> dict[str, Any]:
+def hub_kv(stack: LocalStack, key: str, revision: int | None = None) -> dict[str, Any]:
+    """A JSON value of the hub's pipeline bucket (the latest, or that revision)."""
+
     async def get() -> dict[str, Any]:
         nc = await nats.connect(stack.nats.url())
         try:
             kv = await nc.jetstream(domain=stack.hub_domain).key_value(cfg.PIPELINE_BUCKET)
-            return json.loads((await kv.get(key)).value)
+            return json.loads((await kv.get(key, revision=revision)).value)
         finally:
             await nc.close()
 
     return asyncio.run(get())
+
+
+def run_marker(stack: LocalStack, run_id: str) -> dict[str, Any]:
+    """What this run's mark_run wrote (by the revision it returned: a later run may have written since)."""
+    return hub_kv(stack, cfg.LAST_RUN_KEY, revision=int(xcom(stack, run_id, "mark_run")))
 
 
 def parquet(stack: LocalStack) -> list[tuple[str, int]]:
@@ -257,7 +264,7 @@ def test_edge_to_hub_scheduled_rest_and_leaf_outage(stack: LocalStack) -> None:
     assert rows_per_leaf(rows) == {"leaf-a": 35, "leaf-b": 20}  # the reachable data, not the late data
     exactly_once(rows)
     assert hub_kv(stack, cfg.CHECKPOINT_KEY)["seq"] == 55
-    marker = hub_kv(stack, cfg.LAST_RUN_KEY)
+    marker = run_marker(stack, manual)
     assert marker["run_id"] == manual and marker["logical_date"] == "" and marker["proceeded_without"] == "leaf-b"
     assert time.monotonic() - cut_at > RETRY_WINDOW  # longer than every retry of a per-leaf step
 
@@ -300,7 +307,7 @@ def test_edge_to_hub_scheduled_rest_and_leaf_outage(stack: LocalStack) -> None:
     assert rows_per_leaf(rows) == {"leaf-a": 35, "leaf-b": 27}  # leaf-b's late readings, once
     exactly_once(rows)
     assert hub_kv(stack, cfg.CHECKPOINT_KEY)["seq"] == 62
-    marker = hub_kv(stack, cfg.LAST_RUN_KEY)
+    marker = run_marker(stack, waiting)
     assert marker["run_id"] == waiting and marker["proceeded_without"] == "" and marker["logical_date"]
 
 
@@ -309,8 +316,9 @@ def test_grid_view_shows_the_successful_runs(stack: LocalStack) -> None:
     assert CHROMIUM, "Chromium is not installed (Debian: apt-get install chromium; .ci/run does it)"
     from playwright.sync_api import expect, sync_playwright
 
-    runs = stack.airflow.api.request("GET", f"/dags/{DAG_ID}/dagRuns?order_by=-run_after&limit=1")["dag_runs"]
-    assert runs and runs[0]["state"] == "success"
+    runs = stack.airflow.api.request("GET", f"/dags/{DAG_ID}/dagRuns?state=success&order_by=-run_after&limit=1")
+    runs = runs["dag_runs"]
+    assert runs, "no successful run to show"
     run_id = runs[0]["dag_run_id"]
     output = REPO / "test-output"
     output.mkdir(exist_ok=True)
