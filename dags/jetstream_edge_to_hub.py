@@ -73,9 +73,9 @@ The replication sensor's policy for an origin it cannot reach is a param of each
 - **`proceed` (the default)**: succeed once every *reachable* origin has exactly caught up, and list
   the unreachable ones (with reason and since when) in the sensor's XCom under `unreachable`. Edge
   links go down for hours; the hourly job should not stop the hub's processing for that. Nothing is
-  lost or repeated: while the leaf is away its readings stay in its own stream; when the link is
-  back the hub's source catches up, and the next run's Spark job, which is exactly-once by stream
-  sequence, picks them up.
+  lost or repeated: while the leaf is away its readings stay in its own stream (kept 7 days, its
+  `max_age`); when the link is back the hub's source catches up, and the next run's Spark job,
+  which is exactly-once by stream sequence, picks them up.
 - **`wait`**: wait, deferred in the triggerer, until every origin is back and caught up (or the
   sensor's timeout). Trigger a run with `{{"unreachable_origins": "wait"}}` when it must hold every
   edge's data, e.g. a period close.
