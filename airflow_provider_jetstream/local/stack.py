@@ -724,6 +724,8 @@ def main(argv: list[str] | None = None) -> int:
             stopping = True
             raise KeyboardInterrupt
 
+    # Ctrl-C (even where SIGINT came in ignored, as in a background job) and SIGTERM stop everything.
+    signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     started = time.monotonic()
     try:
