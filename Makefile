@@ -1,4 +1,5 @@
-# The two commands of the README: `make demo` runs the demo pipeline, `make test` runs the tests.
+# The commands of the README: `make demo` runs the demo pipeline, `make stack` starts a Docker-free
+# deployment to look at, `make test` runs the tests.
 # Each creates .venv when missing and installs the package with what it needs.
 PYTHON ?= python3
 VENV ?= .venv
@@ -9,12 +10,12 @@ PYTEST_ARGS ?=
 JS_DIR := tests/interop/js
 JS_STAMP := $(JS_DIR)/node_modules/.installed-stamp
 
-.PHONY: install interop-deps demo test lint format clean
+.PHONY: install interop-deps demo stack test lint format clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[spark,test]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[spark,postgres,test]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -33,6 +34,9 @@ interop-deps: $(JS_STAMP)
 demo: $(STAMP)
 	$(BIN)/python demo/run.py
 
+stack: $(STAMP)
+	$(BIN)/python -m airflow_provider_jetstream.local.stack --dags-folder dags --workdir .stack
+
 test: $(STAMP) $(JS_STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
@@ -45,4 +49,4 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 
 clean:
-	rm -rf $(VENV) .demo .pytest_cache $(JS_DIR)/node_modules
+	rm -rf $(VENV) .demo .stack .pytest_cache $(JS_DIR)/node_modules

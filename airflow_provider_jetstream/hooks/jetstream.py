@@ -7,7 +7,7 @@ import contextlib
 import logging
 import time
 import weakref
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Coroutine, Sequence
 from typing import Any, TypeVar
 
 import nats.errors
@@ -179,6 +179,31 @@ class JetStreamHook(BaseHook):
             return await JetStreamApi(nc, prefix, timeout=config.connect_timeout).account_info()
         except (JetStreamDomainUnavailableError, JetStreamImportMissingError) as err:
             raise self._no_jetstream(domain, api_prefix) from err
+
+    async def aprobe_domains(self, domains: Sequence[str], timeout: float | None = None) -> dict[str, str | None]:
+        """Which of these JetStream domains answer through this connection right now.
+
+        Asks every domain's JetStream for its account info at once and returns ``{domain: None}``
+        for each that answered within ``timeout`` seconds (default: the connection's
+        ``connect_timeout``) and ``{domain: reason}`` for each that did not. A leaf cut off from the
+        hub gets "no responders" at once, so the check is short. An unreachable domain is a result,
+        not an error; a failure to reach the connection's own servers still raises.
+        """
+        config = await self.aget_conn_config()
+        wait = config.connect_timeout if timeout is None else timeout
+
+        async def probe(nc: Client, domain: str) -> str | None:
+            try:
+                await JetStreamApi(nc, api_prefix_for(domain), timeout=wait, target=f"domain {domain!r}").account_info()
+            except JetStreamDomainUnavailableError as err:
+                return str(err)
+            except JetStreamError as err:  # it answered, with an error (e.g. JetStream off for the account)
+                return f"JetStream in domain {domain!r} answered with an error: {err}"
+            return None
+
+        async with self.aconnect() as nc:
+            reasons = await asyncio.gather(*(probe(nc, domain) for domain in domains))
+        return dict(zip(domains, reasons, strict=True))
 
     def _no_jetstream(
         self, domain: str | None, api_prefix: str | None
