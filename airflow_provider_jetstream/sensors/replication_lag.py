@@ -73,6 +73,8 @@ class JetStreamReplicationLagSensor(BaseJetStreamSensor):
         "sources",
         "max_inactive",
         "error_grace",
+        "verify_origin",
+        "unreachable_origins",
     )
     event_key = "replication"
 
@@ -94,12 +96,16 @@ class JetStreamReplicationLagSensor(BaseJetStreamSensor):
         self.max_lag = validate_count(max_lag, "max_lag")
         self.max_inactive = max_inactive
         self.error_grace = error_grace
-        self.verify_origin = validate_choice(verify_origin, "verify_origin", VERIFY_ORIGIN)
-        self.unreachable_origins = validate_choice(unreachable_origins, "unreachable_origins", UNREACHABLE_ORIGINS)
-        if not any(templated(v) for v in (stream, sources, max_inactive, error_grace)):
+        self.verify_origin = verify_origin
+        self.unreachable_origins = unreachable_origins
+        if not any(
+            templated(v) for v in (stream, sources, max_inactive, error_grace, verify_origin, unreachable_origins)
+        ):
             self.validate()
 
     def validate(self) -> None:
+        validate_choice(self.verify_origin, "verify_origin", VERIFY_ORIGIN)
+        validate_choice(self.unreachable_origins, "unreachable_origins", UNREACHABLE_ORIGINS)
         self.max_inactive_seconds = duration_seconds(self.max_inactive, "max_inactive", positive=True)
         self.error_grace_seconds = duration_seconds(self.error_grace, "error_grace")
         validate_name(self.stream, "stream")
