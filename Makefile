@@ -1,4 +1,5 @@
-# The two commands of the README: `make demo` runs the demo pipeline, `make test` runs the tests.
+# The commands of the README: `make demo` runs the demo pipeline, `make stack` starts a Docker-free
+# deployment to look at, `make test` runs the tests.
 # Each creates .venv when missing and installs the package with what it needs.
 PYTHON ?= python3
 VENV ?= .venv
@@ -13,12 +14,12 @@ JS_STAMP := $(JS_DIR)/node_modules/.installed-stamp
 PY_VERSION = $(shell $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 CONSTRAINTS = $(if $(wildcard constraints-py$(PY_VERSION).txt),constraints-py$(PY_VERSION).txt,constraints.txt)
 
-.PHONY: install interop-deps demo test lint format clean
+.PHONY: install interop-deps demo stack test lint format clean
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e '.[spark,test,websocket]'
+	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e '.[spark,postgres,test,websocket]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -37,6 +38,9 @@ interop-deps: $(JS_STAMP)
 demo: $(STAMP)
 	$(BIN)/python demo/run.py
 
+stack: $(STAMP)
+	$(BIN)/python -m airflow_provider_jetstream.local.stack --dags-folder dags --workdir .stack
+
 test: $(STAMP) $(JS_STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
@@ -49,4 +53,4 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 
 clean:
-	rm -rf $(VENV) .demo .pytest_cache $(JS_DIR)/node_modules
+	rm -rf $(VENV) .demo .stack .pytest_cache $(JS_DIR)/node_modules

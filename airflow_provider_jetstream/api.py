@@ -9,19 +9,24 @@ one place that speaks it, on nats-py's public request API.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 from typing import Any
 
 import nats.errors
 from nats.aio.client import Client
 
+from airflow_provider_jetstream.client import refusal_since
 from airflow_provider_jetstream.exceptions import (
     JetStreamDomainUnavailableError,
     JetStreamError,
+    JetStreamImportMissingError,
     JetStreamNotFoundError,
+    JetStreamPermissionError,
 )
 
 STREAM_NOT_FOUND = 10059
+NO_MESSAGE_FOUND = 10037
 CONSUMER_NOT_FOUND = 10014
 WRONG_LAST_SEQUENCE = 10071
 
@@ -31,6 +36,21 @@ def domain_of(prefix: str | None) -> str | None:
     if prefix and prefix.startswith("$JS.") and prefix.endswith(".API") and prefix.count(".") == 2:
         return prefix.split(".")[1]
     return None
+
+
+def is_imported_prefix(prefix: str | None) -> bool:
+    """Whether a JetStream API prefix is an account import (``JS.acc@hub.API``) rather than
+    ``$JS.API`` or a domain's ``$JS.<domain>.API``: only the subjects the account imports answer there."""
+    return bool(prefix) and prefix.rstrip(".") != "$JS.API" and domain_of(prefix.rstrip(".")) is None
+
+
+def unavailable_hint(prefix: str) -> str:
+    """What it may mean that no JetStream answered at ``prefix``, in words."""
+    if is_imported_prefix(prefix):
+        return "is the API exported and imported into this account (and the exporting JetStream up)?"
+    if domain_of(prefix):
+        return "a leaf that is offline, or a wrong domain name?"
+    return "is JetStream enabled for this account?"
 
 
 def describe_prefix(prefix: str) -> str:
@@ -69,17 +89,26 @@ class JetStreamApi:
         subject = f"{self.prefix}.{suffix}"
         payload = json.dumps(body, separators=(",", ":")).encode() if body is not None else b""
         self.requests += 1
+        started = time.monotonic()
         try:
             msg = await self.nc.request(subject, payload, timeout=self.timeout)
         except nats.errors.NoRespondersError:
+            if is_imported_prefix(self.prefix):
+                raise JetStreamImportMissingError(
+                    f"nothing answers {subject!r} in this account: it has no import of "
+                    f"{self.prefix}.{suffix.rsplit('.', 1)[0] if '.' in suffix else suffix} (or the exporting "
+                    "account's JetStream is down); waiting cannot help"
+                ) from None
             raise JetStreamDomainUnavailableError(
-                f"no JetStream responded in {self.target} ({self.prefix}): is the leaf connected, the domain "
-                "name right, or the API exported and imported?"
+                f"no JetStream responded in {self.target} ({self.prefix}): {unavailable_hint(self.prefix)}"
             ) from None
         except nats.errors.TimeoutError:
+            refusal = refusal_since(self.nc, started, subject)
+            if refusal:
+                raise JetStreamPermissionError(f"JetStream in {self.target}: {refusal}") from None
             raise JetStreamDomainUnavailableError(
                 f"JetStream in {self.target} ({self.prefix}) did not answer {suffix.split('.')[0]} within "
-                f"{self.timeout:g}s"
+                f"{self.timeout:g}s: {unavailable_hint(self.prefix)}"
             ) from None
         response = json.loads(msg.data) if msg.data else {}
         if "error" in response:
@@ -113,6 +142,27 @@ class JetStreamApi:
                     f"stream {stream!r} does not exist in {self.target}: create it first"
                 ) from None
             raise
+
+    async def last_msg(self, stream: str, subject: str = ">") -> dict[str, Any] | None:
+        """The stream's last message on ``subject`` (wildcards allowed): ``{"seq", "subject", "hdrs"...}``
+        (``hdrs`` base64), or None when no message matches. Raises :class:`JetStreamNotFoundError`
+        when the stream does not exist."""
+        return await self._msg_get(stream, {"last_by_subj": subject})
+
+    async def msg(self, stream: str, seq: int) -> dict[str, Any] | None:
+        """The stream's message at ``seq``, or None when there is none (deleted, or out of range)."""
+        return await self._msg_get(stream, {"seq": seq})
+
+    async def _msg_get(self, stream: str, body: Mapping[str, Any]) -> dict[str, Any] | None:
+        try:
+            response = await self.request(f"STREAM.MSG.GET.{stream}", body)
+        except JetStreamApiError as err:
+            if err.err_code == NO_MESSAGE_FOUND:
+                return None
+            if err.err_code == STREAM_NOT_FOUND:
+                raise JetStreamNotFoundError(f"stream {stream!r} does not exist in {self.target}") from None
+            raise
+        return response.get("message") or None
 
     async def stream_names(self, subject: str | None = None) -> list[str]:
         """Every stream name (listening on ``subject`` if given), all pages of ``STREAM.NAMES``."""

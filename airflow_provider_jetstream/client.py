@@ -10,7 +10,11 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 import ssl
+import time
+import weakref
+from collections import deque
 from typing import Any
 
 import nats.errors
@@ -21,6 +25,37 @@ from airflow_provider_jetstream.connection import JetStreamConnectionConfig
 from airflow_provider_jetstream.exceptions import JetStreamAuthError, JetStreamConfigError, JetStreamConnectionError
 
 log = logging.getLogger(__name__)
+
+#: ``-ERR 'Permissions Violation for Publish to "<subject>"'`` the server sent each client, newest last,
+#: as ``(monotonic time, kind, subject)``. The server drops a refused request without a reply, so the
+#: requester only sees a timeout; this is how a timeout is told from a refusal.
+_REFUSALS: weakref.WeakKeyDictionary[Client, deque[tuple[float, str, str]]] = weakref.WeakKeyDictionary()
+_REFUSAL = re.compile(r"permissions violation for (publish|subscription) to \"?([^\"']+)\"?", re.IGNORECASE)
+
+
+def note_refusal(nc: Client, err: BaseException) -> None:
+    """Remember a ``Permissions Violation`` error the server sent to ``nc`` (no-op for other errors)."""
+    match = _REFUSAL.search(str(err))
+    if match:
+        _REFUSALS.setdefault(nc, deque(maxlen=64)).append((time.monotonic(), match[1].lower(), match[2].strip()))
+
+
+def refusal_since(nc: Client, since: float, subject: str | None = None, prefix: str | None = None) -> str | None:
+    """The server's refusal of a publish to ``subject`` (or to any subject under ``prefix``, or any
+    subject at all if both are None), or of a subscription, received after ``since``
+    (``time.monotonic()``), in words; None if there was none."""
+    for at, kind, refused in reversed(_REFUSALS.get(nc, ())):
+        if at < since:
+            break
+        # nats-py lowercases the server's error text, so subjects compare without case.
+        name = refused.lower()
+        if (
+            kind == "subscription"
+            or (subject is not None and name == subject.lower())
+            or (subject is None and (prefix is None or name.startswith(prefix.lower().rstrip(".") + ".")))
+        ):
+            return f"the server refused this user's {kind} to {refused!r} (Permissions Violation)"
+    return None
 
 
 class TlsNotStartedError(nats.errors.Error):
@@ -120,6 +155,7 @@ async def open_connection(config: JetStreamConnectionConfig) -> Client:
 
     async def on_error(err: Exception) -> None:
         seen.append(err)
+        note_refusal(nc, err)
         if isinstance(err, TlsNotStartedError) and nc.is_reconnecting:
             log.warning("NATS connection %r: %s", conn_id, _tls_refusal(config, err))
         else:

@@ -40,7 +40,14 @@ class ExtraField:
 
 
 #: The connection's extra fields; the UI form (provider info) and the validation both read this.
+#: The form shows them in this order: what this provider is about (domain, API prefix) first.
 EXTRA_FIELDS: dict[str, ExtraField] = {
+    "domain": ExtraField(
+        "JetStream domain", "JetStream domain to address: API prefix $JS.<domain>.API.", placeholder="hub"
+    ),
+    "api_prefix": ExtraField(
+        "JetStream API prefix", "Explicit API prefix, e.g. an import (not with domain).", placeholder="JS.acc@hub.API"
+    ),
     "token": ExtraField("Token", "Authentication token, instead of user/password.", secret=True),
     "nkey_seed": ExtraField("NKey seed", "User NKey seed (starts with 'SU').", secret=True, placeholder="SUAM..."),
     "creds_file": ExtraField(
@@ -83,12 +90,6 @@ EXTRA_FIELDS: dict[str, ExtraField] = {
         "credentials are sent.",
         "boolean",
         False,
-    ),
-    "domain": ExtraField(
-        "JetStream domain", "JetStream domain to address: API prefix $JS.<domain>.API.", placeholder="hub"
-    ),
-    "api_prefix": ExtraField(
-        "JetStream API prefix", "Explicit API prefix, e.g. an import (not with domain).", placeholder="JS.acc@hub.API"
     ),
     "client_name": ExtraField(
         "Client name", "Name shown for this client in the server's connection list.", placeholder="airflow"

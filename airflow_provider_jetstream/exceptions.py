@@ -21,8 +21,8 @@ class JetStreamRefusalError(JetStreamError):
     """A refusal: the same task, run again with the same arguments, would be refused again.
 
     Operators turn it into ``AirflowFailException`` (no retries). Subclasses: every
-    :class:`JetStreamConfigError` (bad argument or spec, refused reconcile, double store) and
-    :class:`JetStreamAuthError`.
+    :class:`JetStreamConfigError` (bad argument or spec, refused reconcile, double store),
+    :class:`JetStreamAuthError` and :class:`JetStreamPermissionError`.
     """
 
 
@@ -45,6 +45,16 @@ class JetStreamDomainUnavailableError(JetStreamError):
 
 class JetStreamNotFoundError(JetStreamError, LookupError):
     """A stream, consumer or bucket that must exist does not: waiting or retrying cannot help."""
+
+
+class JetStreamPermissionError(JetStreamRefusalError):
+    """The server refused a request this connection's user may not make (a ``Permissions Violation``),
+    or the account has no import of the API it addresses: waiting cannot help."""
+
+
+class JetStreamImportMissingError(JetStreamPermissionError):
+    """Nothing answers an imported API prefix (``JS.acc@hub.API``) in this account: the account lacks
+    the import of that API subject (or the exporting account's JetStream is down)."""
 
 
 def is_refusal(error: BaseException) -> bool:

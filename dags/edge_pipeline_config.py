@@ -1,7 +1,13 @@
 """Names shared by the example DAGs: the edge-to-hub topology they run against.
 
-Defaults match `make demo` and docker-compose.yml (hub domain `hub`, leaves `leaf-a` and
-`leaf-b`, Airflow connection `nats_hub`); environment variables override them for your deployment.
+Defaults match `make demo`, `make stack` and docker-compose.yml (hub domain `hub`, leaves `leaf-a`
+and `leaf-b`, Airflow connection `nats_hub`); environment variables override them for your deployment.
+
+The `JETSTREAM_*` variables are read when a DAG file is parsed: they decide which tasks exist (one
+per leaf) and their defaults. Airflow parses the files in the dag-processor and again in every
+worker that runs a task, so set them to the same values in both (and in the scheduler and triggerer,
+which share the deployment's environment), and restart those processes after changing them: a
+dag-processor that still has the old values keeps serializing the old DAG.
 """
 
 from __future__ import annotations
@@ -17,6 +23,12 @@ HUB_DOMAIN = os.environ.get("JETSTREAM_HUB_DOMAIN", "hub")
 LEAF_DOMAINS = [d.strip() for d in os.environ.get("JETSTREAM_LEAF_DOMAINS", "leaf-a,leaf-b").split(",") if d.strip()]
 #: Where the Spark job writes Parquet.
 OUTPUT_DIR = os.environ.get("JETSTREAM_OUTPUT_DIR", "/opt/airflow/output")
+#: Retries of each task, and the delay between them (seconds). A leaf that is away is not retried:
+#: its steps are skipped (see jetstream_edge_to_hub), so these only cover passing hub failures.
+RETRIES = int(os.environ.get("JETSTREAM_RETRIES", "2"))
+RETRY_DELAY_SECONDS = float(os.environ.get("JETSTREAM_RETRY_DELAY", "60"))
+#: How long the reachability check waits for a leaf's JetStream to answer through the hub (seconds).
+PROBE_TIMEOUT_SECONDS = float(os.environ.get("JETSTREAM_PROBE_TIMEOUT", "5"))
 
 #: Each leaf's stream of sensor readings. Subjects carry the site, so no two domains of the
 #: account listen on the same subject (the NATS docs: both would store every message).
@@ -29,8 +41,21 @@ COMMANDS_STREAM = "commands"
 PIPELINE_BUCKET = "pipeline"
 CHECKPOINT_KEY = "edge_to_hub.checkpoint"
 LAST_RUN_KEY = "edge_to_hub.last_run"
-#: KV bucket in each leaf where an edge process announces a finished batch.
-EDGE_STATUS_BUCKET = "edge-status"
+
+
+def edge_status_bucket(leaf: str) -> str:
+    """The KV bucket in ``leaf`` where its edge process announces a finished batch.
+
+    One name per leaf: KV writes go to ``$KV.<bucket>.<key>`` whatever the writer's domain, so a
+    bucket of one name in two linked leaves of one account would store both leaves' announcements
+    (the double store the NATS docs warn about).
+    """
+    return f"edge-status-{leaf}"
+
+
+def edge_status_bucket_spec(leaf: str) -> dict:
+    """The spec of a leaf's announcement bucket: the gate DAG ensures it, an edge process may create it first."""
+    return {"bucket": edge_status_bucket(leaf), "history": 5}
 
 
 def leaf_stream_spec(leaf: str) -> dict:

@@ -93,13 +93,21 @@ def test_edge_to_hub_runs_incrementally(airflow_db, dagbag, edge_topology, tmp_p
 
 
 def test_kv_gate_waits_for_the_leaf_key(airflow_db, dagbag, edge_topology) -> None:
+    """The gate creates the leaf's announcement bucket itself, waits for the edge's key, processes the batch."""
     first, last = asyncio.run(publish_readings(edge_topology, "leaf-a", 12))
+    bucket = "edge-status-leaf-a"
 
     async def edge_status(action: str) -> object:
         nc = await nats.connect(edge_topology.url("leaf-a"))
         try:
             js = nc.jetstream()
-            kv = await js.create_key_value(bucket="edge-status", history=5)
+            if action == "bucket_exists":
+                try:
+                    await js.key_value(bucket)
+                    return True
+                except nats.js.errors.BucketNotFoundError:
+                    return False
+            kv = await js.key_value(bucket)
             if action == "announce":
                 return await kv.put(
                     "batch.ready", json.dumps({"batch": "b-1", "first_seq": first, "last_seq": last}).encode()
@@ -114,10 +122,13 @@ def test_kv_gate_waits_for_the_leaf_key(airflow_db, dagbag, edge_topology) -> No
         finally:
             await nc.close()
 
-    asyncio.run(edge_status("create"))
+    assert not asyncio.run(edge_status("bucket_exists"))  # nobody prepared the edge: the DAG must
 
     def announce_later() -> None:
-        time.sleep(3)
+        deadline = time.monotonic() + 120
+        while not asyncio.run(edge_status("bucket_exists")) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(3)  # the DAG is waiting now; the edge announces a little later
         asyncio.run(edge_status("announce"))
 
     announcer = threading.Thread(target=announce_later)

@@ -47,6 +47,7 @@ def test_connection_form_declares_every_extra_field_and_masks_the_secrets() -> N
     (conn_type,) = get_provider_info()["connection-types"]
     fields = conn_type["conn-fields"]
     assert set(fields) == set(EXTRA_FIELDS)
+    assert list(fields)[:2] == ["domain", "api_prefix"]  # what this provider is about comes first in the form
     secret = {name for name, field in fields.items() if field["schema"].get("format") == "password"}
     assert secret == {"token", "nkey_seed", "creds"}
     placeholders = conn_type["ui-field-behaviour"]["placeholders"]

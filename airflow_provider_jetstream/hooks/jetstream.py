@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import weakref
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Coroutine, Sequence
 from typing import Any, TypeVar
 
 import nats.errors
@@ -15,10 +16,15 @@ from airflow.sdk import BaseHook
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
-from airflow_provider_jetstream.api import JetStreamApi, describe_prefix
-from airflow_provider_jetstream.client import open_connection, release
+from airflow_provider_jetstream.api import JetStreamApi, describe_prefix, is_imported_prefix
+from airflow_provider_jetstream.client import open_connection, refusal_since, release
 from airflow_provider_jetstream.connection import JetStreamConnectionConfig, api_prefix_for
-from airflow_provider_jetstream.exceptions import JetStreamDomainUnavailableError, JetStreamError
+from airflow_provider_jetstream.exceptions import (
+    JetStreamDomainUnavailableError,
+    JetStreamError,
+    JetStreamImportMissingError,
+    JetStreamPermissionError,
+)
 from airflow_provider_jetstream.utils.sync import run_sync
 
 T = TypeVar("T")
@@ -146,10 +152,19 @@ class JetStreamHook(BaseHook):
         """
         async with self.aconnect() as nc:  # loads the connection's config without blocking first
             prefix = self.resolve_api_prefix(domain, api_prefix)
+            started = time.monotonic()
             try:
                 yield nc.jetstream(prefix=prefix)
             except (nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError) as err:
                 raise self._no_jetstream(domain, api_prefix) from err
+            except nats.errors.TimeoutError as err:
+                # The server drops a request the user may not publish, so a refusal looks like a timeout.
+                refusal = refusal_since(nc, started, prefix=prefix)
+                if refusal:
+                    raise JetStreamPermissionError(
+                        f"JetStream in {self.describe_target(domain, api_prefix)}: {refusal}"
+                    ) from err
+                raise
 
     async def aaccount_info(
         self, nc: Client, domain: str | None = None, api_prefix: str | None = None
@@ -162,19 +177,54 @@ class JetStreamHook(BaseHook):
         prefix = self.resolve_api_prefix(domain, api_prefix)
         try:
             return await JetStreamApi(nc, prefix, timeout=config.connect_timeout).account_info()
-        except JetStreamDomainUnavailableError as err:
+        except (JetStreamDomainUnavailableError, JetStreamImportMissingError) as err:
             raise self._no_jetstream(domain, api_prefix) from err
 
-    def _no_jetstream(self, domain: str | None, api_prefix: str | None) -> JetStreamDomainUnavailableError:
+    async def aprobe_domains(self, domains: Sequence[str], timeout: float | None = None) -> dict[str, str | None]:
+        """Which of these JetStream domains answer through this connection right now.
+
+        Asks every domain's JetStream for its account info at once and returns ``{domain: None}``
+        for each that answered within ``timeout`` seconds (default: the connection's
+        ``connect_timeout``) and ``{domain: reason}`` for each that did not. A leaf cut off from the
+        hub gets "no responders" at once, so the check is short. An unreachable domain is a result,
+        not an error; a failure to reach the connection's own servers still raises.
+        """
+        config = await self.aget_conn_config()
+        wait = config.connect_timeout if timeout is None else timeout
+
+        async def probe(nc: Client, domain: str) -> str | None:
+            try:
+                await JetStreamApi(nc, api_prefix_for(domain), timeout=wait, target=f"domain {domain!r}").account_info()
+            except JetStreamDomainUnavailableError as err:
+                return str(err)
+            except JetStreamError as err:  # it answered, with an error (e.g. JetStream off for the account)
+                return f"JetStream in domain {domain!r} answered with an error: {err}"
+            return None
+
+        async with self.aconnect() as nc:
+            reasons = await asyncio.gather(*(probe(nc, domain) for domain in domains))
+        return dict(zip(domains, reasons, strict=True))
+
+    def _no_jetstream(
+        self, domain: str | None, api_prefix: str | None
+    ) -> JetStreamDomainUnavailableError | JetStreamImportMissingError:
+        """No JetStream answered: for a domain, keep waiting (a leaf offline, or a typo); for an
+        imported prefix, the account lacks the import (:class:`JetStreamImportMissingError`)."""
         config = self._config
         conn_id = config.conn_id if config else self.jetstream_conn_id
         timeout = config.connect_timeout if config else None
         prefix = self.resolve_api_prefix(domain, api_prefix)
         target = self.describe_target(domain, api_prefix)
+        if is_imported_prefix(prefix):
+            return JetStreamImportMissingError(
+                f"connection {conn_id!r}: nothing answers the JetStream API at {target} ({prefix}) in this "
+                "account: is the API exported and imported into this account (and the exporting JetStream "
+                "up)? Waiting cannot help"
+            )
         hint = (
-            "is the leaf connected, is the name right?"
+            "is the leaf connected, is the name right? (a leaf that is offline, or a wrong domain name)"
             if target.startswith("domain")
-            else "is JetStream enabled for this account, and the API exported and imported?"
+            else "is JetStream enabled for this account?"
         )
         return JetStreamDomainUnavailableError(
             f"connection {conn_id!r}: no JetStream responded in {target} ({prefix}) within {timeout}s: {hint}"

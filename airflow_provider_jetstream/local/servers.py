@@ -22,6 +22,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -127,7 +128,12 @@ class NatsServer:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
-            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+            # Linux sends the death signal when the *thread* that started the child ends, not the
+            # process: a server (re)started from a worker thread (asyncio.to_thread) would be killed
+            # when that thread is retired. Only the main thread lives as long as the process.
+            preexec_fn=_die_with_parent
+            if sys.platform.startswith("linux") and threading.current_thread() is threading.main_thread()
+            else None,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -307,33 +313,43 @@ class LocalTopology:
         self.leaves[domain].restart(self._leaf_body(domain, linked=False))
 
     def reconnect_leaf(self, domain: str, timeout: float = 30.0) -> None:
-        """Restart a leaf with its remotes and wait until its domain answers through the hub."""
+        """Restart a leaf with its remotes and wait until its domain answers through the hub.
+
+        Only this leaf is waited for: another leaf that is cut off or stopped does not delay it.
+        """
         self.linked.add(domain)
         self.leaves[domain].restart(self._leaf_body(domain, linked=True))
-        self.wait_linked(timeout)
+        self.wait_linked(timeout, domains=[domain])
 
-    def wait_linked(self, timeout: float = 30.0) -> None:
-        """Wait until every linked leaf's two remotes are up and each domain's JetStream answers at the hub."""
+    def wait_linked(self, timeout: float = 30.0, domains: list[str] | None = None) -> None:
+        """Wait until the leaves of ``domains`` (default: every linked leaf) have both remotes up at
+        the hub and their JetStream, and the hub's, answer through the hub."""
         from airflow_provider_jetstream.utils.sync import run_sync
 
-        run_sync(self._await_domains(timeout))
+        run_sync(self._await_domains(timeout, sorted(self.linked) if domains is None else list(domains)))
 
-    async def _await_domains(self, timeout: float) -> None:
+    def _remotes_up(self, domains: list[str]) -> bool:
+        """Whether the hub lists both remotes (SYS and ACC) of each of these leaves."""
+        leafz = self.hub.monitor("leafz", quiet=True) or {}
+        names = [leaf.get("name") for leaf in leafz.get("leafs") or []]
+        return all(names.count(self.leaves[domain].name) >= 2 for domain in domains)
+
+    async def _await_domains(self, timeout: float, domains: list[str]) -> None:
         import nats
 
         user, password = USERS["ACC"]
         nc = await nats.connect(self.hub.url, user=user, password=password, allow_reconnect=False)
         try:
             deadline = time.monotonic() + timeout
-            waiting = {self.hub_domain, *self.linked}
-            while waiting or (self.hub.monitor("leafz").get("leafnodes", 0) != 2 * len(self.linked)):
+            waiting = {self.hub_domain, *domains}
+            while waiting or not self._remotes_up(domains):
                 for domain in sorted(waiting):
                     with contextlib.suppress(Exception):
                         await nc.request(f"$JS.{domain}.API.INFO", b"", timeout=1)
                         waiting.discard(domain)
                 if time.monotonic() > deadline:
-                    logs = "\n".join(s._log_tail(5) for s in self.leaves.values())
-                    raise NatsServerError(f"domains {sorted(waiting)} not linked after {timeout}s\n{logs}")
+                    logs = "\n".join(self.leaves[d]._log_tail(5) for d in domains)
+                    raise NatsServerError(f"domains {sorted(waiting or domains)} not linked after {timeout}s\n{logs}")
                 await asyncio.sleep(0.05)
         finally:
             await nc.close()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -12,21 +12,33 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from airflow.triggers.base import BaseTrigger
 
 from airflow_provider_jetstream.connection import api_prefix_for
-from airflow_provider_jetstream.exceptions import JetStreamConfigError, JetStreamError, JetStreamNotFoundError
+from airflow_provider_jetstream.exceptions import (
+    JetStreamConfigError,
+    JetStreamError,
+    JetStreamNotFoundError,
+    JetStreamPermissionError,
+)
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
-from airflow_provider_jetstream.replication import JetStreamReplicationError
-from airflow_provider_jetstream.triggers.consumer_lag import TRANSIENT_ERRORS, transient_reason
+from airflow_provider_jetstream.replication import JetStreamReplicationError, optional_duration_seconds
+from airflow_provider_jetstream.triggers.consumer_lag import TRANSIENT_ERRORS, UnreachableClock, transient_reason
+from airflow_provider_jetstream.utils.templates import is_resolved_at_run_time
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
 #: Errors that waiting cannot fix: the task fails at once (or is skipped with ``soft_fail``).
-FATAL_ERRORS = (JetStreamNotFoundError, JetStreamConfigError, JetStreamReplicationError)
+FATAL_ERRORS = (JetStreamNotFoundError, JetStreamConfigError, JetStreamReplicationError, JetStreamPermissionError)
+#: Trigger error reasons that waiting or retrying cannot fix (the task fails without retries).
+FATAL_REASONS = ("not_found", "invalid", "replication_error", "permission", "unreachable")
+#: Key of the sensor's state in Airflow's task state store (kept across reschedules).
+STATE_KEY = "airflow_provider_jetstream.sensor_state"
 
 
 def templated(value: Any) -> bool:
-    """Whether a constructor argument is still a Jinja template (validated after rendering)."""
-    return isinstance(value, str) and "{{" in value
+    """Whether a constructor argument is still to be rendered (validated once rendered): Jinja at
+    any depth of lists, tuples, sets and dict values, or an ``XComArg``
+    (:func:`airflow_provider_jetstream.utils.templates.is_resolved_at_run_time`)."""
+    return is_resolved_at_run_time(value)
 
 
 class BaseJetStreamSensor(BaseSensorOperator, abc.ABC):
@@ -37,14 +49,20 @@ class BaseJetStreamSensor(BaseSensorOperator, abc.ABC):
     :param api_prefix: JetStream API prefix instead of a domain. Default: the connection's.
     :param deferrable: wait in the triggerer instead of a worker slot. Default: Airflow's
         ``[operators] default_deferrable`` (False unless configured).
+    :param unreachable_timeout: how long the target domain may go without answering (a leaf that
+        is offline, or a wrong domain name) before the task fails: seconds, ``timedelta`` or text
+        like ``"10m"`` (templated). Default None: keep waiting until the sensor's ``timeout``.
 
     Every check runs once on the worker first: a condition already met succeeds without
-    deferring, and a missing stream, consumer or bucket fails at once (skipped with
-    ``soft_fail=True``). In deferrable mode the trigger polls (or watches) every
-    ``poke_interval`` seconds until ``timeout``.
+    deferring, and a missing stream, consumer or bucket, a refused request (``Permissions
+    Violation``) or an imported API prefix this account has no import for fails at once (skipped
+    with ``soft_fail=True``). In deferrable mode the trigger polls (or watches) every
+    ``poke_interval`` seconds until ``timeout``. What a check must remember for the next one (since
+    when the domain has not answered...) is kept in the sensor in poke mode, in Airflow's task state
+    store (``context["task_state_store"]``) across reschedules, and handed to the trigger.
     """
 
-    template_fields: Sequence[str] = ("jetstream_conn_id", "domain", "api_prefix")
+    template_fields: Sequence[str] = ("jetstream_conn_id", "domain", "api_prefix", "unreachable_timeout")
     ui_color = "#27aae1"
 
     def __init__(
@@ -54,6 +72,7 @@ class BaseJetStreamSensor(BaseSensorOperator, abc.ABC):
         domain: str | None = None,
         api_prefix: str | None = None,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        unreachable_timeout: float | str | timedelta | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -61,8 +80,13 @@ class BaseJetStreamSensor(BaseSensorOperator, abc.ABC):
         self.domain = domain
         self.api_prefix = api_prefix
         self.deferrable = deferrable
+        self.unreachable_timeout = unreachable_timeout
+        self._state: dict[str, Any] = {}
+        self._state_persisted = False
         if not templated(domain) and not templated(api_prefix):
             api_prefix_for(domain, api_prefix)
+        if not templated(unreachable_timeout):
+            self.unreachable_timeout_seconds = optional_duration_seconds(unreachable_timeout, "unreachable_timeout")
 
     # -- what each sensor defines -------------------------------------------------------------
 
@@ -95,8 +119,28 @@ class BaseJetStreamSensor(BaseSensorOperator, abc.ABC):
         raise AirflowFailException(message)
 
     def poke(self, context: Context) -> bool | PokeReturnValue:
+        store = context.get("task_state_store") if isinstance(context, Mapping) and self.reschedule else None
+        if store is not None:
+            # A rescheduled sensor is a new process at each poke: its state comes from the store.
+            self._state = dict(store.get(STATE_KEY) or {})
+        self._state_persisted = store is not None
+        done = False
+        try:
+            done, result = self._poke_once()
+            return result
+        finally:
+            if store is not None:
+                if done:
+                    store.delete(STATE_KEY)
+                else:
+                    store.set(STATE_KEY, self._state)
+
+    def _poke_once(self) -> tuple[bool, bool | PokeReturnValue]:
         try:
             self.validate()
+            self.unreachable_timeout_seconds = optional_duration_seconds(
+                self.unreachable_timeout, "unreachable_timeout"
+            )
             hook = self.make_hook()
         except JetStreamConfigError as err:
             self.fail(str(err))
@@ -105,9 +149,16 @@ class BaseJetStreamSensor(BaseSensorOperator, abc.ABC):
         except FATAL_ERRORS as err:
             self.fail(str(err))
         except TRANSIENT_ERRORS as err:
-            self.log.info("Cannot check yet, will retry: %s", transient_reason(hook, err))
-            return False
-        return PokeReturnValue(True, xcom) if done else False
+            reason = transient_reason(hook, err)
+            clock = UnreachableClock(self.unreachable_timeout_seconds, self._state.get("unreachable_since"))
+            failure = clock.note(reason)
+            self._state["unreachable_since"] = clock.since
+            if failure:
+                self.fail(failure)
+            self.log.info("Cannot check yet, will retry: %s", reason)
+            return False, False
+        self._state.pop("unreachable_since", None)
+        return done, (PokeReturnValue(True, xcom) if done else False)
 
     def execute(self, context: Context) -> Any:
         if not self.deferrable:
@@ -121,13 +172,14 @@ class BaseJetStreamSensor(BaseSensorOperator, abc.ABC):
         """Resume after the trigger fired: return its reading, or fail with its message.
 
         As in poke mode, what waiting cannot fix (missing stream/consumer/bucket, bad argument, a
-        lasting replication error) fails without retries (or skips with ``soft_fail``); a
+        refused request, a lasting replication error, a domain unreachable beyond
+        ``unreachable_timeout``) fails without retries (or skips with ``soft_fail``); a
         connection failure fails as any error does, so Airflow's retries apply.
         """
         if event.get("status") == "success":
             self.log.info("Success criteria met in the triggerer.")
             return event.get(self.event_key)
         message = event.get("message") or f"the trigger failed: {event!r}"
-        if event.get("reason") in ("not_found", "invalid", "replication_error"):
+        if event.get("reason") in FATAL_REASONS:
             self.fail(message)
         raise JetStreamError(message)

@@ -29,7 +29,7 @@ class JetStreamConsumerLagSensor(BaseJetStreamSensor):
     :param max_redelivered: most redelivered messages; None (default) does not check.
 
     Also takes :class:`BaseJetStreamSensor`'s ``jetstream_conn_id``, ``domain``, ``api_prefix``,
-    ``deferrable`` and Airflow's sensor arguments (``poke_interval``, ``timeout``, ``mode``,
+    ``deferrable``, ``unreachable_timeout`` and Airflow's sensor arguments (``poke_interval``, ``timeout``, ``mode``,
     ``soft_fail``...).
     """
 
@@ -78,4 +78,6 @@ class JetStreamConsumerLagSensor(BaseJetStreamSensor):
             max_ack_pending=self.max_ack_pending,
             max_redelivered=self.max_redelivered,
             poll_interval=self.poke_interval,
+            unreachable_timeout=self.unreachable_timeout_seconds,
+            state=dict(self._state),
         )

@@ -28,7 +28,7 @@ class JetStreamKeyValueSensor(BaseJetStreamSensor):
     :param min_revision: revision (stream sequence) the key must reach; None (default) accepts any.
 
     Also takes :class:`BaseJetStreamSensor`'s ``jetstream_conn_id``, ``domain``, ``api_prefix``,
-    ``deferrable`` and Airflow's sensor arguments (``poke_interval``, ``timeout``, ``mode``,
+    ``deferrable``, ``unreachable_timeout`` and Airflow's sensor arguments (``poke_interval``, ``timeout``, ``mode``,
     ``soft_fail``...).
     """
 
@@ -74,4 +74,6 @@ class JetStreamKeyValueSensor(BaseJetStreamSensor):
             value=self.value,
             min_revision=self.min_revision,
             rewatch_interval=max(self.poke_interval, 5.0),
+            unreachable_timeout=self.unreachable_timeout_seconds,
+            state=dict(self._state),
         )

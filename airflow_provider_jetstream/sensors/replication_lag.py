@@ -10,9 +10,12 @@ from typing import Any
 from airflow_provider_jetstream.exceptions import JetStreamConfigError
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.replication import (
+    UNREACHABLE_ORIGINS,
+    VERIFY_ORIGIN,
     JetStreamReplicationError,
     ReplicationWatch,
     duration_seconds,
+    validate_choice,
     validate_count,
 )
 from airflow_provider_jetstream.sensors.base import BaseJetStreamSensor, templated
@@ -23,24 +26,41 @@ from airflow_provider_jetstream.triggers.replication_lag import JetStreamReplica
 class JetStreamReplicationLagSensor(BaseJetStreamSensor):
     """Wait until a stream's mirror, or every (named) source, has caught up with its origin.
 
-    An origin is caught up when its lag is at most ``max_lag``, the hub heard from it within
-    ``max_inactive`` and it reports no replication error: the nats CLI's ``nats server check
-    stream --lag-critical --seen-critical`` for each row of ``nats stream report``'s replication
-    table. The lag alone is not enough across leaf nodes: while a leaf is cut off the hub keeps
-    reporting the last lag it knew (often 0) with no error, so an origin silent for longer than
-    ``max_inactive`` is never caught up. Each check logs the replication table. An origin that
-    reports a replication error for longer than ``error_grace`` fails the task with the error.
-    Returns (XCom) the stream's message count, last sequence and each origin's status.
+    The hub's own report cannot tell "caught up" from "cut off": right after a leaf is cut off it
+    keeps reporting ``lag=0``, no error and a fresh ``active`` while the leaf holds messages the hub
+    never got. So each check first asks every origin, in its own domain (the connection reaches them
+    all), for its last sequence among the subjects the copy takes, then reads the stream: a mirror
+    is caught up when it holds that sequence, a source when its newest copy from that origin carries
+    it (exact). An origin whose domain does not answer is never caught up (``unreachable_origins``
+    says whether it holds the sensor back). Where this account cannot call an origin's API by design
+    (an imported prefix such as ``JS.acc@hub.API`` exporting only the consumer API), ``verify_origin``
+    says what to do: ``"auto"`` falls back to the lag/active rule (``lag <= max_lag``, heard from
+    within ``max_inactive``, no error: ``nats server check stream --lag-critical --seen-critical``),
+    saying so in the table. The table is logged when it changes, and once a minute while it does not.
+    An origin that reports a replication error for longer than ``error_grace`` fails the task with
+    the error; so do a refused request and an origin unreachable for longer than
+    ``unreachable_timeout``. Returns (XCom) the stream's message count, last sequence, ``caught_up``
+    (every origin), each origin's status (``origins``) and the unreachable ones (``unreachable``:
+    ``origin``, ``kind``, ``domain``, ``api_prefix``, ``reason``, ``since``).
 
     :param stream: the stream that mirrors or sources, in ``domain`` (templated).
-    :param max_lag: most messages an origin may be behind. Default 0.
-    :param max_inactive: most time since the last contact with an origin: seconds, ``timedelta``
-        or text like ``"10s"``, ``"2m"`` (templated). Default ``"10s"``.
+    :param max_lag: most messages an origin may be behind (lag/active rule). Default 0.
+    :param max_inactive: most time since the last contact with an origin (lag/active rule): seconds,
+        ``timedelta`` or text like ``"10s"``, ``"2m"``; must be > 0 (templated). Default ``"10s"``.
     :param sources: names of the origin streams to watch (templated); None (default) watches the
         mirror or every source.
     :param error_grace: how long a replication error may last before the task fails (a source
         created before its origin reports "stream not found" until the origin exists). Default ``"30s"``
         (templated).
+    :param verify_origin: ``"auto"`` (default): probe every origin in its own domain, and where this
+        account cannot call the origin's API by design, use the lag/active rule for it;
+        ``"required"``: such an origin fails the task; ``"off"``: the lag/active rule only (no probe).
+    :param unreachable_origins: ``"wait"`` (default, safe): an origin whose domain does not answer is
+        never caught up, so the sensor waits for it; ``"proceed"``: succeed once every *reachable*
+        origin is exactly caught up, listing the others in the XCom's ``"unreachable"`` (the data of
+        an offline leaf is then not in the copy yet: the next run must pick it up).
+    :param unreachable_timeout: how long an origin's domain (or the stream's own) may go without
+        answering before the task fails (with ``"wait"``); None (default): until ``timeout``.
 
     Also takes :class:`BaseJetStreamSensor`'s ``jetstream_conn_id``, ``domain``, ``api_prefix``,
     ``deferrable`` and Airflow's sensor arguments (``poke_interval``, ``timeout``, ``mode``,
@@ -53,6 +73,8 @@ class JetStreamReplicationLagSensor(BaseJetStreamSensor):
         "sources",
         "max_inactive",
         "error_grace",
+        "verify_origin",
+        "unreachable_origins",
     )
     event_key = "replication"
 
@@ -64,6 +86,8 @@ class JetStreamReplicationLagSensor(BaseJetStreamSensor):
         max_inactive: float | str | timedelta = "10s",
         sources: list[str] | None = None,
         error_grace: float | str | timedelta = "30s",
+        verify_origin: str = "auto",
+        unreachable_origins: str = "wait",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -72,12 +96,17 @@ class JetStreamReplicationLagSensor(BaseJetStreamSensor):
         self.max_lag = validate_count(max_lag, "max_lag")
         self.max_inactive = max_inactive
         self.error_grace = error_grace
-        self._watch: ReplicationWatch | None = None
-        if not any(templated(v) for v in (stream, sources, max_inactive, error_grace)):
+        self.verify_origin = verify_origin
+        self.unreachable_origins = unreachable_origins
+        if not any(
+            templated(v) for v in (stream, sources, max_inactive, error_grace, verify_origin, unreachable_origins)
+        ):
             self.validate()
 
     def validate(self) -> None:
-        self.max_inactive_seconds = duration_seconds(self.max_inactive, "max_inactive")
+        validate_choice(self.verify_origin, "verify_origin", VERIFY_ORIGIN)
+        validate_choice(self.unreachable_origins, "unreachable_origins", UNREACHABLE_ORIGINS)
+        self.max_inactive_seconds = duration_seconds(self.max_inactive, "max_inactive", positive=True)
         self.error_grace_seconds = duration_seconds(self.error_grace, "error_grace")
         validate_name(self.stream, "stream")
         if self.sources is not None:
@@ -89,30 +118,46 @@ class JetStreamReplicationLagSensor(BaseJetStreamSensor):
                 validate_name(name, "sources")
 
     def new_watch(self) -> ReplicationWatch:
+        """The watch, taking up the state earlier checks left (this object's, the task state store's)."""
         return ReplicationWatch(
             self.stream,
             self.max_lag,
             self.max_inactive_seconds,
             self.error_grace_seconds,
             list(self.sources or []) or None,
-        )
+            verify_origin=self.verify_origin,
+            unreachable_origins=self.unreachable_origins,
+            unreachable_timeout=self.unreachable_timeout_seconds,
+        ).restore(self._state.get("watch"))
 
     async def acheck(self, hook: JetStreamHook) -> tuple[bool, dict[str, Any] | None]:
-        # In poke mode the sensor object lives across pokes and so does the watch (it times errors).
-        if self._watch is None or self.reschedule:
-            self._watch = self.new_watch()
-        check = await check_replication(hook, self._watch)
-        # A rescheduled sensor is a new object at each poke: it confirms an error within this poke.
-        while self.reschedule and self._watch.errors_pending and not check.failed:
-            self.log.info("Replication of %r:\n%s", self.stream, check.table())
-            await asyncio.sleep(min(self.poke_interval, 5.0))
-            check = await check_replication(hook, self._watch)
-        self.log.info("Replication of stream %r in %s:\n%s", self.stream, check.target, check.table())
+        watch = self.new_watch()
+        try:
+            check = await check_replication(hook, watch)
+            # Without a state store a rescheduled sensor forgets between pokes: it confirms an error
+            # within this poke.
+            while self.reschedule and not self._state_persisted and watch.errors_pending and not check.failed:
+                self.log.info("Replication of %r:\n%s", self.stream, check.table())
+                await asyncio.sleep(min(self.poke_interval, 5.0))
+                check = await check_replication(hook, watch)
+        finally:
+            self._state["watch"] = watch.state()
+        if watch.should_log(check) or check.failed or check.done:
+            self.log.info("Replication of stream %r in %s:\n%s", self.stream, check.target, check.table())
+            if not check.done:
+                self.log.info("Stream %r: waiting: %s", self.stream, check.waiting_for())
+        self._state["watch"] = watch.state()
         if check.failed:
             raise JetStreamReplicationError(f"stream {self.stream!r} in {check.target}: {check.failed}")
-        if not check.caught_up:
-            self.log.info("Stream %r: waiting: %s", self.stream, check.waiting_for())
-        return check.caught_up, check.to_xcom()
+        if check.done and not check.caught_up:
+            self.log.info(
+                "Stream %r: proceeding without unreachable origins: %s",
+                self.stream,
+                "; ".join(
+                    f"{u['kind']} {u['origin']!r} in {u['domain'] or u['api_prefix']}" for u in check.unreachable()
+                ),
+            )
+        return check.done, check.to_xcom()
 
     def trigger(self) -> JetStreamReplicationLagTrigger:
         return JetStreamReplicationLagTrigger(
@@ -125,4 +170,8 @@ class JetStreamReplicationLagSensor(BaseJetStreamSensor):
             error_grace=self.error_grace_seconds,
             sources=list(self.sources) if self.sources else None,
             poll_interval=self.poke_interval,
+            verify_origin=self.verify_origin,
+            unreachable_origins=self.unreachable_origins,
+            unreachable_timeout=self.unreachable_timeout_seconds,
+            state=dict(self._state),
         )

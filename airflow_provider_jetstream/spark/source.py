@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import subprocess
+import sys
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
@@ -42,6 +45,17 @@ from airflow_provider_jetstream.spark.ranges import (
 from airflow_provider_jetstream.spark.schema import SCHEMA, SCHEMA_DDL, to_record_batch
 
 log = logging.getLogger(__name__)
+
+
+def worker_python_hint(problem: str) -> str:
+    """What to set when Spark's Python workers run an interpreter without this package."""
+    return (
+        f"{problem}: Spark runs its Python workers (and the data source's planning) with the interpreter named "
+        "by PYSPARK_PYTHON, by default `python3` from PATH, and that interpreter needs airflow-provider-jetstream "
+        "with its [spark] extra. Set PYSPARK_PYTHON and PYSPARK_DRIVER_PYTHON to the Python that has them before "
+        "the SparkSession is created (e.g. os.environ['PYSPARK_PYTHON'] = sys.executable, or "
+        ".config('spark.pyspark.python', sys.executable)); on a cluster, to that Python's path on the workers"
+    )
 
 
 class SequenceRangePartition(InputPartition):
@@ -223,17 +237,53 @@ class JetStreamDataSource(DataSource):
         return JetStreamWriter(WriteOptions.parse(self.options, schema.fieldNames()), schema)
 
 
+def worker_python_problem(master: str, configured_python: str | None) -> str | None:
+    """Why Spark's Python workers could not import this package, or None when they can or it cannot be told.
+
+    ``configured_python`` is ``spark.pyspark.python`` or ``PYSPARK_PYTHON`` when set: the user chose it.
+    Otherwise the workers run ``python3`` from PATH; with a local master that is this machine's, so
+    it is asked to import the package (a cluster's workers are not checked from here).
+    """
+    if configured_python or not master.startswith("local"):
+        return None
+    python3 = shutil.which("python3")
+    if python3 is None:
+        return "no `python3` on PATH for Spark's Python workers"
+    if os.path.abspath(python3) == os.path.abspath(sys.executable):
+        return None
+    probe = subprocess.run(
+        [python3, "-c", "import airflow_provider_jetstream, pyarrow, nats"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if probe.returncode == 0:
+        return None
+    last_line = (probe.stderr.strip().splitlines() or ["import failed"])[-1]
+    return f"PYSPARK_PYTHON is not set, so Spark's Python workers run {python3}, which fails: {last_line}"
+
+
 def register(spark: Any) -> type[JetStreamDataSource]:
     """Register the ``jetstream`` format with ``spark``, defaulting partitions to its parallelism.
 
     Same as ``spark.dataSource.register(JetStreamDataSource)``, except that reads without
-    ``minPartitions`` use Spark's default parallelism instead of the driver's CPU count.
+    ``minPartitions`` use Spark's default parallelism instead of the driver's CPU count, and that
+    a local session whose Python workers cannot import this package (``PYSPARK_PYTHON`` not set,
+    ``python3`` on PATH another interpreter) fails here, saying what to set, instead of at the
+    first read with ``ModuleNotFoundError`` deep in a worker's traceback.
     Returns the registered class.
     """
     try:
-        parallelism = int(spark.sparkContext.defaultParallelism)
+        context = spark.sparkContext
+        parallelism = int(context.defaultParallelism)
+        master = context.master
+        configured = context.getConf().get("spark.pyspark.python") or os.environ.get("PYSPARK_PYTHON")
     except Exception:  # Spark Connect has no SparkContext
-        parallelism = None
+        parallelism, master, configured = None, "", None
+    problem = worker_python_problem(master, configured)
+    if problem:
+        raise JetStreamConfigError(worker_python_hint(problem))
     source = type("JetStreamDataSource", (JetStreamDataSource,), {"default_parallelism": parallelism})
     spark.dataSource.register(source)
     return source

@@ -8,6 +8,7 @@ and outstanding acks (``num_ack_pending``), and optionally its redeliveries, are
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -22,8 +23,10 @@ from airflow_provider_jetstream.exceptions import (
     JetStreamDomainUnavailableError,
     JetStreamError,
     JetStreamNotFoundError,
+    JetStreamPermissionError,
 )
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
+from airflow_provider_jetstream.replication import format_seconds, optional_duration_seconds
 
 #: Errors after which a later check may succeed: the domain answers again, the client reconnected.
 #: A closed connection (reconnect attempts exhausted) is not one: the trigger fails and Airflow retries.
@@ -41,10 +44,57 @@ TRANSIENT_ERRORS = (
 def transient_reason(hook: JetStreamHook, err: BaseException) -> str:
     """Why a check could not be made, in words (nats-py's 503 error prints as ``code=None``)."""
     if isinstance(err, (nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError)):
-        return f"no JetStream responded in {hook.describe_target()}: is the leaf connected?"
+        return (
+            f"no JetStream responded in {hook.describe_target()}: a leaf that is offline, or a wrong "
+            "domain name? Waiting"
+        )
     if isinstance(err, nats.errors.TimeoutError):
-        return f"JetStream in {hook.describe_target()} did not answer in time"
+        return (
+            f"JetStream in {hook.describe_target()} did not answer in time: a leaf that is offline, or a "
+            "wrong domain name? Waiting"
+        )
     return str(err) or type(err).__name__
+
+
+class UnreachableClock:
+    """Since when a sensor's target has not answered, and whether that outlasted a bound.
+
+    :param timeout: seconds the target may stay unanswering before the sensor fails
+        (``unreachable_timeout``); None: no bound (the sensor's own timeout applies).
+    :param since: wall-clock time (epoch seconds) it was first seen unanswering, from the sensor's
+        state; None: it answered last time.
+    """
+
+    def __init__(self, timeout: float | None, since: float | None = None, heartbeat: float = 60.0) -> None:
+        self.timeout = timeout
+        self.since = since
+        self.heartbeat = heartbeat
+        self._logged: float | None = None
+
+    def note(self, reason: str, now: float | None = None) -> str | None:
+        """Record a check that got no answer; return the failure message once it outlasted the bound."""
+        now = time.time() if now is None else now
+        if self.since is None:
+            self.since = now
+        elapsed = now - self.since
+        if self.timeout is not None and elapsed > self.timeout:
+            return (
+                f"{reason}; no answer for {format_seconds(elapsed)} > unreachable_timeout "
+                f"{format_seconds(self.timeout)}"
+            )
+        return None
+
+    def should_log(self, now: float | None = None) -> bool:
+        """Log the first unanswered check, then once per ``heartbeat``, not every poll."""
+        now = time.time() if now is None else now
+        if self._logged is None or now - self._logged >= self.heartbeat:
+            self._logged = now
+            return True
+        return False
+
+    def clear(self) -> None:
+        self.since = None
+        self._logged = None
 
 
 class PollClock:
@@ -143,8 +193,10 @@ class JetStreamConsumerLagTrigger(BaseTrigger):
 
     Polls the consumer's info every ``poll_interval`` seconds over the triggerer's one shared NATS
     connection for ``jetstream_conn_id``. Fires ``{"status": "success", "consumer": {...counts}}``,
-    or ``{"status": "error", "message": ...}`` when the stream or consumer does not exist or the
-    connection cannot be made. While the domain does not answer it keeps polling.
+    or ``{"status": "error", "reason": ..., "message": ...}`` when the stream or consumer does not
+    exist, a request is refused (``Permissions Violation``, or an imported API prefix this account
+    has no import for) or the connection cannot be made. While the domain does not answer (a leaf
+    that is offline, or a wrong domain name) it keeps polling, up to ``unreachable_timeout``.
 
     :param jetstream_conn_id: Airflow connection id (the connection is resolved in the triggerer).
     :param stream: stream of the consumer.
@@ -155,6 +207,9 @@ class JetStreamConsumerLagTrigger(BaseTrigger):
     :param max_ack_pending: most delivered-but-unacknowledged messages. Default 0.
     :param max_redelivered: most redelivered messages; None (default) does not check.
     :param poll_interval: seconds between checks. Default 5.
+    :param unreachable_timeout: how long (seconds, or text like ``"10m"``) the domain may go without
+        answering before the trigger fails; None (default): no bound (the sensor's timeout applies).
+    :param state: what the sensor's checks so far left (``{"unreachable_since": epoch seconds}``).
 
     What it opens (its use of the shared connection) is held by ``run()``'s context manager and
     released when ``run()`` returns, is cancelled or is closed: ``cleanup()`` has nothing left to do.
@@ -171,11 +226,15 @@ class JetStreamConsumerLagTrigger(BaseTrigger):
         max_ack_pending: int = 0,
         max_redelivered: int | None = None,
         poll_interval: float = 5.0,
+        unreachable_timeout: float | str | None = None,
+        state: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         self.jetstream_conn_id = jetstream_conn_id
         self.stream = stream
         self.consumer = consumer
+        self.unreachable_timeout = optional_duration_seconds(unreachable_timeout, "unreachable_timeout")
+        self.state = dict(state or {})
         self.domain = domain
         self.api_prefix = api_prefix
         self.max_pending = max_pending
@@ -196,11 +255,14 @@ class JetStreamConsumerLagTrigger(BaseTrigger):
                 "max_ack_pending": self.max_ack_pending,
                 "max_redelivered": self.max_redelivered,
                 "poll_interval": self.poll_interval,
+                "unreachable_timeout": self.unreachable_timeout,
+                "state": self.state,
             },
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         hook = JetStreamHook(self.jetstream_conn_id, domain=self.domain, api_prefix=self.api_prefix)
+        unanswered = UnreachableClock(self.unreachable_timeout, self.state.get("unreachable_since"))
         try:
             # Held for the trigger's life: every check reuses the triggerer's shared connection.
             async with hook.aconnect():
@@ -216,13 +278,16 @@ class JetStreamConsumerLagTrigger(BaseTrigger):
                             self.max_redelivered,
                         )
                     except TRANSIENT_ERRORS as err:
-                        self.log.info(
-                            "Consumer %r > %r: cannot check yet: %s",
-                            self.stream,
-                            self.consumer,
-                            transient_reason(hook, err),
-                        )
+                        reason = transient_reason(hook, err)
+                        failure = unanswered.note(reason)
+                        if failure:
+                            message = f"consumer {self.stream!r} > {self.consumer!r}: {failure}"
+                            yield TriggerEvent({"status": "error", "reason": "unreachable", "message": message})
+                            return
+                        if unanswered.should_log():
+                            self.log.info("Consumer %r > %r: cannot check yet: %s", self.stream, self.consumer, reason)
                     else:
+                        unanswered.clear()
                         if check.done:
                             self.log.info(
                                 "Consumer %r > %r in %s: %s", self.stream, self.consumer, check.target, check.reason
@@ -241,6 +306,8 @@ class JetStreamConsumerLagTrigger(BaseTrigger):
             yield TriggerEvent({"status": "error", "reason": "not_found", "message": str(err)})
         except JetStreamConfigError as err:
             yield TriggerEvent({"status": "error", "reason": "invalid", "message": str(err)})
+        except JetStreamPermissionError as err:
+            yield TriggerEvent({"status": "error", "reason": "permission", "message": str(err)})
         except JetStreamError as err:
             yield TriggerEvent({"status": "error", "reason": "error", "message": str(err)})
         except nats.errors.ConnectionClosedError:

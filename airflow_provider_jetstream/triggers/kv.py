@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -19,10 +20,18 @@ import nats.js.errors
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 from nats.js.kv import KeyValue
 
-from airflow_provider_jetstream.exceptions import JetStreamConfigError, JetStreamError, JetStreamNotFoundError
+from airflow_provider_jetstream.api import is_imported_prefix
+from airflow_provider_jetstream.client import refusal_since
+from airflow_provider_jetstream.exceptions import (
+    JetStreamConfigError,
+    JetStreamError,
+    JetStreamNotFoundError,
+    JetStreamPermissionError,
+)
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.kv import open_key_value
-from airflow_provider_jetstream.triggers.consumer_lag import TRANSIENT_ERRORS, transient_reason
+from airflow_provider_jetstream.replication import optional_duration_seconds
+from airflow_provider_jetstream.triggers.consumer_lag import TRANSIENT_ERRORS, UnreachableClock, transient_reason
 
 _REMOVED = ("DEL", "PURGE")
 
@@ -101,9 +110,11 @@ class JetStreamKeyValueTrigger(BaseTrigger):
     Watches the key (an ordered consumer on the bucket's stream, starting with the key's latest
     entry) over the triggerer's one shared NATS connection: no polling. When the key stays silent
     for ``rewatch_interval`` the watch is re-armed, so a watch lost with a restarted leaf is
-    replaced; while the domain does not answer it retries at that interval too. Fires
-    ``{"status": "success", "entry": {...}}``, or ``{"status": "error", "message": ...}`` when the
-    bucket does not exist or the connection cannot be made.
+    replaced; while the domain does not answer (a leaf that is offline, or a wrong domain name) it
+    retries at that interval too, up to ``unreachable_timeout``. Fires ``{"status": "success",
+    "entry": {...}}``, or ``{"status": "error", "reason": ..., "message": ...}`` when the bucket does
+    not exist, a request is refused (``Permissions Violation``, or an imported API prefix this
+    account has no import for) or the connection cannot be made.
 
     :param jetstream_conn_id: Airflow connection id (the connection is resolved in the triggerer).
     :param bucket: KV bucket name.
@@ -113,6 +124,9 @@ class JetStreamKeyValueTrigger(BaseTrigger):
     :param value: value (UTF-8 text) the key must hold; None (default) accepts any value.
     :param min_revision: revision the key must reach; None (default) accepts any.
     :param rewatch_interval: seconds of silence after which the watch is re-armed. Default 60.
+    :param unreachable_timeout: how long (seconds, or text like ``"10m"``) the domain may go without
+        answering before the trigger fails; None (default): no bound (the sensor's timeout applies).
+    :param state: what the sensor's checks so far left (``{"unreachable_since": epoch seconds}``).
 
     What it opens (the shared connection, the watch) is held by ``run()``'s context managers and
     released when ``run()`` returns, is cancelled or is closed: ``cleanup()`` has nothing left to do.
@@ -128,8 +142,12 @@ class JetStreamKeyValueTrigger(BaseTrigger):
         value: str | None = None,
         min_revision: int | None = None,
         rewatch_interval: float = 60.0,
+        unreachable_timeout: float | str | None = None,
+        state: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
+        self.unreachable_timeout = optional_duration_seconds(unreachable_timeout, "unreachable_timeout")
+        self.state = dict(state or {})
         self.jetstream_conn_id = jetstream_conn_id
         self.bucket = bucket
         self.key = key
@@ -151,23 +169,41 @@ class JetStreamKeyValueTrigger(BaseTrigger):
                 "value": self.value,
                 "min_revision": self.min_revision,
                 "rewatch_interval": self.rewatch_interval,
+                "unreachable_timeout": self.unreachable_timeout,
+                "state": self.state,
             },
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         hook = JetStreamHook(self.jetstream_conn_id, domain=self.domain, api_prefix=self.api_prefix)
+        unanswered = UnreachableClock(self.unreachable_timeout, self.state.get("unreachable_since"))
         try:
             async with hook.ajetstream() as js:
                 target = hook.describe_target()
                 while True:
+                    started = time.monotonic()
                     try:
                         check = await self._watch_once(hook, js, target)
                     except TRANSIENT_ERRORS as err:
-                        self.log.info(
-                            "KV %r key %r: cannot watch yet: %s", self.bucket, self.key, transient_reason(hook, err)
-                        )
+                        # The server drops a request this user may not publish: a refusal looks like a timeout.
+                        refusal = refusal_since(js._nc, started, prefix=hook.resolve_api_prefix())
+                        if refusal:
+                            raise JetStreamPermissionError(f"KV {self.bucket!r} in {target}: {refusal}") from None
+                        if is_imported_prefix(hook.resolve_api_prefix()) and isinstance(
+                            err, (nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError)
+                        ):
+                            raise hook._no_jetstream(None, None) from None  # no import: waiting cannot help
+                        reason = transient_reason(hook, err)
+                        failure = unanswered.note(reason)
+                        if failure:
+                            message = f"KV {self.bucket!r} key {self.key!r}: {failure}"
+                            yield TriggerEvent({"status": "error", "reason": "unreachable", "message": message})
+                            return
+                        if unanswered.should_log():
+                            self.log.info("KV %r key %r: cannot watch yet: %s", self.bucket, self.key, reason)
                         await asyncio.sleep(self.rewatch_interval)
                         continue
+                    unanswered.clear()
                     if check is not None:
                         self.log.info("KV %r in %s: %s", self.bucket, target, check.reason)
                         yield TriggerEvent({"status": "success", "entry": check.to_xcom()})
@@ -176,6 +212,8 @@ class JetStreamKeyValueTrigger(BaseTrigger):
             yield TriggerEvent({"status": "error", "reason": "not_found", "message": str(err)})
         except JetStreamConfigError as err:
             yield TriggerEvent({"status": "error", "reason": "invalid", "message": str(err)})
+        except JetStreamPermissionError as err:
+            yield TriggerEvent({"status": "error", "reason": "permission", "message": str(err)})
         except JetStreamError as err:
             yield TriggerEvent({"status": "error", "reason": "error", "message": str(err)})
         except nats.errors.ConnectionClosedError:

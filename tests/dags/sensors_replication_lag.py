@@ -47,3 +47,23 @@ with DAG(
         poke_interval=0.3,
         timeout=60,
     )
+
+# The target domain never answers: only a state kept across reschedules (Airflow's task state
+# store) lets unreachable_timeout end the wait before the sensor's own timeout.
+with DAG(
+    "sensors_replication_lag_unreachable_reschedule",
+    schedule=None,
+    start_date=pendulum.datetime(2026, 1, 1),
+    catchup=False,
+    params=PARAMS,
+) as sensors_replication_lag_unreachable_reschedule:
+    JetStreamReplicationLagSensor(
+        task_id="wait_for_replication",
+        jetstream_conn_id="{{ params.conn_id }}",
+        domain="{{ params.domain }}",
+        stream="{{ params.stream }}",
+        unreachable_timeout="2s",
+        mode="reschedule",
+        poke_interval=0.5,
+        timeout=120,
+    )

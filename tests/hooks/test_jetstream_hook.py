@@ -124,6 +124,20 @@ def test_cut_off_leaf_domain_is_reported(make_topology, jetstream_conn) -> None:
     assert not ok and "no JetStream responded in domain 'leaf'" in message
 
 
+def test_probe_domains_tells_reachable_from_cut_off_leaves_at_once(make_topology, jetstream_conn) -> None:
+    topology = make_topology(leaf_domains=["leaf-a", "leaf-b"])
+    conn_id = jetstream_conn(f"127.0.0.1:{topology.hub.port}", login="acc", password="acc")
+    hook = JetStreamHook(conn_id)
+    assert run_sync(hook.aprobe_domains(["hub", "leaf-a", "leaf-b"])) == {"hub": None, "leaf-a": None, "leaf-b": None}
+    topology.disconnect_leaf("leaf-b")
+    started = time.monotonic()
+    reasons = run_sync(hook.aprobe_domains(["leaf-a", "leaf-b", "nowhere"], timeout=4))
+    assert reasons["leaf-a"] is None
+    assert "no JetStream responded in domain 'leaf-b'" in reasons["leaf-b"]
+    assert "domain 'nowhere'" in reasons["nowhere"]
+    assert time.monotonic() - started < 4  # no responders comes back at once: no waiting for the timeout
+
+
 def test_cross_account_api_prefix(hub_leaf, jetstream_conn) -> None:
     """IMPORT_CLIENT reaches ACC's hub consumer only through the imported JS.acc@hub.API prefix."""
     conn_id = jetstream_conn(

@@ -71,3 +71,13 @@ def test_nats_server_bin_overrides_the_binary(tmp_path, monkeypatch) -> None:
         assert marker.read_text().strip() == "used"
     finally:
         server.stop()
+
+
+def test_reconnect_one_leaf_while_another_is_down(tmp_path) -> None:
+    """Reconnecting leaf-a waits for leaf-a only: leaf-b, stopped, does not make it time out."""
+    with LocalTopology(tmp_path, leaf_domains=["leaf-a", "leaf-b"]) as topology:
+        topology.leaves["leaf-b"].stop()
+        topology.disconnect_leaf("leaf-a")
+        topology.reconnect_leaf("leaf-a", timeout=20)
+        names = [leaf["name"] for leaf in topology.hub.monitor("leafz")["leafs"]]
+        assert names.count("leaf-a-server") == 2 and "leaf-b-server" not in names

@@ -122,6 +122,8 @@ def test_deferrable_sensor_defers_with_the_sensor_timeout_and_a_json_trigger(hub
         "max_ack_pending": 0,
         "max_redelivered": None,
         "poll_interval": 7.0,
+        "unreachable_timeout": None,
+        "state": {},
     }
 
 

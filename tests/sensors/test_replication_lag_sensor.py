@@ -124,6 +124,13 @@ def test_rescheduled_sensor_confirms_an_error_within_one_poke(hub_leaf, hub_conn
         ({"max_lag": 1.5}, "max_lag=1.5 is not allowed"),
         ({"sources": "orders"}, "sources='orders' is not allowed: use a non-empty list"),
         ({"sources": ["ok", "bad name"]}, "sources='bad name' is not allowed: a stream name"),
+        # issue #10: max_inactive=0 could never succeed (every origin is "silent")
+        ({"max_inactive": 0}, "max_inactive=0 is not allowed: use a positive duration"),
+        ({"max_inactive": "0s"}, "max_inactive='0s' is not allowed: use a positive duration"),
+        ({"verify_origin": "maybe"}, "verify_origin='maybe' is not allowed: use one of 'auto', 'required', 'off'"),
+        ({"unreachable_origins": "skip"}, "unreachable_origins='skip' is not allowed: use one of 'wait', 'proceed'"),
+        ({"unreachable_timeout": "soon"}, "unreachable_timeout='soon' is not allowed"),
+        ({"unreachable_timeout": 0}, "unreachable_timeout=0 is not allowed: use a positive duration"),
     ],
 )
 def test_bad_arguments_are_refused_when_the_dag_is_parsed(kwargs, message) -> None:
@@ -139,3 +146,42 @@ def test_durations_may_be_templated_and_are_checked_once_rendered() -> None:
     sensor.max_inactive = "soon"
     with pytest.raises(JetStreamConfigError, match="max_inactive='soon' is not allowed"):
         sensor.validate()
+
+
+@pytest.mark.parametrize(
+    "sources",
+    [["{{ params.origin }}"], ["fixed", "{{ params.origin }}"], ("{{ params.origin }}",)],
+)
+def test_templates_inside_lists_are_left_for_rendering(sources) -> None:
+    """issue #10: the template detector looks inside lists and dicts."""
+    sensor = JetStreamReplicationLagSensor(task_id="t", stream="agg", sources=sources)
+    sensor.sources = ["orders"]  # what rendering gives
+    sensor.validate()
+
+
+def test_templated_unreachable_timeout_is_checked_once_rendered() -> None:
+    from airflow_provider_jetstream.sensors.base import templated
+
+    assert templated({"a": ["{{ x }}"]}) and templated(("{{ x }}",)) and not templated(["a", 1, None])
+    sensor = JetStreamReplicationLagSensor(task_id="t", stream="agg", unreachable_timeout="{{ params.t }}")
+    assert sensor.unreachable_timeout == "{{ params.t }}"
+
+
+def test_the_trigger_refuses_bad_policies_too() -> None:
+    from airflow_provider_jetstream.triggers.replication_lag import JetStreamReplicationLagTrigger
+
+    with pytest.raises(JetStreamConfigError, match="max_inactive=0 is not allowed"):
+        JetStreamReplicationLagTrigger("c", "agg", max_inactive=0)
+    with pytest.raises(JetStreamConfigError, match="verify_origin='yes' is not allowed"):
+        JetStreamReplicationLagTrigger("c", "agg", verify_origin="yes")
+
+
+def test_rescheduled_sensor_keeps_its_state_across_pokes_in_airflow(airflow_db, hub_leaf, hub_conn) -> None:
+    """Each reschedule is a new process: since when the domain has not answered lives in Airflow's
+    task state store, so unreachable_timeout (2 s) ends the wait long before the timeout (120 s)."""
+    started = time.monotonic()
+    run = dags.sensors_replication_lag_unreachable_reschedule.test(
+        run_conf={"conn_id": hub_conn, "domain": "nowhere", "stream": unique("reps")}
+    )
+    assert run.get_task_instance("wait_for_replication").state == "failed"
+    assert time.monotonic() - started < 60

@@ -119,6 +119,9 @@ def test_mirror_is_judged_like_a_source() -> None:
         "error": None,
         "caught_up": True,
         "reason": "caught up",
+        "check": "lag/active",
+        "origin_last_seq": None,
+        "held_seq": None,
     }
 
 
@@ -183,7 +186,17 @@ def test_table_has_one_row_per_origin_like_nats_stream_report() -> None:
         "Active",
         "Error",
     ]
-    assert [c.strip() for c in table[2].split("|")] == ["agg", "Source", "orders", "leaf", "0", "18.3s", "", "WAITING"]
+    assert [c.strip() for c in table[2].split("|")][:8] == [
+        "agg",
+        "Source",
+        "orders",
+        "leaf",
+        "0",
+        "18.3s",
+        "",
+        "WAITING",
+    ]
+    assert table[2].split("|")[8].strip().startswith("lag/active: origin silent for 18.3s")
     assert [c.strip() for c in table[3].split("|")] == [
         "agg",
         "Source",
@@ -193,6 +206,7 @@ def test_table_has_one_row_per_origin_like_nats_stream_report() -> None:
         "0.59s",
         "",
         "caught up",
+        "lag/active: caught up",
     ]
 
 
@@ -214,3 +228,54 @@ def test_after_a_silence_the_lag_is_trusted_only_after_max_inactive_of_contact()
     assert not back.caught_up and "heard from again" in back.verdicts[0].reason
     assert not watch.judge(source(0.1), now=104.0).caught_up  # 2 s of contact < max_inactive
     assert watch.judge(source(0.1), now=105.5).caught_up  # 3.5 s of contact: the lag is trusted again
+
+
+def test_the_watch_state_survives_a_json_round_trip_between_processes() -> None:
+    """Reschedule and the hand-off to the trigger rebuild the watch from its JSON state (issue #9):
+    the relink rule, the error grace and the unreachable clock carry over."""
+    import json
+
+    from airflow_provider_jetstream.replication import OriginProbe
+
+    def source(active_s: float, error: dict | None = None) -> dict:
+        entry = {"name": "test", "lag": 0, "active": int(active_s * 1e9), "external": LEAF}
+        return info(sources=[{**entry, **({"error": error} if error else {})}])
+
+    def next_process(watch: ReplicationWatch) -> ReplicationWatch:
+        return ReplicationWatch("agg", max_inactive=3, error_grace=10).restore(json.loads(json.dumps(watch.state())))
+
+    watch = ReplicationWatch("agg", max_inactive=3, error_grace=10)
+    assert not watch.judge(source(8.0), now=100.0).caught_up  # silent
+    watch = next_process(watch)
+    assert not watch.judge(source(0.1), now=101.0).caught_up  # back, not trusted yet
+    watch = next_process(watch)
+    assert not watch.judge(source(0.1), now=103.0).caught_up  # 2 s of contact < 3 s
+    watch = next_process(watch)
+    assert watch.judge(source(0.1), now=104.5).caught_up  # 3.5 s: trusted again
+
+    error = {"code": 503, "description": "x"}
+    watch.judge(source(0.1, error), now=200.0)
+    watch = next_process(watch)
+    assert "reports a replication error for 10.0s" in watch.judge(source(0.1, error), now=210.0).failed
+
+    unreachable = {"source:test:$JS.leaf.API": OriginProbe("unreachable", reason="domain 'leaf' did not answer")}
+    watch = ReplicationWatch("agg", unreachable_timeout=5)
+    assert watch.judge(source(0.1), now=300.0, probes=unreachable).failed is None
+    watch = ReplicationWatch("agg", unreachable_timeout=5).restore(json.loads(json.dumps(watch.state())))
+    check = watch.judge(source(0.1), now=306.0, probes=unreachable)
+    assert "unreachable for 6.00s > unreachable_timeout 5.00s" in check.failed
+    assert check.failed_reason == "unreachable"
+    assert check.unreachable()[0]["since"] == "1970-01-01T00:05:00Z"
+
+
+def test_the_table_is_logged_when_it_changes_and_at_a_heartbeat() -> None:
+    watch = ReplicationWatch("agg", max_inactive=10)
+
+    def judged(active_s: float, lag: int = 0):
+        return watch.judge(info(sources=[{"name": "a", "lag": lag, "active": int(active_s * 1e9), "external": LEAF}]))
+
+    assert watch.should_log(judged(0.1), now=0.0)
+    assert not watch.should_log(judged(0.7), now=5.0)  # only `active` ticked
+    assert watch.should_log(judged(0.2, lag=4), now=6.0)  # news
+    assert not watch.should_log(judged(0.3, lag=4), now=30.0)
+    assert watch.should_log(judged(0.3, lag=4), now=66.0)  # a minute without news

@@ -105,6 +105,9 @@ def test_add_connection_through_the_form(api_server, browser, hub_leaf) -> None:
     # Extra fields: every one with its label; the secrets masked.
     page.get_by_role("button", name="Extra Fields", exact=True).click()
     page.locator("input[name=element_domain]").wait_for()
+    # The JetStream domain and API prefix come first among the extra fields, before TLS and credentials.
+    extra_inputs = page.locator("input[name^=element_]").evaluate_all("els => els.map(e => e.name)")
+    assert extra_inputs[:2] == ["element_domain", "element_api_prefix"], extra_inputs
     labels = {text.strip() for text in page.locator("label").all_inner_texts()}
     assert {"Token", "NKey seed", "Creds content", "TLS CA file", "JetStream domain", "JetStream API prefix"} <= labels
     for secret in ("token", "nkey_seed", "creds"):
