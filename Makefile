@@ -9,13 +9,17 @@ PYTEST_ARGS ?=
 # nats.js (the official JavaScript client) for tests/interop, pinned by its package-lock.json.
 JS_DIR := tests/interop/js
 JS_STAMP := $(JS_DIR)/node_modules/.installed-stamp
+# constraints.txt pins releases that need Python 3.11+; a Python with its own
+# constraints-py<version>.txt (3.10, see .ci/python_matrix.sh) installs with that one.
+PY_VERSION = $(shell $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+CONSTRAINTS = $(if $(wildcard constraints-py$(PY_VERSION).txt),constraints-py$(PY_VERSION).txt,constraints.txt)
 
 .PHONY: install interop-deps demo stack test lint format clean
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[spark,postgres,test]'
+	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e '.[spark,postgres,test,websocket]'
 	touch $(STAMP)
 
 install: $(STAMP)

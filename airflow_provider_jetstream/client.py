@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import re
 import ssl
 import time
 import weakref
 from collections import deque
+from typing import Any
 
 import nats.errors
 from nats.aio.client import Client
+from nats.aio.transport import TcpTransport
 
 from airflow_provider_jetstream.connection import JetStreamConnectionConfig
 from airflow_provider_jetstream.exceptions import JetStreamAuthError, JetStreamConfigError, JetStreamConnectionError
@@ -55,6 +58,81 @@ def refusal_since(nc: Client, since: float, subject: str | None = None, prefix: 
     return None
 
 
+class TlsNotStartedError(nats.errors.Error):
+    """The server did not start TLS although the connection requires it; nothing was sent to it."""
+
+    def __init__(self, server: str, tls_available: bool) -> None:
+        self.server = server
+        self.tls_available = tls_available
+        super().__init__(f"{server} did not start TLS")
+
+
+class TlsOnlyTransport(TcpTransport):
+    """nats-py's TCP transport that refuses to send a single byte before TLS is established.
+
+    nats-py upgrades to TLS only when the server's INFO says ``tls_required``; with a ``tls://``
+    URL or a CA file against a plain-text server it would send CONNECT, credentials included, in
+    clear text. This transport sits where every byte goes out, so whatever path nats-py takes
+    (first connect, reconnect, a server learnt from the cluster), clear text never leaves.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._fresh = True
+        self._secure = False
+        self._server = "?"
+        self._tls_available = False
+
+    def __bool__(self) -> bool:
+        # nats-py replaces a falsy (unconnected) transport with its own: a fresh one counts as set.
+        return self._fresh or super().__bool__()
+
+    async def connect(self, uri: Any, buffer_size: int, connect_timeout: int) -> None:
+        self._fresh = False
+        self._secure = False
+        self._tls_available = False
+        self._server = f"{uri.scheme}://{uri.hostname}:{uri.port}"
+        await super().connect(uri, buffer_size, connect_timeout)
+
+    async def connect_tls(self, uri: Any, ssl_context: ssl.SSLContext, buffer_size: int, connect_timeout: int) -> None:
+        await super().connect_tls(uri, ssl_context, buffer_size, connect_timeout)
+        self._secure = True
+
+    async def readline(self) -> bytes:
+        line = await super().readline()
+        if not self._secure and line.startswith(b"INFO "):
+            with contextlib.suppress(ValueError):
+                self._tls_available = bool(json.loads(line[5:]).get("tls_available"))
+        return line
+
+    def write(self, payload: bytes) -> None:
+        self._refuse_clear_text()
+        super().write(payload)
+
+    def writelines(self, payload: list[bytes]) -> None:
+        self._refuse_clear_text()
+        super().writelines(payload)
+
+    def _refuse_clear_text(self) -> None:
+        if not self._secure:
+            raise TlsNotStartedError(self._server, self._tls_available)
+
+
+class _Client(Client):
+    """nats-py's client, with :class:`TlsOnlyTransport` when the connection requires TLS."""
+
+    def __init__(self, tls_only: bool) -> None:
+        super().__init__()
+        self._tls_only = tls_only
+
+    async def _connect_to_server(self, s: Any) -> None:
+        # nats-py makes its transport here, once per client; websocket URLs use their own (wss is
+        # TLS from the first byte, ws with TLS asked for is refused by the connection config).
+        if self._tls_only and self._transport is None and s.uri.scheme in ("nats", "tls"):
+            self._transport = TlsOnlyTransport()
+        await super()._connect_to_server(s)
+
+
 async def open_connection(config: JetStreamConnectionConfig) -> Client:
     """Connect to NATS, trying every server once within ``connect_timeout``.
 
@@ -62,14 +140,26 @@ async def open_connection(config: JetStreamConnectionConfig) -> Client:
     ``max_reconnect_attempts=0``); here the first connect fails fast with a clear error, and the
     reconnect settings apply once connected.
     """
-    nc = Client()
+    if config.websocket:
+        try:
+            import aiohttp  # noqa: F401 - nats-py's websocket transport needs it
+        except ImportError:
+            raise JetStreamConfigError(
+                f"connection {config.conn_id!r}: ws:// and wss:// servers need aiohttp: install "
+                "'airflow-provider-jetstream[websocket]'"
+            ) from None
+    options = config.connect_options()  # reads the TLS and creds files: a missing one is named here
+    nc = _Client(tls_only=config.uses_tls)
     seen: list[BaseException] = []
     conn_id = config.conn_id
 
     async def on_error(err: Exception) -> None:
         seen.append(err)
         note_refusal(nc, err)
-        log.debug("NATS connection %r: %s: %s", conn_id, type(err).__name__, err)
+        if isinstance(err, TlsNotStartedError) and nc.is_reconnecting:
+            log.warning("NATS connection %r: %s", conn_id, _tls_refusal(config, err))
+        else:
+            log.debug("NATS connection %r: %s: %s", conn_id, type(err).__name__, err)
 
     async def on_disconnected() -> None:
         if nc.is_closed or nc.is_draining:
@@ -80,7 +170,6 @@ async def open_connection(config: JetStreamConnectionConfig) -> Client:
     async def on_reconnected() -> None:
         log.info("NATS connection %r: reconnected", conn_id)
 
-    options = config.connect_options()
     after_connect = {
         key: options.pop(key) for key in ("allow_reconnect", "max_reconnect_attempts", "reconnect_time_wait")
     }
@@ -122,6 +211,9 @@ def _connection_error(
     where = f"connection {config.conn_id!r}"
     tried = ", ".join(config.redacted_servers)
     errors = [*seen, err]
+    refused = next((e for e in errors if isinstance(e, TlsNotStartedError)), None)
+    if refused is not None:
+        return JetStreamConnectionError(f"{where}: {_tls_refusal(config, refused)}")
     text = " ".join(str(e).lower() for e in errors)
     if isinstance(err, nats.errors.AuthorizationError) or "authorization violation" in text:
         return JetStreamAuthError(
@@ -143,6 +235,21 @@ def _connection_error(
         )
     last = _short(seen[-1]) if seen else _short(err)
     return JetStreamConnectionError(f"{where}: no NATS server reachable; tried {tried}; last error: {last}")
+
+
+def _tls_refusal(config: JetStreamConnectionConfig, err: TlsNotStartedError) -> str:
+    optional = (
+        " It offers TLS only as an option (tls_available), and nats-py upgrades only when the server "
+        "requires TLS: set the server's TLS to required (drop allow_non_tls), or use tls_handshake_first "
+        "with a server in handshake_first mode."
+        if err.tls_available
+        else " Enable TLS on the server, or, if clear text is really intended, use a nats:// server and "
+        "remove the TLS fields."
+    )
+    return (
+        f"TLS required ({', '.join(config.tls_reasons)}) but the server at {err.server} did not start TLS: "
+        "refused to connect in clear text, nothing was sent to it (no credentials)." + optional
+    )
 
 
 def _short(err: BaseException) -> str:

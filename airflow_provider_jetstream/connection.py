@@ -8,6 +8,8 @@ into keyword arguments for ``nats.aio.client.Client.connect``.
 from __future__ import annotations
 
 import difflib
+import math
+import os
 import re
 import ssl
 from collections.abc import Mapping
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
 
 DEFAULT_PORT = 4222
 SCHEMES = ("nats", "tls", "ws", "wss")
+WEBSOCKET_SCHEMES = ("ws", "wss")
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,14 @@ EXTRA_FIELDS: dict[str, ExtraField] = {
     ),
     "tls_handshake_first": ExtraField(
         "TLS handshake first", "TLS before the NATS INFO (server option handshake_first).", "boolean", False
+    ),
+    "tls_required": ExtraField(
+        "TLS required",
+        "Connect only over TLS, verified against the system CAs unless a CA file is given. Implied by a tls:// "
+        "or wss:// server and by any other TLS field: a server that does not start TLS is refused before "
+        "credentials are sent.",
+        "boolean",
+        False,
     ),
     "client_name": ExtraField(
         "Client name", "Name shown for this client in the server's connection list.", placeholder="airflow"
@@ -161,14 +172,54 @@ def _as_bool(name: str, value: Any) -> bool:
 
 
 def _as_number(name: str, value: Any, *, minimum: float, integer: bool = False) -> float:
+    """``value`` as a finite number (an integer if ``integer``) >= ``minimum``, else a clear error."""
+    number: float | None
     try:
-        number = int(value) if integer else float(value)
+        number = float(value) if not isinstance(value, bool) else None
     except (TypeError, ValueError):
         number = None
-    if number is None or number < minimum or isinstance(value, bool):
-        kind = "an integer" if integer else "a number"
+    if number is not None and integer:
+        number = int(number) if math.isfinite(number) and number.is_integer() else None
+    if number is None or not math.isfinite(number) or number < minimum:
+        kind = "a whole number" if integer else "a finite number"
         raise JetStreamConfigError(f"{name}={value!r} is not allowed: use {kind} >= {minimum:g}")
     return number
+
+
+def positive_seconds(name: str, value: Any) -> float:
+    """``value`` as a finite number of seconds > 0 (numbers and numeric strings), else a clear error.
+
+    Used for every timeout: ``"abc"``, ``-1``, ``0``, ``"inf"``, ``"nan"`` and booleans are refused,
+    naming ``name``, the value and what is allowed.
+    """
+    try:
+        seconds = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise JetStreamConfigError(f"{name}={value!r} is not allowed: use a finite number of seconds > 0, e.g. 5")
+    return seconds
+
+
+def _check_readable(field_name: str, what: str, path: str) -> None:
+    """Raise naming the field and the path unless ``path`` is a readable file on this machine."""
+    if not os.path.exists(path):
+        raise JetStreamConfigError(
+            f"{field_name}: {what} not found: {path} (the path is read on the machine that connects)"
+        )
+    if not os.path.isfile(path):
+        raise JetStreamConfigError(f"{field_name}: {what} {path} is not a file")
+    if not os.access(path, os.R_OK):
+        raise JetStreamConfigError(f"{field_name}: {what} {path} is not readable by this process")
+
+
+#: Files a connection reads when it connects: field name and what the file is, in words.
+FILE_FIELDS = {
+    "creds_file": "creds file",
+    "tls_ca_file": "TLS CA file",
+    "tls_cert_file": "TLS client certificate file",
+    "tls_key_file": "TLS client key file",
+}
 
 
 @dataclass(frozen=True)
@@ -192,6 +243,7 @@ class JetStreamConnectionConfig:
     tls_verify: bool = True
     tls_hostname: str | None = None
     tls_handshake_first: bool = False
+    tls_required: bool = False
     domain: str | None = None
     api_prefix: str | None = None
     client_name: str | None = None
@@ -284,19 +336,77 @@ class JetStreamConnectionConfig:
             for name in EXTRA_FIELDS
             if name in extra and name not in numbers and name not in flags
         }
-        return cls(
+        config = cls(
             conn_id=conn_id, servers=servers, user=login or None, password=password or None, **text, **numbers, **flags
         )
+        try:
+            config._check_transport()
+        except JetStreamConfigError as err:
+            raise JetStreamConfigError(f"{where}: {err}") from None
+        return config
+
+    def _check_transport(self) -> None:
+        """Refuse server lists that nats-py cannot honour, and TLS asked for over plain websocket."""
+        schemes = {urlsplit(s).scheme for s in self.servers}
+        websocket = schemes & set(WEBSOCKET_SCHEMES)
+        if websocket and schemes - set(WEBSOCKET_SCHEMES):
+            raise JetStreamConfigError(
+                f"host mixes websocket ({', '.join(s + '://' for s in sorted(websocket))}) and NATS "
+                f"({', '.join(s + '://' for s in sorted(schemes - websocket))}) servers: a connection uses one "
+                "transport, so list servers of one kind"
+            )
+        if "ws" in schemes and self.tls_reasons:
+            raise JetStreamConfigError(
+                f"host has a ws:// server but the connection requires TLS ({', '.join(self.tls_reasons)}): "
+                "ws:// is plain text and cannot be upgraded; use wss:// for websocket over TLS"
+            )
+
+    @property
+    def tls_reasons(self) -> list[str]:
+        """Why this connection requires TLS, field by field (empty: it does not).
+
+        A ``tls://`` or ``wss://`` server, ``tls_required``, or any TLS field set away from its
+        default means TLS: the client then sends nothing to a server that does not start TLS.
+        """
+        reasons = [
+            f"{scheme}:// server" for scheme in ("tls", "wss") if any(self._scheme(s) == scheme for s in self.servers)
+        ]
+        reasons += [
+            name for name in ("tls_required", "tls_ca_file", "tls_cert_file", "tls_hostname") if getattr(self, name)
+        ]
+        if not self.tls_verify:
+            reasons.append("tls_verify=false")
+        if self.tls_handshake_first:
+            reasons.append("tls_handshake_first")
+        return reasons
+
+    @staticmethod
+    def _scheme(server: str) -> str:
+        return urlsplit(server).scheme
 
     @property
     def uses_tls(self) -> bool:
-        return bool(
-            self.tls_ca_file
-            or self.tls_cert_file
-            or not self.tls_verify
-            or self.tls_handshake_first
-            or any(urlsplit(s).scheme in ("tls", "wss") for s in self.servers)
-        )
+        """True if the connection must be encrypted (see :attr:`tls_reasons`)."""
+        return bool(self.tls_reasons)
+
+    @property
+    def websocket(self) -> bool:
+        """True if the servers are websocket URLs (``ws://`` / ``wss://``)."""
+        return any(self._scheme(s) in WEBSOCKET_SCHEMES for s in self.servers)
+
+    def check_files(self) -> None:
+        """Raise :class:`JetStreamConfigError` naming the field and path of a file that cannot be read.
+
+        Called just before connecting, on the machine that connects (the files live on the workers,
+        not necessarily where the connection is edited).
+        """
+        for name, what in FILE_FIELDS.items():
+            path = getattr(self, name)
+            if path:
+                try:
+                    _check_readable(name, what, path)
+                except JetStreamConfigError as err:
+                    raise JetStreamConfigError(f"connection {self.conn_id!r}: {err}") from None
 
     @property
     def redacted_servers(self) -> list[str]:
@@ -312,15 +422,31 @@ class JetStreamConnectionConfig:
         return [v for v in values if v]
 
     def ssl_context(self) -> ssl.SSLContext | None:
-        """The client TLS context (CA, client certificate, verification), or None without TLS."""
+        """The client TLS context (CA, client certificate, verification), or None without TLS.
+
+        A missing or unreadable file raises :class:`JetStreamConfigError` naming the field and path.
+        """
         if not self.uses_tls:
             return None
-        ctx = ssl.create_default_context(cafile=self.tls_ca_file)
+        self.check_files()
+        where = f"connection {self.conn_id!r}"
+        try:
+            ctx = ssl.create_default_context(cafile=self.tls_ca_file)
+        except (ssl.SSLError, OSError) as err:
+            raise JetStreamConfigError(
+                f"{where}: tls_ca_file: {self.tls_ca_file} holds no usable PEM CA certificate ({_reason(err)})"
+            ) from None
         if not self.tls_verify:
             ctx.check_hostname = False
             ctx.verify_mode = ssl.CERT_NONE
         if self.tls_cert_file:
-            ctx.load_cert_chain(self.tls_cert_file, self.tls_key_file)
+            try:
+                ctx.load_cert_chain(self.tls_cert_file, self.tls_key_file)
+            except (ssl.SSLError, OSError) as err:
+                raise JetStreamConfigError(
+                    f"{where}: tls_cert_file/tls_key_file: {self.tls_cert_file} and {self.tls_key_file} are not a "
+                    f"matching PEM certificate and unencrypted key ({_reason(err)})"
+                ) from None
         return ctx
 
     def connect_options(self) -> dict[str, Any]:
@@ -342,6 +468,7 @@ class JetStreamConnectionConfig:
         if self.nkey_seed:
             options["nkeys_seed_str"] = self.nkey_seed.strip()
         if self.creds_file:
+            self.check_files()
             options["user_credentials"] = self.creds_file
         if self.creds:
             options["user_credentials"] = RawCredentials(self.creds)
@@ -378,6 +505,13 @@ class JetStreamConnectionConfig:
         return f"{', '.join(self.redacted_servers)} ({self.auth_method}{tls}; {target})"
 
 
+def _reason(err: BaseException) -> str:
+    return getattr(err, "reason", None) or getattr(err, "strerror", None) or str(err) or type(err).__name__
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
 def _servers(host: str | None, port: int | None, schema: str | None) -> list[str]:
     """Turn the host field (one host, or a comma list of hosts / URLs) into server URLs."""
     if not host or not host.strip():
@@ -386,9 +520,16 @@ def _servers(host: str | None, port: int | None, schema: str | None) -> list[str
         )
     default_scheme = schema if schema in SCHEMES else "nats"
     servers = []
-    for item in (part.strip() for part in host.split(",")):
+    for item in (part.strip(" ") for part in host.split(",")):
         if not item:
             continue
+        bad = _CONTROL.search(item) or re.search(r"\s", item)
+        if bad:
+            # urlsplit silently drops tabs and newlines, so "hub\nevil" would connect to "hubevil".
+            raise JetStreamConfigError(
+                f"host entry {redact_url(item)!r} is not allowed: it holds the whitespace or control character "
+                f"{bad.group()!r}; use host[:port] or a URL, several separated by commas"
+            )
         url = item if "://" in item else f"{default_scheme}://{item}"
         try:
             parts = urlsplit(url)

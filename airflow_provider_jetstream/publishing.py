@@ -26,6 +26,7 @@ import nats.errors
 import nats.js.errors
 from nats.aio.client import Client
 
+from airflow_provider_jetstream.connection import positive_seconds
 from airflow_provider_jetstream.exceptions import JetStreamError
 from airflow_provider_jetstream.subjects import SubjectGuard
 
@@ -51,11 +52,6 @@ class PublishSummary:
     seconds: float = 0.0
 
 
-@contextlib.asynccontextmanager
-async def _nothing() -> Any:
-    yield None
-
-
 async def publish_messages(
     nc: Client,
     messages: Iterable[Outgoing],
@@ -78,11 +74,15 @@ async def publish_messages(
     :raises UnsafeSubjectError: a subject is reserved or not literal (nothing more is sent).
     :raises JetStreamPublishError: acks missing after ``ack_timeout``.
     """
+    ack_timeout = positive_seconds("ack_timeout", ack_timeout)
     check = SubjectGuard(api_prefixes, subject_field)
     inbox = nc.new_inbox() + "."
     cut = len(inbox)
     window = asyncio.Semaphore(max_in_flight)
-    state: dict[str, Any] = {"acked": 0, "sent": None}
+    loop = asyncio.get_running_loop()
+    now = loop.time
+    # "progress" is the loop time of the last publish or ack; "stalled" is set by the watchdog.
+    state: dict[str, Any] = {"acked": 0, "sent": None, "published": 0, "progress": now(), "stalled": False}
     all_acked = asyncio.Event()
     acks: dict[int, Any] = {}
     loads = json.loads
@@ -99,40 +99,52 @@ async def publish_messages(
             except ValueError as err:
                 acks[index] = err
         state["acked"] += 1
+        state["progress"] = now()
         window.release()
         if state["acked"] == state["sent"]:
             all_acked.set()
 
+    async def watchdog() -> None:
+        # A stall watchdog that works on every supported Python (asyncio.timeout is 3.11+, and was
+        # skipped on 3.10): with at most max_in_flight unacked, no ack and no publish for
+        # ack_timeout while messages are unacked means no progress at all. It wakes the publisher.
+        while True:
+            waiting = state["published"] > state["acked"]
+            due = state["progress"] + ack_timeout - now()
+            if waiting and due <= 0:
+                break
+            await asyncio.sleep(due if waiting else ack_timeout)
+        state["stalled"] = True
+        all_acked.set()
+        window.release()
+
     sub = await nc.subscribe(inbox + "*", cb=on_ack, pending_msgs_limit=max(65536, max_in_flight * 2))
     publish = nc.publish
     acquire = window.acquire
-    loop = asyncio.get_running_loop()
     started = time.perf_counter()
     sent = 0
-    # A stall watchdog, pushed back as messages go out: with at most max_in_flight unacked, no acks
-    # for ack_timeout means no progress at all.
-    watchdog = getattr(asyncio, "timeout", None)
+    watcher = asyncio.create_task(watchdog())
     try:
-        async with watchdog(ack_timeout) if watchdog else _nothing() as deadline:
-            for index, (subject, payload, headers) in enumerate(messages):
-                check(subject)
-                await acquire()
-                await publish(subject, payload, reply=f"{inbox}{index}", headers=headers or None)
-                sent += 1
-                if deadline is not None and not index & 1023:
-                    deadline.reschedule(loop.time() + ack_timeout)
-            state["sent"] = sent
-            if state["acked"] >= sent:
-                all_acked.set()
-            if deadline is not None:
-                deadline.reschedule(loop.time() + ack_timeout)
-            await all_acked.wait()
-    except TimeoutError:
-        missing = sent - state["acked"]
-        raise JetStreamPublishError(
-            f"{what}: {missing} of {sent} messages not acknowledged within {ack_timeout:g}s"
-        ) from None
+        for index, (subject, payload, headers) in enumerate(messages):
+            check(subject)
+            await acquire()
+            if state["stalled"]:
+                break
+            await publish(subject, payload, reply=f"{inbox}{index}", headers=headers or None)
+            sent += 1
+            state["published"] = sent
+            state["progress"] = now()
+        state["sent"] = sent
+        if state["acked"] >= sent:
+            all_acked.set()
+        await all_acked.wait()
+        if state["stalled"]:
+            missing = sent - state["acked"]
+            raise JetStreamPublishError(
+                f"{what}: {missing} of {sent} messages not acknowledged within {ack_timeout:g}s"
+            )
     finally:
+        watcher.cancel()
         with contextlib.suppress(nats.errors.Error):
             await sub.unsubscribe()
     summary = PublishSummary(count=sent, seconds=time.perf_counter() - started)

@@ -21,13 +21,13 @@ def build(host: str = "localhost", **kwargs) -> JetStreamConnectionConfig:
 
 
 def test_host_list_becomes_server_urls_with_default_port() -> None:
-    config = build("nats://hub-1:4222, hub-2, tls://hub-3:4443,wss://edge.example.com/nats", port=5222)
-    assert config.servers == [
-        "nats://hub-1:4222",
-        "nats://hub-2:5222",
-        "tls://hub-3:4443",
+    config = build("nats://hub-1:4222, hub-2, tls://hub-3:4443", port=5222)
+    assert config.servers == ["nats://hub-1:4222", "nats://hub-2:5222", "tls://hub-3:4443"]
+    assert build("wss://edge.example.com/nats, wss://edge-2:8443").servers == [
         "wss://edge.example.com/nats",
+        "wss://edge-2:8443",
     ]
+    assert build("ws://edge:8080").servers == ["ws://edge:8080"]
 
 
 def test_default_port_is_4222() -> None:
@@ -59,9 +59,9 @@ def test_bad_domain_names_value_and_rule(domain: str) -> None:
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        ({"connect_timeout": "soon"}, "connect_timeout='soon' is not allowed: use a number >= 0.1"),
+        ({"connect_timeout": "soon"}, "connect_timeout='soon' is not allowed: use a finite number >= 0.1"),
         ({"connect_timeout": 0}, "connect_timeout=0 is not allowed"),
-        ({"max_reconnect_attempts": -5}, "max_reconnect_attempts=-5 is not allowed: use an integer >= -1"),
+        ({"max_reconnect_attempts": -5}, "max_reconnect_attempts=-5 is not allowed: use a whole number >= -1"),
         ({"tls_verify": "maybe"}, "tls_verify='maybe' is not a boolean"),
         ({"creds": "x", "creds_file": "/a.creds"}, "creds and creds_file were both given"),
         ({"nkey_seed": "SUABC", "creds_file": "/a.creds"}, "nkey_seed and creds/creds_file were both given"),

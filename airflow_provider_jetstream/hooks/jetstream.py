@@ -246,6 +246,8 @@ class JetStreamHook(BaseHook):
             message = self.run(self._atest_connection())
         except (JetStreamError, ValueError) as err:
             return False, str(err)
+        except Exception as err:  # the form's Test button shows a reason, never a traceback
+            return False, f"connection {self.jetstream_conn_id!r}: {type(err).__name__}: {err}"
         self.log.info("%s", message)  # `airflow connections test` prints only success, so log what was found
         return True, message
 

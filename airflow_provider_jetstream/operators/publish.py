@@ -16,6 +16,7 @@ from typing import Any
 from nats.aio.client import Client
 
 from airflow_provider_jetstream.api import JetStreamApi, domain_of
+from airflow_provider_jetstream.connection import positive_seconds
 from airflow_provider_jetstream.exceptions import JetStreamConfigError
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.kv import encode_value
@@ -140,6 +141,7 @@ class JetStreamPublishOperator(JetStreamBaseOperator):
             raise JetStreamConfigError("give messages or messages_callable (exactly one)")
         if messages_callable is not None and not callable(messages_callable):
             raise JetStreamConfigError(f"messages_callable={messages_callable!r} is not callable")
+        ack_timeout = positive_seconds("ack_timeout", ack_timeout)
         if not isinstance(max_in_flight, int) or max_in_flight < 1:
             raise JetStreamConfigError(f"max_in_flight={max_in_flight!r} is not allowed: use an integer >= 1")
         if not has_template(subject):

@@ -17,7 +17,7 @@ from airflow.sdk import BaseOperator
 from nats.aio.client import Client
 
 from airflow_provider_jetstream.api import STREAM_NOT_FOUND, JetStreamApi, JetStreamApiError, domain_of
-from airflow_provider_jetstream.connection import api_prefix_for
+from airflow_provider_jetstream.connection import api_prefix_for, positive_seconds
 from airflow_provider_jetstream.exceptions import JetStreamConfigError
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.operators.base import FailFastOnRefusal
@@ -76,14 +76,11 @@ class JetStreamBaseOperator(FailFastOnRefusal, BaseOperator):
         super().__init__(**kwargs)
         if not has_template(domain) and not has_template(api_prefix) and (domain or api_prefix):
             api_prefix_for(domain, api_prefix)
-        if isinstance(request_timeout, bool) or not isinstance(request_timeout, (int, float)) or request_timeout <= 0:
-            raise JetStreamConfigError(
-                f"request_timeout={request_timeout!r} is not allowed: use a number of seconds > 0 (e.g. 5)"
-            )
+        # Finite and > 0: "inf" or nan would let a request wait forever.
+        self.request_timeout = positive_seconds("request_timeout", request_timeout)
         self.jetstream_conn_id = jetstream_conn_id
         self.domain = domain
         self.api_prefix = api_prefix
-        self.request_timeout = request_timeout
 
     def get_hook(self) -> JetStreamHook:
         return JetStreamHook(self.jetstream_conn_id, domain=self.domain or None, api_prefix=self.api_prefix or None)
