@@ -158,31 +158,30 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, SparkSubmitOperator):
         local_master: str = DEFAULT_LOCAL_MASTER,
         **kwargs: Any,
     ) -> None:
-        job_args = {"stream": stream, "output_path": output_path, "checkpoint_bucket": checkpoint_bucket}
+        job_args = {
+            "stream": stream,
+            "output_path": output_path,
+            "checkpoint_bucket": checkpoint_bucket,
+            "checkpoint_key": checkpoint_key,
+            "checkpoint_domain": checkpoint_domain,
+            "domain": domain,
+            "api_prefix": api_prefix,
+            "filter_subject": filter_subject,
+            "end_sequence": end_sequence,
+            "starting_sequence": starting_sequence,
+            "partition_by": partition_by,
+            "min_partitions": min_partitions,
+            "fail_on_data_loss": fail_on_data_loss,
+        }
         if application is None:
-            missing = [name for name, value in job_args.items() if not value]
+            missing = [name for name in ("stream", "output_path", "checkpoint_bucket") if not job_args[name]]
             if missing:
                 raise JetStreamConfigError(
                     f"JetStreamSparkSubmitOperator: {', '.join(missing)} missing: the packaged stream_to_parquet "
                     "job needs stream, output_path and checkpoint_bucket (or give your own application)"
                 )
         else:
-            given = {
-                "stream": stream,
-                "domain": domain,
-                "api_prefix": api_prefix,
-                "output_path": output_path,
-                "checkpoint_bucket": checkpoint_bucket,
-                "checkpoint_key": checkpoint_key,
-                "checkpoint_domain": checkpoint_domain,
-                "filter_subject": filter_subject,
-                "end_sequence": end_sequence,
-                "starting_sequence": starting_sequence,
-                "partition_by": partition_by,
-                "min_partitions": min_partitions,
-                "fail_on_data_loss": fail_on_data_loss,
-            }
-            ignored = [name for name, value in given.items() if value is not None]
+            ignored = [name for name, value in job_args.items() if value is not None]
             if ignored:
                 raise JetStreamConfigError(
                     f"JetStreamSparkSubmitOperator: {', '.join(ignored)} are arguments of the packaged "
@@ -194,22 +193,7 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, SparkSubmitOperator):
                 f"JetStreamSparkSubmitOperator: domain={domain!r} and api_prefix={api_prefix!r}: give one"
             )
         if application is None:
-            self._check_job_arguments(
-                {
-                    **job_args,
-                    "checkpoint_key": checkpoint_key,
-                    "checkpoint_domain": checkpoint_domain,
-                    "domain": domain,
-                    "api_prefix": api_prefix,
-                    "filter_subject": filter_subject,
-                    "end_sequence": end_sequence,
-                    "starting_sequence": starting_sequence,
-                    "partition_by": partition_by,
-                    "min_partitions": min_partitions,
-                    "fail_on_data_loss": fail_on_data_loss,
-                },
-                parsing=True,
-            )
+            self._check_job_arguments(job_args, parsing=True)
         super().__init__(application=application or PACKAGED_JOB, conn_id=conn_id, **kwargs)  # type: ignore[arg-type]
         self.jetstream_conn_id = jetstream_conn_id
         self.stream = stream
