@@ -107,6 +107,8 @@ def test_kv_gate_waits_for_the_leaf_key(airflow_db, dagbag, edge_topology) -> No
                     return True
                 except nats.js.errors.BucketNotFoundError:
                     return False
+            if action == "watched":  # the gate's KV watch is a consumer on the bucket's stream
+                return (await js.stream_info(f"KV_{bucket}")).state.consumer_count > 0
             kv = await js.key_value(bucket)
             if action == "announce":
                 return await kv.put(
@@ -128,16 +130,18 @@ def test_kv_gate_waits_for_the_leaf_key(airflow_db, dagbag, edge_topology) -> No
         deadline = time.monotonic() + 120
         while not asyncio.run(edge_status("bucket_exists")) and time.monotonic() < deadline:
             time.sleep(0.2)
-        time.sleep(3)  # the DAG is waiting now; the edge announces a little later
+        while not asyncio.run(edge_status("watched")) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        watching.set()  # the DAG is waiting for the key now: the edge announces it
         asyncio.run(edge_status("announce"))
 
+    watching = threading.Event()
     announcer = threading.Thread(target=announce_later)
     announcer.start()
-    started = time.monotonic()
     run = dagbag.dags["jetstream_kv_gate"].test(run_conf={"leaf": "leaf-a"})
     announcer.join()
     assert run.state == "success"
-    assert time.monotonic() - started >= 3  # it waited for the key
+    assert watching.is_set()  # it was waiting on the key before the edge announced it
     result = run.get_task_instance("process_batch").xcom_pull(task_ids="process_batch")
     assert result["readings"] == 12 and result["mean_by_sensor"] == {"temp-0": 5.0, "temp-1": 6.0}
     keys = asyncio.run(edge_status("read"))
