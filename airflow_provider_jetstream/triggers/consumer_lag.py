@@ -8,6 +8,7 @@ and outstanding acks (``num_ack_pending``), and optionally its redeliveries, are
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -95,6 +96,16 @@ class UnreachableClock:
     def clear(self) -> None:
         self.since = None
         self._logged = None
+
+    def on_no_answer(self, what: str, reason: str, log: logging.Logger | logging.LoggerAdapter) -> TriggerEvent | None:
+        """A trigger's check of ``what`` got no answer for ``reason``: the error event once that
+        outlasted ``timeout``, else None (logging the reason at the first miss and each heartbeat)."""
+        failure = self.note(reason)
+        if failure:
+            return TriggerEvent({"status": "error", "reason": "unreachable", "message": f"{what}: {failure}"})
+        if self.should_log():
+            log.info("%s: cannot check yet: %s", what, reason)
+        return None
 
 
 class PollClock:
@@ -278,14 +289,11 @@ class JetStreamConsumerLagTrigger(BaseTrigger):
                             self.max_redelivered,
                         )
                     except TRANSIENT_ERRORS as err:
-                        reason = transient_reason(hook, err)
-                        failure = unanswered.note(reason)
-                        if failure:
-                            message = f"consumer {self.stream!r} > {self.consumer!r}: {failure}"
-                            yield TriggerEvent({"status": "error", "reason": "unreachable", "message": message})
+                        what = f"consumer {self.stream!r} > {self.consumer!r}"
+                        event = unanswered.on_no_answer(what, transient_reason(hook, err), self.log)
+                        if event:
+                            yield event
                             return
-                        if unanswered.should_log():
-                            self.log.info("Consumer %r > %r: cannot check yet: %s", self.stream, self.consumer, reason)
                     else:
                         unanswered.clear()
                         if check.done:

@@ -193,14 +193,11 @@ class JetStreamKeyValueTrigger(BaseTrigger):
                             err, (nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError)
                         ):
                             raise hook._no_jetstream(None, None) from None  # no import: waiting cannot help
-                        reason = transient_reason(hook, err)
-                        failure = unanswered.note(reason)
-                        if failure:
-                            message = f"KV {self.bucket!r} key {self.key!r}: {failure}"
-                            yield TriggerEvent({"status": "error", "reason": "unreachable", "message": message})
+                        what = f"KV {self.bucket!r} key {self.key!r}"
+                        event = unanswered.on_no_answer(what, transient_reason(hook, err), self.log)
+                        if event:
+                            yield event
                             return
-                        if unanswered.should_log():
-                            self.log.info("KV %r key %r: cannot watch yet: %s", self.bucket, self.key, reason)
                         await asyncio.sleep(self.rewatch_interval)
                         continue
                     unanswered.clear()

@@ -274,14 +274,12 @@ class JetStreamReplicationLagTrigger(BaseTrigger):
                     try:
                         check = await check_replication(hook, watch)
                     except TRANSIENT_ERRORS as err:
-                        reason = transient_reason(hook, err)
-                        failure = unanswered.note(reason)
-                        if failure:
-                            message = f"stream {self.stream!r}: {failure}"
-                            yield TriggerEvent({"status": "error", "reason": "unreachable", "message": message})
+                        event = unanswered.on_no_answer(
+                            f"stream {self.stream!r}", transient_reason(hook, err), self.log
+                        )
+                        if event:
+                            yield event
                             return
-                        if unanswered.should_log():
-                            self.log.info("Stream %r: cannot check replication yet: %s", self.stream, reason)
                     else:
                         unanswered.clear()
                         if watch.should_log(check):
