@@ -34,7 +34,7 @@ os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "WARNING")
 
 import nats  # noqa: E402
 
-from airflow_provider_jetstream.local.servers import USERS, LocalTopology  # noqa: E402
+from airflow_provider_jetstream.testing.servers import USERS, LocalTopology  # noqa: E402
 
 PAYLOAD = b"x" * 100
 

@@ -5,7 +5,7 @@ connection to the hub, by
 
   (a) the hub's server-side mirror of the leaf stream catching up (the ceiling: no Python),
   (b) a plain nats-py ``pull_subscribe().fetch(1000)`` loop,
-  (c) the fast pull path (``airflow_provider_jetstream.pull.read_range``) in one process,
+  (c) the fast pull path (``airflow_provider_jetstream.core.pull.read_range``) in one process,
   (d) ``spark.read.format("jetstream").load().count()`` on local[2] (warm),
   (e) the packaged stream_to_parquet job (Spark, local[2]) writing Parquet.
 
@@ -27,9 +27,9 @@ from pathlib import Path
 import nats
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, ExternalStream, StreamConfig, StreamSource
 
-from airflow_provider_jetstream.connection import JetStreamConnectionConfig
-from airflow_provider_jetstream.local.servers import USERS, LocalTopology
-from airflow_provider_jetstream.pull import read_range
+from airflow_provider_jetstream.core.connection import JetStreamConnectionConfig
+from airflow_provider_jetstream.core.pull import read_range
+from airflow_provider_jetstream.testing.servers import USERS, LocalTopology
 
 STREAM = "BENCH"
 MIRROR = "BENCH_MIRROR"

@@ -214,7 +214,7 @@ def main() -> None:
         child(args)
         return
 
-    from airflow_provider_jetstream.local.servers import LocalTopology
+    from airflow_provider_jetstream.testing.servers import LocalTopology
 
     with (
         tempfile.TemporaryDirectory(prefix="bench-triggers-") as work,

@@ -32,7 +32,7 @@ from edge_pipeline_config import (
     leaf_stream_spec,
 )
 
-from airflow_provider_jetstream.exceptions import JetStreamDomainUnavailableError
+from airflow_provider_jetstream.core.errors import JetStreamDomainUnavailableError
 from airflow_provider_jetstream.operators.kv import JetStreamCreateKeyValueOperator, JetStreamKeyValuePutOperator
 from airflow_provider_jetstream.operators.spark import JetStreamSparkSubmitOperator
 from airflow_provider_jetstream.operators.streams import (
@@ -146,9 +146,9 @@ with DAG(
         import datetime as dt
         import logging
 
-        from airflow_provider_jetstream.api import JetStreamApi, domain_of
-        from airflow_provider_jetstream.connection import api_prefix_for
-        from airflow_provider_jetstream.exceptions import JetStreamError
+        from airflow_provider_jetstream.core.connection import api_prefix_for
+        from airflow_provider_jetstream.core.errors import JetStreamError
+        from airflow_provider_jetstream.core.jetstream_api import JetStreamApi, domain_of
         from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 
         log = logging.getLogger("airflow.task")

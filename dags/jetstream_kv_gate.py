@@ -70,8 +70,8 @@ with DAG(
     @task
     def process_batch(entry: dict, params: dict | None = None) -> dict:
         """Count and average the batch's readings per sensor, reading the leaf stream through the hub."""
+        from airflow_provider_jetstream.core.pull import read_range
         from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
-        from airflow_provider_jetstream.pull import read_range
 
         batch = json.loads(entry["value"])
         leaf = params["leaf"]

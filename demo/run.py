@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO / "dags"))
 
 import edge_pipeline_config as cfg  # noqa: E402
 
-from airflow_provider_jetstream.local.servers import USERS, LocalTopology  # noqa: E402
+from airflow_provider_jetstream.testing.servers import USERS, LocalTopology  # noqa: E402
 
 READINGS_PER_LEAF = int(os.environ.get("DEMO_READINGS_PER_LEAF", "5000"))
 SENSORS = ["temp", "humidity", "pressure", "vibration"]
@@ -60,9 +60,9 @@ async def publish_edge_readings(topology: LocalTopology) -> dict[str, int]:
     """Each edge process publishes to its own leaf server, as an edge app would (no hub needed)."""
     import nats
 
-    from airflow_provider_jetstream.api import JetStreamApi
-    from airflow_provider_jetstream.reconcile import reconcile_stream
-    from airflow_provider_jetstream.specs import StreamSpec
+    from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
+    from airflow_provider_jetstream.core.reconcile import reconcile_stream
+    from airflow_provider_jetstream.core.specs import StreamSpec
 
     published = {}
     for leaf in cfg.LEAF_DOMAINS:
@@ -93,8 +93,8 @@ async def publish_edge_readings(topology: LocalTopology) -> dict[str, int]:
 async def summary(topology: LocalTopology) -> list[str]:
     import nats
 
-    from airflow_provider_jetstream.api import JetStreamApi
-    from airflow_provider_jetstream.replication import ReplicationWatch
+    from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
+    from airflow_provider_jetstream.core.replication import ReplicationWatch
 
     lines = []
     nc = await nats.connect(topology.url())

@@ -54,7 +54,7 @@ os.environ.update(
     }
 )
 
-from airflow_provider_jetstream.local.servers import (  # noqa: E402
+from airflow_provider_jetstream.testing.servers import (  # noqa: E402
     USERS,
     LocalTopology,
     NatsServer,

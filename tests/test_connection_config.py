@@ -6,13 +6,13 @@ import ssl
 
 import pytest
 
-from airflow_provider_jetstream.connection import (
+from airflow_provider_jetstream.core.connection import (
     JetStreamConnectionConfig,
     api_prefix_for,
     redact_url,
     validate_domain,
 )
-from airflow_provider_jetstream.exceptions import JetStreamConfigError
+from airflow_provider_jetstream.core.errors import JetStreamConfigError
 
 
 def build(host: str = "localhost", **kwargs) -> JetStreamConnectionConfig:
@@ -149,7 +149,7 @@ def test_uri_form_with_several_servers_and_extras() -> None:
 def test_readme_documents_every_extra_field() -> None:
     from pathlib import Path
 
-    from airflow_provider_jetstream.connection import EXTRA_FIELDS
+    from airflow_provider_jetstream.core.connection import EXTRA_FIELDS
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     assert [name for name in EXTRA_FIELDS if f"`{name}`" not in readme] == []

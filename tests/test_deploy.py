@@ -11,8 +11,8 @@ import pytest
 import yaml
 from airflow.sdk import Connection
 
-from airflow_provider_jetstream.connection import JetStreamConnectionConfig
-from airflow_provider_jetstream.local.servers import LocalTopology, NatsServer, accounts_config
+from airflow_provider_jetstream.core.connection import JetStreamConnectionConfig
+from airflow_provider_jetstream.testing.servers import LocalTopology, NatsServer, accounts_config
 
 REPO = Path(__file__).resolve().parents[1]
 NATS_DIR = REPO / "deploy" / "nats"

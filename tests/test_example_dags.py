@@ -13,7 +13,7 @@ import nats
 import pytest
 from airflow.dag_processing.dagbag import DagBag
 
-from airflow_provider_jetstream.local.servers import LocalTopology
+from airflow_provider_jetstream.testing.servers import LocalTopology
 
 REPO = Path(__file__).resolve().parents[1]
 # Airflow puts the DAGs folder on sys.path in its processes, so DAG files import their shared config.

@@ -16,16 +16,16 @@ from airflow.sdk import BaseHook
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
-from airflow_provider_jetstream.api import JetStreamApi, describe_prefix, is_imported_prefix
-from airflow_provider_jetstream.client import open_connection, refusal_since, release
-from airflow_provider_jetstream.connection import JetStreamConnectionConfig, api_prefix_for
-from airflow_provider_jetstream.exceptions import (
+from airflow_provider_jetstream.core.connect import open_connection, refusal_since, release
+from airflow_provider_jetstream.core.connection import JetStreamConnectionConfig, api_prefix_for
+from airflow_provider_jetstream.core.errors import (
     JetStreamDomainUnavailableError,
     JetStreamError,
     JetStreamImportMissingError,
     JetStreamPermissionError,
 )
-from airflow_provider_jetstream.utils.sync import run_sync
+from airflow_provider_jetstream.core.jetstream_api import JetStreamApi, describe_prefix, is_imported_prefix
+from airflow_provider_jetstream.core.sync import run_sync
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)

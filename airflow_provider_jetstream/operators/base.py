@@ -1,6 +1,6 @@
-"""What every operator of this provider shares: refusals fail the task at once, without retries.
+"""What every operator of this provider shares: connection arguments, reconcile options, refusals that fail at once.
 
-A refusal (:class:`airflow_provider_jetstream.exceptions.JetStreamRefusalError`: a bad argument or
+A refusal (:class:`airflow_provider_jetstream.core.errors.JetStreamRefusalError`: a bad argument or
 spec, a change the reconcile rules refuse, a double store, rejected credentials, a failed
 compare-and-set) is raised again from ``execute`` as Airflow's ``AirflowFailException``, so
 ``retries`` are not spent on something that cannot succeed. The error raised is still an
@@ -10,12 +10,21 @@ instance of its own class (``except SpecErrors`` keeps working): a subclass of b
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
+from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
+from nats.aio.client import Client
 
-from airflow_provider_jetstream.exceptions import is_refusal
+from airflow_provider_jetstream.core.connection import api_prefix_for, positive_seconds
+from airflow_provider_jetstream.core.errors import JetStreamConfigError, is_refusal
+from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
+from airflow_provider_jetstream.core.reconcile import check_if_exists
+from airflow_provider_jetstream.core.specs import SpecError, SpecErrors, StreamSpec, validate_name
+from airflow_provider_jetstream.core.topology_guard import guard_double_store
+from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
+from airflow_provider_jetstream.utils.templates import is_resolved_at_run_time
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -98,3 +107,177 @@ class FailFastOnRefusal:
             method = cls.__dict__.get(name)
             if callable(method):
                 setattr(cls, name, fail_fast_on_refusal(method))
+
+
+T = TypeVar("T")
+
+
+def as_bool(name: str, value: Any) -> bool:
+    """A boolean argument (``True``/``False``, or its rendered text); anything else is refused."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
+        return value.strip().lower() in ("true", "1", "yes")
+    raise JetStreamConfigError(f"{name}={value!r} is not allowed: use true or false")
+
+
+def check_bool_args(**args: Any) -> None:
+    """Validate boolean arguments now, unless Airflow still renders them (then at run time)."""
+    for name, value in args.items():
+        if not is_resolved_at_run_time(value):
+            as_bool(name, value)
+
+
+class JetStreamBaseOperator(FailFastOnRefusal, BaseOperator):
+    """Common arguments: where JetStream is, and how long to wait for its API.
+
+    Refusals (bad arguments, refused changes, double store, rejected credentials) fail the task
+    at once, without retries (:mod:`airflow_provider_jetstream.operators.base`).
+
+    :param jetstream_conn_id: Airflow connection (type ``jetstream``). Default ``jetstream_default``.
+    :param domain: JetStream domain to act in (``$JS.<domain>.API``). Default: the connection's.
+    :param api_prefix: an imported JetStream API prefix (``JS.acc@hub.API``), instead of ``domain``.
+    :param request_timeout: seconds to wait for each JetStream API answer. Default 5.
+    """
+
+    template_fields: Sequence[str] = ("jetstream_conn_id", "domain", "api_prefix")
+    ui_color = "#34b27d"
+
+    def __init__(
+        self,
+        *,
+        jetstream_conn_id: str = JetStreamHook.default_conn_name,
+        domain: str | None = None,
+        api_prefix: str | None = None,
+        request_timeout: float = 5.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if not is_resolved_at_run_time(domain) and not is_resolved_at_run_time(api_prefix) and (domain or api_prefix):
+            api_prefix_for(domain, api_prefix)
+        # Finite and > 0: "inf" or nan would let a request wait forever.
+        self.request_timeout = positive_seconds("request_timeout", request_timeout)
+        self.jetstream_conn_id = jetstream_conn_id
+        self.domain = domain
+        self.api_prefix = api_prefix
+
+    def get_hook(self) -> JetStreamHook:
+        return JetStreamHook(self.jetstream_conn_id, domain=self.domain or None, api_prefix=self.api_prefix or None)
+
+    def run_api(self, work: Callable[[Client, JetStreamApi, JetStreamHook], Awaitable[T]]) -> T:
+        """Connect, build the API client for the target, and run ``work`` to completion."""
+        hook = self.get_hook()
+
+        async def main() -> T:
+            async with hook.aconnect() as nc:
+                api = JetStreamApi(
+                    nc, hook.resolve_api_prefix(), timeout=self.request_timeout, target=hook.describe_target()
+                )
+                return await work(nc, api, hook)
+
+        return hook.run(main())
+
+    def peer_domains_for(self, hook: JetStreamHook, named: Iterable[str] = ()) -> list[str]:
+        """Domains the double-store guard asks, besides the connection's own: the connection's
+        configured domain, the domains named by the spec's mirror/sources, and ``peer_domains``."""
+        config = hook.get_conn_config()
+        peers = [config.domain, *named, *peer_domains_arg(getattr(self, "peer_domains", None))]
+        return [d for d in dict.fromkeys(peers) if d]
+
+
+class ReconcileOperator(JetStreamBaseOperator):
+    template_fields: Sequence[str] = (
+        *JetStreamBaseOperator.template_fields,
+        "if_exists",
+        "dry_run",
+        "allow_double_store",
+        "peer_domains",
+    )
+
+    def __init__(
+        self,
+        *,
+        if_exists: str = "update",
+        dry_run: bool = False,
+        prune_sources: bool = False,
+        allow_double_store: bool = False,
+        peer_domains: list[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if not is_resolved_at_run_time(if_exists):
+            check_if_exists(if_exists)
+        check_bool_args(dry_run=dry_run, prune_sources=prune_sources, allow_double_store=allow_double_store)
+        if not is_resolved_at_run_time(peer_domains):
+            peer_domains_arg(peer_domains)
+        self.if_exists = if_exists
+        self.dry_run = dry_run
+        self.prune_sources = prune_sources
+        self.allow_double_store = allow_double_store
+        self.peer_domains = peer_domains
+
+    def check_options(self) -> None:
+        """Validate the rendered options, before any request: run time's share of the checks."""
+        check_if_exists(self.if_exists)
+        check_bool_args(
+            dry_run=self.dry_run, prune_sources=self.prune_sources, allow_double_store=self.allow_double_store
+        )
+        peer_domains_arg(self.peer_domains)
+
+    def reconcile_options(self, guard: Callable[[], Awaitable[Any]]) -> dict[str, Any]:
+        """Keyword arguments of the reconcile functions, from the (rendered) operator arguments."""
+        return {
+            "if_exists": self.if_exists,
+            "dry_run": as_bool("dry_run", self.dry_run),
+            "prune_sources": as_bool("prune_sources", self.prune_sources),
+            "guard": guard,
+            "logger": self.log,
+        }
+
+    def double_store_guard(
+        self,
+        nc: Client,
+        api: JetStreamApi,
+        hook: JetStreamHook,
+        stream: StreamSpec,
+        *,
+        subjects: list[str],
+        what: str,
+        bucket: str | None = None,
+    ) -> Callable[[], Awaitable[Any]]:
+        """The check, run before a create, that no other known domain would store these subjects too."""
+
+        async def guard() -> Any:
+            return await guard_double_store(
+                nc,
+                target_prefix=api.prefix,
+                subjects=subjects,
+                what=what,
+                bucket=bucket,
+                peer_domains=self.peer_domains_for(hook, stream.origin_domains()),
+                allow=as_bool("allow_double_store", self.allow_double_store),
+                timeout=self.request_timeout,
+                logger=self.log,
+            )
+
+        return guard
+
+
+def peer_domains_arg(value: Any) -> list[str]:
+    """``peer_domains``: None or a list of domain names."""
+    if value in (None, ""):
+        return []
+    if not isinstance(value, (list, tuple)):
+        raise SpecErrors([SpecError("peer_domains", value, "use a list of domain names, e.g. ['leaf']")])
+    return [
+        one_spec_error(lambda v, p: validate_name(v, p, what="domain"), d, f"peer_domains[{i}]")
+        for i, d in enumerate(value)
+    ]
+
+
+def one_spec_error(check: Callable[..., Any], value: Any, path: str) -> Any:
+    """``check(value, path)``, its :class:`SpecError` raised as :class:`SpecErrors` (what operators raise)."""
+    try:
+        return check(value, path)
+    except SpecError as err:
+        raise SpecErrors([err]) from None

@@ -7,23 +7,18 @@ from typing import Any
 
 from nats.aio.client import Client
 
-from airflow_provider_jetstream.api import (
+from airflow_provider_jetstream.core.jetstream_api import (
     CONSUMER_NOT_FOUND,
     STREAM_NOT_FOUND,
     JetStreamApi,
     JetStreamApiError,
     domain_of,
 )
+from airflow_provider_jetstream.core.reconcile import check_if_exists, reconcile_consumer
+from airflow_provider_jetstream.core.specs import ConsumerSpec, validate_name
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
-from airflow_provider_jetstream.operators.streams import (
-    JetStreamBaseOperator,
-    _as_bool,
-    _one,
-    check_bool_args,
-    has_template,
-)
-from airflow_provider_jetstream.reconcile import check_if_exists, reconcile_consumer
-from airflow_provider_jetstream.specs import ConsumerSpec, validate_name
+from airflow_provider_jetstream.operators.base import JetStreamBaseOperator, as_bool, check_bool_args, one_spec_error
+from airflow_provider_jetstream.utils.templates import is_resolved_at_run_time
 
 
 class JetStreamCreateConsumerOperator(JetStreamBaseOperator):
@@ -55,19 +50,19 @@ class JetStreamCreateConsumerOperator(JetStreamBaseOperator):
         self.consumer = consumer
         self.if_exists = if_exists
         self.dry_run = dry_run
-        if not has_template(stream):
-            _one(validate_name, stream, "stream")
-        if not has_template(consumer):
+        if not is_resolved_at_run_time(stream):
+            one_spec_error(validate_name, stream, "stream")
+        if not is_resolved_at_run_time(consumer):
             ConsumerSpec.from_dict(consumer)
-        if not has_template(if_exists):
+        if not is_resolved_at_run_time(if_exists):
             check_if_exists(if_exists)
         check_bool_args(dry_run=dry_run)
 
     def execute(self, context: Any) -> dict[str, Any]:
-        _one(validate_name, self.stream, "stream")
+        one_spec_error(validate_name, self.stream, "stream")
         spec = ConsumerSpec.from_dict(self.consumer)
         check_if_exists(self.if_exists)
-        dry_run = _as_bool("dry_run", self.dry_run)
+        dry_run = as_bool("dry_run", self.dry_run)
 
         async def work(nc: Client, api: JetStreamApi, hook: JetStreamHook) -> dict[str, Any]:
             result = await reconcile_consumer(
@@ -95,14 +90,14 @@ class JetStreamDeleteConsumerOperator(JetStreamBaseOperator):
         super().__init__(**kwargs)
         self.stream = stream
         self.name = name
-        self.ignore_missing = _as_bool("ignore_missing", ignore_missing)
-        if not has_template([stream, name]):
-            _one(validate_name, stream, "stream")
-            _one(validate_name, name, "name")
+        self.ignore_missing = as_bool("ignore_missing", ignore_missing)
+        if not is_resolved_at_run_time([stream, name]):
+            one_spec_error(validate_name, stream, "stream")
+            one_spec_error(validate_name, name, "name")
 
     def execute(self, context: Any) -> dict[str, Any]:
-        _one(validate_name, self.stream, "stream")
-        _one(validate_name, self.name, "name")
+        one_spec_error(validate_name, self.stream, "stream")
+        one_spec_error(validate_name, self.name, "name")
 
         async def work(nc: Client, api: JetStreamApi, hook: JetStreamHook) -> dict[str, Any]:
             try:

@@ -1,10 +1,10 @@
 """Operators for KV buckets: create/update (mirrors and sources across domains), put, delete.
 
 Buckets are KV streams built by the KV conventions exactly as nats.go and nats.js build them
-(:mod:`airflow_provider_jetstream.kv`), so those clients read them, mirrors of other domains'
+(:mod:`airflow_provider_jetstream.core.keyvalue`), so those clients read them, mirrors of other domains'
 buckets included (under the origin's ``$KV.<origin>.`` prefix, ADR-8). nats-py's
 ``js.key_value(bucket)`` reads buckets and sourced buckets but not that mirror layout:
-:func:`airflow_provider_jetstream.kv.open_key_value` reads all three. Puts and deletes address the
+:func:`airflow_provider_jetstream.core.keyvalue.open_key_value` reads all three. Puts and deletes address the
 bucket's domain (``$JS.<domain>.API.$KV.<bucket>.<key>``, as nats.go does), so a write aimed at
 domain X cannot land in a same-named bucket of domain Y; a mirror's writes go to its origin.
 """
@@ -16,18 +16,9 @@ from typing import Any
 
 from nats.aio.client import Client
 
-from airflow_provider_jetstream.api import JetStreamApi
-from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
-from airflow_provider_jetstream.kv import kv_delete, kv_put, reconcile_bucket
-from airflow_provider_jetstream.operators.streams import (
-    JetStreamBaseOperator,
-    _as_bool,
-    _one,
-    _ReconcileOperator,
-    check_bool_args,
-    has_template,
-)
-from airflow_provider_jetstream.specs import (
+from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
+from airflow_provider_jetstream.core.keyvalue import kv_delete, kv_put, reconcile_bucket
+from airflow_provider_jetstream.core.specs import (
     KeyValueSpec,
     SpecError,
     SpecErrors,
@@ -35,10 +26,19 @@ from airflow_provider_jetstream.specs import (
     validate_bucket,
     validate_key,
 )
-from airflow_provider_jetstream.specs.kv import kv_subjects
+from airflow_provider_jetstream.core.specs.kv import kv_subjects
+from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
+from airflow_provider_jetstream.operators.base import (
+    JetStreamBaseOperator,
+    ReconcileOperator,
+    as_bool,
+    check_bool_args,
+    one_spec_error,
+)
+from airflow_provider_jetstream.utils.templates import is_resolved_at_run_time
 
 
-class JetStreamCreateKeyValueOperator(_ReconcileOperator):
+class JetStreamCreateKeyValueOperator(ReconcileOperator):
     """Create or update a KV bucket, including a mirror or sources in other domains or accounts.
 
     :param bucket: a name, or a spec: ``{"bucket": "config", "history": 5, "ttl": "1h",
@@ -55,13 +55,13 @@ class JetStreamCreateKeyValueOperator(_ReconcileOperator):
     :param peer_domains: more domains for that check, besides the connection's own.
     """
 
-    template_fields: Sequence[str] = (*_ReconcileOperator.template_fields, "bucket")
+    template_fields: Sequence[str] = (*ReconcileOperator.template_fields, "bucket")
     template_fields_renderers = {"bucket": "json"}
 
     def __init__(self, *, bucket: str | dict[str, Any], **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.bucket = bucket
-        if not has_template(bucket):
+        if not is_resolved_at_run_time(bucket):
             KeyValueSpec.from_dict(bucket)
 
     def execute(self, context: Any) -> dict[str, Any]:
@@ -107,12 +107,12 @@ class _KeyOperator(JetStreamBaseOperator):
         self.bucket = bucket
         self.key = key
         self.expected_revision = expected_revision
-        if not has_template([bucket, key, expected_revision]):
+        if not is_resolved_at_run_time([bucket, key, expected_revision]):
             self._check()
 
     def _check(self) -> int | None:
-        _one(validate_bucket, self.bucket, "bucket")
-        _one(validate_key, self.key, "key")
+        one_spec_error(validate_bucket, self.bucket, "bucket")
+        one_spec_error(validate_key, self.key, "key")
         return _revision(self.expected_revision)
 
 
@@ -136,12 +136,12 @@ class JetStreamKeyValuePutOperator(_KeyOperator):
     def __init__(self, *, value: Any, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.value = value
-        if not has_template(value):
-            _one(encode_kv_value, value, "value")
+        if not is_resolved_at_run_time(value):
+            one_spec_error(encode_kv_value, value, "value")
 
     def execute(self, context: Any) -> int:
         expected = self._check()
-        payload = _one(encode_kv_value, self.value, "value")
+        payload = one_spec_error(encode_kv_value, self.value, "value")
 
         async def work(nc: Client, api: JetStreamApi, hook: JetStreamHook) -> int:
             return await kv_put(
@@ -175,7 +175,7 @@ class JetStreamKeyValueDeleteOperator(_KeyOperator):
 
     def execute(self, context: Any) -> int:
         expected = self._check()
-        purge = _as_bool("purge", self.purge)
+        purge = as_bool("purge", self.purge)
 
         async def work(nc: Client, api: JetStreamApi, hook: JetStreamHook) -> int:
             return await kv_delete(

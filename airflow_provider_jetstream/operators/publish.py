@@ -3,7 +3,7 @@
 Each message carries a ``Nats-Msg-Id`` derived from ``msg_id`` (templated; by default
 ``<dag_id>/<run_id>/<task_id>/<map_index>/<index>``), so a retried task stores nothing twice within
 the stream's duplicate window: the retry's acks come back ``duplicate`` and are counted as such.
-Messages go through the shared engine :mod:`airflow_provider_jetstream.publishing` (the Spark
+Messages go through the shared engine :mod:`airflow_provider_jetstream.core.publisher` (the Spark
 writer's too), which refuses reserved subjects before sending and checks every ack.
 """
 
@@ -15,21 +15,22 @@ from typing import Any
 
 from nats.aio.client import Client
 
-from airflow_provider_jetstream.api import JetStreamApi, domain_of
-from airflow_provider_jetstream.connection import positive_seconds
-from airflow_provider_jetstream.exceptions import JetStreamConfigError
-from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
-from airflow_provider_jetstream.kv import encode_value
-from airflow_provider_jetstream.operators.streams import JetStreamBaseOperator, _as_bool, has_template
-from airflow_provider_jetstream.publishing import (
+from airflow_provider_jetstream.core.connection import positive_seconds
+from airflow_provider_jetstream.core.errors import JetStreamConfigError
+from airflow_provider_jetstream.core.jetstream_api import JetStreamApi, domain_of
+from airflow_provider_jetstream.core.keyvalue import encode_value
+from airflow_provider_jetstream.core.publisher import (
     JetStreamPublishError,
     Outgoing,
     PublishSummary,
     ack_problems,
     publish_messages,
 )
-from airflow_provider_jetstream.subjects import check_publish_subject
-from airflow_provider_jetstream.topology_guard import guard_double_store
+from airflow_provider_jetstream.core.subjects import check_publish_subject
+from airflow_provider_jetstream.core.topology_guard import guard_double_store
+from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
+from airflow_provider_jetstream.operators.base import JetStreamBaseOperator, as_bool
+from airflow_provider_jetstream.utils.templates import is_resolved_at_run_time
 
 __all__ = ["JetStreamPublishError", "JetStreamPublishOperator", "check_headers", "msg_id_parts"]
 
@@ -144,9 +145,11 @@ class JetStreamPublishOperator(JetStreamBaseOperator):
         ack_timeout = positive_seconds("ack_timeout", ack_timeout)
         if not isinstance(max_in_flight, int) or max_in_flight < 1:
             raise JetStreamConfigError(f"max_in_flight={max_in_flight!r} is not allowed: use an integer >= 1")
-        if not has_template(subject):
-            check_publish_subject(subject, "subject", [] if has_template(self.api_prefix) else [self.api_prefix])
-        if not has_template(headers):
+        if not is_resolved_at_run_time(subject):
+            check_publish_subject(
+                subject, "subject", [] if is_resolved_at_run_time(self.api_prefix) else [self.api_prefix]
+            )
+        if not is_resolved_at_run_time(headers):
             check_headers(headers)
         self.subject = subject
         self.messages = messages
@@ -188,7 +191,7 @@ class JetStreamPublishOperator(JetStreamBaseOperator):
                 subjects=[self.subject],
                 what=f"publish to {self.subject!r}",
                 peer_domains=self.peer_domains_for(hook),
-                allow=_as_bool("allow_double_store", self.allow_double_store),
+                allow=as_bool("allow_double_store", self.allow_double_store),
                 timeout=self.request_timeout,
                 logger=self.log,
             )

@@ -21,11 +21,11 @@ from typing import Any
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from airflow_provider_jetstream.exceptions import JetStreamConfigError
+from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
-from airflow_provider_jetstream.job_args import check_bool, check_job_arguments, check_partition_by
 from airflow_provider_jetstream.operators.base import FailFastOnRefusal
-from airflow_provider_jetstream.operators.streams import has_template
+from airflow_provider_jetstream.spark.job_args import check_bool, check_job_arguments, check_partition_by
+from airflow_provider_jetstream.utils.templates import is_resolved_at_run_time
 
 #: A line of spark-submit output that states an error: a log record at level ERROR (the packaged
 #: job logs its failure so), a Python exception line (``pkg.SomeError: ...``) or a JVM one.
@@ -217,7 +217,7 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, SparkSubmitOperator):
     def _check_job_arguments(values: dict[str, Any], parsing: bool) -> None:
         """Check the packaged job's arguments: when parsing, those without templates; else all."""
         try:
-            check_job_arguments(values, skip=has_template if parsing else lambda value: False)
+            check_job_arguments(values, skip=is_resolved_at_run_time if parsing else lambda value: False)
         except JetStreamConfigError as err:
             raise JetStreamConfigError(f"JetStreamSparkSubmitOperator: {err}") from None
 

@@ -1,6 +1,6 @@
 """Operators that manage streams declaratively: create/update (plain, mirror, sourced), delete, purge.
 
-Every "create" operator reconciles (see :mod:`airflow_provider_jetstream.reconcile`):
+Every "create" operator reconciles (see :mod:`airflow_provider_jetstream.core.reconcile`):
 ``if_exists`` is ``"update"`` (default), ``"skip"``, ``"fail"`` or ``"recreate"``; ``dry_run=True``
 logs the plan and changes nothing. Specs are plain dicts, validated when the DAG is parsed (or,
 when they hold Jinja templates, before any request once rendered). Each returns an XCom dict:
@@ -10,181 +10,25 @@ when they hold Jinja templates, before any request once rendered). Each returns 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from airflow.sdk import BaseOperator
 from nats.aio.client import Client
 
-from airflow_provider_jetstream.api import STREAM_NOT_FOUND, JetStreamApi, JetStreamApiError, domain_of
-from airflow_provider_jetstream.connection import api_prefix_for, positive_seconds
-from airflow_provider_jetstream.exceptions import JetStreamConfigError
+from airflow_provider_jetstream.core.jetstream_api import STREAM_NOT_FOUND, JetStreamApi, JetStreamApiError, domain_of
+from airflow_provider_jetstream.core.reconcile import reconcile_stream
+from airflow_provider_jetstream.core.specs import SpecError, SpecErrors, StreamSpec, validate_name, validate_subject
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
-from airflow_provider_jetstream.operators.base import FailFastOnRefusal
-from airflow_provider_jetstream.reconcile import check_if_exists, reconcile_stream
-from airflow_provider_jetstream.specs import SpecError, SpecErrors, StreamSpec, validate_name, validate_subject
-from airflow_provider_jetstream.topology_guard import guard_double_store
+from airflow_provider_jetstream.operators.base import (
+    JetStreamBaseOperator,
+    ReconcileOperator,
+    as_bool,
+    one_spec_error,
+)
 from airflow_provider_jetstream.utils.templates import is_resolved_at_run_time
 
-T = TypeVar("T")
 
-
-#: Kept for the operators that import it from here: see :func:`is_resolved_at_run_time`.
-has_template = is_resolved_at_run_time
-
-
-def _as_bool(name: str, value: Any) -> bool:
-    """A boolean argument (``True``/``False``, or its rendered text); anything else is refused."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
-        return value.strip().lower() in ("true", "1", "yes")
-    raise JetStreamConfigError(f"{name}={value!r} is not allowed: use true or false")
-
-
-def check_bool_args(**args: Any) -> None:
-    """Validate boolean arguments now, unless Airflow still renders them (then at run time)."""
-    for name, value in args.items():
-        if not is_resolved_at_run_time(value):
-            _as_bool(name, value)
-
-
-class JetStreamBaseOperator(FailFastOnRefusal, BaseOperator):
-    """Common arguments: where JetStream is, and how long to wait for its API.
-
-    Refusals (bad arguments, refused changes, double store, rejected credentials) fail the task
-    at once, without retries (:mod:`airflow_provider_jetstream.operators.base`).
-
-    :param jetstream_conn_id: Airflow connection (type ``jetstream``). Default ``jetstream_default``.
-    :param domain: JetStream domain to act in (``$JS.<domain>.API``). Default: the connection's.
-    :param api_prefix: an imported JetStream API prefix (``JS.acc@hub.API``), instead of ``domain``.
-    :param request_timeout: seconds to wait for each JetStream API answer. Default 5.
-    """
-
-    template_fields: Sequence[str] = ("jetstream_conn_id", "domain", "api_prefix")
-    ui_color = "#34b27d"
-
-    def __init__(
-        self,
-        *,
-        jetstream_conn_id: str = JetStreamHook.default_conn_name,
-        domain: str | None = None,
-        api_prefix: str | None = None,
-        request_timeout: float = 5.0,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        if not has_template(domain) and not has_template(api_prefix) and (domain or api_prefix):
-            api_prefix_for(domain, api_prefix)
-        # Finite and > 0: "inf" or nan would let a request wait forever.
-        self.request_timeout = positive_seconds("request_timeout", request_timeout)
-        self.jetstream_conn_id = jetstream_conn_id
-        self.domain = domain
-        self.api_prefix = api_prefix
-
-    def get_hook(self) -> JetStreamHook:
-        return JetStreamHook(self.jetstream_conn_id, domain=self.domain or None, api_prefix=self.api_prefix or None)
-
-    def run_api(self, work: Callable[[Client, JetStreamApi, JetStreamHook], Awaitable[T]]) -> T:
-        """Connect, build the API client for the target, and run ``work`` to completion."""
-        hook = self.get_hook()
-
-        async def main() -> T:
-            async with hook.aconnect() as nc:
-                api = JetStreamApi(
-                    nc, hook.resolve_api_prefix(), timeout=self.request_timeout, target=hook.describe_target()
-                )
-                return await work(nc, api, hook)
-
-        return hook.run(main())
-
-    def peer_domains_for(self, hook: JetStreamHook, named: Iterable[str] = ()) -> list[str]:
-        """Domains the double-store guard asks, besides the connection's own: the connection's
-        configured domain, the domains named by the spec's mirror/sources, and ``peer_domains``."""
-        config = hook.get_conn_config()
-        peers = [config.domain, *named, *_peer_domains(getattr(self, "peer_domains", None))]
-        return [d for d in dict.fromkeys(peers) if d]
-
-
-class _ReconcileOperator(JetStreamBaseOperator):
-    template_fields: Sequence[str] = (
-        *JetStreamBaseOperator.template_fields,
-        "if_exists",
-        "dry_run",
-        "allow_double_store",
-        "peer_domains",
-    )
-
-    def __init__(
-        self,
-        *,
-        if_exists: str = "update",
-        dry_run: bool = False,
-        prune_sources: bool = False,
-        allow_double_store: bool = False,
-        peer_domains: list[str] | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        if not has_template(if_exists):
-            check_if_exists(if_exists)
-        check_bool_args(dry_run=dry_run, prune_sources=prune_sources, allow_double_store=allow_double_store)
-        if not has_template(peer_domains):
-            _peer_domains(peer_domains)
-        self.if_exists = if_exists
-        self.dry_run = dry_run
-        self.prune_sources = prune_sources
-        self.allow_double_store = allow_double_store
-        self.peer_domains = peer_domains
-
-    def check_options(self) -> None:
-        """Validate the rendered options, before any request: run time's share of the checks."""
-        check_if_exists(self.if_exists)
-        check_bool_args(
-            dry_run=self.dry_run, prune_sources=self.prune_sources, allow_double_store=self.allow_double_store
-        )
-        _peer_domains(self.peer_domains)
-
-    def reconcile_options(self, guard: Callable[[], Awaitable[Any]]) -> dict[str, Any]:
-        """Keyword arguments of the reconcile functions, from the (rendered) operator arguments."""
-        return {
-            "if_exists": self.if_exists,
-            "dry_run": _as_bool("dry_run", self.dry_run),
-            "prune_sources": _as_bool("prune_sources", self.prune_sources),
-            "guard": guard,
-            "logger": self.log,
-        }
-
-    def double_store_guard(
-        self,
-        nc: Client,
-        api: JetStreamApi,
-        hook: JetStreamHook,
-        stream: StreamSpec,
-        *,
-        subjects: list[str],
-        what: str,
-        bucket: str | None = None,
-    ) -> Callable[[], Awaitable[Any]]:
-        """The check, run before a create, that no other known domain would store these subjects too."""
-
-        async def guard() -> Any:
-            return await guard_double_store(
-                nc,
-                target_prefix=api.prefix,
-                subjects=subjects,
-                what=what,
-                bucket=bucket,
-                peer_domains=self.peer_domains_for(hook, stream.origin_domains()),
-                allow=_as_bool("allow_double_store", self.allow_double_store),
-                timeout=self.request_timeout,
-                logger=self.log,
-            )
-
-        return guard
-
-
-class JetStreamCreateStreamOperator(_ReconcileOperator):
+class JetStreamCreateStreamOperator(ReconcileOperator):
     """Create or update a stream from a spec dict (every StreamConfig field; see docs/management.md).
 
     :param stream: the spec, e.g. ``{"name": "test", "subjects": ["test"], "max_age": "7d"}``.
@@ -198,13 +42,13 @@ class JetStreamCreateStreamOperator(_ReconcileOperator):
     :param peer_domains: more domains for that check, besides the connection's own.
     """
 
-    template_fields: Sequence[str] = (*_ReconcileOperator.template_fields, "stream")
+    template_fields: Sequence[str] = (*ReconcileOperator.template_fields, "stream")
     template_fields_renderers = {"stream": "json"}
 
     def __init__(self, *, stream: dict[str, Any], **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.stream = stream
-        if not has_template(stream):
+        if not is_resolved_at_run_time(stream):
             self.build_spec()  # invalid specs fail when the DAG is parsed
 
     def build_spec(self) -> StreamSpec:
@@ -222,15 +66,6 @@ class JetStreamCreateStreamOperator(_ReconcileOperator):
             return result.as_xcom()
 
         return self.run_api(work)
-
-
-def _peer_domains(value: Any) -> list[str]:
-    """``peer_domains``: None or a list of domain names."""
-    if value in (None, ""):
-        return []
-    if not isinstance(value, (list, tuple)):
-        raise SpecErrors([SpecError("peer_domains", value, "use a list of domain names, e.g. ['leaf']")])
-    return [_one(lambda v, p: validate_name(v, p, what="domain"), d, f"peer_domains[{i}]") for i, d in enumerate(value)]
 
 
 def _overrides(overrides: Mapping[str, Any] | None, reserved: tuple[str, ...]) -> dict[str, Any]:
@@ -254,7 +89,7 @@ class JetStreamCreateMirrorOperator(JetStreamCreateStreamOperator):
     """
 
     template_fields: Sequence[str] = (
-        *_ReconcileOperator.template_fields,
+        *ReconcileOperator.template_fields,
         "name",
         "source_stream",
         "source_domain",
@@ -323,7 +158,7 @@ class JetStreamCreateSourcedStreamOperator(JetStreamCreateStreamOperator):
     """
 
     template_fields: Sequence[str] = (
-        *_ReconcileOperator.template_fields,
+        *ReconcileOperator.template_fields,
         "name",
         "sources",
         "subjects",
@@ -366,13 +201,13 @@ class JetStreamDeleteStreamOperator(JetStreamBaseOperator):
 
     def __init__(self, *, name: str, ignore_missing: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        if not has_template(name):
-            _one(validate_name, name, "name")
+        if not is_resolved_at_run_time(name):
+            one_spec_error(validate_name, name, "name")
         self.name = name
-        self.ignore_missing = _as_bool("ignore_missing", ignore_missing)
+        self.ignore_missing = as_bool("ignore_missing", ignore_missing)
 
     def execute(self, context: Any) -> dict[str, Any]:
-        _one(validate_name, self.name, "name")
+        one_spec_error(validate_name, self.name, "name")
 
         async def work(nc: Client, api: JetStreamApi, hook: JetStreamHook) -> dict[str, Any]:
             try:
@@ -420,14 +255,14 @@ class JetStreamPurgeStreamOperator(JetStreamBaseOperator):
         self.subject = subject
         self.keep = keep
         self.up_to_sequence = up_to_sequence
-        if not has_template([name, subject, keep, up_to_sequence]):
+        if not is_resolved_at_run_time([name, subject, keep, up_to_sequence]):
             self._request()
 
     def _request(self) -> dict[str, Any]:
-        _one(validate_name, self.name, "name")
+        one_spec_error(validate_name, self.name, "name")
         body: dict[str, Any] = {}
         if self.subject:
-            body["filter"] = _one(validate_subject, self.subject, "subject")
+            body["filter"] = one_spec_error(validate_subject, self.subject, "subject")
         if self.keep not in (None, "") and self.up_to_sequence not in (None, ""):
             raise SpecErrors([SpecError("keep", self.keep, "give keep or up_to_sequence, not both")])
         for key, value, minimum in (("keep", self.keep, 0), ("seq", self.up_to_sequence, 1)):
@@ -485,10 +320,3 @@ class JetStreamPurgeStreamOperator(JetStreamBaseOperator):
                     )
                 ]
             )
-
-
-def _one(check: Callable[..., Any], value: Any, path: str) -> Any:
-    try:
-        return check(value, path)
-    except SpecError as err:
-        raise SpecErrors([err]) from None

@@ -11,16 +11,16 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from airflow.triggers.base import BaseTrigger
 
-from airflow_provider_jetstream.connection import api_prefix_for
-from airflow_provider_jetstream.exceptions import (
+from airflow_provider_jetstream.core.connection import api_prefix_for
+from airflow_provider_jetstream.core.errors import (
     JetStreamConfigError,
     JetStreamError,
     JetStreamNotFoundError,
     JetStreamPermissionError,
 )
+from airflow_provider_jetstream.core.replication import JetStreamReplicationError, optional_duration_seconds
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
-from airflow_provider_jetstream.replication import JetStreamReplicationError, optional_duration_seconds
-from airflow_provider_jetstream.triggers.consumer_lag import TRANSIENT_ERRORS, UnreachableClock, transient_reason
+from airflow_provider_jetstream.triggers.base import TRANSIENT_ERRORS, UnreachableClock, transient_reason
 from airflow_provider_jetstream.utils.templates import is_resolved_at_run_time
 
 if TYPE_CHECKING:

@@ -7,9 +7,8 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from airflow_provider_jetstream.exceptions import JetStreamConfigError
-from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
-from airflow_provider_jetstream.replication import (
+from airflow_provider_jetstream.core.errors import JetStreamConfigError
+from airflow_provider_jetstream.core.replication import (
     UNREACHABLE_ORIGINS,
     VERIFY_ORIGIN,
     JetStreamReplicationError,
@@ -18,8 +17,9 @@ from airflow_provider_jetstream.replication import (
     validate_choice,
     validate_count,
 )
+from airflow_provider_jetstream.core.specs.names import validate_name
+from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.sensors.base import BaseJetStreamSensor, templated
-from airflow_provider_jetstream.specs.names import validate_name
 from airflow_provider_jetstream.triggers.replication_lag import JetStreamReplicationLagTrigger, check_replication
 
 

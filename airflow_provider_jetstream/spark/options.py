@@ -20,15 +20,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_jetstream.connection import (
+from airflow_provider_jetstream.core.connection import (
     JetStreamConnectionConfig,
     api_prefix_for,
     validate_api_prefix,
     validate_domain,
 )
-from airflow_provider_jetstream.exceptions import JetStreamConfigError
-from airflow_provider_jetstream.pull import PullSettings
-from airflow_provider_jetstream.subjects import check_publish_subject
+from airflow_provider_jetstream.core.errors import JetStreamConfigError
+from airflow_provider_jetstream.core.pull import PullSettings
+from airflow_provider_jetstream.core.subjects import check_publish_subject
 
 #: Environment variable holding the whole NATS connection as JSON (host, port, login, password,
 #: extra); set by JetStreamSparkSubmitOperator for the driver. Spark redacts names with SECRET.
@@ -162,7 +162,7 @@ def _float(options: dict[str, str], name: str, default: float, minimum: float) -
 
 def connection_fields(config: JetStreamConnectionConfig) -> dict[str, Any]:
     """The ``from_fields`` arguments that rebuild ``config`` (secrets included: never log them)."""
-    from airflow_provider_jetstream.connection import EXTRA_FIELDS
+    from airflow_provider_jetstream.core.connection import EXTRA_FIELDS
 
     extra = {}
     for name, spec in EXTRA_FIELDS.items():

@@ -18,7 +18,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from airflow_provider_jetstream.pull import MessageChunk
+from airflow_provider_jetstream.core.pull import MessageChunk
 
 #: The data source's schema, as Spark DDL.
 SCHEMA_DDL = (

@@ -20,18 +20,18 @@ import nats.js.errors
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 from nats.js.kv import KeyValue
 
-from airflow_provider_jetstream.api import is_imported_prefix
-from airflow_provider_jetstream.client import refusal_since
-from airflow_provider_jetstream.exceptions import (
+from airflow_provider_jetstream.core.connect import refusal_since
+from airflow_provider_jetstream.core.errors import (
     JetStreamConfigError,
     JetStreamError,
     JetStreamNotFoundError,
     JetStreamPermissionError,
 )
+from airflow_provider_jetstream.core.jetstream_api import is_imported_prefix
+from airflow_provider_jetstream.core.keyvalue import open_key_value
+from airflow_provider_jetstream.core.replication import optional_duration_seconds
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
-from airflow_provider_jetstream.kv import open_key_value
-from airflow_provider_jetstream.replication import optional_duration_seconds
-from airflow_provider_jetstream.triggers.consumer_lag import TRANSIENT_ERRORS, UnreachableClock, transient_reason
+from airflow_provider_jetstream.triggers.base import TRANSIENT_ERRORS, UnreachableClock, transient_reason
 
 _REMOVED = ("DEL", "PURGE")
 
@@ -83,7 +83,7 @@ def judge_entry(
 
 async def open_bucket(hook: JetStreamHook, js: Any, bucket: str) -> KeyValue:
     """The bucket in the hook's domain (mirrors read where they store keys; see
-    :func:`~airflow_provider_jetstream.kv.open_key_value`); :class:`JetStreamNotFoundError` if it
+    :func:`~airflow_provider_jetstream.core.keyvalue.open_key_value`); :class:`JetStreamNotFoundError` if it
     does not exist."""
     try:
         return await open_key_value(js, bucket)

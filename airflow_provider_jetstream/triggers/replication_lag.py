@@ -1,7 +1,7 @@
 """``JetStreamReplicationLagTrigger`` and the replication check it shares with the sensor's poke.
 
 The check asks each origin, in its own domain, for its last sequence, then reads the stream and
-judges every origin: see :mod:`airflow_provider_jetstream.replication` for what "caught up" means.
+judges every origin: see :mod:`airflow_provider_jetstream.core.replication` for what "caught up" means.
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from typing import Any
 import nats.errors
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_provider_jetstream.api import JetStreamApi, JetStreamApiError, describe_prefix
-from airflow_provider_jetstream.exceptions import (
+from airflow_provider_jetstream.core.errors import (
     JetStreamConfigError,
     JetStreamDomainUnavailableError,
     JetStreamError,
@@ -22,8 +21,8 @@ from airflow_provider_jetstream.exceptions import (
     JetStreamNotFoundError,
     JetStreamPermissionError,
 )
-from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
-from airflow_provider_jetstream.replication import (
+from airflow_provider_jetstream.core.jetstream_api import JetStreamApi, JetStreamApiError, describe_prefix
+from airflow_provider_jetstream.core.replication import (
     UNREACHABLE_ORIGINS,
     VERIFY_ORIGIN,
     HeldSeq,
@@ -38,12 +37,8 @@ from airflow_provider_jetstream.replication import (
     unreachable_reason,
     validate_choice,
 )
-from airflow_provider_jetstream.triggers.consumer_lag import (
-    TRANSIENT_ERRORS,
-    PollClock,
-    UnreachableClock,
-    transient_reason,
-)
+from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
+from airflow_provider_jetstream.triggers.base import TRANSIENT_ERRORS, PollClock, UnreachableClock, transient_reason
 
 #: Most messages read back from the end of a stream to find the newest copy from one origin, when
 #: other origins write to the same subjects (each read is one request; see :func:`held_seq`).
@@ -166,7 +161,7 @@ class JetStreamReplicationLagTrigger(BaseTrigger):
 
     Polls every ``poll_interval`` seconds over the triggerer's one shared NATS connection for
     ``jetstream_conn_id``: asks each origin for its last sequence in the origin's own domain, then
-    reads the stream (see :mod:`airflow_provider_jetstream.replication`). Logs the replication table
+    reads the stream (see :mod:`airflow_provider_jetstream.core.replication`). Logs the replication table
     when it changes, and once a minute while it does not. Fires ``{"status": "success",
     "replication": {...}}``, or ``{"status": "error", "reason": ..., "message": ...}`` when the stream
     does not exist, has no such origin, a request is refused, an origin's replication error outlasts

@@ -1,6 +1,6 @@
 """The example pipeline as deployed: real processes, no Docker, driven through Airflow's REST API.
 
-The stack of ``make stack`` (:class:`~airflow_provider_jetstream.local.stack.LocalStack`): PostgreSQL,
+The stack of ``make stack`` (:class:`~airflow_provider_jetstream.testing.stack.LocalStack`): PostgreSQL,
 Airflow's api-server, scheduler (LocalExecutor), dag-processor and triggerer as separate processes,
 a Spark standalone master with two workers, and a NATS hub with leaves ``leaf-a`` and ``leaf-b``.
 ``jetstream_edge_to_hub`` runs scheduled, then through the REST API without and with a logical date,
@@ -30,7 +30,7 @@ import nats
 import psutil
 import pytest
 
-from airflow_provider_jetstream.local.stack import LocalStack, wait_until
+from airflow_provider_jetstream.testing.stack import LocalStack, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "dags"))
@@ -102,9 +102,9 @@ def running(pid: int, created: float) -> bool:
 
 async def _publish(stack: LocalStack, leaf: str, count: int) -> tuple[int, int]:
     """An edge process publishes ``count`` readings on its own leaf server; returns their sequences."""
-    from airflow_provider_jetstream.api import JetStreamApi
-    from airflow_provider_jetstream.reconcile import reconcile_stream
-    from airflow_provider_jetstream.specs import StreamSpec
+    from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
+    from airflow_provider_jetstream.core.reconcile import reconcile_stream
+    from airflow_provider_jetstream.core.specs import StreamSpec
 
     nc = await nats.connect(stack.nats.url(leaf))
     try:

@@ -9,13 +9,13 @@ import time
 import pytest
 from nats.js.api import StreamConfig
 
-from airflow_provider_jetstream.exceptions import (
+from airflow_provider_jetstream.core.errors import (
     JetStreamConfigError,
     JetStreamConnectionError,
     JetStreamDomainUnavailableError,
 )
+from airflow_provider_jetstream.core.sync import run_sync
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
-from airflow_provider_jetstream.utils.sync import run_sync
 
 
 def client_count(server, name: str) -> int:

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_jetstream.local.servers import USERS, LocalTopology
+from airflow_provider_jetstream.testing.servers import USERS, LocalTopology
 
 JS_DIR = Path(__file__).resolve().parent / "js"
 SCRIPT = JS_DIR / "client.js"

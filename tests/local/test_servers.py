@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from airflow_provider_jetstream.local.servers import LocalTopology, NatsServer, NatsServerError, nats_server_binary
+from airflow_provider_jetstream.testing.servers import LocalTopology, NatsServer, NatsServerError, nats_server_binary
 
 
 def port_is_free(port: int) -> bool:

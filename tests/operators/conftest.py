@@ -14,7 +14,7 @@ from typing import Any
 import nats
 import pytest
 
-from airflow_provider_jetstream.local.servers import USERS, LocalTopology, NatsServer
+from airflow_provider_jetstream.testing.servers import USERS, LocalTopology, NatsServer
 
 
 def uid(prefix: str = "mgmt") -> str:

@@ -7,14 +7,14 @@ import asyncio
 import nats
 import pytest
 
-from airflow_provider_jetstream.exceptions import JetStreamNotFoundError
-from airflow_provider_jetstream.local.servers import USERS
+from airflow_provider_jetstream.core.errors import JetStreamNotFoundError
+from airflow_provider_jetstream.core.reconcile import ReconcileError
+from airflow_provider_jetstream.core.specs import SpecErrors
 from airflow_provider_jetstream.operators.consumers import (
     JetStreamCreateConsumerOperator,
     JetStreamDeleteConsumerOperator,
 )
-from airflow_provider_jetstream.reconcile import ReconcileError
-from airflow_provider_jetstream.specs import SpecErrors
+from airflow_provider_jetstream.testing.servers import USERS
 from tests.operators.conftest import uid
 
 S = 1_000_000_000

@@ -9,7 +9,7 @@ import time
 import nats
 import pytest
 
-from airflow_provider_jetstream.kv import (
+from airflow_provider_jetstream.core.keyvalue import (
     BucketLayout,
     KeyValueConflictError,
     KeyValueError,
@@ -17,15 +17,15 @@ from airflow_provider_jetstream.kv import (
     open_key_value,
     write_target,
 )
-from airflow_provider_jetstream.local.servers import USERS
+from airflow_provider_jetstream.core.reconcile import ReconcileError
+from airflow_provider_jetstream.core.specs import SpecErrors
+from airflow_provider_jetstream.core.topology_guard import DoubleStoreError
 from airflow_provider_jetstream.operators.kv import (
     JetStreamCreateKeyValueOperator,
     JetStreamKeyValueDeleteOperator,
     JetStreamKeyValuePutOperator,
 )
-from airflow_provider_jetstream.reconcile import ReconcileError
-from airflow_provider_jetstream.specs import SpecErrors
-from airflow_provider_jetstream.topology_guard import DoubleStoreError
+from airflow_provider_jetstream.testing.servers import USERS
 from tests.operators.conftest import uid
 
 

@@ -8,7 +8,7 @@ import base64
 
 import nats
 
-from airflow_provider_jetstream.local.servers import USERS
+from airflow_provider_jetstream.testing.servers import USERS
 from tests.dags.management_reconcile import bucket_dag, stream_dag
 from tests.dags.management_seed import dag as seed_dag
 from tests.operators.conftest import Raw, uid

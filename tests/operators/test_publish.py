@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_jetstream.exceptions import JetStreamConfigError
+from airflow_provider_jetstream.core.errors import JetStreamConfigError
+from airflow_provider_jetstream.core.topology_guard import DoubleStoreError
 from airflow_provider_jetstream.operators.publish import JetStreamPublishError, JetStreamPublishOperator, msg_id_parts
-from airflow_provider_jetstream.topology_guard import DoubleStoreError
 from tests.operators.conftest import uid
 
 

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_jetstream.api import JetStreamApiError
-from airflow_provider_jetstream.exceptions import JetStreamConfigError
+from airflow_provider_jetstream.core.errors import JetStreamConfigError
+from airflow_provider_jetstream.core.jetstream_api import JetStreamApiError
+from airflow_provider_jetstream.core.reconcile import ReconcileError
+from airflow_provider_jetstream.core.specs import SpecErrors
+from airflow_provider_jetstream.core.topology_guard import DoubleStoreError
 from airflow_provider_jetstream.operators.streams import (
     JetStreamCreateMirrorOperator,
     JetStreamCreateSourcedStreamOperator,
@@ -13,9 +16,6 @@ from airflow_provider_jetstream.operators.streams import (
     JetStreamDeleteStreamOperator,
     JetStreamPurgeStreamOperator,
 )
-from airflow_provider_jetstream.reconcile import ReconcileError
-from airflow_provider_jetstream.specs import SpecErrors
-from airflow_provider_jetstream.topology_guard import DoubleStoreError
 from tests.operators.conftest import ApiWatch, uid
 
 S = 1_000_000_000

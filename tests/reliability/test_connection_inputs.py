@@ -16,12 +16,12 @@ from collections.abc import Callable, Iterable, Iterator
 
 import pytest
 
-from airflow_provider_jetstream.exceptions import JetStreamConfigError
+from airflow_provider_jetstream.core.errors import JetStreamConfigError
+from airflow_provider_jetstream.core.publisher import JetStreamPublishError, PublishSummary, publish_messages
+from airflow_provider_jetstream.core.sync import run_sync
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.operators.publish import JetStreamPublishOperator
 from airflow_provider_jetstream.operators.streams import JetStreamCreateStreamOperator
-from airflow_provider_jetstream.publishing import JetStreamPublishError, PublishSummary, publish_messages
-from airflow_provider_jetstream.utils.sync import run_sync
 from tests.reliability.recorder import recording_server
 
 

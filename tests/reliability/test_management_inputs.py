@@ -18,14 +18,20 @@ from typing import Any
 import nats
 import pytest
 
-from airflow_provider_jetstream.api import JetStreamApi
-from airflow_provider_jetstream.exceptions import (
+from airflow_provider_jetstream.core.errors import (
     JetStreamAuthError,
     JetStreamConfigError,
     JetStreamDomainUnavailableError,
     is_refusal,
 )
-from airflow_provider_jetstream.local.servers import USERS, LocalTopology
+from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
+from airflow_provider_jetstream.core.specs import SpecErrors, encode_kv_value
+from airflow_provider_jetstream.core.topology_guard import (
+    DoubleStoreError,
+    DoubleStoreUnreachableError,
+    DoubleStoreUnverifiedError,
+    reply_problem,
+)
 from airflow_provider_jetstream.operators.consumers import (
     JetStreamCreateConsumerOperator,
     JetStreamDeleteConsumerOperator,
@@ -41,13 +47,7 @@ from airflow_provider_jetstream.operators.streams import (
     JetStreamCreateStreamOperator,
     JetStreamDeleteStreamOperator,
 )
-from airflow_provider_jetstream.specs import SpecErrors, encode_kv_value
-from airflow_provider_jetstream.topology_guard import (
-    DoubleStoreError,
-    DoubleStoreUnreachableError,
-    DoubleStoreUnverifiedError,
-    reply_problem,
-)
+from airflow_provider_jetstream.testing.servers import USERS, LocalTopology
 from airflow_provider_jetstream.utils.templates import is_resolved_at_run_time, is_templated
 from tests.dags.management_refusals import REFUSALS
 from tests.dags.management_refusals import dag as refusals_dag
@@ -426,8 +426,8 @@ def test_guard_reads_every_page_of_the_stream_listing(make_topology, jetstream_c
 def test_a_task_failure_keeps_the_error_class_and_pickles() -> None:
     from airflow.sdk.exceptions import AirflowFailException
 
+    from airflow_provider_jetstream.core.specs import SpecError
     from airflow_provider_jetstream.operators.base import as_task_failure
-    from airflow_provider_jetstream.specs import SpecError
 
     error = SpecErrors([SpecError("stream.max_msgs", -7, "use an integer >= -1")])
     failure = as_task_failure(error)

@@ -19,7 +19,7 @@ import uuid
 
 import pytest
 
-from airflow_provider_jetstream.exceptions import JetStreamConfigError
+from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.spark.jobs.stream_to_parquet import (
     CheckpointConflictError,
     StreamToParquetJob,

@@ -15,9 +15,9 @@ from typing import Any
 import nats
 from nats.js.api import StreamConfig
 
-from airflow_provider_jetstream.exceptions import JetStreamDomainUnavailableError, JetStreamError
-from airflow_provider_jetstream.local.servers import USERS, LocalTopology
-from airflow_provider_jetstream.pull import JetStreamDataLossError, MissingRange, PullSettings, read_range
+from airflow_provider_jetstream.core.errors import JetStreamDomainUnavailableError, JetStreamError
+from airflow_provider_jetstream.core.pull import JetStreamDataLossError, MissingRange, PullSettings, read_range
+from airflow_provider_jetstream.testing.servers import USERS, LocalTopology
 from tests.operators.conftest import uid
 
 COUNT = 3000

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_jetstream.exceptions import JetStreamConfigError
+from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.operators.streams import JetStreamPurgeStreamOperator
 from tests.operators.conftest import Raw, uid
 

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_jetstream.exceptions import JetStreamConnectionError
+from airflow_provider_jetstream.core.errors import JetStreamConnectionError
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
-from airflow_provider_jetstream.local.servers import USERS, NatsServer, free_port
+from airflow_provider_jetstream.testing.servers import USERS, NatsServer, free_port
 from tests.nats_auth import TlsFiles, make_tls
 from tests.reliability.recorder import recording_server
 

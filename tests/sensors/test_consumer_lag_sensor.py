@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 import pytest
 from nats.js.api import AckPolicy, ConsumerConfig, StreamConfig
 
-from airflow_provider_jetstream.exceptions import JetStreamConfigError
+from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.sensors.consumer_lag import JetStreamConsumerLagSensor
 from airflow_provider_jetstream.triggers.consumer_lag import JetStreamConsumerLagTrigger
 from tests.dags import sensors_consumer_lag as dags

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from nats.js.api import KeyValueConfig
 
-from airflow_provider_jetstream.exceptions import JetStreamConfigError
+from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.sensors.kv import JetStreamKeyValueSensor
 from tests.dags import sensors_kv as dags
 from tests.triggers.natsutil import Later, connect, hub_mirror_bucket, unique

@@ -22,10 +22,10 @@ import pytest
 from airflow.sdk.exceptions import AirflowFailException
 from nats.js.api import ConsumerConfig, KeyValueConfig, StreamConfig, StreamSource
 
-from airflow_provider_jetstream.local.servers import NatsServer
 from airflow_provider_jetstream.sensors.consumer_lag import JetStreamConsumerLagSensor
 from airflow_provider_jetstream.sensors.kv import JetStreamKeyValueSensor
 from airflow_provider_jetstream.sensors.replication_lag import JetStreamReplicationLagSensor
+from airflow_provider_jetstream.testing.servers import NatsServer
 from airflow_provider_jetstream.triggers.consumer_lag import JetStreamConsumerLagTrigger
 from airflow_provider_jetstream.triggers.kv import JetStreamKeyValueTrigger
 from airflow_provider_jetstream.triggers.replication_lag import JetStreamReplicationLagTrigger

@@ -8,7 +8,7 @@ import time
 import pytest
 from nats.js.api import ExternalStream, StreamConfig, StreamSource
 
-from airflow_provider_jetstream.exceptions import JetStreamConfigError
+from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.sensors.replication_lag import JetStreamReplicationLagSensor
 from tests.dags import sensors_replication_lag as dags
 from tests.triggers.natsutil import Later, connect, unique

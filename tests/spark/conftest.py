@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from airflow_provider_jetstream.local.servers import USERS, LocalTopology
+from airflow_provider_jetstream.testing.servers import USERS, LocalTopology
 
 T = TypeVar("T")
 
@@ -47,7 +47,7 @@ def spark(hub_leaf: LocalTopology) -> Iterator[Any]:
     """
     from pyspark.sql import SparkSession
 
-    from airflow_provider_jetstream.connection import JetStreamConnectionConfig
+    from airflow_provider_jetstream.core.connection import JetStreamConnectionConfig
     from airflow_provider_jetstream.spark import register
     from airflow_provider_jetstream.spark.options import connection_env
 

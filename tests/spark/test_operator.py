@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_jetstream.exceptions import JetStreamConfigError
-from airflow_provider_jetstream.local.servers import NatsServer
+from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.operators.spark import JetStreamSparkSubmitHook, JetStreamSparkSubmitOperator
+from airflow_provider_jetstream.testing.servers import NatsServer
 
 
 @pytest.fixture

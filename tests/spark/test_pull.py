@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_jetstream.pull import (
+from airflow_provider_jetstream.core.pull import (
     JetStreamDataLossError,
     MissingRange,
     PullSettings,
@@ -129,7 +129,7 @@ def test_closing_early_deletes_the_consumer(make_stream) -> None:
 
 
 def test_a_missing_stream_is_named_in_the_error(hub_leaf) -> None:
-    from airflow_provider_jetstream.exceptions import JetStreamError
+    from airflow_provider_jetstream.core.errors import JetStreamError
 
     async def go():
         nc = await hub_client(hub_leaf)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_jetstream.exceptions import JetStreamConfigError
+from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.spark.source import register, worker_python_hint, worker_python_problem
 
 

@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from airflow_provider_jetstream.specs import (
+from airflow_provider_jetstream.core.specs import (
     STREAM,
     ConsumerSpec,
     KeyValueSpec,
@@ -19,7 +19,7 @@ from airflow_provider_jetstream.specs import (
     parse_instant,
     subjects_collide,
 )
-from airflow_provider_jetstream.specs.consumer import CONSUMER
+from airflow_provider_jetstream.core.specs.consumer import CONSUMER
 
 S = 1_000_000_000
 

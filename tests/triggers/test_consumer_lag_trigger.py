@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from nats.js.api import AckPolicy, ConsumerConfig, ExternalStream, StreamConfig, StreamSource
 
-from airflow_provider_jetstream.local.servers import USERS
+from airflow_provider_jetstream.testing.servers import USERS
 from airflow_provider_jetstream.triggers.consumer_lag import JetStreamConsumerLagTrigger
 from airflow_provider_jetstream.triggers.replication_lag import JetStreamReplicationLagTrigger
 from tests.triggers.natsutil import connect, connection_count, eventually, first_event, rebuild, unique

@@ -8,7 +8,7 @@ import time
 from nats.js.api import KeyValueConfig
 
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
-from airflow_provider_jetstream.local.servers import USERS
+from airflow_provider_jetstream.testing.servers import USERS
 from airflow_provider_jetstream.triggers.kv import JetStreamKeyValueTrigger, check_key
 from tests.triggers.natsutil import connect, first_event, hub_mirror_bucket, unique
 

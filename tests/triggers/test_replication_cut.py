@@ -22,8 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_jetstream.local.servers import USERS
 from airflow_provider_jetstream.sensors.replication_lag import JetStreamReplicationLagSensor
+from airflow_provider_jetstream.testing.servers import USERS
 from airflow_provider_jetstream.triggers import replication_lag as trigger_module
 from tests.triggers.natsutil import connect, rebuild, unique
 from tests.triggers.test_replication_trigger import leaf_origin_and_hub_copies

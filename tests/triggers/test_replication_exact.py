@@ -17,16 +17,16 @@ import pytest
 from airflow.sdk.exceptions import AirflowFailException
 from nats.js.api import ExternalStream, StreamConfig, StreamSource, SubjectTransform
 
-from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
-from airflow_provider_jetstream.local.servers import USERS
-from airflow_provider_jetstream.replication import (
+from airflow_provider_jetstream.core.replication import (
     ReplicationWatch,
     server_hash,
     stream_source_seq,
     subject_matches,
     transform_pattern,
 )
+from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.sensors.replication_lag import JetStreamReplicationLagSensor
+from airflow_provider_jetstream.testing.servers import USERS
 from airflow_provider_jetstream.triggers import replication_lag as trigger_module
 from airflow_provider_jetstream.triggers.replication_lag import JetStreamReplicationLagTrigger, check_replication
 from tests.triggers.natsutil import connect, first_event, rebuild, unique
@@ -75,7 +75,7 @@ def shared_subjects(hub_leaf) -> dict[str, Any]:
                 ],
             )
         )
-        filtered = f"{x}_one"
+        filtered = f"{x}one_spec_error"
         await hjs.add_stream(
             StreamConfig(name=filtered, sources=[StreamSource(name=a, external=LEAF_API, filter_subject=f"{a}.one")])
         )

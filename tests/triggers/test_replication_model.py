@@ -6,8 +6,8 @@ from datetime import timedelta
 
 import pytest
 
-from airflow_provider_jetstream.exceptions import JetStreamConfigError
-from airflow_provider_jetstream.replication import (
+from airflow_provider_jetstream.core.errors import JetStreamConfigError
+from airflow_provider_jetstream.core.replication import (
     ReplicationWatch,
     duration_seconds,
     format_seconds,
@@ -235,7 +235,7 @@ def test_the_watch_state_survives_a_json_round_trip_between_processes() -> None:
     the relink rule, the error grace and the unreachable clock carry over."""
     import json
 
-    from airflow_provider_jetstream.replication import OriginProbe
+    from airflow_provider_jetstream.core.replication import OriginProbe
 
     def source(active_s: float, error: dict | None = None) -> dict:
         entry = {"name": "test", "lag": 0, "active": int(active_s * 1e9), "external": LEAF}

@@ -7,10 +7,10 @@ import time
 
 from nats.js.api import ExternalStream, StreamConfig, StreamSource
 
+from airflow_provider_jetstream.core.replication import ReplicationWatch
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
-from airflow_provider_jetstream.local.servers import USERS
-from airflow_provider_jetstream.replication import ReplicationWatch
 from airflow_provider_jetstream.sensors.replication_lag import JetStreamReplicationLagSensor
+from airflow_provider_jetstream.testing.servers import USERS
 from airflow_provider_jetstream.triggers.replication_lag import JetStreamReplicationLagTrigger, check_replication
 from tests.triggers.natsutil import connect, first_event, unique
 

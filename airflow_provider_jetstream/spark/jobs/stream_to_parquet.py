@@ -54,10 +54,11 @@ from urllib.parse import urlsplit
 import nats.js.errors
 from nats.js.api import KeyValueConfig
 
-from airflow_provider_jetstream.client import open_connection, release
-from airflow_provider_jetstream.connection import api_prefix_for
-from airflow_provider_jetstream.exceptions import JetStreamConfigError, JetStreamError
-from airflow_provider_jetstream.job_args import (
+from airflow_provider_jetstream.core.connect import open_connection, release
+from airflow_provider_jetstream.core.connection import api_prefix_for
+from airflow_provider_jetstream.core.errors import JetStreamConfigError, JetStreamError
+from airflow_provider_jetstream.core.pull import run_blocking
+from airflow_provider_jetstream.spark.job_args import (
     PARTITION_COLUMNS,
     check_api_prefix,
     check_bucket,
@@ -69,7 +70,6 @@ from airflow_provider_jetstream.job_args import (
     check_starting_sequence,
     check_stream,
 )
-from airflow_provider_jetstream.pull import run_blocking
 from airflow_provider_jetstream.spark.options import CONNECTION_ENV_VAR, ReadOptions
 
 log = logging.getLogger("stream_to_parquet")

@@ -6,13 +6,13 @@ known key for a typo), turn them into exactly the JetStream API config the user 
 server version each field needs, and diff them against a server's config.
 """
 
-from airflow_provider_jetstream.specs.consumer import CONSUMER, ConsumerSpec, consumer_server_view
-from airflow_provider_jetstream.specs.diff import Change, Diff, diff_config
-from airflow_provider_jetstream.specs.durations import format_duration, parse_duration, parse_instant
-from airflow_provider_jetstream.specs.errors import SpecError, SpecErrors
-from airflow_provider_jetstream.specs.fields import API_LEVEL_VERSIONS
-from airflow_provider_jetstream.specs.kv import KeyValueSpec, kv_stream_name
-from airflow_provider_jetstream.specs.names import (
+from airflow_provider_jetstream.core.specs.consumer import CONSUMER, ConsumerSpec, consumer_server_view
+from airflow_provider_jetstream.core.specs.diff import Change, Diff, diff_config
+from airflow_provider_jetstream.core.specs.durations import format_duration, parse_duration, parse_instant
+from airflow_provider_jetstream.core.specs.errors import SpecError, SpecErrors
+from airflow_provider_jetstream.core.specs.fields import API_LEVEL_VERSIONS
+from airflow_provider_jetstream.core.specs.kv import KeyValueSpec, kv_stream_name
+from airflow_provider_jetstream.core.specs.names import (
     subject_problem,
     subjects_collide,
     validate_bucket,
@@ -20,7 +20,7 @@ from airflow_provider_jetstream.specs.names import (
     validate_name,
     validate_subject,
 )
-from airflow_provider_jetstream.specs.stream import (
+from airflow_provider_jetstream.core.specs.stream import (
     STREAM,
     Requirement,
     StreamSpec,
@@ -28,7 +28,7 @@ from airflow_provider_jetstream.specs.stream import (
     parse_source,
     source_key,
 )
-from airflow_provider_jetstream.specs.values import encode_kv_value
+from airflow_provider_jetstream.core.specs.values import encode_kv_value
 
 __all__ = [
     "API_LEVEL_VERSIONS",

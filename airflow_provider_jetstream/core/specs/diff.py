@@ -14,9 +14,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_jetstream.specs import fields as F
-from airflow_provider_jetstream.specs.fields import Struct
-from airflow_provider_jetstream.specs.stream import describe_source, norm_sources, show_source, source_key
+from airflow_provider_jetstream.core.specs import fields as F
+from airflow_provider_jetstream.core.specs.fields import Struct
+from airflow_provider_jetstream.core.specs.stream import describe_source, norm_sources, show_source, source_key
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ transforms ``$KV.<origin>.>`` into ``$KV.b.>`` (unless the origin is a same-name
 domain). That is field for field what nats.go's and nats.js's ``CreateKeyValue`` send (ADR-8), so
 nats.go and nats.js open these buckets, across domains, with ``KeyValue(b)`` / ``views.kv(b)``; they
 read a mirror of a bucket in another domain or account under its origin's prefix, as does
-:func:`airflow_provider_jetstream.kv.open_key_value`.
+:func:`airflow_provider_jetstream.core.keyvalue.open_key_value`.
 """
 
 from __future__ import annotations
@@ -17,11 +17,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_jetstream.specs import fields as F
-from airflow_provider_jetstream.specs.errors import SpecError
-from airflow_provider_jetstream.specs.fields import Field, Struct
-from airflow_provider_jetstream.specs.names import validate_bucket
-from airflow_provider_jetstream.specs.stream import PLACEMENT, REPUBLISH, STREAM, Requirement, StreamSpec, parse_source
+from airflow_provider_jetstream.core.specs import fields as F
+from airflow_provider_jetstream.core.specs.errors import SpecError
+from airflow_provider_jetstream.core.specs.fields import Field, Struct
+from airflow_provider_jetstream.core.specs.names import validate_bucket
+from airflow_provider_jetstream.core.specs.stream import (
+    PLACEMENT,
+    REPUBLISH,
+    STREAM,
+    Requirement,
+    StreamSpec,
+    parse_source,
+)
 
 KV_STREAM_PREFIX = "KV_"
 MAX_HISTORY = 64
@@ -165,6 +172,6 @@ class KeyValueSpec:
         return StreamSpec(values=values, path=self.path)
 
     def requirements(self) -> list[Requirement]:
-        from airflow_provider_jetstream.specs.stream import requirements
+        from airflow_provider_jetstream.core.specs.stream import requirements
 
         return requirements(KV, self.values, self.path)

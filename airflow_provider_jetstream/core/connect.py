@@ -21,8 +21,8 @@ import nats.errors
 from nats.aio.client import Client
 from nats.aio.transport import TcpTransport
 
-from airflow_provider_jetstream.connection import JetStreamConnectionConfig
-from airflow_provider_jetstream.exceptions import JetStreamAuthError, JetStreamConfigError, JetStreamConnectionError
+from airflow_provider_jetstream.core.connection import JetStreamConnectionConfig
+from airflow_provider_jetstream.core.errors import JetStreamAuthError, JetStreamConfigError, JetStreamConnectionError
 
 log = logging.getLogger(__name__)
 

@@ -29,8 +29,8 @@ from typing import Any
 import nats.errors
 from nats.aio.client import Client
 
-from airflow_provider_jetstream.api import describe_prefix, domain_of
-from airflow_provider_jetstream.exceptions import JetStreamConfigError, JetStreamDomainUnavailableError
+from airflow_provider_jetstream.core.errors import JetStreamConfigError, JetStreamDomainUnavailableError
+from airflow_provider_jetstream.core.jetstream_api import describe_prefix, domain_of
 
 log = logging.getLogger(__name__)
 

@@ -13,10 +13,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from airflow_provider_jetstream.connection import validate_api_prefix, validate_domain
-from airflow_provider_jetstream.exceptions import JetStreamConfigError
-from airflow_provider_jetstream.specs.errors import SpecError
-from airflow_provider_jetstream.specs.names import subject_problem, validate_bucket, validate_key, validate_name
+from airflow_provider_jetstream.core.connection import validate_api_prefix, validate_domain
+from airflow_provider_jetstream.core.errors import JetStreamConfigError
+from airflow_provider_jetstream.core.specs.errors import SpecError
+from airflow_provider_jetstream.core.specs.names import subject_problem, validate_bucket, validate_key, validate_name
 
 #: Columns the output may be partitioned by.
 PARTITION_COLUMNS = ("stream", "domain", "subject", "date")

@@ -6,7 +6,7 @@ Shared by every "create" operator (streams, mirrors, sourced streams, KV buckets
    here: one round trip, nothing sent.
 2. Missing: check the target's JetStream API level against the fields the spec uses, run the
    caller's guard (double-store topology check), then create with exactly the fields given.
-3. Present: diff (see :mod:`airflow_provider_jetstream.specs.diff`). Changes the server applies in
+3. Present: diff (see :mod:`airflow_provider_jetstream.core.specs.diff`). Changes the server applies in
    place are sent as the server's own config with the spec's fields laid over it, so nothing the
    spec does not name is reset, and sources the spec does not name are kept. A change that would
    need a new object (storage, retention, ...) fails listing every such field ``old -> new``,
@@ -24,14 +24,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_jetstream.api import (
+from airflow_provider_jetstream.core.errors import (
+    JetStreamConfigError,
+)
+from airflow_provider_jetstream.core.jetstream_api import (
     JetStreamApi,
     domain_of,
 )
-from airflow_provider_jetstream.exceptions import (
-    JetStreamConfigError,
-)
-from airflow_provider_jetstream.specs import (
+from airflow_provider_jetstream.core.specs import (
     CONSUMER,
     STREAM,
     ConsumerSpec,
@@ -42,7 +42,7 @@ from airflow_provider_jetstream.specs import (
     describe_source,
     diff_config,
 )
-from airflow_provider_jetstream.specs.fields import API_LEVEL_VERSIONS
+from airflow_provider_jetstream.core.specs.fields import API_LEVEL_VERSIONS
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ Spark writer (:mod:`airflow_provider_jetstream.spark.writer`). One reply subscri
 ack (reply subject ``<inbox>.<index>``); a semaphore bounds the messages in flight. Lighter per
 message than nats-py's ``publish_async`` (no future, token or callback per message).
 
-Before a message is sent its subject passes :func:`~airflow_provider_jetstream.subjects.check_publish_subject`
+Before a message is sent its subject passes :func:`~airflow_provider_jetstream.core.subjects.check_publish_subject`
 (no reserved subject spaces, no wildcards). After the last ack, :func:`ack_problems` says what went
 wrong: refused messages, and messages stored by a stream or in a domain other than the one aimed at.
 
@@ -26,9 +26,9 @@ import nats.errors
 import nats.js.errors
 from nats.aio.client import Client
 
-from airflow_provider_jetstream.connection import positive_seconds
-from airflow_provider_jetstream.exceptions import JetStreamError
-from airflow_provider_jetstream.subjects import SubjectGuard
+from airflow_provider_jetstream.core.connection import positive_seconds
+from airflow_provider_jetstream.core.errors import JetStreamError
+from airflow_provider_jetstream.core.subjects import SubjectGuard
 
 #: One message to publish: ``(subject, payload, headers or None)``.
 Outgoing = tuple[str, bytes, "dict[str, str] | None"]

@@ -39,9 +39,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from airflow_provider_jetstream.api import domain_of, unavailable_hint
-from airflow_provider_jetstream.exceptions import JetStreamConfigError, JetStreamError
-from airflow_provider_jetstream.specs.durations import parse_duration
+from airflow_provider_jetstream.core.errors import JetStreamConfigError, JetStreamError
+from airflow_provider_jetstream.core.jetstream_api import domain_of, unavailable_hint
+from airflow_provider_jetstream.core.specs.durations import parse_duration
 
 
 class JetStreamReplicationError(JetStreamError):

@@ -16,8 +16,8 @@ from typing import Any
 import nats.errors
 from nats.aio.client import Client
 
-from airflow_provider_jetstream.client import refusal_since
-from airflow_provider_jetstream.exceptions import (
+from airflow_provider_jetstream.core.connect import refusal_since
+from airflow_provider_jetstream.core.errors import (
     JetStreamDomainUnavailableError,
     JetStreamError,
     JetStreamImportMissingError,

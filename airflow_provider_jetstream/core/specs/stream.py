@@ -15,11 +15,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_jetstream.api import domain_of
-from airflow_provider_jetstream.specs import fields as F
-from airflow_provider_jetstream.specs.errors import SpecError
-from airflow_provider_jetstream.specs.fields import Field, Struct
-from airflow_provider_jetstream.specs.names import validate_name
+from airflow_provider_jetstream.core.jetstream_api import domain_of
+from airflow_provider_jetstream.core.specs import fields as F
+from airflow_provider_jetstream.core.specs.errors import SpecError
+from airflow_provider_jetstream.core.specs.fields import Field, Struct
+from airflow_provider_jetstream.core.specs.names import validate_name
 
 
 def _domain(value: Any, path: str) -> str:

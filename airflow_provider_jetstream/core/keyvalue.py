@@ -2,7 +2,7 @@
 mirror-aware reads, and domain-aware puts, deletes and compare-and-set.
 
 Buckets are built on the stream layer by the KV conventions
-(:meth:`airflow_provider_jetstream.specs.KeyValueSpec.stream_spec`), exactly as nats.go and nats.js
+(:meth:`airflow_provider_jetstream.core.specs.KeyValueSpec.stream_spec`), exactly as nats.go and nats.js
 build them. A mirror bucket keeps its origin's subjects (``$KV.<origin>.<key>``, ADR-8: no subject
 transform, ``mirror_direct``): nats.go and nats.js read it under the origin's prefix when the origin is
 in another domain or account. nats-py 2.16's ``js.key_value(b)`` does not know that layout (it reads
@@ -34,15 +34,15 @@ from nats.js.api import StreamConfig
 from nats.js.client import JetStreamContext
 from nats.js.kv import KeyValue
 
-from airflow_provider_jetstream.api import WRONG_LAST_SEQUENCE, JetStreamApi, describe_prefix, domain_of
-from airflow_provider_jetstream.exceptions import (
+from airflow_provider_jetstream.core.errors import (
     JetStreamDomainUnavailableError,
     JetStreamError,
     JetStreamRefusalError,
 )
-from airflow_provider_jetstream.reconcile import ReconcileResult, reconcile_stream
-from airflow_provider_jetstream.specs import KeyValueSpec, describe_source, validate_bucket, validate_key
-from airflow_provider_jetstream.specs.kv import KV_STREAM_PREFIX, kv_stream_name, kv_subjects
+from airflow_provider_jetstream.core.jetstream_api import WRONG_LAST_SEQUENCE, JetStreamApi, describe_prefix, domain_of
+from airflow_provider_jetstream.core.reconcile import ReconcileResult, reconcile_stream
+from airflow_provider_jetstream.core.specs import KeyValueSpec, describe_source, validate_bucket, validate_key
+from airflow_provider_jetstream.core.specs.kv import KV_STREAM_PREFIX, kv_stream_name, kv_subjects
 
 log = logging.getLogger(__name__)
 

@@ -43,10 +43,10 @@ from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, ReplayPolicy
 from nats.js.manager import JetStreamManager
 
-from airflow_provider_jetstream.api import describe_prefix
-from airflow_provider_jetstream.client import open_connection, release
-from airflow_provider_jetstream.connection import JetStreamConnectionConfig
-from airflow_provider_jetstream.exceptions import JetStreamDomainUnavailableError, JetStreamError
+from airflow_provider_jetstream.core.connect import open_connection, release
+from airflow_provider_jetstream.core.connection import JetStreamConnectionConfig
+from airflow_provider_jetstream.core.errors import JetStreamDomainUnavailableError, JetStreamError
+from airflow_provider_jetstream.core.jetstream_api import describe_prefix
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

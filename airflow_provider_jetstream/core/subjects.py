@@ -2,7 +2,7 @@
 
 Publishing to ``$JS.API.STREAM.DELETE.orders`` is just a request the server obeys: a message sent
 there deletes the stream. So the publish operator, the Spark writer and the shared publish engine
-(:mod:`airflow_provider_jetstream.publishing`) all refuse, before anything is sent:
+(:mod:`airflow_provider_jetstream.core.publisher`) all refuse, before anything is sent:
 
 - subjects that are not literal: empty, with whitespace, empty tokens or wildcards;
 - the reserved subject spaces: ``$JS.`` (JetStream API, acks, flow control, events of every
@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from airflow_provider_jetstream.exceptions import JetStreamConfigError
+from airflow_provider_jetstream.core.errors import JetStreamConfigError
 
 #: Subject spaces no data is published to (prefixes, with their trailing dot).
 RESERVED_PREFIXES: tuple[str, ...] = ("$JS.", "$JSC.", "$NRG.", "$KV.", "$O.", "$SYS.", "_INBOX.")

@@ -324,7 +324,7 @@ class LocalTopology:
     def wait_linked(self, timeout: float = 30.0, domains: list[str] | None = None) -> None:
         """Wait until the leaves of ``domains`` (default: every linked leaf) have both remotes up at
         the hub and their JetStream, and the hub's, answer through the hub."""
-        from airflow_provider_jetstream.utils.sync import run_sync
+        from airflow_provider_jetstream.core.sync import run_sync
 
         run_sync(self._await_domains(timeout, sorted(self.linked) if domains is None else list(domains)))
 

@@ -9,14 +9,14 @@
   the REST API, so the UI lists them.
 - **Spark standalone**: a master and workers started with ``spark-class`` from the installed
   pyspark, ``PYSPARK_PYTHON`` set to this interpreter.
-- **NATS**: :class:`~airflow_provider_jetstream.local.servers.LocalTopology`, a hub and leaves.
+- **NATS**: :class:`~airflow_provider_jetstream.testing.servers.LocalTopology`, a hub and leaves.
 
 Every process runs in its own process group and is stopped with its children by :meth:`LocalStack.stop`
 (also on failures, and at exit). Airflow needs ``psycopg2-binary`` and ``asyncpg`` to use PostgreSQL:
 ``pip install 'airflow-provider-jetstream[postgres]'``. Secrets (database password, JWT secret, Fernet
 key) go to the processes in their environment, never on a command line.
 
-Run ``python -m airflow_provider_jetstream.local.stack --dags-folder dags`` (what ``make stack`` does).
+Run ``python -m airflow_provider_jetstream.testing.stack --dags-folder dags`` (what ``make stack`` does).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_jetstream.local.servers import LOOPBACK, USERS, LocalTopology, free_port
+from airflow_provider_jetstream.testing.servers import LOOPBACK, USERS, LocalTopology, free_port
 
 #: Connection ids the stack creates (the example DAGs' defaults, and the Spark cluster's).
 NATS_CONN_ID = "nats_hub"
@@ -684,9 +684,9 @@ async def _publish_sample_readings(stack: LocalStack, per_leaf: int) -> None:
     """An edge process on each leaf publishes readings to its own stream (created if missing)."""
     import nats
 
-    from airflow_provider_jetstream.api import JetStreamApi
-    from airflow_provider_jetstream.reconcile import reconcile_stream
-    from airflow_provider_jetstream.specs import StreamSpec
+    from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
+    from airflow_provider_jetstream.core.reconcile import reconcile_stream
+    from airflow_provider_jetstream.core.specs import StreamSpec
 
     for leaf in stack.leaf_domains:
         nc = await nats.connect(stack.nats.url(leaf))

@@ -6,7 +6,7 @@ import difflib
 from collections.abc import Iterable
 from typing import Any
 
-from airflow_provider_jetstream.exceptions import JetStreamConfigError
+from airflow_provider_jetstream.core.errors import JetStreamConfigError
 
 
 def _show(value: Any) -> str:
