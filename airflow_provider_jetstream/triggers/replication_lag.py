@@ -14,6 +14,7 @@ import nats.errors
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_jetstream.api import JetStreamApi, JetStreamApiError, describe_prefix
+from airflow_provider_jetstream.client import wait_task
 from airflow_provider_jetstream.exceptions import (
     JetStreamConfigError,
     JetStreamDomainUnavailableError,
@@ -272,7 +273,8 @@ class JetStreamReplicationLagTrigger(BaseTrigger):
                 clock = PollClock(self.poll_interval)
                 while True:
                     try:
-                        check = await check_replication(hook, watch)
+                        # In a task of its own: a cancellation arriving with a reply is not lost.
+                        check = await wait_task(check_replication(hook, watch))
                     except TRANSIENT_ERRORS as err:
                         event = unanswered.on_no_answer(
                             f"stream {self.stream!r}", transient_reason(hook, err), self.log
