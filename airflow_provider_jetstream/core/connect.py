@@ -15,7 +15,8 @@ import ssl
 import time
 import weakref
 from collections import deque
-from typing import Any
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 import nats.errors
 from nats.aio.client import Client
@@ -25,6 +26,7 @@ from airflow_provider_jetstream.core.connection import JetStreamConnectionConfig
 from airflow_provider_jetstream.core.errors import JetStreamAuthError, JetStreamConfigError, JetStreamConnectionError
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: ``-ERR 'Permissions Violation for Publish to "<subject>"'`` the server sent each client, newest last,
 #: as ``(monotonic time, kind, subject)``. The server drops a refused request without a reply, so the
@@ -182,7 +184,7 @@ async def open_connection(config: JetStreamConnectionConfig) -> Client:
         reconnected_cb=on_reconnected,
     )
     try:
-        await asyncio.wait_for(nc.connect(**options), timeout=config.connect_timeout)
+        await wait_task(nc.connect(**options), timeout=config.connect_timeout)
     except asyncio.CancelledError:
         await asyncio.shield(release(nc, drain=False))
         raise
@@ -195,14 +197,42 @@ async def open_connection(config: JetStreamConnectionConfig) -> Client:
 
 async def release(nc: Client, drain: bool, timeout: float = 5.0) -> None:
     """Drain (flush pending work) or close a client, bounded: nats-py's close can hang after a
-    failed TLS handshake."""
+    failed TLS handshake, and its drain ignores its own cancellation."""
     with contextlib.suppress(Exception):
         if nc.is_closed:
             return
         if drain and nc.is_connected:
-            await asyncio.wait_for(nc.drain(), timeout)
+            await wait_task(nc.drain(), timeout)
         else:
-            await asyncio.wait_for(nc.close(), timeout)
+            await wait_task(nc.close(), timeout)
+
+
+async def wait_task(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+    """Await ``coro`` in a task of its own, at most ``timeout`` seconds (None: no bound).
+
+    Unlike ``asyncio.wait_for`` before Python 3.12, a cancellation of the caller always propagates,
+    even when ``coro`` finishes in the same loop iteration (``wait_for`` then returns the result
+    and the cancellation is lost: nats-py awaits every reply that way, so a trigger cancelled as a
+    reply came in went on polling forever); and the bound holds even when ``coro`` ignores its
+    cancellation (nats-py's drain does): then it is left to finish on its own. Raises
+    ``asyncio.TimeoutError`` when the bound is reached.
+    """
+    task = asyncio.ensure_future(coro)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+    except asyncio.CancelledError:
+        _abandon(task)
+        raise
+    if not done:
+        _abandon(task)
+        raise asyncio.TimeoutError
+    return task.result()
+
+
+def _abandon(task: asyncio.Future[Any]) -> None:
+    """Cancel a task nobody awaits any more; its outcome is retrieved, so asyncio logs nothing."""
+    task.cancel()
+    task.add_done_callback(lambda t: t.cancelled() or t.exception())
 
 
 def _connection_error(

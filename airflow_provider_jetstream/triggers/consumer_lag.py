@@ -15,6 +15,7 @@ import nats.errors
 import nats.js.errors
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_provider_jetstream.core.connect import wait_task
 from airflow_provider_jetstream.core.errors import (
     JetStreamConfigError,
     JetStreamError,
@@ -184,13 +185,16 @@ class JetStreamConsumerLagTrigger(BaseTrigger):
                 clock = PollClock(self.poll_interval)
                 while True:
                     try:
-                        check = await check_consumer_lag(
-                            hook,
-                            self.stream,
-                            self.consumer,
-                            self.max_pending,
-                            self.max_ack_pending,
-                            self.max_redelivered,
+                        # In a task of its own: a cancellation arriving with a reply is not lost.
+                        check = await wait_task(
+                            check_consumer_lag(
+                                hook,
+                                self.stream,
+                                self.consumer,
+                                self.max_pending,
+                                self.max_ack_pending,
+                                self.max_redelivered,
+                            )
                         )
                     except TRANSIENT_ERRORS as err:
                         what = f"consumer {self.stream!r} > {self.consumer!r}"

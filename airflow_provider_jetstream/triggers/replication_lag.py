@@ -13,6 +13,7 @@ from typing import Any
 import nats.errors
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_provider_jetstream.core.connect import wait_task
 from airflow_provider_jetstream.core.errors import (
     JetStreamConfigError,
     JetStreamDomainUnavailableError,
@@ -267,7 +268,8 @@ class JetStreamReplicationLagTrigger(BaseTrigger):
                 clock = PollClock(self.poll_interval)
                 while True:
                     try:
-                        check = await check_replication(hook, watch)
+                        # In a task of its own: a cancellation arriving with a reply is not lost.
+                        check = await wait_task(check_replication(hook, watch))
                     except TRANSIENT_ERRORS as err:
                         event = unanswered.on_no_answer(
                             f"stream {self.stream!r}", transient_reason(hook, err), self.log

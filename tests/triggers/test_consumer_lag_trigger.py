@@ -7,6 +7,7 @@ import asyncio
 import pytest
 from nats.js.api import AckPolicy, ConsumerConfig, ExternalStream, StreamConfig, StreamSource
 
+from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
 from airflow_provider_jetstream.testing.servers import USERS
 from airflow_provider_jetstream.triggers.consumer_lag import JetStreamConsumerLagTrigger
 from airflow_provider_jetstream.triggers.replication_lag import JetStreamReplicationLagTrigger
@@ -168,3 +169,51 @@ def test_triggers_started_together_share_one_connection(hub_leaf, shared_conn) -
     triggers = lag_triggers(conn_id, hub_stream, leaf_stream, 40)
     while_running, after = asyncio.run(run_all(triggers, False, hub_leaf.hub, client_name))
     assert (while_running, after) == (1, 0)
+
+
+@pytest.mark.parametrize("kind", ["consumer_lag", "replication_lag"])
+def test_a_cancel_that_lands_with_a_reply_ends_the_trigger(hub_leaf, shared_conn, monkeypatch, kind) -> None:
+    """The triggerer's cancel() and a JetStream reply in one loop iteration: the trigger still ends.
+
+    nats-py awaits each reply with ``asyncio.wait_for``, which before Python 3.12 returns the reply
+    and drops the cancellation when both land together; the trigger then polled on forever (a
+    triggerer could never remove it, and its connection stayed open). The race is made certain
+    here: the first reply is handed over through ``wait_for`` just as the trigger is cancelled.
+    """
+    conn_id, client_name = shared_conn
+    hub_stream, leaf_stream = unique("share"), unique("share")
+    asyncio.run(hub_and_leaf_streams(hub_leaf, hub_stream, leaf_stream))
+    trigger = lag_triggers(conn_id, hub_stream, leaf_stream, 4)[0 if kind == "consumer_lag" else 3]
+    real_request = JetStreamApi.request
+    landed = []
+
+    async def scenario() -> tuple[bool, int]:
+        task: asyncio.Task | None = None
+
+        async def request(api: JetStreamApi, suffix: str, body=None) -> dict:
+            reply = await real_request(api, suffix, body)
+            if landed or task is None:
+                return reply
+            loop = asyncio.get_running_loop()
+            handed = loop.create_future()
+
+            def land() -> None:  # the reply and the cancel, in one loop iteration
+                handed.set_result(reply)
+                task.cancel()
+                landed.append(suffix)
+
+            loop.call_soon(land)
+            return await asyncio.wait_for(handed, 5)  # as nats-py awaits a reply
+
+        monkeypatch.setattr(JetStreamApi, "request", request)
+        task = asyncio.create_task(anext(trigger.run()))
+        ended = await eventually(lambda: task.done(), bool, timeout=15)
+        if not ended:
+            task.cancel()  # lost again if it lands with a reply, so the test cannot hang on it
+            await asyncio.wait({task}, timeout=5)
+        after = await eventually(lambda: connection_count(hub_leaf.hub, client_name), lambda n: n == 0)
+        return ended and task.cancelled(), after
+
+    cancelled, after = asyncio.run(scenario())
+    assert landed, "the trigger made no request"
+    assert (cancelled, after) == (True, 0)
