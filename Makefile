@@ -1,10 +1,16 @@
 # The commands of the README: `make demo` runs the demo pipeline, `make stack` starts a Docker-free
 # deployment to look at, `make test` runs the tests.
 # Each creates .venv when missing and installs the package with what it needs.
+# `make wheel` builds the wheel into dist/. With INSTALL=wheel (`make demo INSTALL=wheel`, also
+# stack), .venv gets that wheel, rebuilt from the working tree, instead of the editable sources.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-stamp
+INSTALL ?= editable
+EXTRAS := spark,postgres,test,websocket
+VERSION = $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' airflow_provider_jetstream/__init__.py)
+WHEEL = dist/airflow_provider_jetstream-$(VERSION)-py3-none-any.whl
+STAMP := $(VENV)/$(if $(filter wheel,$(INSTALL)),.installed-wheel-stamp,.installed-stamp)
 PYTEST_ARGS ?=
 # nats.js (the official JavaScript client) for tests/interop, pinned by its package-lock.json.
 JS_DIR := tests/interop/js
@@ -14,15 +20,36 @@ JS_STAMP := $(JS_DIR)/node_modules/.installed-stamp
 PY_VERSION = $(shell $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 CONSTRAINTS = $(if $(wildcard constraints-py$(PY_VERSION).txt),constraints-py$(PY_VERSION).txt,constraints.txt)
 
-.PHONY: install interop-deps demo stack test lint format clean
+.PHONY: install wheel interop-deps demo stack test lint format clean
 
+ifeq ($(INSTALL),wheel)
+# Always rebuilt and reinstalled: a module removed from the sources must leave the install too.
+$(STAMP): wheel
+	rm -f $(VENV)/.installed-stamp $(STAMP)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip uninstall --quiet --yes airflow-provider-jetstream
+	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) '$(WHEEL)[$(EXTRAS)]'
+	touch $(STAMP)
+else ifeq ($(INSTALL),editable)
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e '.[spark,postgres,test,websocket]'
+	rm -f $(VENV)/.installed-wheel-stamp
+	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e '.[$(EXTRAS)]'
 	touch $(STAMP)
+else
+$(error INSTALL is "editable" (the default) or "wheel", not "$(INSTALL)")
+endif
 
 install: $(STAMP)
+
+# The wheel, from the working tree: build/ is removed first, so no file deleted since the last
+# build can come back. The backend is the one pyproject.toml's [build-system] names.
+wheel:
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	rm -rf build $(WHEEL)
+	$(BIN)/python -m pip wheel --quiet --no-deps --disable-pip-version-check -w dist .
+	@echo "built $(WHEEL)"
 
 # npm ci when node_modules is missing or the lock changed. Without npm it only warns: the interop
 # tests then fail, saying what to install, and the rest of the suite still runs.
@@ -53,4 +80,4 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 
 clean:
-	rm -rf $(VENV) .demo .stack .pytest_cache $(JS_DIR)/node_modules
+	rm -rf $(VENV) .demo .stack .pytest_cache $(JS_DIR)/node_modules build dist

@@ -25,9 +25,11 @@ cd "$(dirname "$0")/.."
 VERSIONS="${PYTHON_VERSIONS:-3.10 3.13}"
 # Not run here: Spark (tests/spark, the demo, the Spark job's reliability tests, the example DAGs and
 # provider modules that import the Spark provider; the venvs have no Spark extra), the browser (tests/ui) and nats.js interop
-# (tests/interop: Node.js, not Python, is what varies there; the server matrix runs it), and the
-# real deployment (tests/deployment: PostgreSQL, Spark, browser; selected with -m deployment).
+# (tests/interop: Node.js, not Python, is what varies there; the server matrix runs it), the
+# real deployment (tests/deployment: PostgreSQL, Spark, browser; selected with -m deployment), and
+# the wheel's build and clean install (tests/packaging: it checks the package, once is enough).
 SPARK_FREE="tests --ignore=tests/spark --ignore=tests/ui --ignore=tests/interop --ignore=tests/deployment --ignore=tests/test_demo.py
+  --ignore=tests/packaging
   --ignore=tests/reliability/test_parquet_commit.py --ignore=tests/reliability/test_spark_inputs.py
   --deselect tests/test_example_dags.py::test_every_dag_file_loads_with_docs
   --deselect tests/test_provider.py::test_every_module_and_class_named_in_provider_info_imports
