@@ -69,6 +69,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_provider_jetstream.triggers.replication_lag",
                     "airflow_provider_jetstream.triggers.kv",
                     "airflow_provider_jetstream.triggers.messages",
+                    "airflow_provider_jetstream.triggers.kv_events",
                 ],
             }
         ],

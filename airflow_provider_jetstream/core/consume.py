@@ -78,8 +78,9 @@ class DurablePuller:
     :param stream: stream name. :param consumer: durable consumer name.
     :param max_in_flight: unsettled messages at most. Default 256.
     :param ack_wait: the consumer's ack wait in seconds (drives the ``+WPI`` period). Default 30.
-    :param expires: seconds one pull request waits on the server. Default 30.
-    :param heartbeat: idle heartbeat seconds; 3 missed heartbeats re-issue the request. Default 5.
+    :param expires: seconds one pull request waits on the server. Default 10: after a stop, what
+        the server still sends to the last request comes back only after ``ack_wait``.
+    :param heartbeat: idle heartbeat seconds; 3 missed heartbeats re-issue the request. Default 2.5.
     :param nak_delay: first redelivery delay after a failure; doubles per delivery. Default 1.
     :param nak_max_delay: the largest redelivery delay. Default 60.
     :param idle_delay: redelivery delay of a message nobody was listening for. Default 5.
@@ -96,8 +97,8 @@ class DurablePuller:
         *,
         max_in_flight: int = 256,
         ack_wait: float = 30.0,
-        expires: float = 30.0,
-        heartbeat: float = 5.0,
+        expires: float = 10.0,
+        heartbeat: float = 2.5,
         nak_delay: float = 1.0,
         nak_max_delay: float = 60.0,
         idle_delay: float = 5.0,

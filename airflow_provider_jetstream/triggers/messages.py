@@ -133,7 +133,9 @@ class JetStreamMessageTrigger(BaseEventTrigger):
             "cohort_wait": cohort_wait,
             "fallback_ack_delay": fallback_ack_delay,
         }
-        self.spec = self.consumer_spec(self.kwargs)  # validates everything: a bad argument is a DAG import error
+        self.spec = JetStreamMessageTrigger.consumer_spec(
+            self.kwargs
+        )  # validates everything: a bad argument is a DAG import error
 
     # -- arguments --------------------------------------------------------------------------
 
@@ -204,9 +206,15 @@ class JetStreamMessageTrigger(BaseEventTrigger):
         )
 
     @classmethod
+    def message_kwargs(cls, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The :class:`JetStreamMessageTrigger` kwargs behind this class's serialized kwargs (the same here)."""
+        return kwargs
+
+    @classmethod
     def create_shared_stream_producer(cls, kwargs: dict[str, Any]) -> JetStreamSharedStreamProducer:
         """The producer of a group (ack mode); it connects only when its stream opens."""
-        return JetStreamSharedStreamProducer(kwargs, cls.consumer_spec(kwargs))
+        message_kwargs = cls.message_kwargs(kwargs)
+        return JetStreamSharedStreamProducer(message_kwargs, JetStreamMessageTrigger.consumer_spec(message_kwargs))
 
     async def filter_shared_stream(self, shared_stream: AsyncIterator[Any]) -> AsyncIterator[TriggerEvent]:
         """One event per raw message (or batch) for this watcher; never raises on a bad message (rejects it)."""
@@ -254,7 +262,7 @@ class JetStreamMessageTrigger(BaseEventTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Consume alone: each event is acked ``fallback_ack_delay`` seconds after the triggerer took it
         (the generator resumed), kept alive by ``+WPI`` meanwhile; a reject dead-letters and terminates."""
-        producer = self.create_shared_stream_producer(self.kwargs)
+        producer = JetStreamSharedStreamProducer(self.kwargs, self.spec)
         delay = float(self.kwargs["fallback_ack_delay"])
         lock = asyncio.Lock()  # advance calls are serial, as under Airflow's manager
         later: set[asyncio.Task[None]] = set()
