@@ -19,7 +19,7 @@ CONSTRAINTS = $(if $(wildcard constraints-py$(PY_VERSION).txt),constraints-py$(P
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e '.[spark,postgres,test,websocket]'
+	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e '.[spark,postgres,test,websocket,messaging]'
 	touch $(STAMP)
 
 install: $(STAMP)
