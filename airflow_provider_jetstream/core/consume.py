@@ -159,12 +159,14 @@ class DurablePuller:
         self._incoming.put_nowait(msg)
 
     async def _maybe_request(self, inbox: str) -> None:
-        room = self.max_in_flight - len(self.in_flight) - self._requested
-        if self._request_open or room <= 0 or time.monotonic() < self._retry_at:
-            if room <= 0 and not self._request_open:
-                self._room.clear()
-                await self._room.wait()
-            return
+        while True:
+            if self._request_open or time.monotonic() < self._retry_at:
+                return
+            room = self.max_in_flight - len(self.in_flight)
+            if room > 0:
+                break
+            self._room.clear()  # full: wait until messages are settled
+            await self._room.wait()
         body = {"batch": room, "expires": int(self.expires * 1e9), "idle_heartbeat": int(self.heartbeat * 1e9)}
         self._request_open, self._requested = True, room
         self._last_sign = time.monotonic()
