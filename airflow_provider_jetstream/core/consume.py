@@ -197,7 +197,7 @@ class DurablePuller:
             self.stream, self.consumer, self.api.target, status or "?", description, self._backoff,
         )  # fmt: skip
         self._retry_at = time.monotonic() + self._backoff
-        self._backoff = min(self._backoff * 2, 30.0)
+        self._backoff = min(self._backoff * 2, self.expires)  # a relinked leaf is heard from soon
 
     async def _accept(self, msg: Msg) -> Ticket | None:
         meta = parse_ack_reply(msg.reply)
