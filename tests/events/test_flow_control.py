@@ -81,3 +81,39 @@ def test_watchers_disagreeing_on_one_consumer_are_refused_not_competing(hub_leaf
             await runner.stop()
 
     asyncio.run(scenario())
+
+
+def test_a_message_failing_max_deliver_times_is_dead_lettered_and_terminated(hub_leaf, hub_conn) -> None:
+    import json
+
+    from tests.triggers.natsutil import connect
+
+    stream = unique("maxd").upper()
+    dlq = f"{stream}_DLQ"
+
+    async def scenario() -> None:
+        await leaf_stream(hub_leaf.url("leaf"), stream, dlq)
+        await publish(hub_leaf.url("leaf"), f"{stream}.x", [b'{"poison": true}'])
+        nc = await connect(hub_leaf.url("leaf"))
+        terminated: list[dict] = []
+
+        async def on_term(msg) -> None:
+            terminated.append(json.loads(msg.data))
+
+        await nc.subscribe(f"$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.{stream}.af_events", cb=on_term)
+        runner = Triggerer(ack_timeout=1.0)  # never stored: each delivery fails
+        watcher = trigger(hub_conn, stream, max_deliver=2, nak_delay=0.2, dead_letter_stream=dlq)
+        try:
+            for attempt, tid in enumerate((1, 2), start=1):
+                runner.start(tid, watcher)  # Airflow restarts a failed watcher trigger
+                await eventually(lambda tid=tid: tid in runner.errors, bool)
+                assert runner.fired[-1].event.payload["delivered"] == attempt
+            await eventually(lambda: len(terminated), lambda n: n == 1)
+            copy = await nc.jetstream().get_msg(dlq, 1)
+            assert copy.headers["Airflow-DLQ-Reason"] == "max_deliver reached after failures"
+            assert copy.headers["Airflow-DLQ-Delivered"] == "2"
+        finally:
+            await runner.stop()
+            await nc.close()
+
+    asyncio.run(scenario())
