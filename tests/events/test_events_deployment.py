@@ -1,4 +1,4 @@
-"""Real Airflow processes: 200 edge announcements, the triggerer killed -9 half-way, each stored as an asset event."""
+"""Real Airflow processes: 200 announcements, the triggerer killed -9 half-way; all stored, none acked before stored."""
 
 from __future__ import annotations
 
@@ -101,6 +101,51 @@ def stored_sequences(postgres: LocalPostgres) -> list[int]:
         return [row[0] for row in cur.fetchall()]
 
 
+class AckMonitor(threading.Thread):
+    """Hears every ``+ACK`` of the consumer (a hub client of the same account) and checks at once that
+    an asset event with that stream sequence is already in Airflow's database."""
+
+    def __init__(self, url: str, postgres: LocalPostgres) -> None:
+        super().__init__(daemon=True)
+        self.url, self.postgres = url, postgres
+        self.acked: list[int] = []
+        self.premature: list[int] = []
+        self.ready = threading.Event()
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        asyncio.run(self._watch())
+
+    async def _watch(self) -> None:
+        from airflow_provider_jetstream.core.deliveries import parse_ack_reply
+
+        db = self.postgres.connect()
+        db.autocommit = True
+
+        async def on_ack(msg) -> None:
+            meta = parse_ack_reply(msg.subject)
+            if meta is None or meta.stream != STREAM or not msg.data.startswith(b"+ACK"):
+                return
+            self.acked.append(meta.sequence)
+            with db.cursor() as cur:
+                cur.execute(
+                    "SELECT count(*) FROM asset_event e JOIN asset a ON a.id = e.asset_id "
+                    "WHERE a.uri = %s AND (e.extra::json->'payload'->>'sequence')::int = %s",
+                    (URI, meta.sequence),
+                )
+                if cur.fetchone()[0] == 0:
+                    self.premature.append(meta.sequence)
+
+        nc = await nats.connect(self.url)
+        await nc.subscribe("$JS.ACK.>", cb=on_ack)
+        await nc.flush()
+        self.ready.set()
+        while not self.done.is_set():
+            await asyncio.sleep(0.2)
+        await nc.drain()
+        db.close()
+
+
 def kill_triggerer(airflow: LocalAirflow) -> ManagedProcess:
     """kill -9 the triggerer's process group (supervisor and runner), then start a new one."""
     old = airflow.processes["triggerer"]
@@ -134,6 +179,9 @@ def test_a_triggerer_killed_half_way_loses_no_announcement(deployment) -> None:
             await nc.close()
 
     wait_until("the watcher's consumer", lambda: asyncio.run(consumer()), timeout=240)
+    monitor = AckMonitor(topology.url("hub"), postgres)
+    monitor.start()
+    assert monitor.ready.wait(30)
     publisher = threading.Thread(target=lambda: asyncio.run(announce(leaf, 1, TOTAL // 2, pause=0.1)))
     publisher.start()  # the edge keeps announcing while the triggerer is killed
     wait_until(
@@ -166,3 +214,8 @@ def test_a_triggerer_killed_half_way_loses_no_announcement(deployment) -> None:
     assert all(sequences.count(s) == 1 for s in range(1, acked_at_kill + 1))
     wait_until("everything acked", lambda: asyncio.run(consumer())["ack_floor"]["stream_seq"] == TOTAL, timeout=60)
     assert asyncio.run(consumer())["num_ack_pending"] == 0
+    monitor.done.set()
+    monitor.join(30)
+    print(f"+ACKs heard: {len(monitor.acked)}, for {len(set(monitor.acked))} sequences; premature: {monitor.premature}")
+    assert set(monitor.acked) == set(range(1, TOTAL + 1))
+    assert monitor.premature == []  # no message was acked before its asset event was stored
