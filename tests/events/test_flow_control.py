@@ -117,3 +117,34 @@ def test_a_message_failing_max_deliver_times_is_dead_lettered_and_terminated(hub
             await nc.close()
 
     asyncio.run(scenario())
+
+
+def test_watchers_narrowing_by_subject_share_the_consumer_and_each_gets_its_own(hub_leaf, hub_conn) -> None:
+    stream = unique("narrow").upper()
+
+    async def scenario() -> None:
+        await leaf_stream(hub_leaf.url("leaf"), stream)
+        runner = Triggerer()
+        a, b = (
+            trigger(hub_conn, stream, subjects=[f"{stream}.a"]),
+            trigger(hub_conn, stream, subjects=[f"{stream}.b.>"]),
+        )
+        assert a.shared_stream_key() == b.shared_stream_key()  # one group, one consumer
+        runner.start(1, a)
+        runner.start(2, b)
+        try:
+            await eventually(lambda: consumer_state(hub_leaf.url("leaf"), stream, "af_events"), bool)
+            await publish(hub_leaf.url("leaf"), f"{stream}.a", [b"for a"])
+            await publish(hub_leaf.url("leaf"), f"{stream}.b.x", [b"for b"])
+            await publish(hub_leaf.url("leaf"), f"{stream}.c", [b"for nobody"])
+            fired = await runner.wait_fired(2)
+            assert sorted((f.trigger_id, f.event.payload["data"]) for f in fired) == [(1, "for a"), (2, "for b")]
+            runner.persist()
+            await eventually(
+                lambda: consumer_state(hub_leaf.url("leaf"), stream, "af_events"), lambda i: acked_through(i) == 3
+            )
+            assert len(runner.fired) == 2
+        finally:
+            await runner.stop()
+
+    asyncio.run(scenario())
