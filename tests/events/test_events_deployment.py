@@ -34,6 +34,24 @@ with DAG(dag_id="events_proof", schedule=[announced], start_date=pendulum.dateti
     EmptyOperator(task_id="noted")
 '''
 
+FANOUT, FAN_CONSUMER, WATCHERS = "FANOUT", "af_fan", 100
+FAN_DAG = f'''
+"""100 assets, each watching its own subject of one stream through one shared consumer."""
+import pendulum
+from airflow.sdk import DAG, Asset, AssetWatcher
+from airflow.providers.standard.operators.empty import EmptyOperator
+from airflow_provider_jetstream.triggers.messages import JetStreamMessageTrigger
+
+assets = [
+    Asset(name=f"fan_{{i}}", watchers=[AssetWatcher(name=f"fan_{{i}}",
+        trigger=JetStreamMessageTrigger(jetstream_conn_id="nats_hub", domain="leaf-a", stream="{FANOUT}",
+            consumer="{FAN_CONSUMER}", subjects=[f"fan.{{i}}"], cohort_wait=1))])
+    for i in range({WATCHERS})
+]
+with DAG(dag_id="events_fanout", schedule=assets, start_date=pendulum.datetime(2026, 1, 1), catchup=False):
+    EmptyOperator(task_id="noted")
+'''
+
 
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalTopology, LocalPostgres, LocalAirflow]]:
@@ -41,12 +59,14 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Local
     dags = work / "dags"
     dags.mkdir()
     (dags / "events_proof.py").write_text(DAG)
+    (dags / "events_fanout.py").write_text(FAN_DAG)
     topology = LocalTopology(work / "nats", leaf_domains=["leaf-a"])
     postgres = LocalPostgres(work / "postgres")
     user, password = USERS["ACC"]
     base = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "JETSTREAM_"))}
     try:
         topology.start()
+        asyncio.run(create_streams(topology.url("leaf-a")))
         postgres.start()
         airflow = LocalAirflow(
             work / "airflow",
@@ -78,6 +98,15 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Local
             obj = locals().get(part)
             if obj is not None:
                 obj.stop()
+
+
+async def create_streams(url: str) -> None:
+    from nats.js.api import StreamConfig
+
+    nc = await nats.connect(url)
+    await nc.jetstream().add_stream(StreamConfig(name=STREAM, subjects=["announce.leaf-a.>"]))
+    await nc.jetstream().add_stream(StreamConfig(name=FANOUT, subjects=["fan.>"]))
+    await nc.drain()
 
 
 async def announce(url: str, first: int, count: int, pause: float = 0.0) -> None:
@@ -162,15 +191,6 @@ def test_a_triggerer_killed_half_way_loses_no_announcement(deployment) -> None:
     topology, postgres, airflow = deployment
     leaf = topology.url("leaf-a")
 
-    async def setup() -> None:
-        nc = await nats.connect(leaf)
-        from nats.js.api import StreamConfig
-
-        await nc.jetstream().add_stream(StreamConfig(name=STREAM, subjects=["announce.leaf-a.>"]))
-        await nc.drain()
-
-    asyncio.run(setup())
-
     async def consumer() -> dict:
         nc = await nats.connect(leaf)
         try:
@@ -219,3 +239,49 @@ def test_a_triggerer_killed_half_way_loses_no_announcement(deployment) -> None:
     print(f"+ACKs heard: {len(monitor.acked)}, for {len(set(monitor.acked))} sequences; premature: {monitor.premature}")
     assert set(monitor.acked) == set(range(1, TOTAL + 1))
     assert monitor.premature == []  # no message was acked before its asset event was stored
+
+
+def test_a_hundred_watchers_in_a_real_triggerer_share_one_consumer_and_one_connection(deployment) -> None:
+    topology, postgres, _ = deployment
+    leaf = topology.url("leaf-a")
+
+    def fan_events() -> dict[str, int]:
+        with postgres.connect() as conn, conn.cursor() as cur:
+            cur.execute(
+                "SELECT a.name, count(e.id) FROM asset a LEFT JOIN asset_event e ON e.asset_id = a.id "
+                "WHERE a.name LIKE 'fan\\_%%' GROUP BY a.name"
+            )
+            return dict(cur.fetchall())
+
+    def trigger_rows() -> tuple[int, int]:
+        with postgres.connect() as conn, conn.cursor() as cur:
+            cur.execute(
+                "SELECT count(DISTINCT t.id), count(DISTINCT t.triggerer_id) FROM trigger t "
+                "JOIN asset_watcher w ON w.trigger_id = t.id JOIN asset a ON a.id = w.asset_id "
+                "WHERE a.name LIKE 'fan\\_%%'"
+            )
+            return cur.fetchone()
+
+    async def fan_consumers() -> list[str]:
+        nc = await nats.connect(leaf)
+        try:
+            return (await JetStreamApi(nc, "$JS.leaf-a.API").request(f"CONSUMER.NAMES.{FANOUT}"))["consumers"]
+        finally:
+            await nc.close()
+
+    wait_until("100 watcher triggers running", lambda: trigger_rows() == (WATCHERS, 1), timeout=240)
+    wait_until("the shared consumer", lambda: asyncio.run(fan_consumers()) == [FAN_CONSUMER], timeout=120)
+
+    async def publish_each() -> None:
+        nc = await nats.connect(leaf)
+        for i in range(WATCHERS):
+            await nc.jetstream().publish(f"fan.{i}", json.dumps({"i": i}).encode())
+        await nc.drain()
+
+    asyncio.run(publish_each())
+    wait_until("one event per asset", lambda: sum(fan_events().values()) >= WATCHERS, timeout=180)
+    assert fan_events() == {f"fan_{i}": 1 for i in range(WATCHERS)}
+    assert asyncio.run(fan_consumers()) == [FAN_CONSUMER]
+    connz = topology.hub.monitor("connz?limit=10000")
+    names = [c.get("name") for c in connz.get("connections", [])]
+    assert names.count("airflow-events-proof") == 1, names  # every watcher of the triggerer, one connection
