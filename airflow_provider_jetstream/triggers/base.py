@@ -123,6 +123,16 @@ class UnreachableClock:
         return None
 
 
+def raise_if_cancelled() -> None:
+    """Raise ``CancelledError`` if this task was cancelled but goes on: before Python 3.12,
+    ``asyncio.wait_for`` (nats-py's requests) returns a reply that arrives together with the cancel
+    and drops the cancel, so a trigger the triggerer cancelled would poll on forever."""
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)  # Python 3.11+
+    if cancelling is not None and cancelling():
+        raise asyncio.CancelledError
+
+
 class PollClock:
     """Fixed-rate polling for the lag triggers: each check is due ``interval`` seconds after the
     previous one was due, not after it ended, so slow answers (a busy server, a thousand triggers
@@ -133,6 +143,7 @@ class PollClock:
         self.due = asyncio.get_running_loop().time()
 
     async def wait(self) -> None:
+        raise_if_cancelled()
         now = asyncio.get_running_loop().time()
         self.due = max(self.due + self.interval, now)
         await asyncio.sleep(self.due - now)

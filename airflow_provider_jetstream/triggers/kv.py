@@ -29,6 +29,7 @@ from airflow_provider_jetstream.triggers.base import (
     TRANSIENT_ERRORS,
     UnreachableClock,
     error_event,
+    raise_if_cancelled,
     transient_reason,
 )
 
@@ -110,6 +111,7 @@ class JetStreamKeyValueTrigger(BaseTrigger):
             async with hook.ajetstream() as js:
                 target = hook.describe_target()
                 while True:
+                    raise_if_cancelled()
                     started = time.monotonic()
                     try:
                         check = await self._watch_once(hook, js, target)
@@ -145,6 +147,7 @@ class JetStreamKeyValueTrigger(BaseTrigger):
         seen = False
         try:
             while True:
+                raise_if_cancelled()
                 try:
                     entry = await watcher.updates(timeout=self.rewatch_interval)
                 except nats.errors.TimeoutError:
