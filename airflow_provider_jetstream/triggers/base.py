@@ -1,4 +1,5 @@
-"""What the JetStream triggers share: which errors mean "try again later", the unreachable clock, fixed-rate polling."""
+"""What the JetStream triggers share: which errors mean "try again later", which end the trigger (and
+the event each gives), the unreachable clock, fixed-rate polling."""
 
 from __future__ import annotations
 
@@ -10,7 +11,13 @@ import nats.errors
 import nats.js.errors
 from airflow.triggers.base import TriggerEvent
 
-from airflow_provider_jetstream.core.errors import JetStreamDomainUnavailableError
+from airflow_provider_jetstream.core.errors import (
+    JetStreamConfigError,
+    JetStreamDomainUnavailableError,
+    JetStreamError,
+    JetStreamNotFoundError,
+    JetStreamPermissionError,
+)
 from airflow_provider_jetstream.core.replication import format_seconds
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 
@@ -25,6 +32,29 @@ TRANSIENT_ERRORS = (
     nats.errors.StaleConnectionError,
     nats.errors.OutboundBufferLimitError,
 )
+
+
+#: Errors that end a trigger with an error event (see :func:`error_event`): waiting cannot fix them,
+#: or the connection is gone for good.
+FINAL_ERRORS = (JetStreamError, nats.errors.ConnectionClosedError)
+
+#: The error event ``reason`` of each final error class, the first match wins.
+_REASONS: tuple[tuple[type[BaseException], str], ...] = (
+    (JetStreamNotFoundError, "not_found"),
+    (JetStreamConfigError, "invalid"),
+    (JetStreamPermissionError, "permission"),
+    (JetStreamError, "error"),
+)
+
+
+def error_event(err: BaseException, conn_id: str) -> TriggerEvent:
+    """The trigger's ``{"status": "error", "reason", "message"}`` event for one of :data:`FINAL_ERRORS`:
+    ``not_found``, ``invalid``, ``permission``, ``error`` or ``connection_closed`` (reconnects exhausted)."""
+    if isinstance(err, nats.errors.ConnectionClosedError):
+        message = f"connection {conn_id!r}: the NATS connection closed (reconnects exhausted)"
+        return TriggerEvent({"status": "error", "reason": "connection_closed", "message": message})
+    reason = next(name for cls, name in _REASONS if isinstance(err, cls))
+    return TriggerEvent({"status": "error", "reason": reason, "message": str(err)})
 
 
 def transient_reason(hook: JetStreamHook, err: BaseException) -> str:
