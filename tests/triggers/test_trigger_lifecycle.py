@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import sys
 
 import pytest
 from nats.js.api import KeyValueConfig
 
 from airflow_provider_jetstream.testing.servers import USERS
-from airflow_provider_jetstream.triggers.base import PollClock
 from airflow_provider_jetstream.triggers.consumer_lag import JetStreamConsumerLagTrigger
 from airflow_provider_jetstream.triggers.kv import JetStreamKeyValueTrigger
 from airflow_provider_jetstream.triggers.replication_lag import JetStreamReplicationLagTrigger
@@ -82,22 +79,3 @@ def test_unreachable_server_ends_the_trigger_with_a_clear_error(jetstream_conn, 
     assert event.payload["status"] == "error"
     assert f"connection {conn_id!r}: no NATS server reachable" in event.payload["message"]
     assert "sens-secret-pw" not in event.payload["message"]
-
-
-def test_a_cancel_swallowed_by_a_request_still_ends_the_poll_loop() -> None:
-    """Before Python 3.12, asyncio.wait_for (nats-py's requests) drops a cancel that arrives with the
-    reply; the next poll wait ends the task (Python 3.11+, which can tell a task is being cancelled)."""
-
-    async def poll() -> str:
-        clock = PollClock(0.01)
-        asyncio.current_task().cancel()
-        with contextlib.suppress(asyncio.CancelledError):  # what wait_for does when the reply is there too
-            await asyncio.sleep(0)
-        await clock.wait()
-        return "polled on"
-
-    if sys.version_info >= (3, 11):
-        with pytest.raises(asyncio.CancelledError):
-            asyncio.run(poll())
-    else:  # 3.10 cannot tell: the triggerer's next cancel ends it
-        assert asyncio.run(poll()) == "polled on"
