@@ -22,7 +22,12 @@ from nats.aio.client import Client
 from nats.aio.transport import TcpTransport
 
 from airflow_provider_jetstream.core.connection import JetStreamConnectionConfig
-from airflow_provider_jetstream.core.errors import JetStreamAuthError, JetStreamConfigError, JetStreamConnectionError
+from airflow_provider_jetstream.core.errors import (
+    JetStreamAuthError,
+    JetStreamConfigError,
+    JetStreamConnectionError,
+    TlsNotStartedError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -56,15 +61,6 @@ def refusal_since(nc: Client, since: float, subject: str | None = None, prefix: 
         ):
             return f"the server refused this user's {kind} to {refused!r} (Permissions Violation)"
     return None
-
-
-class TlsNotStartedError(nats.errors.Error):
-    """The server did not start TLS although the connection requires it; nothing was sent to it."""
-
-    def __init__(self, server: str, tls_available: bool) -> None:
-        self.server = server
-        self.tls_available = tls_available
-        super().__init__(f"{server} did not start TLS")
 
 
 class TlsOnlyTransport(TcpTransport):

@@ -18,8 +18,8 @@ from nats.aio.client import Client
 
 from airflow_provider_jetstream.core.connect import refusal_since
 from airflow_provider_jetstream.core.errors import (
+    JetStreamApiError,
     JetStreamDomainUnavailableError,
-    JetStreamError,
     JetStreamImportMissingError,
     JetStreamNotFoundError,
     JetStreamPermissionError,
@@ -59,20 +59,6 @@ def describe_prefix(prefix: str) -> str:
         return "the local JetStream domain"
     domain = domain_of(prefix)
     return f"domain {domain!r}" if domain else f"API prefix {prefix!r}"
-
-
-class JetStreamApiError(JetStreamError):
-    """The JetStream API answered with an error."""
-
-    def __init__(self, subject: str, error: Mapping[str, Any], target: str) -> None:
-        self.code = error.get("code")
-        self.err_code = error.get("err_code")
-        self.description = error.get("description", "")
-        self.subject = subject
-        super().__init__(
-            f"JetStream in {target} refused {subject.rsplit('.API.', 1)[-1]}: {self.description} "
-            f"(code {self.code}, err_code {self.err_code})"
-        )
 
 
 class JetStreamApi:

@@ -26,6 +26,7 @@ from typing import Any
 
 from airflow_provider_jetstream.core.errors import (
     JetStreamConfigError,
+    ReconcileError,
 )
 from airflow_provider_jetstream.core.jetstream_api import (
     JetStreamApi,
@@ -47,10 +48,6 @@ from airflow_provider_jetstream.core.specs.fields import API_LEVEL_VERSIONS
 log = logging.getLogger(__name__)
 
 IF_EXISTS = ("update", "skip", "fail", "recreate")
-
-
-class ReconcileError(JetStreamConfigError):
-    """The spec cannot be applied as asked (replace-forcing change, if_exists='fail', server too old)."""
 
 
 @dataclass

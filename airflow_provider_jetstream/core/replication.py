@@ -39,14 +39,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from airflow_provider_jetstream.core.errors import JetStreamConfigError, JetStreamError
+from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.core.jetstream_api import domain_of, unavailable_hint
 from airflow_provider_jetstream.core.specs.durations import parse_duration
-
-
-class JetStreamReplicationError(JetStreamError):
-    """An origin has reported a replication error for longer than the grace period."""
-
 
 #: ``verify_origin`` values: probe each origin where it can be (auto), everywhere (required), never (off).
 VERIFY_ORIGIN = ("auto", "required", "off")

@@ -29,7 +29,11 @@ from typing import Any
 import nats.errors
 from nats.aio.client import Client
 
-from airflow_provider_jetstream.core.errors import JetStreamConfigError, JetStreamDomainUnavailableError
+from airflow_provider_jetstream.core.errors import (
+    DoubleStoreError,
+    DoubleStoreUnreachableError,
+    DoubleStoreUnverifiedError,
+)
 from airflow_provider_jetstream.core.jetstream_api import describe_prefix, domain_of
 
 log = logging.getLogger(__name__)
@@ -45,19 +49,6 @@ DOCS_ADVICE = (
 OPT_IN = "allow_double_store=True"
 #: How the reasons for an unchecked domain start when nobody answered (maybe transient).
 _NO_ANSWER = ("no JetStream answered", "no answer within")
-
-
-class DoubleStoreError(JetStreamConfigError):
-    """Streams of one account in two connected domains would both store the same writes."""
-
-
-class DoubleStoreUnverifiedError(DoubleStoreError):
-    """A domain answered the double-store check with an error (permissions...): not verified, refused."""
-
-
-class DoubleStoreUnreachableError(JetStreamDomainUnavailableError):
-    """A domain the double-store check must ask did not answer (leaf link down?): not verified,
-    refused; not a refusal of the task's inputs, so ``retries`` may succeed once the link is back."""
 
 
 @dataclass(frozen=True)

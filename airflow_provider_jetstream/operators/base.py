@@ -18,10 +18,10 @@ from airflow.sdk.exceptions import AirflowFailException
 from nats.aio.client import Client
 
 from airflow_provider_jetstream.core.connection import api_prefix_for, positive_seconds
-from airflow_provider_jetstream.core.errors import JetStreamConfigError, is_refusal
+from airflow_provider_jetstream.core.errors import JetStreamConfigError, SpecError, SpecErrors, is_refusal
 from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
 from airflow_provider_jetstream.core.reconcile import check_if_exists
-from airflow_provider_jetstream.core.specs import SpecError, SpecErrors, StreamSpec, validate_name
+from airflow_provider_jetstream.core.specs import StreamSpec, validate_name
 from airflow_provider_jetstream.core.topology_guard import guard_double_store
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.utils.templates import is_resolved_at_run_time

@@ -7,13 +7,8 @@ from typing import Any
 
 from nats.aio.client import Client
 
-from airflow_provider_jetstream.core.jetstream_api import (
-    CONSUMER_NOT_FOUND,
-    STREAM_NOT_FOUND,
-    JetStreamApi,
-    JetStreamApiError,
-    domain_of,
-)
+from airflow_provider_jetstream.core.errors import JetStreamApiError
+from airflow_provider_jetstream.core.jetstream_api import CONSUMER_NOT_FOUND, STREAM_NOT_FOUND, JetStreamApi, domain_of
 from airflow_provider_jetstream.core.reconcile import check_if_exists, reconcile_consumer
 from airflow_provider_jetstream.core.specs import ConsumerSpec, validate_name
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook

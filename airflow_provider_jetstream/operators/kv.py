@@ -16,16 +16,10 @@ from typing import Any
 
 from nats.aio.client import Client
 
+from airflow_provider_jetstream.core.errors import SpecError, SpecErrors
 from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
 from airflow_provider_jetstream.core.keyvalue import kv_delete, kv_put, reconcile_bucket
-from airflow_provider_jetstream.core.specs import (
-    KeyValueSpec,
-    SpecError,
-    SpecErrors,
-    encode_kv_value,
-    validate_bucket,
-    validate_key,
-)
+from airflow_provider_jetstream.core.specs import KeyValueSpec, encode_kv_value, validate_bucket, validate_key
 from airflow_provider_jetstream.core.specs.kv import kv_subjects
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.operators.base import (

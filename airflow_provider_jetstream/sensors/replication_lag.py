@@ -7,11 +7,10 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from airflow_provider_jetstream.core.errors import JetStreamConfigError
+from airflow_provider_jetstream.core.errors import JetStreamConfigError, JetStreamReplicationError
 from airflow_provider_jetstream.core.replication import (
     UNREACHABLE_ORIGINS,
     VERIFY_ORIGIN,
-    JetStreamReplicationError,
     ReplicationWatch,
     duration_seconds,
     validate_choice,

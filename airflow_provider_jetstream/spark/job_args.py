@@ -14,8 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from airflow_provider_jetstream.core.connection import validate_api_prefix, validate_domain
-from airflow_provider_jetstream.core.errors import JetStreamConfigError
-from airflow_provider_jetstream.core.specs.errors import SpecError
+from airflow_provider_jetstream.core.errors import JetStreamConfigError, SpecError
 from airflow_provider_jetstream.core.specs.names import subject_problem, validate_bucket, validate_key, validate_name
 
 #: Columns the output may be partitioned by.

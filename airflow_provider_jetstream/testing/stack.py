@@ -43,16 +43,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from airflow_provider_jetstream.core.errors import StackError
 from airflow_provider_jetstream.testing.servers import LOOPBACK, USERS, LocalTopology, free_port
 
 #: Connection ids the stack creates (the example DAGs' defaults, and the Spark cluster's).
 NATS_CONN_ID = "nats_hub"
 SPARK_CONN_ID = "spark_cluster"
 ADMIN_USER = "admin"
-
-
-class StackError(RuntimeError):
-    """A process of the stack did not start, or a condition was not met in time."""
 
 
 def wait_until(what: str, condition: Callable[[], Any], timeout: float, interval: float = 0.25) -> Any:

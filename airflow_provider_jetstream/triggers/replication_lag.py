@@ -14,6 +14,7 @@ import nats.errors
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_jetstream.core.errors import (
+    JetStreamApiError,
     JetStreamConfigError,
     JetStreamDomainUnavailableError,
     JetStreamError,
@@ -21,7 +22,7 @@ from airflow_provider_jetstream.core.errors import (
     JetStreamNotFoundError,
     JetStreamPermissionError,
 )
-from airflow_provider_jetstream.core.jetstream_api import JetStreamApi, JetStreamApiError, describe_prefix
+from airflow_provider_jetstream.core.jetstream_api import JetStreamApi, describe_prefix
 from airflow_provider_jetstream.core.replication import (
     UNREACHABLE_ORIGINS,
     VERIFY_ORIGIN,

@@ -8,11 +8,8 @@ import uuid
 
 import pytest
 
-from airflow_provider_jetstream.spark.jobs.stream_to_parquet import (
-    CheckpointConflictError,
-    StreamToParquetJob,
-    parse_args,
-)
+from airflow_provider_jetstream.core.errors import CheckpointConflictError
+from airflow_provider_jetstream.spark.jobs.stream_to_parquet import StreamToParquetJob, parse_args
 from tests.spark.conftest import hub_client, publish_many, run
 
 

@@ -9,7 +9,6 @@ server version each field needs, and diff them against a server's config.
 from airflow_provider_jetstream.core.specs.consumer import CONSUMER, ConsumerSpec, consumer_server_view
 from airflow_provider_jetstream.core.specs.diff import Change, Diff, diff_config
 from airflow_provider_jetstream.core.specs.durations import format_duration, parse_duration, parse_instant
-from airflow_provider_jetstream.core.specs.errors import SpecError, SpecErrors
 from airflow_provider_jetstream.core.specs.fields import API_LEVEL_VERSIONS
 from airflow_provider_jetstream.core.specs.kv import KeyValueSpec, kv_stream_name
 from airflow_provider_jetstream.core.specs.names import (
@@ -39,8 +38,6 @@ __all__ = [
     "Diff",
     "KeyValueSpec",
     "Requirement",
-    "SpecError",
-    "SpecErrors",
     "StreamSpec",
     "consumer_server_view",
     "describe_source",

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_provider_jetstream.core.errors import SpecError, SpecErrors
 from airflow_provider_jetstream.core.specs import fields as F
-from airflow_provider_jetstream.core.specs.errors import SpecError, SpecErrors
 from airflow_provider_jetstream.core.specs.fields import Field, Struct
 from airflow_provider_jetstream.core.specs.names import validate_name
 from airflow_provider_jetstream.core.specs.stream import Requirement, requirements

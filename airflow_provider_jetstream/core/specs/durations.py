@@ -12,7 +12,7 @@ import datetime as dt
 import re
 from typing import Any
 
-from airflow_provider_jetstream.core.specs.errors import SpecError
+from airflow_provider_jetstream.core.errors import SpecError
 
 NANOS = {
     "ns": 1,

@@ -12,8 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_provider_jetstream.core.errors import SpecError, SpecErrors, unknown_key
 from airflow_provider_jetstream.core.specs.durations import format_duration, instant, parse_duration, parse_instant
-from airflow_provider_jetstream.core.specs.errors import SpecError, SpecErrors, unknown_key
 from airflow_provider_jetstream.core.specs.names import validate_subject
 
 Parser = Callable[[Any, str], Any]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from airflow_provider_jetstream.core.specs.errors import SpecError
+from airflow_provider_jetstream.core.errors import SpecError
 
 _NAME_BAD = re.compile(r"[\s.*>/\\]|[\x00-\x1f\x7f]")
 _BUCKET_OK = re.compile(r"^[a-zA-Z0-9_-]+$")
