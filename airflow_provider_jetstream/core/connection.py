@@ -8,7 +8,6 @@ into keyword arguments for ``nats.aio.client.Client.connect``.
 from __future__ import annotations
 
 import difflib
-import math
 import os
 import re
 import ssl
@@ -18,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
+from airflow_provider_jetstream.core.specs.names import is_name
+from airflow_provider_jetstream.core.values import as_bool, as_number
 
 if TYPE_CHECKING:
     from airflow.sdk import Connection
@@ -102,12 +103,10 @@ EXTRA_FIELDS: dict[str, ExtraField] = {
     "reconnect_time_wait": ExtraField("Reconnect wait (s)", "Seconds between reconnect attempts.", "number", 2),
 }
 
-_NAME_FORBIDDEN = re.compile(r"[\s.*>/\\]")
-
 
 def validate_domain(domain: str, field_name: str = "domain") -> str:
     """Return ``domain`` if it is a valid JetStream domain name, else raise naming the field."""
-    if not isinstance(domain, str) or not domain or _NAME_FORBIDDEN.search(domain):
+    if not isinstance(domain, str) or not is_name(domain):
         raise JetStreamConfigError(
             f"{field_name}={domain!r} is not a JetStream domain name: use a non-empty name without "
             "whitespace, '.', '*', '>' or path separators (e.g. 'hub', 'leaf-a')"
@@ -158,47 +157,6 @@ def redact_url(url: str) -> str:
 def _closest(key: str, known: list[str]) -> str:
     match = difflib.get_close_matches(key, known, n=1)
     return f" (did you mean {match[0]!r}?)" if match else ""
-
-
-def _as_bool(name: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("true", "1", "yes", "on"):
-        return True
-    if text in ("false", "0", "no", "off"):
-        return False
-    raise JetStreamConfigError(f"{name}={value!r} is not a boolean: use true or false")
-
-
-def _as_number(name: str, value: Any, *, minimum: float, integer: bool = False) -> float:
-    """``value`` as a finite number (an integer if ``integer``) >= ``minimum``, else a clear error."""
-    number: float | None
-    try:
-        number = float(value) if not isinstance(value, bool) else None
-    except (TypeError, ValueError):
-        number = None
-    if number is not None and integer:
-        number = int(number) if math.isfinite(number) and number.is_integer() else None
-    if number is None or not math.isfinite(number) or number < minimum:
-        kind = "a whole number" if integer else "a finite number"
-        raise JetStreamConfigError(f"{name}={value!r} is not allowed: use {kind} >= {minimum:g}")
-    return number
-
-
-def positive_seconds(name: str, value: Any) -> float:
-    """``value`` as a finite number of seconds > 0 (numbers and numeric strings), else a clear error.
-
-    Used for every timeout: ``"abc"``, ``-1``, ``0``, ``"inf"``, ``"nan"`` and booleans are refused,
-    naming ``name``, the value and what is allowed.
-    """
-    try:
-        seconds = float(value) if not isinstance(value, bool) else math.nan
-    except (TypeError, ValueError):
-        seconds = math.nan
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise JetStreamConfigError(f"{name}={value!r} is not allowed: use a finite number of seconds > 0, e.g. 5")
-    return seconds
 
 
 def _check_readable(field_name: str, what: str, path: str) -> None:
@@ -316,7 +274,7 @@ class JetStreamConnectionConfig:
                 )
             minimums = {"connect_timeout": 0.1, "max_reconnect_attempts": -1, "reconnect_time_wait": 0}
             numbers = {
-                name: _as_number(
+                name: as_number(
                     name,
                     extra.get(name, EXTRA_FIELDS[name].default),
                     minimum=minimum,
@@ -325,7 +283,7 @@ class JetStreamConnectionConfig:
                 for name, minimum in minimums.items()
             }
             flags = {
-                name: _as_bool(name, extra.get(name, spec.default))
+                name: as_bool(name, extra.get(name, spec.default), "is not a boolean")
                 for name, spec in EXTRA_FIELDS.items()
                 if spec.kind == "boolean"
             }

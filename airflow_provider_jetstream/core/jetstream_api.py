@@ -24,18 +24,12 @@ from airflow_provider_jetstream.core.errors import (
     JetStreamNotFoundError,
     JetStreamPermissionError,
 )
+from airflow_provider_jetstream.core.specs.names import domain_of
 
 STREAM_NOT_FOUND = 10059
 NO_MESSAGE_FOUND = 10037
 CONSUMER_NOT_FOUND = 10014
 WRONG_LAST_SEQUENCE = 10071
-
-
-def domain_of(prefix: str | None) -> str | None:
-    """The domain of a ``$JS.<domain>.API`` prefix; None for ``$JS.API`` or an imported prefix."""
-    if prefix and prefix.startswith("$JS.") and prefix.endswith(".API") and prefix.count(".") == 2:
-        return prefix.split(".")[1]
-    return None
 
 
 def is_imported_prefix(prefix: str | None) -> bool:

@@ -39,10 +39,11 @@ from airflow_provider_jetstream.core.errors import (
     KeyValueConflictError,
     KeyValueError,
 )
-from airflow_provider_jetstream.core.jetstream_api import WRONG_LAST_SEQUENCE, JetStreamApi, describe_prefix, domain_of
+from airflow_provider_jetstream.core.jetstream_api import WRONG_LAST_SEQUENCE, JetStreamApi, describe_prefix
 from airflow_provider_jetstream.core.reconcile import ReconcileResult, reconcile_stream
 from airflow_provider_jetstream.core.specs import KeyValueSpec, describe_source, validate_bucket, validate_key
 from airflow_provider_jetstream.core.specs.kv import KV_STREAM_PREFIX, kv_stream_name, kv_subjects
+from airflow_provider_jetstream.core.specs.names import domain_of
 
 log = logging.getLogger(__name__)
 

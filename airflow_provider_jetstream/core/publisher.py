@@ -26,9 +26,9 @@ import nats.errors
 import nats.js.errors
 from nats.aio.client import Client
 
-from airflow_provider_jetstream.core.connection import positive_seconds
 from airflow_provider_jetstream.core.errors import JetStreamError, JetStreamPublishError
 from airflow_provider_jetstream.core.subjects import SubjectGuard
+from airflow_provider_jetstream.core.values import positive_seconds
 
 #: One message to publish: ``(subject, payload, headers or None)``.
 Outgoing = tuple[str, bytes, "dict[str, str] | None"]

@@ -28,10 +28,7 @@ from airflow_provider_jetstream.core.errors import (
     JetStreamConfigError,
     ReconcileError,
 )
-from airflow_provider_jetstream.core.jetstream_api import (
-    JetStreamApi,
-    domain_of,
-)
+from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
 from airflow_provider_jetstream.core.specs import (
     CONSUMER,
     STREAM,
@@ -44,6 +41,7 @@ from airflow_provider_jetstream.core.specs import (
     diff_config,
 )
 from airflow_provider_jetstream.core.specs.fields import API_LEVEL_VERSIONS
+from airflow_provider_jetstream.core.specs.names import domain_of
 
 log = logging.getLogger(__name__)
 

@@ -40,8 +40,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
-from airflow_provider_jetstream.core.jetstream_api import domain_of, unavailable_hint
+from airflow_provider_jetstream.core.jetstream_api import unavailable_hint
 from airflow_provider_jetstream.core.specs.durations import parse_duration
+from airflow_provider_jetstream.core.specs.names import domain_of
 
 #: ``verify_origin`` values: probe each origin where it can be (auto), everywhere (required), never (off).
 VERIFY_ORIGIN = ("auto", "required", "off")

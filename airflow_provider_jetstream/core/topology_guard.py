@@ -34,7 +34,8 @@ from airflow_provider_jetstream.core.errors import (
     DoubleStoreUnreachableError,
     DoubleStoreUnverifiedError,
 )
-from airflow_provider_jetstream.core.jetstream_api import describe_prefix, domain_of
+from airflow_provider_jetstream.core.jetstream_api import describe_prefix
+from airflow_provider_jetstream.core.specs.names import domain_of
 
 log = logging.getLogger(__name__)
 

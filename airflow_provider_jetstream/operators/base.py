@@ -17,12 +17,13 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 from nats.aio.client import Client
 
-from airflow_provider_jetstream.core.connection import api_prefix_for, positive_seconds
-from airflow_provider_jetstream.core.errors import JetStreamConfigError, SpecError, SpecErrors, is_refusal
+from airflow_provider_jetstream.core.connection import api_prefix_for
+from airflow_provider_jetstream.core.errors import SpecError, SpecErrors, is_refusal
 from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
 from airflow_provider_jetstream.core.reconcile import check_if_exists
 from airflow_provider_jetstream.core.specs import StreamSpec, validate_name
 from airflow_provider_jetstream.core.topology_guard import guard_double_store
+from airflow_provider_jetstream.core.values import as_bool, positive_seconds
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.utils.templates import is_resolved_at_run_time
 
@@ -110,15 +111,6 @@ class FailFastOnRefusal:
 
 
 T = TypeVar("T")
-
-
-def as_bool(name: str, value: Any) -> bool:
-    """A boolean argument (``True``/``False``, or its rendered text); anything else is refused."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
-        return value.strip().lower() in ("true", "1", "yes")
-    raise JetStreamConfigError(f"{name}={value!r} is not allowed: use true or false")
 
 
 def check_bool_args(**args: Any) -> None:

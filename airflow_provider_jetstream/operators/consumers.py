@@ -8,11 +8,13 @@ from typing import Any
 from nats.aio.client import Client
 
 from airflow_provider_jetstream.core.errors import JetStreamApiError
-from airflow_provider_jetstream.core.jetstream_api import CONSUMER_NOT_FOUND, STREAM_NOT_FOUND, JetStreamApi, domain_of
+from airflow_provider_jetstream.core.jetstream_api import CONSUMER_NOT_FOUND, STREAM_NOT_FOUND, JetStreamApi
 from airflow_provider_jetstream.core.reconcile import check_if_exists, reconcile_consumer
 from airflow_provider_jetstream.core.specs import ConsumerSpec, validate_name
+from airflow_provider_jetstream.core.specs.names import domain_of
+from airflow_provider_jetstream.core.values import as_bool
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
-from airflow_provider_jetstream.operators.base import JetStreamBaseOperator, as_bool, check_bool_args, one_spec_error
+from airflow_provider_jetstream.operators.base import JetStreamBaseOperator, check_bool_args, one_spec_error
 from airflow_provider_jetstream.utils.templates import is_resolved_at_run_time
 
 

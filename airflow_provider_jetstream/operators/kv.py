@@ -21,11 +21,11 @@ from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
 from airflow_provider_jetstream.core.keyvalue import kv_delete, kv_put, reconcile_bucket
 from airflow_provider_jetstream.core.specs import KeyValueSpec, encode_kv_value, validate_bucket, validate_key
 from airflow_provider_jetstream.core.specs.kv import kv_subjects
+from airflow_provider_jetstream.core.values import as_bool
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.operators.base import (
     JetStreamBaseOperator,
     ReconcileOperator,
-    as_bool,
     check_bool_args,
     one_spec_error,
 )

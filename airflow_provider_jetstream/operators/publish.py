@@ -15,15 +15,16 @@ from typing import Any
 
 from nats.aio.client import Client
 
-from airflow_provider_jetstream.core.connection import positive_seconds
 from airflow_provider_jetstream.core.errors import JetStreamConfigError, JetStreamPublishError
-from airflow_provider_jetstream.core.jetstream_api import JetStreamApi, domain_of
+from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
 from airflow_provider_jetstream.core.keyvalue import encode_value
 from airflow_provider_jetstream.core.publisher import Outgoing, PublishSummary, ack_problems, publish_messages
+from airflow_provider_jetstream.core.specs.names import domain_of
 from airflow_provider_jetstream.core.subjects import check_publish_subject
 from airflow_provider_jetstream.core.topology_guard import guard_double_store
+from airflow_provider_jetstream.core.values import as_bool, positive_seconds
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
-from airflow_provider_jetstream.operators.base import JetStreamBaseOperator, as_bool
+from airflow_provider_jetstream.operators.base import JetStreamBaseOperator
 from airflow_provider_jetstream.utils.templates import is_resolved_at_run_time
 
 __all__ = ["JetStreamPublishOperator", "check_headers", "msg_id_parts"]

@@ -16,16 +16,13 @@ from typing import Any
 from nats.aio.client import Client
 
 from airflow_provider_jetstream.core.errors import JetStreamApiError, SpecError, SpecErrors
-from airflow_provider_jetstream.core.jetstream_api import STREAM_NOT_FOUND, JetStreamApi, domain_of
+from airflow_provider_jetstream.core.jetstream_api import STREAM_NOT_FOUND, JetStreamApi
 from airflow_provider_jetstream.core.reconcile import reconcile_stream
 from airflow_provider_jetstream.core.specs import StreamSpec, validate_name, validate_subject
+from airflow_provider_jetstream.core.specs.names import domain_of
+from airflow_provider_jetstream.core.values import as_bool
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
-from airflow_provider_jetstream.operators.base import (
-    JetStreamBaseOperator,
-    ReconcileOperator,
-    as_bool,
-    one_spec_error,
-)
+from airflow_provider_jetstream.operators.base import JetStreamBaseOperator, ReconcileOperator, one_spec_error
 from airflow_provider_jetstream.utils.templates import is_resolved_at_run_time
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from airflow_provider_jetstream.core.errors import SpecError, SpecErrors, unknown_key
 from airflow_provider_jetstream.core.specs.durations import format_duration, instant, parse_duration, parse_instant
 from airflow_provider_jetstream.core.specs.names import validate_subject
+from airflow_provider_jetstream.core.values import bool_or_none
 
 Parser = Callable[[Any, str], Any]
 
@@ -110,11 +111,10 @@ def text(value: Any, path: str) -> str:
 
 
 def boolean(value: Any, path: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false", "yes", "no", "1", "0", "on", "off"):
-        return value.strip().lower() in ("true", "yes", "1", "on")
-    raise SpecError(path, value, "use true or false")
+    parsed = bool_or_none(value)
+    if parsed is None:
+        raise SpecError(path, value, "use true or false")
+    return parsed
 
 
 def integer(minimum: int, maximum: int | None = None, hint: str = "") -> Parser:

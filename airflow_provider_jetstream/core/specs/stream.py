@@ -16,10 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_jetstream.core.errors import SpecError
-from airflow_provider_jetstream.core.jetstream_api import domain_of
 from airflow_provider_jetstream.core.specs import fields as F
 from airflow_provider_jetstream.core.specs.fields import Field, Struct
-from airflow_provider_jetstream.core.specs.names import validate_name
+from airflow_provider_jetstream.core.specs.names import domain_of, validate_name
 
 
 def _domain(value: Any, path: str) -> str:
@@ -130,8 +129,9 @@ def describe_source(source: Mapping[str, Any]) -> str:
     name, api = source_key(source)
     if not api:
         return repr(name)
-    if api.startswith("$JS.") and api.endswith(".API") and api.count(".") == 2:
-        return f"{name!r} in domain {api.split('.')[1]!r}"
+    domain = domain_of(api)
+    if domain:
+        return f"{name!r} in domain {domain!r}"
     return f"{name!r} via {api!r}"
 
 
