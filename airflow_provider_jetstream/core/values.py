@@ -70,3 +70,22 @@ def positive_seconds(name: str, value: Any) -> float:
     if not math.isfinite(seconds) or seconds <= 0:
         raise JetStreamConfigError(f"{name}={value!r} is not allowed: use a finite number of seconds > 0, e.g. 5")
     return seconds
+
+
+def validate_choice(value: Any, field_name: str, allowed: tuple[str, ...]) -> str:
+    """Return ``value`` if it is one of ``allowed``, else raise naming the field and the choices."""
+    if value not in allowed:
+        raise JetStreamConfigError(
+            f"{field_name}={value!r} is not allowed: use one of {', '.join(repr(a) for a in allowed)}"
+        )
+    return value
+
+
+def validate_count(value: Any, field_name: str, allow_none: bool = False) -> int | None:
+    """Return a count threshold (an integer >= 0, or None when allowed), or raise naming the field."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        allowed = "an integer >= 0" + (" or None" if allow_none else "")
+        raise JetStreamConfigError(f"{field_name}={value!r} is not allowed: use {allowed}")
+    return value

@@ -19,7 +19,7 @@ from airflow_provider_jetstream.core.errors import (
     JetStreamPermissionError,
     JetStreamReplicationError,
 )
-from airflow_provider_jetstream.core.replication import optional_duration_seconds
+from airflow_provider_jetstream.core.specs.durations import optional_duration_seconds
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.triggers.base import TRANSIENT_ERRORS, UnreachableClock, transient_reason
 from airflow_provider_jetstream.utils.templates import is_resolved_at_run_time

@@ -8,15 +8,10 @@ from datetime import timedelta
 from typing import Any
 
 from airflow_provider_jetstream.core.errors import JetStreamConfigError, JetStreamReplicationError
-from airflow_provider_jetstream.core.replication import (
-    UNREACHABLE_ORIGINS,
-    VERIFY_ORIGIN,
-    ReplicationWatch,
-    duration_seconds,
-    validate_choice,
-    validate_count,
-)
+from airflow_provider_jetstream.core.replication import UNREACHABLE_ORIGINS, VERIFY_ORIGIN, ReplicationWatch
+from airflow_provider_jetstream.core.specs.durations import duration_seconds
 from airflow_provider_jetstream.core.specs.names import validate_name
+from airflow_provider_jetstream.core.values import validate_choice, validate_count
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.sensors.base import BaseJetStreamSensor, templated
 from airflow_provider_jetstream.triggers.replication_lag import JetStreamReplicationLagTrigger, check_replication

@@ -11,7 +11,7 @@ import nats.js.errors
 from airflow.triggers.base import TriggerEvent
 
 from airflow_provider_jetstream.core.errors import JetStreamDomainUnavailableError
-from airflow_provider_jetstream.core.replication import format_seconds
+from airflow_provider_jetstream.core.replication_report import format_seconds
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 
 #: Errors after which a later check may succeed: the domain answers again, the client reconnected.

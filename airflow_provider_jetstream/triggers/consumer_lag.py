@@ -22,7 +22,7 @@ from airflow_provider_jetstream.core.errors import (
     JetStreamPermissionError,
 )
 from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
-from airflow_provider_jetstream.core.replication import optional_duration_seconds
+from airflow_provider_jetstream.core.specs.durations import optional_duration_seconds
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.triggers.base import TRANSIENT_ERRORS, PollClock, UnreachableClock, transient_reason
 

@@ -29,7 +29,7 @@ from airflow_provider_jetstream.core.errors import (
 )
 from airflow_provider_jetstream.core.jetstream_api import is_imported_prefix
 from airflow_provider_jetstream.core.keyvalue import open_key_value
-from airflow_provider_jetstream.core.replication import optional_duration_seconds
+from airflow_provider_jetstream.core.specs.durations import optional_duration_seconds
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.triggers.base import TRANSIENT_ERRORS, UnreachableClock, transient_reason
 

@@ -28,16 +28,13 @@ from airflow_provider_jetstream.core.replication import (
     VERIFY_ORIGIN,
     HeldSeq,
     OriginProbe,
-    ReplicationCheck,
-    ReplicationStatus,
     ReplicationWatch,
-    duration_seconds,
-    optional_duration_seconds,
-    stream_source_seq,
-    subject_matches,
     unreachable_reason,
-    validate_choice,
 )
+from airflow_provider_jetstream.core.replication_report import ReplicationCheck
+from airflow_provider_jetstream.core.replication_status import ReplicationStatus, stream_source_seq, subject_matches
+from airflow_provider_jetstream.core.specs.durations import duration_seconds, optional_duration_seconds
+from airflow_provider_jetstream.core.values import validate_choice
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.triggers.base import TRANSIENT_ERRORS, PollClock, UnreachableClock, transient_reason
 
