@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from airflow_provider_jetstream.core.connection import EXTRA_FIELDS
+from airflow_provider_jetstream.core.connection_fields import EXTRA_FIELDS
 from airflow_provider_jetstream.get_provider_info import get_provider_info
 
 AIRFLOW = str(Path(sys.executable).parent / "airflow")

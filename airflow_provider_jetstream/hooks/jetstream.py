@@ -17,7 +17,8 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 
 from airflow_provider_jetstream.core.connect import open_connection, refusal_since, release
-from airflow_provider_jetstream.core.connection import JetStreamConnectionConfig, api_prefix_for
+from airflow_provider_jetstream.core.connection import JetStreamConnectionConfig
+from airflow_provider_jetstream.core.connection_fields import api_prefix_for
 from airflow_provider_jetstream.core.errors import (
     JetStreamDomainUnavailableError,
     JetStreamError,

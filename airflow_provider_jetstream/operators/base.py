@@ -17,7 +17,7 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 from nats.aio.client import Client
 
-from airflow_provider_jetstream.core.connection import api_prefix_for
+from airflow_provider_jetstream.core.connection_fields import api_prefix_for
 from airflow_provider_jetstream.core.errors import SpecError, SpecErrors, is_refusal
 from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
 from airflow_provider_jetstream.core.reconcile import check_if_exists

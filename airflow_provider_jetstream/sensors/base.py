@@ -11,7 +11,7 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from airflow.triggers.base import BaseTrigger
 
-from airflow_provider_jetstream.core.connection import api_prefix_for
+from airflow_provider_jetstream.core.connection_fields import api_prefix_for
 from airflow_provider_jetstream.core.errors import (
     JetStreamConfigError,
     JetStreamError,

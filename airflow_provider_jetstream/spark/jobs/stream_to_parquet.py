@@ -55,7 +55,7 @@ import nats.js.errors
 from nats.js.api import KeyValueConfig
 
 from airflow_provider_jetstream.core.connect import open_connection, release
-from airflow_provider_jetstream.core.connection import api_prefix_for
+from airflow_provider_jetstream.core.connection_fields import api_prefix_for
 from airflow_provider_jetstream.core.errors import CheckpointConflictError, JetStreamConfigError, JetStreamError
 from airflow_provider_jetstream.core.pull import run_blocking
 from airflow_provider_jetstream.spark.job_args import (
