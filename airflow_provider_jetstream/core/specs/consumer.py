@@ -8,9 +8,8 @@ from typing import Any
 
 from airflow_provider_jetstream.core.errors import SpecError, SpecErrors
 from airflow_provider_jetstream.core.specs import fields as F
-from airflow_provider_jetstream.core.specs.fields import Field, Struct
+from airflow_provider_jetstream.core.specs.fields import Field, Requirement, Struct, requirements
 from airflow_provider_jetstream.core.specs.names import validate_name
-from airflow_provider_jetstream.core.specs.stream import Requirement, requirements
 
 _ACK = {"explicit": "explicit", "all": "all", "none": "none"}
 _DELIVER = {

@@ -284,3 +284,24 @@ def show_duration(value: Any) -> str:
 
 def show_limit(value: Any) -> str:
     return "unlimited" if value in (None, -1, 0) else repr(value)
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """A field that needs a newer server than JetStream API level 0."""
+
+    path: str
+    level: int
+    since: str
+
+    def message(self, target: str, level: int) -> str:
+        return f"{self.path} needs nats-server >= {self.since}; {target} reports API level {level}"
+
+
+def requirements(struct: Struct, values: Mapping[str, Any], path: str) -> list[Requirement]:
+    keys = struct.by_key()
+    return [
+        Requirement(f"{path}.{name}" if path else name, keys[name].level, keys[name].since)
+        for name, value in values.items()
+        if keys[name].level > 0 and keys[name].active(value)
+    ]

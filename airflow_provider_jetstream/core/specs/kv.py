@@ -19,16 +19,10 @@ from typing import Any
 
 from airflow_provider_jetstream.core.errors import SpecError
 from airflow_provider_jetstream.core.specs import fields as F
-from airflow_provider_jetstream.core.specs.fields import Field, Struct
+from airflow_provider_jetstream.core.specs.fields import Field, Requirement, Struct
 from airflow_provider_jetstream.core.specs.names import validate_bucket
-from airflow_provider_jetstream.core.specs.stream import (
-    PLACEMENT,
-    REPUBLISH,
-    STREAM,
-    Requirement,
-    StreamSpec,
-    parse_source,
-)
+from airflow_provider_jetstream.core.specs.sources import parse_source
+from airflow_provider_jetstream.core.specs.stream import PLACEMENT, REPUBLISH, STREAM, StreamSpec
 
 KV_STREAM_PREFIX = "KV_"
 MAX_HISTORY = 64
@@ -172,6 +166,6 @@ class KeyValueSpec:
         return StreamSpec(values=values, path=self.path)
 
     def requirements(self) -> list[Requirement]:
-        from airflow_provider_jetstream.core.specs.stream import requirements
+        from airflow_provider_jetstream.core.specs.fields import requirements
 
         return requirements(KV, self.values, self.path)
