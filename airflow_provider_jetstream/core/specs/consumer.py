@@ -8,7 +8,7 @@ from typing import Any
 
 from airflow_provider_jetstream.core.errors import SpecError, SpecErrors
 from airflow_provider_jetstream.core.specs import fields as F
-from airflow_provider_jetstream.core.specs.fields import Field, Requirement, Struct, requirements
+from airflow_provider_jetstream.core.specs.fields import Field, Spec, Struct
 from airflow_provider_jetstream.core.specs.names import validate_name
 
 _ACK = {"explicit": "explicit", "all": "all", "none": "none"}
@@ -34,10 +34,6 @@ def _pending(value: Any, path: str) -> int:
     if number == 0:
         raise SpecError(path, value, "use -1 (unlimited) or a positive number (0 would mean the server default)")
     return number
-
-
-def _show_bool(v: Any) -> str:
-    return "true" if v else "false"
 
 
 def _backoff(value: Any, path: str) -> list[int]:
@@ -161,18 +157,8 @@ CONSUMER = Struct(
             aliases=("num_replicas",),
             normalize=F.norm_zero_none,
         ),
-        Field(
-            "mem_storage",
-            "mem_storage",
-            F.boolean,
-            "keep state in memory",
-            editable=F.IMMUTABLE,
-            normalize=F.norm_bool,
-            show=_show_bool,
-        ),
-        Field(
-            "headers_only", "headers_only", F.boolean, "deliver headers only", normalize=F.norm_bool, show=_show_bool
-        ),
+        F.flag("mem_storage", "mem_storage", "keep state in memory", editable=F.IMMUTABLE),
+        F.flag("headers_only", "headers_only", "deliver headers only"),
         Field(
             "replay_policy",
             "replay_policy",
@@ -238,10 +224,9 @@ def consumer_server_view(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class ConsumerSpec:
+class ConsumerSpec(Spec):
     """A validated durable pull consumer spec (fields given only, in API form)."""
 
-    values: Mapping[str, Any]
     path: str = "consumer"
 
     struct = CONSUMER
@@ -276,12 +261,6 @@ class ConsumerSpec:
     @property
     def name(self) -> str:
         return self.values["name"]
-
-    def wire(self) -> dict[str, Any]:
-        return CONSUMER.to_wire(self.values)
-
-    def requirements(self) -> list[Requirement]:
-        return requirements(CONSUMER, self.values, self.path)
 
 
 def _check_consumer(values: dict[str, Any], path: str, errors: list[SpecError]) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from airflow_provider_jetstream.core.errors import SpecError, SpecErrors, unknown_key
 from airflow_provider_jetstream.core.specs.durations import format_duration, instant, parse_duration, parse_instant
@@ -236,6 +236,15 @@ def norm_bool(value: Any) -> bool:
     return bool(value)
 
 
+def show_bool(value: Any) -> str:
+    return "true" if value else "false"
+
+
+def flag(name: str, api_name: str, help: str, **options: Any) -> Field:
+    """A boolean field (absent counts as false)."""
+    return Field(name, api_name, boolean, help, normalize=norm_bool, show=show_bool, **options)
+
+
 def norm_text(value: Any) -> Any:
     return value or None
 
@@ -305,3 +314,22 @@ def requirements(struct: Struct, values: Mapping[str, Any], path: str) -> list[R
         for name, value in values.items()
         if keys[name].level > 0 and keys[name].active(value)
     ]
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A validated spec: ``values`` maps field names to API values, for the fields given; ``struct``
+    (set by each kind of spec) says which fields there are."""
+
+    values: Mapping[str, Any]
+    path: str
+
+    struct: ClassVar[Struct]
+
+    def wire(self) -> dict[str, Any]:
+        """The API config: exactly the fields given (never a default the user did not set)."""
+        return self.struct.to_wire(self.values)
+
+    def requirements(self) -> list[Requirement]:
+        """The fields given that need a newer server than API level 0."""
+        return requirements(self.struct, self.values, self.path)

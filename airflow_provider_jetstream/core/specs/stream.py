@@ -10,13 +10,12 @@ Sources and mirrors (where their origin lives) are :mod:`.sources`. Most of this
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_jetstream.core.errors import SpecError
 from airflow_provider_jetstream.core.specs import fields as F
-from airflow_provider_jetstream.core.specs.fields import Field, Requirement, Struct, requirements
+from airflow_provider_jetstream.core.specs.fields import Field, Spec, Struct
 from airflow_provider_jetstream.core.specs.names import domain_of, validate_name
 from airflow_provider_jetstream.core.specs.sources import (
     TRANSFORM,
@@ -57,10 +56,6 @@ _COMPRESSION = {"none": "none", "s2": "s2", "": "none"}
 _PERSIST = {"default": "default", "async": "async"}
 
 
-def _show_bool(v: Any) -> str:
-    return "true" if v else "false"
-
-
 STREAM = Struct(
     "stream",
     (
@@ -90,14 +85,11 @@ STREAM = Struct(
             normalize=lambda v: v or "file",
         ),
         Field("discard", "discard", F.choice(_DISCARD), "old | new", normalize=lambda v: v or "old"),
-        Field(
+        F.flag(
             "discard_new_per_subject",
             "discard_new_per_subject",
-            F.boolean,
             "discard new per subject (needs discard new and max_msgs_per_subject)",
             since="2.9",
-            normalize=F.norm_bool,
-            show=_show_bool,
         ),
         Field(
             "max_consumers",
@@ -137,7 +129,7 @@ STREAM = Struct(
             aliases=("num_replicas",),
             normalize=lambda v: v or 1,
         ),
-        Field("no_ack", "no_ack", F.boolean, "do not ack publishes", normalize=F.norm_bool, show=_show_bool),
+        F.flag("no_ack", "no_ack", "do not ack publishes"),
         Field("placement", "placement", F.nested(PLACEMENT), "cluster / tags", normalize=F.norm_struct),
         Field(
             "mirror",
@@ -156,37 +148,16 @@ STREAM = Struct(
             normalize=norm_sources,
         ),
         Field(
-            "sealed", "sealed", F.boolean, "no more writes or deletes", since="2.6.2", editable=F.ONCE, show=_show_bool
+            "sealed", "sealed", F.boolean, "no more writes or deletes", since="2.6.2", editable=F.ONCE, show=F.show_bool
         ),
-        Field(
-            "deny_delete",
-            "deny_delete",
-            F.boolean,
-            "refuse message deletes",
-            since="2.6.2",
-            editable=F.IMMUTABLE,
-            normalize=F.norm_bool,
-            show=_show_bool,
-        ),
-        Field(
-            "deny_purge",
-            "deny_purge",
-            F.boolean,
-            "refuse purges",
-            since="2.6.2",
-            editable=F.IMMUTABLE,
-            normalize=F.norm_bool,
-            show=_show_bool,
-        ),
-        Field(
+        F.flag("deny_delete", "deny_delete", "refuse message deletes", since="2.6.2", editable=F.IMMUTABLE),
+        F.flag("deny_purge", "deny_purge", "refuse purges", since="2.6.2", editable=F.IMMUTABLE),
+        F.flag(
             "allow_rollup",
             "allow_rollup_hdrs",
-            F.boolean,
             "honour Nats-Rollup headers",
             aliases=("allow_rollup_hdrs",),
             since="2.6.2",
-            normalize=F.norm_bool,
-            show=_show_bool,
         ),
         Field(
             "republish",
@@ -196,18 +167,8 @@ STREAM = Struct(
             since="2.8.3",
             normalize=F.norm_struct,
         ),
-        Field(
-            "allow_direct", "allow_direct", F.boolean, "direct get", since="2.9", normalize=F.norm_bool, show=_show_bool
-        ),
-        Field(
-            "mirror_direct",
-            "mirror_direct",
-            F.boolean,
-            "mirror serves direct get",
-            since="2.9",
-            normalize=F.norm_bool,
-            show=_show_bool,
-        ),
+        F.flag("allow_direct", "allow_direct", "direct get", since="2.9"),
+        F.flag("mirror_direct", "mirror_direct", "mirror serves direct get", since="2.9"),
         Field(
             "subject_transform",
             "subject_transform",
@@ -241,16 +202,13 @@ STREAM = Struct(
             since="2.10",
             normalize=F.norm_struct,
         ),
-        Field(
+        F.flag(
             "allow_msg_ttl",
             "allow_msg_ttl",
-            F.boolean,
             "per-message TTL (Nats-TTL header)",
             since="2.11",
             level=1,
             editable=F.ENABLE_ONLY,
-            normalize=F.norm_bool,
-            show=_show_bool,
         ),
         Field(
             "subject_delete_marker_ttl",
@@ -262,38 +220,29 @@ STREAM = Struct(
             normalize=F.norm_zero_none,
             show=F.show_duration,
         ),
-        Field(
+        F.flag(
             "allow_atomic",
             "allow_atomic",
-            F.boolean,
             "atomic batch publish",
             aliases=("allow_atomic_publish",),
             since="2.12",
             level=2,
-            normalize=F.norm_bool,
-            show=_show_bool,
         ),
-        Field(
+        F.flag(
             "allow_msg_counter",
             "allow_msg_counter",
-            F.boolean,
             "distributed counter CRDT",
             since="2.12",
             level=2,
             editable=F.IMMUTABLE,
-            normalize=F.norm_bool,
-            show=_show_bool,
         ),
-        Field(
+        F.flag(
             "allow_msg_schedules",
             "allow_msg_schedules",
-            F.boolean,
             "delayed message schedules",
             since="2.12",
             level=2,
             editable=F.ENABLE_ONLY,
-            normalize=F.norm_bool,
-            show=_show_bool,
         ),
         Field(
             "persist_mode",
@@ -311,10 +260,9 @@ STREAM = Struct(
 
 
 @dataclass(frozen=True)
-class StreamSpec:
+class StreamSpec(Spec):
     """A validated stream spec: ``values`` maps field names to API values, for the fields given."""
 
-    values: Mapping[str, Any]
     path: str = "stream"
 
     struct = STREAM
@@ -339,10 +287,6 @@ class StreamSpec:
     def is_mirror(self) -> bool:
         return "mirror" in self.values
 
-    def wire(self) -> dict[str, Any]:
-        """The API config: exactly the fields given (never a default the user did not set)."""
-        return STREAM.to_wire(self.values)
-
     def listen_subjects(self) -> list[str]:
         """The subjects this stream will store messages from clients on."""
         if self.is_mirror:
@@ -357,9 +301,6 @@ class StreamSpec:
         """Domains the mirror and sources name (``$JS.<domain>.API``), for the double-store check."""
         origins = [self.values.get("mirror"), *(self.values.get("sources") or [])]
         return [d for o in origins if o and (d := domain_of((o.get("external") or {}).get("api")))]
-
-    def requirements(self) -> list[Requirement]:
-        return requirements(STREAM, self.values, self.path)
 
 
 def _check_stream(values: dict[str, Any], path: str, errors: list[SpecError]) -> None:
