@@ -36,6 +36,7 @@ class Field:
     wire: str
     parse: Parser
     doc: str = ""
+    #: Other keys it is accepted under, besides its name and its API name (``wire``).
     aliases: tuple[str, ...] = ()
     editable: str = EDITABLE
     level: int = 0
@@ -56,9 +57,8 @@ class Struct:
     def by_key(self) -> dict[str, Field]:
         keys: dict[str, Field] = {}
         for f in self.fields:
-            keys[f.name] = f
-            for alias in f.aliases:
-                keys[alias] = f
+            for key in (f.name, f.wire, *f.aliases):
+                keys[key] = f
         return keys
 
     def by_wire(self) -> dict[str, Field]:

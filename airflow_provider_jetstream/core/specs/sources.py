@@ -57,8 +57,8 @@ SOURCE = Struct(
             "filter and transform subjects while copying",
             since="2.10",
         ),
-        Field("start_seq", "opt_start_seq", F.integer(1), "first origin sequence to copy", aliases=("opt_start_seq",)),
-        Field("start_time", "opt_start_time", F.instant_field, "copy from this instant", aliases=("opt_start_time",)),
+        Field("start_seq", "opt_start_seq", F.integer(1), "first origin sequence to copy"),
+        Field("start_time", "opt_start_time", F.instant_field, "copy from this instant"),
     ),
 )
 

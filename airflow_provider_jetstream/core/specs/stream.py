@@ -126,7 +126,6 @@ STREAM = Struct(
             "num_replicas",
             F.integer(1, 5),
             "1-5",
-            aliases=("num_replicas",),
             normalize=lambda v: v or 1,
         ),
         F.flag("no_ack", "no_ack", "do not ack publishes"),
@@ -156,7 +155,6 @@ STREAM = Struct(
             "allow_rollup",
             "allow_rollup_hdrs",
             "honour Nats-Rollup headers",
-            aliases=("allow_rollup_hdrs",),
             since="2.6.2",
         ),
         Field(
