@@ -39,10 +39,9 @@ from airflow_provider_jetstream.core.replication import (
     ReplicationCheck,
     ReplicationStatus,
     ReplicationWatch,
-    stream_source_seq,
-    subject_matches,
     unreachable_reason,
 )
+from airflow_provider_jetstream.core.replication_status import stream_source_seq, subject_matches
 
 # -- consumer lag ---------------------------------------------------------------------------------
 

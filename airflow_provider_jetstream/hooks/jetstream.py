@@ -27,14 +27,14 @@ from airflow_provider_jetstream.core.checks import (
     judge_entry,
     read_key,
 )
-from airflow_provider_jetstream.core.connection import positive_seconds
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.core.jetstream_api import domain_of
 from airflow_provider_jetstream.core.keyvalue import kv_delete, kv_put
 from airflow_provider_jetstream.core.publisher import JetStreamPublishError, ack_problems, publish_messages
-from airflow_provider_jetstream.core.replication import ReplicationCheck, ReplicationWatch, validate_count
+from airflow_provider_jetstream.core.replication import ReplicationCheck, ReplicationWatch
 from airflow_provider_jetstream.core.specs import encode_kv_value, validate_bucket, validate_key, validate_name
 from airflow_provider_jetstream.core.subjects import check_publish_subject
+from airflow_provider_jetstream.core.values import positive_seconds, validate_count
 from airflow_provider_jetstream.hooks.args import (
     check_headers,
     expected_revision_arg,

@@ -17,10 +17,11 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 from nats.aio.client import Client
 
-from airflow_provider_jetstream.core.connection import api_prefix_for, positive_seconds
-from airflow_provider_jetstream.core.errors import JetStreamConfigError, is_refusal
+from airflow_provider_jetstream.core.connection import api_prefix_for
+from airflow_provider_jetstream.core.errors import is_refusal
 from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
 from airflow_provider_jetstream.core.reconcile import check_if_exists
+from airflow_provider_jetstream.core.values import as_bool, positive_seconds
 from airflow_provider_jetstream.hooks.args import one_spec_error, peer_domains_arg
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.utils.templates import is_resolved_at_run_time
@@ -109,15 +110,6 @@ class FailFastOnRefusal:
 
 
 T = TypeVar("T")
-
-
-def as_bool(name: str, value: Any) -> bool:
-    """A boolean argument (``True``/``False``, or its rendered text); anything else is refused."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
-        return value.strip().lower() in ("true", "1", "yes")
-    raise JetStreamConfigError(f"{name}={value!r} is not allowed: use true or false")
 
 
 def check_bool_args(**args: Any) -> None:

@@ -13,15 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from airflow_provider_jetstream.core.connection import positive_seconds
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
-from airflow_provider_jetstream.core.publisher import JetStreamPublishError
 from airflow_provider_jetstream.core.subjects import check_publish_subject
+from airflow_provider_jetstream.core.values import positive_seconds
 from airflow_provider_jetstream.hooks.args import INDEX, check_headers, msg_id_parts
 from airflow_provider_jetstream.operators.base import JetStreamBaseOperator, as_bool
 from airflow_provider_jetstream.utils.templates import is_resolved_at_run_time
 
-__all__ = ["JetStreamPublishError", "JetStreamPublishOperator", "check_headers", "msg_id_parts"]
+__all__ = ["JetStreamPublishOperator", "check_headers", "msg_id_parts"]
 
 DEFAULT_MSG_ID = "{{ dag.dag_id }}/{{ run_id }}/{{ task.task_id }}/{{ ti.map_index }}/" + INDEX
 

@@ -23,9 +23,10 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
+from airflow_provider_jetstream.core.values import as_bool
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.operators.base import FailFastOnRefusal
-from airflow_provider_jetstream.spark.job_args import check_bool, check_job_arguments, check_partition_by
+from airflow_provider_jetstream.spark.job_args import check_job_arguments, check_partition_by
 from airflow_provider_jetstream.utils.templates import is_resolved_at_run_time
 
 #: A line of spark-submit output that states an error: a log record at level ERROR (the packaged
@@ -307,7 +308,7 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, SparkSubmitOperator):
             if value is not None:
                 args += [flag, str(value).strip()]
         args += ["--partition-by", ",".join(check_partition_by(self.partition_by))]
-        args += ["--fail-on-data-loss", "true" if check_bool(self.fail_on_data_loss, "fail_on_data_loss") else "false"]
+        args += ["--fail-on-data-loss", "true" if as_bool("fail_on_data_loss", self.fail_on_data_loss) else "false"]
         return args
 
     def execute(self, context: Any) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow_provider_jetstream.core.replication import validate_count
 from airflow_provider_jetstream.core.specs.names import validate_name
+from airflow_provider_jetstream.core.values import validate_count
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.sensors.base import BaseJetStreamSensor, templated
 from airflow_provider_jetstream.triggers.consumer_lag import JetStreamConsumerLagTrigger

@@ -7,7 +7,9 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from airflow_provider_jetstream.core.replication import JetStreamReplicationError, ReplicationWatch, validate_count
+from airflow_provider_jetstream.core.errors import JetStreamReplicationError
+from airflow_provider_jetstream.core.replication import ReplicationWatch
+from airflow_provider_jetstream.core.values import validate_count
 from airflow_provider_jetstream.hooks.args import replication_watch
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.sensors.base import BaseJetStreamSensor, templated

@@ -20,12 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_jetstream.core.connection import (
-    JetStreamConnectionConfig,
-    api_prefix_for,
-    validate_api_prefix,
-    validate_domain,
-)
+from airflow_provider_jetstream.core.connection import JetStreamConnectionConfig
+from airflow_provider_jetstream.core.connection_fields import api_prefix_for, validate_api_prefix, validate_domain
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.core.pull import PullSettings
 from airflow_provider_jetstream.core.subjects import check_publish_subject
@@ -162,7 +158,7 @@ def _float(options: dict[str, str], name: str, default: float, minimum: float) -
 
 def connection_fields(config: JetStreamConnectionConfig) -> dict[str, Any]:
     """The ``from_fields`` arguments that rebuild ``config`` (secrets included: never log them)."""
-    from airflow_provider_jetstream.core.connection import EXTRA_FIELDS
+    from airflow_provider_jetstream.core.connection_fields import EXTRA_FIELDS
 
     extra = {}
     for name, spec in EXTRA_FIELDS.items():

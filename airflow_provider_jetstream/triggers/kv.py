@@ -22,7 +22,7 @@ from airflow_provider_jetstream.core.checks import KeyCheck, judge_entry, open_b
 from airflow_provider_jetstream.core.connect import refusal_since, wait_task
 from airflow_provider_jetstream.core.errors import JetStreamPermissionError
 from airflow_provider_jetstream.core.jetstream_api import is_imported_prefix
-from airflow_provider_jetstream.core.replication import optional_duration_seconds
+from airflow_provider_jetstream.core.specs.durations import optional_duration_seconds
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.triggers.base import (
     FINAL_ERRORS,

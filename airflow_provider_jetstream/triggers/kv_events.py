@@ -6,8 +6,7 @@ import hashlib
 from typing import Any
 
 from airflow_provider_jetstream.core.deliveries import Delivery, decode_payload
-from airflow_provider_jetstream.core.errors import JetStreamConfigError
-from airflow_provider_jetstream.core.specs.errors import SpecError
+from airflow_provider_jetstream.core.errors import JetStreamConfigError, SpecError
 from airflow_provider_jetstream.core.specs.names import validate_bucket, validate_key
 from airflow_provider_jetstream.triggers.messages import JetStreamMessageTrigger
 

@@ -14,14 +14,9 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_jetstream.core.connect import wait_task
-from airflow_provider_jetstream.core.replication import (
-    UNREACHABLE_ORIGINS,
-    VERIFY_ORIGIN,
-    ReplicationWatch,
-    duration_seconds,
-    optional_duration_seconds,
-    validate_choice,
-)
+from airflow_provider_jetstream.core.replication import UNREACHABLE_ORIGINS, VERIFY_ORIGIN, ReplicationWatch
+from airflow_provider_jetstream.core.specs.durations import duration_seconds, optional_duration_seconds
+from airflow_provider_jetstream.core.values import validate_choice
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.triggers.base import (
     FINAL_ERRORS,

@@ -14,8 +14,9 @@ import nats
 import pytest
 
 from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
+from airflow_provider_jetstream.testing.processes import ManagedProcess, wait_until
 from airflow_provider_jetstream.testing.servers import USERS, LocalTopology
-from airflow_provider_jetstream.testing.stack import LocalAirflow, LocalPostgres, ManagedProcess, wait_until
+from airflow_provider_jetstream.testing.stack import LocalAirflow, LocalPostgres
 
 pytestmark = [pytest.mark.deployment, pytest.mark.timeout(900)]
 

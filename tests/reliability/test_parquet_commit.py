@@ -19,12 +19,8 @@ import uuid
 
 import pytest
 
-from airflow_provider_jetstream.core.errors import JetStreamConfigError
-from airflow_provider_jetstream.spark.jobs.stream_to_parquet import (
-    CheckpointConflictError,
-    StreamToParquetJob,
-    parse_args,
-)
+from airflow_provider_jetstream.core.errors import CheckpointConflictError, JetStreamConfigError
+from airflow_provider_jetstream.spark.jobs.stream_to_parquet import StreamToParquetJob, parse_args
 from tests.spark import conftest as spark_fixtures
 from tests.spark import killpoints
 

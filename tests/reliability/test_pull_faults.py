@@ -15,8 +15,12 @@ from typing import Any
 import nats
 from nats.js.api import StreamConfig
 
-from airflow_provider_jetstream.core.errors import JetStreamDomainUnavailableError, JetStreamError
-from airflow_provider_jetstream.core.pull import JetStreamDataLossError, MissingRange, PullSettings, read_range
+from airflow_provider_jetstream.core.errors import (
+    JetStreamDataLossError,
+    JetStreamDomainUnavailableError,
+    JetStreamError,
+)
+from airflow_provider_jetstream.core.pull import MissingRange, PullSettings, read_range
 from airflow_provider_jetstream.testing.servers import USERS, LocalTopology
 from tests.operators.conftest import uid
 

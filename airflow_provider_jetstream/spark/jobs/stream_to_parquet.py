@@ -52,8 +52,8 @@ import nats.js.errors
 from nats.js.api import KeyValueConfig
 
 from airflow_provider_jetstream.core.connect import open_connection, release
-from airflow_provider_jetstream.core.connection import api_prefix_for
-from airflow_provider_jetstream.core.errors import JetStreamConfigError, JetStreamError
+from airflow_provider_jetstream.core.connection_fields import api_prefix_for
+from airflow_provider_jetstream.core.errors import CheckpointConflictError, JetStreamConfigError, JetStreamError
 from airflow_provider_jetstream.core.pull import run_blocking
 from airflow_provider_jetstream.spark.job_args import (
     PARTITION_COLUMNS,
@@ -73,10 +73,6 @@ log = logging.getLogger("stream_to_parquet")
 
 #: Directory of the commit markers, one file per committed range naming the attempt that wrote it.
 COMMITS_DIR = "_commits"
-
-
-class CheckpointConflictError(JetStreamError):
-    """Another run changed the checkpoint first: this run must not advance it."""
 
 
 @dataclass(frozen=True)
