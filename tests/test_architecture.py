@@ -84,6 +84,36 @@ def test_the_core_imports_nothing_from_the_airflow_layers() -> None:
     assert offenders == []
 
 
+#: docs/architecture.md's table: the packages each package may import (besides itself).
+MAY_IMPORT = {
+    "core": set(),
+    "spark": {"core"},
+    "hooks": {"core"},
+    "triggers": {"core", "hooks"},
+    "sensors": {"core", "hooks", "triggers", "utils"},
+    "operators": {"core", "hooks", "utils", "spark"},
+    "assets": {"core"},
+    "queues": {"core", "triggers", "assets"},
+    "testing": {"core"},
+    "utils": set(),
+}
+
+
+def test_each_layer_imports_only_what_the_architecture_allows() -> None:
+    assert set(MAY_IMPORT) == {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    offenders = []
+    for layer, allowed in MAY_IMPORT.items():
+        for path in (PACKAGE / layer).rglob("*.py"):
+            for node in runtime_imports(ast.parse(path.read_text())):
+                names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+                for name in names:
+                    parts = name.split(".")
+                    ours = parts[0] == "airflow_provider_jetstream" and len(parts) > 1 and parts[1] in MAY_IMPORT
+                    if ours and parts[1] != layer and parts[1] not in allowed:
+                        offenders.append(f"{path.relative_to(PACKAGE)} imports {name}")
+    assert offenders == []
+
+
 def test_every_module_opens_with_a_one_line_summary() -> None:
     missing = []
     for path in sorted(PACKAGE.rglob("*.py")):
