@@ -25,6 +25,7 @@ from airflow_provider_jetstream.core.connection_fields import api_prefix_for, va
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.core.pull import PullSettings
 from airflow_provider_jetstream.core.subjects import check_publish_subject
+from airflow_provider_jetstream.core.values import as_bool
 
 #: Environment variable holding the whole NATS connection as JSON (host, port, login, password,
 #: extra); set by JetStreamSparkSubmitOperator for the driver. Spark redacts names with SECRET.
@@ -118,14 +119,7 @@ def _normalized(options: Mapping[str, str], allowed: list[str], what: str) -> di
 
 
 def _bool(options: dict[str, str], name: str, default: bool) -> bool:
-    if name not in options:
-        return default
-    text = options[name].strip().lower()
-    if text in ("true", "1", "yes"):
-        return True
-    if text in ("false", "0", "no"):
-        return False
-    raise JetStreamConfigError(f"jetstream option {name}={options[name]!r} is not allowed: use true or false")
+    return as_bool(f"jetstream option {name}", options[name]) if name in options else default
 
 
 def _int(options: dict[str, str], name: str, default: int | None, minimum: int = 1) -> int | None:

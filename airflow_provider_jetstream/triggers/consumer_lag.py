@@ -10,22 +10,20 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from airflow.triggers.base import BaseTrigger, TriggerEvent
+from airflow.triggers.base import TriggerEvent
 
 from airflow_provider_jetstream.core.connect import wait_task
-from airflow_provider_jetstream.core.specs.durations import optional_duration_seconds
-from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.triggers.base import (
     FINAL_ERRORS,
     TRANSIENT_ERRORS,
+    JetStreamWaitTrigger,
     PollClock,
-    UnreachableClock,
     error_event,
     transient_reason,
 )
 
 
-class JetStreamConsumerLagTrigger(BaseTrigger):
+class JetStreamConsumerLagTrigger(JetStreamWaitTrigger):
     """Fires when a consumer's unprocessed and outstanding-ack counts are within bounds.
 
     Polls the consumer's info every ``poll_interval`` seconds over the triggerer's one shared NATS
@@ -52,6 +50,8 @@ class JetStreamConsumerLagTrigger(BaseTrigger):
     released when ``run()`` returns, is cancelled or is closed: ``cleanup()`` has nothing left to do.
     """
 
+    fields = ("stream", "consumer", "max_pending", "max_ack_pending", "max_redelivered", "poll_interval")
+
     def __init__(
         self,
         jetstream_conn_id: str,
@@ -66,40 +66,17 @@ class JetStreamConsumerLagTrigger(BaseTrigger):
         unreachable_timeout: float | str | None = None,
         state: dict[str, Any] | None = None,
     ) -> None:
-        super().__init__()
-        self.jetstream_conn_id = jetstream_conn_id
+        super().__init__(jetstream_conn_id, domain, api_prefix, unreachable_timeout, state)
         self.stream = stream
         self.consumer = consumer
-        self.unreachable_timeout = optional_duration_seconds(unreachable_timeout, "unreachable_timeout")
-        self.state = dict(state or {})
-        self.domain = domain
-        self.api_prefix = api_prefix
         self.max_pending = max_pending
         self.max_ack_pending = max_ack_pending
         self.max_redelivered = max_redelivered
         self.poll_interval = float(poll_interval)
 
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            f"{type(self).__module__}.{type(self).__qualname__}",
-            {
-                "jetstream_conn_id": self.jetstream_conn_id,
-                "stream": self.stream,
-                "consumer": self.consumer,
-                "domain": self.domain,
-                "api_prefix": self.api_prefix,
-                "max_pending": self.max_pending,
-                "max_ack_pending": self.max_ack_pending,
-                "max_redelivered": self.max_redelivered,
-                "poll_interval": self.poll_interval,
-                "unreachable_timeout": self.unreachable_timeout,
-                "state": self.state,
-            },
-        )
-
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        hook = JetStreamHook(self.jetstream_conn_id, domain=self.domain, api_prefix=self.api_prefix)
-        unanswered = UnreachableClock(self.unreachable_timeout, self.state.get("unreachable_since"))
+        hook = self.new_hook()
+        unanswered = self.unreachable_clock()
         try:
             # Held for the trigger's life: every check reuses the triggerer's shared connection.
             async with hook.aconnect():

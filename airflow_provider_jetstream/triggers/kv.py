@@ -16,24 +16,23 @@ from typing import Any
 
 import nats.errors
 import nats.js.errors
-from airflow.triggers.base import BaseTrigger, TriggerEvent
+from airflow.triggers.base import TriggerEvent
 
 from airflow_provider_jetstream.core.checks import KeyCheck, judge_entry, open_bucket
 from airflow_provider_jetstream.core.connect import refusal_since, wait_task
 from airflow_provider_jetstream.core.errors import JetStreamPermissionError
 from airflow_provider_jetstream.core.jetstream_api import is_imported_prefix
-from airflow_provider_jetstream.core.specs.durations import optional_duration_seconds
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.triggers.base import (
     FINAL_ERRORS,
     TRANSIENT_ERRORS,
-    UnreachableClock,
+    JetStreamWaitTrigger,
     error_event,
     transient_reason,
 )
 
 
-class JetStreamKeyValueTrigger(BaseTrigger):
+class JetStreamKeyValueTrigger(JetStreamWaitTrigger):
     """Fires when a KV key is present (and equals ``value`` / reaches ``min_revision``), in any domain.
 
     Watches the key (an ordered consumer on the bucket's stream, starting with the key's latest
@@ -61,6 +60,8 @@ class JetStreamKeyValueTrigger(BaseTrigger):
     released when ``run()`` returns, is cancelled or is closed: ``cleanup()`` has nothing left to do.
     """
 
+    fields = ("bucket", "key", "value", "min_revision", "rewatch_interval")
+
     def __init__(
         self,
         jetstream_conn_id: str,
@@ -74,38 +75,16 @@ class JetStreamKeyValueTrigger(BaseTrigger):
         unreachable_timeout: float | str | None = None,
         state: dict[str, Any] | None = None,
     ) -> None:
-        super().__init__()
-        self.unreachable_timeout = optional_duration_seconds(unreachable_timeout, "unreachable_timeout")
-        self.state = dict(state or {})
-        self.jetstream_conn_id = jetstream_conn_id
+        super().__init__(jetstream_conn_id, domain, api_prefix, unreachable_timeout, state)
         self.bucket = bucket
         self.key = key
-        self.domain = domain
-        self.api_prefix = api_prefix
         self.value = value
         self.min_revision = min_revision
         self.rewatch_interval = float(rewatch_interval)
 
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            f"{type(self).__module__}.{type(self).__qualname__}",
-            {
-                "jetstream_conn_id": self.jetstream_conn_id,
-                "bucket": self.bucket,
-                "key": self.key,
-                "domain": self.domain,
-                "api_prefix": self.api_prefix,
-                "value": self.value,
-                "min_revision": self.min_revision,
-                "rewatch_interval": self.rewatch_interval,
-                "unreachable_timeout": self.unreachable_timeout,
-                "state": self.state,
-            },
-        )
-
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        hook = JetStreamHook(self.jetstream_conn_id, domain=self.domain, api_prefix=self.api_prefix)
-        unanswered = UnreachableClock(self.unreachable_timeout, self.state.get("unreachable_since"))
+        hook = self.new_hook()
+        unanswered = self.unreachable_clock()
         try:
             async with hook.ajetstream() as js:
                 target = hook.describe_target()

@@ -11,24 +11,23 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from airflow.triggers.base import BaseTrigger, TriggerEvent
+from airflow.triggers.base import TriggerEvent
 
 from airflow_provider_jetstream.core.connect import wait_task
 from airflow_provider_jetstream.core.replication import UNREACHABLE_ORIGINS, VERIFY_ORIGIN, ReplicationWatch
-from airflow_provider_jetstream.core.specs.durations import duration_seconds, optional_duration_seconds
+from airflow_provider_jetstream.core.specs.durations import duration_seconds
 from airflow_provider_jetstream.core.values import validate_choice
-from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.triggers.base import (
     FINAL_ERRORS,
     TRANSIENT_ERRORS,
+    JetStreamWaitTrigger,
     PollClock,
-    UnreachableClock,
     error_event,
     transient_reason,
 )
 
 
-class JetStreamReplicationLagTrigger(BaseTrigger):
+class JetStreamReplicationLagTrigger(JetStreamWaitTrigger):
     """Fires when a stream's mirror, or every (named) source, is caught up with its origin.
 
     Polls every ``poll_interval`` seconds over the triggerer's one shared NATS connection for
@@ -66,6 +65,17 @@ class JetStreamReplicationLagTrigger(BaseTrigger):
     released when ``run()`` returns, is cancelled or is closed: ``cleanup()`` has nothing left to do.
     """
 
+    fields = (
+        "stream",
+        "max_lag",
+        "max_inactive",
+        "error_grace",
+        "sources",
+        "poll_interval",
+        "verify_origin",
+        "unreachable_origins",
+    )
+
     def __init__(
         self,
         jetstream_conn_id: str,
@@ -82,11 +92,8 @@ class JetStreamReplicationLagTrigger(BaseTrigger):
         unreachable_timeout: float | str | None = None,
         state: dict[str, Any] | None = None,
     ) -> None:
-        super().__init__()
-        self.jetstream_conn_id = jetstream_conn_id
+        super().__init__(jetstream_conn_id, domain, api_prefix, unreachable_timeout, state)
         self.stream = stream
-        self.domain = domain
-        self.api_prefix = api_prefix
         self.max_lag = max_lag
         self.max_inactive = duration_seconds(max_inactive, "max_inactive", positive=True)
         self.error_grace = duration_seconds(error_grace, "error_grace")
@@ -94,28 +101,6 @@ class JetStreamReplicationLagTrigger(BaseTrigger):
         self.poll_interval = float(poll_interval)
         self.verify_origin = validate_choice(verify_origin, "verify_origin", VERIFY_ORIGIN)
         self.unreachable_origins = validate_choice(unreachable_origins, "unreachable_origins", UNREACHABLE_ORIGINS)
-        self.unreachable_timeout = optional_duration_seconds(unreachable_timeout, "unreachable_timeout")
-        self.state = dict(state or {})
-
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            f"{type(self).__module__}.{type(self).__qualname__}",
-            {
-                "jetstream_conn_id": self.jetstream_conn_id,
-                "stream": self.stream,
-                "domain": self.domain,
-                "api_prefix": self.api_prefix,
-                "max_lag": self.max_lag,
-                "max_inactive": self.max_inactive,
-                "error_grace": self.error_grace,
-                "sources": self.sources,
-                "poll_interval": self.poll_interval,
-                "verify_origin": self.verify_origin,
-                "unreachable_origins": self.unreachable_origins,
-                "unreachable_timeout": self.unreachable_timeout,
-                "state": self.state,
-            },
-        )
 
     def new_watch(self) -> ReplicationWatch:
         return ReplicationWatch(
@@ -130,9 +115,9 @@ class JetStreamReplicationLagTrigger(BaseTrigger):
         ).restore(self.state.get("watch"))
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        hook = JetStreamHook(self.jetstream_conn_id, domain=self.domain, api_prefix=self.api_prefix)
+        hook = self.new_hook()
         watch = self.new_watch()
-        unanswered = UnreachableClock(self.unreachable_timeout, self.state.get("unreachable_since"))
+        unanswered = self.unreachable_clock()
         try:
             # Held for the trigger's life: every check reuses the triggerer's shared connection.
             async with hook.aconnect():

@@ -129,7 +129,11 @@ def test_no_checker_says_caught_up_while_the_leaf_is_cut_off(make_topology, jets
             checker.verdicts.append((phase["now"], check.done, check.messages))
             return check
 
-    monkeypatch.setattr(trigger_module, "JetStreamHook", SpiedHook)
+    monkeypatch.setattr(
+        trigger_module.JetStreamReplicationLagTrigger,
+        "new_hook",
+        lambda self: SpiedHook(self.jetstream_conn_id, domain=self.domain, api_prefix=self.api_prefix),
+    )
 
     async def scenario() -> dict[str, Any]:
         cut_started = time.monotonic()

@@ -28,7 +28,6 @@ from airflow_provider_jetstream.core.replication_status import (
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.sensors.replication_lag import JetStreamReplicationLagSensor
 from airflow_provider_jetstream.testing.servers import USERS
-from airflow_provider_jetstream.triggers import replication_lag as trigger_module
 from airflow_provider_jetstream.triggers.replication_lag import JetStreamReplicationLagTrigger
 from tests.triggers.natsutil import connect, first_event, rebuild, unique
 
@@ -239,7 +238,9 @@ def test_an_origin_unreachable_beyond_unreachable_timeout_fails(hub_leaf, hub_co
     assert "did not answer: a leaf that is offline, or a wrong domain name?" in payload["message"]
 
 
-def test_the_trigger_logs_the_table_when_it_changes_not_at_every_check(hub_leaf, hub_conn, with_ghost, capsys) -> None:
+def test_the_trigger_logs_the_table_when_it_changes_not_at_every_check(
+    hub_leaf, hub_conn, with_ghost, capsys, monkeypatch
+) -> None:
     checks = []
 
     class CountedHook(JetStreamHook):
@@ -248,16 +249,18 @@ def test_the_trigger_logs_the_table_when_it_changes_not_at_every_check(hub_leaf,
             checks.append(result)
             return result
 
+    monkeypatch.setattr(
+        JetStreamReplicationLagTrigger,
+        "new_hook",
+        lambda self: CountedHook(self.jetstream_conn_id, domain=self.domain, api_prefix=self.api_prefix),
+    )
+
     async def run_for(seconds: float) -> None:
-        trigger_module.JetStreamHook = CountedHook
-        try:
-            trigger = rebuild(JetStreamReplicationLagTrigger(hub_conn, with_ghost["aggregate"], poll_interval=0.1))
-            events = trigger.run()
-            with pytest.raises(asyncio.TimeoutError):
-                await asyncio.wait_for(anext(events), seconds)
-            await events.aclose()
-        finally:
-            trigger_module.JetStreamHook = JetStreamHook
+        trigger = rebuild(JetStreamReplicationLagTrigger(hub_conn, with_ghost["aggregate"], poll_interval=0.1))
+        events = trigger.run()
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(anext(events), seconds)
+        await events.aclose()
 
     capsys.readouterr()
     asyncio.run(run_for(2.0))
