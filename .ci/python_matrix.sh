@@ -23,8 +23,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VERSIONS="${PYTHON_VERSIONS:-3.10 3.13}"
-# Not run here: Spark (tests/spark, the demo, the Spark job's reliability tests, the example DAGs and
-# provider modules that import the Spark provider; the venvs have no Spark extra), the browser (tests/ui) and nats.js interop
+# Not run here: Spark (tests/spark, the demo, the Spark job's reliability tests, the example DAGs,
+# provider modules that import the Spark provider and the checks that import every module; the
+# venvs have no Spark extra), the browser (tests/ui) and nats.js interop
 # (tests/interop: Node.js, not Python, is what varies there; the server matrix runs it), the
 # real deployment (tests/deployment: PostgreSQL, Spark, browser; selected with -m deployment), and
 # the wheel's build and clean install (tests/packaging: it checks the package, once is enough).
@@ -33,6 +34,7 @@ SPARK_FREE="tests --ignore=tests/spark --ignore=tests/ui --ignore=tests/interop 
   --ignore=tests/reliability/test_parquet_commit.py --ignore=tests/reliability/test_spark_inputs.py
   --deselect tests/test_example_dags.py::test_every_dag_file_loads_with_docs
   --deselect tests/test_provider.py::test_every_module_and_class_named_in_provider_info_imports
+  --deselect tests/test_errors.py::test_every_exception_class_lives_in_core_errors
   --deselect tests/reliability/test_management_inputs.py::test_spark_submit_refusals_fail_the_task_too"
 # The oldest admitted Python (3.10) runs all of that; the newest (3.13) the parts where CPython
 # releases differ (asyncio cancellation and timeouts, ssl, the connection layer, triggers and the
