@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 from tests.events.harness import Triggerer
 from tests.events.test_message_trigger import acked_through, consumer_state, leaf_stream, publish, trigger
-from tests.triggers.natsutil import eventually, unique
+from tests.triggers.natsutil import connect, eventually, unique
 
 
 def test_a_small_subscriber_queue_never_overflows_and_everything_is_acked(hub_leaf, hub_conn, monkeypatch) -> None:
@@ -21,7 +22,12 @@ def test_a_small_subscriber_queue_never_overflows_and_everything_is_acked(hub_le
         runner.start(1, trigger(hub_conn, stream))
         try:
             await runner.wait_fired(10)
-            await asyncio.sleep(0.5)  # a producer without a bound would overflow the queue meanwhile
+            # The server's view: ten delivered and unacked, the other 290 not handed out at all.
+            held = await eventually(
+                lambda: consumer_state(hub_leaf.url("leaf"), stream, "af_events"),
+                lambda i: (i.get("num_ack_pending"), i.get("num_pending")) == (10, 290),
+            )
+            assert (held["num_ack_pending"], held["num_pending"], held["num_waiting"]) == (10, 290, 0)
             assert len(runner.fired) == 10 and not runner.errors
             while len({f.event.payload["sequence"] for f in runner.fired}) < 300:
                 before = runner.persist() and len(runner.fired)
@@ -44,11 +50,25 @@ def test_wpi_keeps_a_message_alive_while_airflow_persists_it(hub_leaf, hub_conn)
     async def scenario() -> None:
         await leaf_stream(hub_leaf.url("leaf"), stream)
         await publish(hub_leaf.url("leaf"), f"{stream}.x", [b"slow"])
+        # The consumer's acks, seen where the consumer lives: every +WPI the producer sends for it.
+        watcher = await connect(hub_leaf.url("leaf"))
+        renewals: list[float] = []
+
+        async def on_ack(msg) -> None:
+            if msg.data == b"+WPI" and f".{stream}.af_events." in msg.subject:
+                renewals.append(time.monotonic())
+
+        await watcher.subscribe("$JS.ACK.>", cb=on_ack)
         runner = Triggerer()
         runner.start(1, trigger(hub_conn, stream, ack_wait=1.0))
         try:
             await runner.wait_fired(1)
-            await asyncio.sleep(3.5)  # three ack waits: without +WPI the server would redeliver it
+            fired_at = time.monotonic()
+            # Unsettled through three ack waits, renewed all along: without +WPI the server would redeliver it.
+            await eventually(
+                lambda: (len(renewals), time.monotonic() - fired_at), lambda s: s[0] >= 9 and s[1] >= 3.0, 30
+            )
+            assert len(renewals) >= 9
             info = await consumer_state(hub_leaf.url("leaf"), stream, "af_events")
             assert (info["num_redelivered"], info["num_ack_pending"], len(runner.fired)) == (0, 1, 1)
             runner.persist()
@@ -57,6 +77,7 @@ def test_wpi_keeps_a_message_alive_while_airflow_persists_it(hub_leaf, hub_conn)
             )
         finally:
             await runner.stop()
+            await watcher.close()
 
     asyncio.run(scenario())
 

@@ -51,6 +51,13 @@ def connection_count(server: Any, client_name: str) -> int:
     return sum(1 for c in connz.get("connections", []) if c.get("name") == client_name)
 
 
+def messages_sent(server: Any, client_name: str) -> int:
+    """How many messages the clients with this name have sent the server (its ``connz`` ``in_msgs``):
+    one per JetStream request, so a count of checks made over that connection alone."""
+    connz = server.monitor("connz?limit=10000")
+    return sum(c.get("in_msgs", 0) for c in connz.get("connections", []) if c.get("name") == client_name)
+
+
 async def eventually(probe: Callable[[], Any], done: Callable[[Any], bool], timeout: float = 30.0) -> Any:
     """Poll ``probe()`` (sync or async) until ``done(value)``; the last value either way.
 
