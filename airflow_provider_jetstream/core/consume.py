@@ -9,8 +9,8 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, replace
+from typing import Any, Literal, NamedTuple
 
 import nats.errors
 from nats.aio.client import Client
@@ -31,39 +31,62 @@ Settlement = Literal["ack", "reject", "fail", "idle"]
 FIRST_START_ONLY = ("deliver_policy", "start_seq", "start_time")
 
 
+#: Ack policies a durable consumer of Airflow's may have: each message acked, or a floor acked.
+ACK_POLICIES = ("explicit", "all")
+
+
+class EnsuredConsumer(NamedTuple):
+    """What :func:`ensure_consumer` did (``created``, ``updated``, ``unchanged``) and the consumer's ack policy."""
+
+    action: str
+    ack_policy: str
+
+
 async def ensure_consumer(
     api: JetStreamApi, stream: str, spec: ConsumerSpec, *, logger: logging.Logger | logging.LoggerAdapter = log
-) -> str:
-    """Create the durable explicit-ack pull consumer ``spec`` on ``stream``, or reconcile an existing one.
+) -> EnsuredConsumer:
+    """Create the durable pull consumer ``spec`` on ``stream``, or reconcile an existing one.
 
-    The deliver policy and start position apply only on creation: an existing consumer keeps its
-    ack floor (it is never recreated). A change the server would only make by recreating it
-    (ack policy, deliver policy, push fields) raises ``JetStreamConfigError``. Returns ``"created"``,
-    ``"updated"`` or ``"unchanged"``.
+    The ack policy (``explicit``, default, or ``all``), the deliver policy and the start position
+    apply only on creation: an existing consumer keeps them and its ack floor (it is never
+    recreated). An existing consumer with ``ack_policy`` ``none`` (nothing can be acked after
+    Airflow stored it), or another change the server would only make by recreating it (push
+    fields), raises ``JetStreamConfigError``. Returns the action and the consumer's ack policy.
     """
     info = await api.consumer_info(stream, spec.name)
     if info is None:
         result = await reconcile_consumer(api, stream, spec, if_exists="update", logger=logger)
-        return result.action
+        return EnsuredConsumer(result.action, str(spec.values.get("ack_policy", "explicit")))
     ack_policy = (info.get("config") or {}).get("ack_policy", "explicit")
-    if ack_policy != "explicit":
+    if ack_policy not in ACK_POLICIES:
         raise JetStreamConfigError(
             f"consumer {spec.name!r} on stream {stream!r} in {api.target} has ack_policy={ack_policy!r}: "
-            "acking each message only after Airflow stored it needs ack_policy 'explicit'; use another consumer name"
+            "acking each message only after Airflow stored it needs ack_policy 'explicit' or 'all'; "
+            "use another consumer name"
         )
-    kept = ConsumerSpec(values={k: v for k, v in spec.values.items() if k not in FIRST_START_ONLY}, path=spec.path)
+    values = {k: v for k, v in spec.values.items() if k not in FIRST_START_ONLY}
+    if values.get("ack_policy", "explicit") != ack_policy:
+        logger.info("consumer %r on stream %r keeps its ack_policy %r", spec.name, stream, ack_policy)
+    values["ack_policy"] = ack_policy
+    kept = ConsumerSpec(values=values, path=spec.path)
     result = await reconcile_consumer(api, stream, kept, if_exists="update", logger=logger)
-    return result.action
+    return EnsuredConsumer(result.action, ack_policy)
 
 
 @dataclass
 class Ticket:
-    """A message handed to the caller and not yet settled: where to send its ack, how often it came."""
+    """A message handed to the caller and not yet settled: where to send its ack, how often it came.
+
+    ``state`` is used with ``ack_policy: all`` only: ``out`` (handed out), ``ack`` / ``reject``
+    (settled, waiting for the ack floor to reach it), ``fail`` (naked, waiting for its redelivery).
+    """
 
     sequence: int
     reply: str
     delivered: int
     delivery: Delivery
+    consumer_sequence: int = 0
+    state: str = "out"
 
 
 class DurablePuller:
@@ -73,10 +96,17 @@ class DurablePuller:
     consumers have bounded queues. While a message is unsettled a ``+WPI`` renews it every
     ``ack_wait / 3`` seconds, so the server does not redeliver it while Airflow persists it.
 
+    With ``ack_all`` (a consumer with ``ack_policy: all``, where an ack of stream sequence S acks
+    every pending message up to S) one ack covers a floor: the highest S such that every message
+    this puller holds up to S is settled as stored or rejected. A failed message holds the floor
+    until it comes back and is settled; the stored ones after it stay held (kept alive, counted in
+    ``max_in_flight``: they are pending on the server) and are acked with it.
+
     :param nc: a connected client (shared: the puller never closes it).
     :param api: the JetStream API (domain or prefix) of the stream.
     :param stream: stream name. :param consumer: durable consumer name.
-    :param max_in_flight: unsettled messages at most. Default 256.
+    :param max_in_flight: unsettled messages at most (with ``ack_all``: held ones, settled or not).
+        Default 256.
     :param ack_wait: the consumer's ack wait in seconds (drives the ``+WPI`` period). Default 30.
     :param expires: seconds one pull request waits on the server. Default 10: after a stop, what
         the server still sends to the last request comes back only after ``ack_wait``.
@@ -86,6 +116,7 @@ class DurablePuller:
     :param idle_delay: redelivery delay of a message nobody was listening for. Default 5.
     :param all_header_values: look repeated headers up with ``STREAM.MSG.GET`` (nats-py keeps the
         last value only). Default True; turned off after the first refused lookup.
+    :param ack_all: the consumer has ``ack_policy: all`` (acks cover a floor). Default False.
     """
 
     def __init__(
@@ -103,6 +134,7 @@ class DurablePuller:
         nak_max_delay: float = 60.0,
         idle_delay: float = 5.0,
         all_header_values: bool = True,
+        ack_all: bool = False,
     ) -> None:
         if max_in_flight < 1:
             raise JetStreamConfigError(f"max_in_flight={max_in_flight} must be >= 1")
@@ -112,6 +144,7 @@ class DurablePuller:
         self.ack_wait, self.expires, self.heartbeat = ack_wait, expires, heartbeat
         self.nak_delay, self.nak_max_delay, self.idle_delay = nak_delay, nak_max_delay, idle_delay
         self.all_header_values = all_header_values
+        self.ack_all = ack_all
         self.in_flight: dict[int, Ticket] = {}
         self.recently_acked: collections.OrderedDict[int, None] = collections.OrderedDict()
         self.counts: collections.Counter[str] = collections.Counter()
@@ -125,6 +158,12 @@ class DurablePuller:
         self._backoff = 1.0
         self._sub: Any = None
         self._renewer: asyncio.Task[None] | None = None
+        # ack_policy all: what the server's pending set is known to be (see _sync), the floor acked so far.
+        self._floor_lock = asyncio.Lock()
+        self._synced = False
+        self._last_dseq = 0  # the highest consumer (delivery) sequence received
+        self._acked_through = 0  # stream sequence of the last floor ack sent
+        self._acked_dseq = 0  # its consumer sequence: the server ignores acks and naks at or below it
 
     # -- pulling ----------------------------------------------------------------------------
 
@@ -132,8 +171,11 @@ class DurablePuller:
         """Messages in delivery order, each as a :class:`Ticket`, forever (or until an error).
 
         A message redelivered while still unsettled here is not handed out again (its ack
-        subject is updated); one redelivered after it was acked is acked again.
+        subject is updated); one redelivered after it was acked is acked again. With ``ack_all``
+        a failed message is handed out again when it comes back.
         """
+        if self.ack_all:
+            await self._sync()
         inbox = self.nc.new_inbox()
         self._sub = await self.nc.subscribe(inbox, cb=self._on_msg, pending_msgs_limit=0, pending_bytes_limit=0)
         self._renewer = asyncio.create_task(self._renew(), name=f"jetstream-wpi[{self.stream}>{self.consumer}]")
@@ -158,11 +200,23 @@ class DurablePuller:
         self._last_sign = time.monotonic()
         self._incoming.put_nowait(msg)
 
+    def _room_now(self) -> int:
+        room = self.max_in_flight - len(self.in_flight)
+        if room > 0 or not self.ack_all:
+            return room
+        # Full of held messages while failed ones wait for their redelivery: ask for them anyway, or the
+        # floor never moves. The server sends redeliveries before new messages, and sends them even at
+        # max_ack_pending (consumer.go getNextMsg checks max pending after the redelivery queue); at most
+        # max_in_flight of the held ones are still unsettled with the watchers.
+        waiting = sum(1 for t in self.in_flight.values() if t.state == "fail")
+        unsettled = sum(1 for t in self.in_flight.values() if t.state == "out")
+        return waiting if waiting and unsettled + waiting <= self.max_in_flight else 0
+
     async def _maybe_request(self, inbox: str) -> None:
         while True:
             if self._request_open or time.monotonic() < self._retry_at:
                 return
-            room = self.max_in_flight - len(self.in_flight)
+            room = self._room_now()
             if room > 0:
                 break
             self._room.clear()  # full: wait until messages are settled
@@ -209,10 +263,30 @@ class DurablePuller:
             if self._requested == 0:
                 self._request_open = False
         self._backoff = 1.0
+        if self.ack_all:
+            if meta.consumer_sequence != self._last_dseq + 1:
+                self._synced = False  # a delivery never reached us (a link cut): the server may hold one we do not
+            self._last_dseq = max(self._last_dseq, meta.consumer_sequence)
         held = self.in_flight.get(meta.sequence)
+        if held is not None and held.state == "fail":  # ack_policy all: the failed message is back, hand it out
+            delivery = replace(held.delivery, delivered=meta.delivered, pending=meta.pending)
+            ticket = Ticket(meta.sequence, msg.reply, meta.delivered, delivery, meta.consumer_sequence)
+            self.in_flight[meta.sequence] = ticket
+            self.counts["redelivered"] += 1
+            return ticket
         if held is not None:  # redelivered while we still hold it: keep one copy, ack via the newest subject
-            held.reply, held.delivered = msg.reply, meta.delivered
+            held.reply, held.delivered, held.consumer_sequence = msg.reply, meta.delivered, meta.consumer_sequence
             self.counts["redelivered_in_flight"] += 1
+            return None
+        if self.ack_all and meta.sequence <= self._acked_through:
+            # Covered by a floor ack that was lost. Acking it again moves the server's delivery floor to this
+            # redelivery's (high) consumer sequence, and the server ignores acks and naks at or below that floor
+            # (consumer.go processAckMsg / processNak): only do it when every held message is above it; else the
+            # next floor ack covers it.
+            if all(t.consumer_sequence > meta.consumer_sequence for t in self.in_flight.values()):
+                await self.nc.publish(msg.reply, b"+ACK")
+                self._acked_dseq = max(self._acked_dseq, meta.consumer_sequence)
+                self.counts["reacked"] += 1
             return None
         if meta.sequence in self.recently_acked:  # our ack was lost (a link cut): ack again, no second event
             await self.nc.publish(msg.reply, b"+ACK")
@@ -235,7 +309,7 @@ class DurablePuller:
             domain=self.domain,
             pending=meta.pending,
         )
-        ticket = Ticket(meta.sequence, msg.reply, meta.delivered, delivery)
+        ticket = Ticket(meta.sequence, msg.reply, meta.delivered, delivery, meta.consumer_sequence)
         self.in_flight[meta.sequence] = ticket
         return ticket
 
@@ -260,7 +334,13 @@ class DurablePuller:
         ``ack`` → ``+ACK``; ``reject`` → ``+TERM`` (dead-lettering is the caller's, before this);
         ``fail`` → ``-NAK`` with the backoff delay; ``idle`` (nobody was listening) → ``-NAK`` with
         ``idle_delay``. Raises if the connection is closed: the server then redelivers.
+
+        With ``ack_all`` the naks go out at once, and stored or rejected messages wait for the
+        floor: one ``+ACK`` (``+TERM`` when the message at the floor was rejected) covers them all.
         """
+        if self.ack_all:
+            await self._settle_floor(items)
+            return
         for ticket, verdict in items:
             if verdict == "ack":
                 body = b"+ACK"
@@ -270,28 +350,130 @@ class DurablePuller:
             elif verdict == "reject":
                 body = b"+TERM"
             else:
-                delay = self.redelivery_delay(ticket.delivered) if verdict == "fail" else self.idle_delay
-                body = b"-NAK " + json.dumps({"delay": int(delay * 1e9)}).encode()
+                body = self._nak(ticket, verdict)
             await self.nc.publish(ticket.reply, body)
             self.counts[verdict] += 1
             self.in_flight.pop(ticket.sequence, None)
         await self.nc.flush()
         self._room.set()
 
+    def _nak(self, ticket: Ticket, verdict: Settlement) -> bytes:
+        delay = self.redelivery_delay(ticket.delivered) if verdict == "fail" else self.idle_delay
+        return b"-NAK " + json.dumps({"delay": int(delay * 1e9)}).encode()
+
+    # -- ack_policy all ---------------------------------------------------------------------
+    #
+    # What nats-server does with an AckAll consumer (server/consumer.go):
+    # - +ACK of stream sequence S (processAckMsg, case AckAll) drops every pending message <= S and sets the
+    #   ack floor to S and to the delivery (consumer) sequence of that ack; an ack or -NAK whose consumer
+    #   sequence is at or below that floor is ignored (processAckMsg, processNak).
+    # - +TERM is processed as an ack (processTerm calls processAckMsg): it acks everything <= S too, so a
+    #   rejected message is only terminated as the floor.
+    # - -NAK (with delay) and +WPI (progressUpdate) act on that one pending message only.
+    # - getNextMsg sends redeliveries before it checks max_ack_pending: a failed message comes back even
+    #   when the consumer is full of messages held behind it.
+    # - A pending message removed from the stream is terminated by the server itself (which, under AckAll,
+    #   acks those below it); one past max_deliver is dropped from pending, never redelivered.
+
+    async def _settle_floor(self, items: Sequence[tuple[Ticket, Settlement]]) -> None:
+        for ticket, verdict in items:
+            self.counts[verdict] += 1
+            if self.in_flight.get(ticket.sequence) is not ticket:
+                continue  # already under the server's ack floor
+            if verdict in ("ack", "reject"):
+                ticket.state = verdict
+            else:
+                ticket.state = "fail"
+                await self.nc.publish(ticket.reply, self._nak(ticket, verdict))
+        await self._advance_floor()
+        await self.nc.flush()
+        self._room.set()
+
+    def _floor_target(self) -> Ticket | None:
+        """The held message to ack: the highest of the settled prefix whose ack the server will honour
+        and that leaves every held message above it ackable."""
+        held = sorted(self.in_flight.values(), key=lambda t: t.sequence)
+        prefix = 0
+        while prefix < len(held) and held[prefix].state in ("ack", "reject"):
+            prefix += 1
+        # The ack moves the server's delivery floor to the target's consumer sequence: a held message above
+        # it delivered earlier (the target is a redelivery) could then be neither acked nor naked.
+        above = min((t.consumer_sequence for t in held[prefix:]), default=None)
+        for ticket in reversed(held[:prefix]):
+            if (above is None or ticket.consumer_sequence < above) and ticket.consumer_sequence > self._acked_dseq:
+                return ticket
+            above = ticket.consumer_sequence if above is None else min(above, ticket.consumer_sequence)
+        return None
+
+    async def _advance_floor(self) -> bool:
+        """Ack the floor (one ``+ACK``) when it can move and the server holds nothing this puller does not."""
+        async with self._floor_lock:
+            if self._floor_target() is None:
+                return False
+            if not self._synced:
+                await self._sync()
+                if not self._synced:
+                    self.counts["floor_waits"] += 1
+                    return False
+            target = self._floor_target()
+            if target is None:
+                return False
+            await self.nc.publish(target.reply, b"+TERM" if target.state == "reject" else b"+ACK")
+            for seq in [s for s in self.in_flight if s <= target.sequence]:
+                del self.in_flight[seq]
+            self._acked_through = target.sequence
+            self._acked_dseq = max(self._acked_dseq, target.consumer_sequence)
+            self.counts["floor_acks"] += 1
+            return True
+
+    async def _sync(self) -> None:
+        """Compare with the server: the floor may only be acked when the server's pending messages are
+        exactly the ones held here (none from a previous run, none lost on the way), i.e. it counts as
+        many and delivered nothing after the last delivery received here."""
+        info = await self.api.consumer_info(self.stream, self.consumer)
+        if info is None:
+            raise JetStreamError(f"consumer {self.consumer!r} on stream {self.stream!r} was deleted while pulling")
+        floor = info.get("ack_floor") or {}
+        through = int(floor.get("stream_seq", 0))
+        for seq in [s for s in self.in_flight if s <= through]:
+            del self.in_flight[seq]  # the server acknowledged it already (it terminated a removed message)
+        self._acked_through = max(self._acked_through, through)
+        self._acked_dseq = max(self._acked_dseq, int(floor.get("consumer_seq", 0)))
+        delivered = int((info.get("delivered") or {}).get("consumer_seq", 0))
+        if not self._last_dseq:
+            self._last_dseq = delivered  # first look: older deliveries are acked or counted in num_ack_pending
+        self._synced = int(info.get("num_ack_pending", 0)) == len(self.in_flight) and delivered == self._last_dseq
+
     async def _renew(self) -> None:
-        """``+WPI`` every unsettled message every ``ack_wait / 3`` seconds."""
+        """``+WPI`` every unsettled message every ``ack_wait / 3`` seconds (with ``ack_all``, every held
+        one but the failed ones, and retry moving the floor)."""
         period = max(0.1, self.ack_wait / 3)
         while True:
             await asyncio.sleep(period)
             if not self.in_flight or not self.nc.is_connected:
                 continue
             with contextlib.suppress(nats.errors.Error):
+                renewed = 0
                 for ticket in list(self.in_flight.values()):
+                    if self.ack_all and (ticket.state == "fail" or ticket.consumer_sequence <= self._acked_dseq):
+                        # A failed one waits out its nak delay. One the server would no longer take an ack or
+                        # nak for (see _floor_target) is let expire: it comes back with a new consumer sequence.
+                        continue
                     await self.nc.publish(ticket.reply, b"+WPI")
-                self.counts["wpi"] += len(self.in_flight)
+                    renewed += 1
+                self.counts["wpi"] += renewed
+                if self.ack_all:
+                    try:
+                        await self._advance_floor()
+                        await self.nc.flush()
+                    except JetStreamError as err:
+                        log.warning("%s > %s: cannot ack the floor now: %s", self.stream, self.consumer, err)
 
     async def stop(self) -> None:
-        """Stop renewing; ``-NAK`` what is still unsettled so it comes back at once (best effort)."""
+        """Stop renewing; ``-NAK`` what is still unsettled so it comes back at once (best effort).
+
+        With ``ack_all`` that includes the stored messages above the floor: they come back, and fire again.
+        """
         if self._renewer is not None:
             self._renewer.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -300,7 +482,8 @@ class DurablePuller:
         if self.in_flight and self.nc.is_connected:
             with contextlib.suppress(Exception):
                 for ticket in list(self.in_flight.values()):
-                    await self.nc.publish(ticket.reply, b"-NAK")
+                    if ticket.state != "fail":  # a failed one was naked with its delay already
+                        await self.nc.publish(ticket.reply, b"-NAK")
                 await self.nc.flush()
         self.in_flight.clear()
         if self._sub is not None:

@@ -116,8 +116,11 @@ class JetStreamSharedStreamProducer(SharedStreamProducer):
         prefix = self.hook.resolve_api_prefix()
         self._register(prefix)
         api = JetStreamApi(nc, prefix, timeout=config.connect_timeout)
-        action = await ensure_consumer(api, self.stream, self.spec)
-        log.info("consumer %r on stream %r in %s: %s", self.consumer, self.stream, api.target, action)
+        ready = await ensure_consumer(api, self.stream, self.spec)
+        log.info(
+            "consumer %r on stream %r in %s: %s (ack_policy %s)",
+            self.consumer, self.stream, api.target, ready.action, ready.ack_policy,
+        )  # fmt: skip
         if kw.get("cohort_wait"):
             await asyncio.sleep(float(kw["cohort_wait"]))
         self.puller = DurablePuller(
@@ -129,6 +132,7 @@ class JetStreamSharedStreamProducer(SharedStreamProducer):
             ack_wait=float(kw.get("ack_wait", 30.0)),
             nak_delay=float(kw.get("nak_delay", 1.0)),
             nak_max_delay=float(kw.get("nak_max_delay", 60.0)),
+            ack_all=ready.ack_policy == "all",
         )
         batch_size = int(kw.get("batch_size", 1))
         tickets = self.puller.deliveries()
@@ -140,8 +144,9 @@ class JetStreamSharedStreamProducer(SharedStreamProducer):
             yield tuple(t.delivery for t in batch), tuple(batch)
 
     def _in_flight_limit(self) -> int:
-        """Unsettled messages at most: the consumer's ``max_ack_pending``, and half a subscriber queue
-        (Airflow's manager fails a watcher whose queue overflows; it applies no backpressure)."""
+        """Unsettled messages at most (with ``ack_policy: all``, also the stored ones not yet acked: they are
+        pending on the server): the consumer's ``max_ack_pending``, and half a subscriber queue (Airflow's
+        manager fails a watcher whose queue overflows; it applies no backpressure)."""
         limit = int(self.kwargs.get("max_ack_pending", 256))
         try:
             from airflow.configuration import conf
@@ -158,7 +163,8 @@ class JetStreamSharedStreamProducer(SharedStreamProducer):
         if known and known[0] != self.fingerprint:
             raise JetStreamConfigError(
                 f"consumer {self.consumer!r} on stream {self.stream!r} is already consumed in this triggerer by "
-                "watchers with other settings (filter_subjects, deliver_policy, max_ack_pending, ack_wait, batch, "
+                "watchers with other settings (filter_subjects, deliver_policy, ack_policy, max_ack_pending, ack_wait, "
+                "batch, "
                 "dead letters...): two groups would compete for its messages. Give these watchers the same "
                 "settings, or another consumer name"
             )
@@ -168,19 +174,27 @@ class JetStreamSharedStreamProducer(SharedStreamProducer):
     # -- acks -------------------------------------------------------------------------------
 
     def get_advance_lane(self, broker_payload: Any) -> Hashable:
+        """``sequence % 16``; one lane with ``ack_policy: all`` (one floor: lanes would only split its acks)."""
+        if self.puller is not None and self.puller.ack_all:
+            return 0
         first = broker_payload[0] if isinstance(broker_payload, tuple) else broker_payload
         return first.sequence % LANES
 
     async def advance(self, batch: Sequence[AdvanceItem]) -> None:
         """Settle each message: stored by every watcher → ``+ACK``; rejected → dead-letter copy (if
-        ``dead_letter_stream``), then ``+TERM``; failed → ``-NAK`` with backoff; nobody listening → ``-NAK``."""
+        ``dead_letter_stream``), then ``+TERM``; failed → ``-NAK`` with backoff; nobody listening → ``-NAK``.
+
+        With ``ack_policy: all`` the acks and terminations wait for the floor (see :class:`DurablePuller`),
+        and a message that reached ``max_deliver`` is dead-lettered whether it failed or nobody listened:
+        the server would drop it without redelivering it, and it would hold the floor for ever."""
         assert self.puller is not None, "advance before open_stream"
+        retried: tuple[Settlement, ...] = ("fail", "idle") if self.puller.ack_all else ("fail",)
         verdicts: list[tuple[Ticket, Settlement]] = []
         for item in batch:
             verdict = outcome_settlement(item.outcome)
             tickets = item.broker_payload if isinstance(item.broker_payload, tuple) else (item.broker_payload,)
             for ticket in tickets:
-                if verdict == "fail" and self._exhausted(ticket):
+                if verdict in retried and self._exhausted(ticket):
                     await self._dead_letter(ticket.delivery, "max_deliver reached after failures")
                     verdicts.append((ticket, "reject"))
                     continue

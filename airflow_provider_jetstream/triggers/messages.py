@@ -27,6 +27,8 @@ from airflow_provider_jetstream.triggers.message_producer import (
 log = logging.getLogger(__name__)
 
 DELIVER_POLICIES = ("all", "new", "last", "last_per_subject", "by_start_sequence", "by_start_time")
+#: Ack policies the trigger can create its consumer with (an existing consumer keeps its own).
+ACK_POLICIES = ("explicit", "all")
 
 
 def _positive(name: str, value: Any, *, zero: bool = False) -> float:
@@ -47,6 +49,14 @@ class JetStreamMessageTrigger(BaseEventTrigger):
     (no shared streams) each trigger consumes alone and acks ``fallback_ack_delay`` seconds after
     handing an event to the triggerer.
 
+    With ``ack_policy="all"`` (or an existing consumer with ``ack_policy: all``, which is adopted)
+    one ack covers every message up to a stream sequence, so the trigger acks only the highest
+    sequence below which every message is stored or dead-lettered: fewer acks, but a failed
+    message holds back the acks of every later one (kept alive with ``+WPI``, counted in
+    ``max_ack_pending``) until it comes back and is stored. After a reconnect or a triggerer restart
+    the server redelivers everything above that floor: events may repeat (at-least-once, same
+    ``sequence``); nothing below it is lost.
+
     :param stream: stream name. :param consumer: durable consumer name (created, or reconciled, on start).
     :param jetstream_conn_id: Airflow connection id. Default ``jetstream_default``.
     :param domain: JetStream domain of the stream; or ``api_prefix`` (e.g. ``JS.acc@hub.API``). Default:
@@ -55,6 +65,8 @@ class JetStreamMessageTrigger(BaseEventTrigger):
     :param deliver_policy: where a new consumer starts: ``all`` (default), ``new``, ``last``,
         ``last_per_subject``, ``by_start_sequence`` (``opt_start_seq``) or ``by_start_time``
         (``opt_start_time``, ISO-8601). An existing consumer keeps its position.
+    :param ack_policy: how a new consumer is acked: ``explicit`` (default, each message) or ``all``
+        (a floor: see above). An existing consumer keeps its own (``none`` is refused).
     :param max_ack_pending: unacked messages in flight, at most. Default 256.
     :param ack_wait: seconds before the server redelivers an unacked message (kept alive by ``+WPI``
         while Airflow persists it). Default 30.
@@ -90,6 +102,7 @@ class JetStreamMessageTrigger(BaseEventTrigger):
         deliver_policy: str = "all",
         opt_start_seq: int | None = None,
         opt_start_time: str | None = None,
+        ack_policy: str = "explicit",
         max_ack_pending: int = 256,
         ack_wait: float = 30.0,
         max_deliver: int = -1,
@@ -117,6 +130,7 @@ class JetStreamMessageTrigger(BaseEventTrigger):
             "deliver_policy": deliver_policy,
             "opt_start_seq": opt_start_seq,
             "opt_start_time": opt_start_time,
+            "ack_policy": ack_policy,
             "max_ack_pending": max_ack_pending,
             "ack_wait": ack_wait,
             "max_deliver": max_deliver,
@@ -150,6 +164,11 @@ class JetStreamMessageTrigger(BaseEventTrigger):
             raise JetStreamConfigError(
                 f"deliver_policy={kw['deliver_policy']!r} is not allowed: use one of {', '.join(DELIVER_POLICIES)}"
             )
+        ack_policy = kw.get("ack_policy", "explicit")
+        if ack_policy not in ACK_POLICIES:
+            raise JetStreamConfigError(
+                f"ack_policy={ack_policy!r} is not allowed: use one of {', '.join(ACK_POLICIES)}"
+            )
         for name in ("max_ack_pending", "batch_size", "max_payload_bytes"):
             value = kw[name]
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -170,7 +189,7 @@ class JetStreamMessageTrigger(BaseEventTrigger):
             validate_subject(subject, f"subjects[{i}]")
         spec: dict[str, Any] = {
             "name": kw["consumer"],
-            "ack_policy": "explicit",
+            "ack_policy": ack_policy,
             "deliver_policy": kw["deliver_policy"],
             "max_ack_pending": kw["max_ack_pending"],
             "ack_wait": f"{float(kw['ack_wait'])}s",

@@ -235,14 +235,14 @@ def test_an_existing_consumer_that_cannot_ack_each_message_is_refused_unchanged(
         await leaf_stream(hub_leaf.url("leaf"), stream)
         nc = await connect(hub_leaf.url("leaf"))
         api = JetStreamApi(nc, "$JS.leaf.API")
-        config = {"durable_name": "af_events", "ack_policy": "all", "deliver_policy": "all"}
+        config = {"durable_name": "af_events", "ack_policy": "none", "deliver_policy": "all"}
         await api.request(f"CONSUMER.CREATE.{stream}.af_events", {"stream_name": stream, "config": config})
         runner = Triggerer()
         runner.start(1, trigger(hub_conn, stream))
         try:
             await eventually(lambda: runner.errors, bool)
-            assert "ack_policy='all'" in str(runner.errors[1])
-            assert (await api.consumer_info(stream, "af_events"))["config"]["ack_policy"] == "all"
+            assert "ack_policy='none'" in str(runner.errors[1])
+            assert (await api.consumer_info(stream, "af_events"))["config"]["ack_policy"] == "none"
         finally:
             await runner.stop()
             await nc.close()
