@@ -479,17 +479,18 @@ class DurablePuller:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._renewer
             self._renewer = None
+        if self._sub is not None:  # first: what the naks bring back must not go to this inbox (it would be lost)
+            with contextlib.suppress(Exception):
+                await self._sub.unsubscribe()
+            self._sub = None
         if self.in_flight and self.nc.is_connected:
             with contextlib.suppress(Exception):
+                await self.nc.flush()
                 for ticket in list(self.in_flight.values()):
                     if ticket.state != "fail":  # a failed one was naked with its delay already
                         await self.nc.publish(ticket.reply, b"-NAK")
                 await self.nc.flush()
         self.in_flight.clear()
-        if self._sub is not None:
-            with contextlib.suppress(Exception):
-                await self._sub.unsubscribe()
-            self._sub = None
 
 
 async def dead_letter(

@@ -261,3 +261,81 @@ def test_the_trigger_kwargs_round_trip(hub_conn) -> None:
     assert again.shared_stream_key() == made.shared_stream_key()
     explicit = JetStreamMessageTrigger(jetstream_conn_id=hub_conn, stream="S", consumer="c")
     assert explicit.shared_stream_key() != made.shared_stream_key()
+
+
+def test_messages_a_previous_run_left_pending_hold_the_floor_until_they_come_back(hub_leaf, hub_conn) -> None:
+    stream = unique("aacrash").upper()
+    url = hub_leaf.url("leaf")
+
+    async def scenario() -> None:
+        await leaf_stream(url, stream)
+        nc = await connect(url)
+        api = JetStreamApi(nc, "$JS.leaf.API")
+        config = {"durable_name": "af_events", "ack_policy": "all", "ack_wait": int(3e9), "max_ack_pending": 256}
+        await api.request(f"CONSUMER.CREATE.{stream}.af_events", {"stream_name": stream, "config": config})
+        await publish(url, f"{stream}.x", [json.dumps({"n": n}).encode() for n in range(1, 7)])
+        # A triggerer that died holding 1..3: delivered, never acked nor naked (they come back after ack_wait).
+        inbox = nc.new_inbox()
+        sub = await nc.subscribe(inbox)
+        await nc.publish(f"$JS.leaf.API.CONSUMER.MSG.NEXT.{stream}.af_events", b'{"batch": 3}', reply=inbox)
+        taken = [parse_ack_reply((await sub.next_msg(timeout=10)).reply).sequence for _ in range(3)]
+        assert taken == [1, 2, 3]
+        await sub.unsubscribe()
+        monitor = AckMonitor(stream, watchers=1)
+        await nc.subscribe("$JS.ACK.>", cb=monitor.on_ack)
+        await nc.flush()
+        runner = Triggerer()
+        runner.start(1, trigger(hub_conn, stream, ack_policy="all", ack_wait=3.0))
+        try:
+            await runner.wait_fired(3)
+            assert [f.event.payload["sequence"] for f in runner.fired] == [4, 5, 6]
+            monitor.stored(runner)  # stored, but 1..3 are still pending on the server: no ack may cover them
+            back = await eventually(lambda: [f for f in runner.fired if f.seq is not None], lambda b: len(b) == 3)
+            assert sorted((f.event.payload["sequence"], f.event.payload["delivered"]) for f in back) == [
+                (1, 2),
+                (2, 2),
+                (3, 2),
+            ]
+            info = await consumer_state(url, stream, "af_events")
+            assert (acked_through(info), info["num_ack_pending"]) == (0, 6)
+            assert monitor.acks == []
+            monitor.stored(runner)
+            info = await eventually(state(url, stream), lambda i: acked_through(i) == 6)
+            assert info["num_ack_pending"] == 0 and monitor.early == []
+        finally:
+            await runner.stop()
+            await nc.close()
+
+    asyncio.run(scenario())
+
+
+def test_after_a_restart_what_was_stored_above_the_floor_fires_again_and_nothing_below_it(hub_leaf, hub_conn) -> None:
+    stream = unique("aarestart").upper()
+    url = hub_leaf.url("leaf")
+
+    async def scenario() -> None:
+        await leaf_stream(url, stream)
+        await publish(url, f"{stream}.x", [json.dumps({"n": n}).encode() for n in range(1, 7)])
+        watcher = trigger(hub_conn, stream, ack_policy="all", ack_wait=3.0)
+        first = Triggerer()
+        first.start(1, watcher)
+        try:
+            await first.wait_fired(6)
+            first.persist(lambda f: f.event.payload["sequence"] != 4)
+            await eventually(state(url, stream), lambda i: acked_through(i) == 3)
+        finally:
+            await first.stop()  # 4 never stored; 5 and 6 stored but held behind it
+        second = Triggerer()
+        second.start(1, watcher)
+        try:
+            fired = await second.wait_fired(3)
+            assert sorted(f.event.payload["sequence"] for f in fired) == [4, 5, 6]  # at-least-once: 5, 6 again
+            assert all(f.event.payload["delivered"] >= 2 for f in fired)
+            second.persist()
+            info = await eventually(state(url, stream), lambda i: acked_through(i) == 6)
+            assert info["num_ack_pending"] == 0
+            assert len(second.fired) == 3
+        finally:
+            await second.stop()
+
+    asyncio.run(scenario())
