@@ -88,6 +88,7 @@ def test_an_ack_all_consumer_is_acked_once_everything_below_is_stored_with_fewer
             monitor.stored(runner)
             info = await eventually(state(url, stream), lambda i: acked_through(i) == 20)
             assert (info["num_ack_pending"], info["num_redelivered"]) == (0, 0)
+            await eventually(lambda: monitor.acks, lambda acks: acks and acks[-1][0] == 20)
             assert monitor.early == []
             assert 1 <= len(monitor.acks) < 20, monitor.acks
             assert monitor.acks[-1] == (20, b"+ACK")
@@ -177,6 +178,7 @@ def test_a_rejected_message_is_dead_lettered_and_the_floor_passes_it(hub_leaf, h
             copies = [await js.get_msg(dlq, n) for n in (1, 2)]
             assert [c.headers["Airflow-DLQ-Sequence"] for c in copies] == ["3", "6"]
             assert copies[0].data == b"not json" and copies[0].headers["Airflow-DLQ-Reason"] == "rejected by a watcher"
+            await eventually(lambda: monitor.acks, bool)
             assert monitor.acks == [(6, b"+TERM")]  # the floor is a rejected message: terminated, covering 1..5
             await eventually(lambda: len(terminated), lambda n: n == 1)
             assert terminated[0]["stream_seq"] == 6
