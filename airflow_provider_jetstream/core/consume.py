@@ -8,7 +8,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, NamedTuple
 
@@ -16,6 +16,7 @@ import nats.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
+from airflow_provider_jetstream.core.ack_floor import AckFloor
 from airflow_provider_jetstream.core.deliveries import Delivery, headers_from_api, parse_ack_reply
 from airflow_provider_jetstream.core.errors import JetStreamConfigError, JetStreamError
 from airflow_provider_jetstream.core.jetstream_api import JetStreamApi, domain_of
@@ -100,7 +101,8 @@ class DurablePuller:
     every pending message up to S) one ack covers a floor: the highest S such that every message
     this puller holds up to S is settled as stored or rejected. A failed message holds the floor
     until it comes back and is settled; the stored ones after it stay held (kept alive, counted in
-    ``max_in_flight``: they are pending on the server) and are acked with it.
+    ``max_in_flight``: they are pending on the server) and are acked with it. :attr:`floor` (an
+    :class:`~airflow_provider_jetstream.core.ack_floor.AckFloor`) keeps that bookkeeping.
 
     :param nc: a connected client (shared: the puller never closes it).
     :param api: the JetStream API (domain or prefix) of the stream.
@@ -158,12 +160,8 @@ class DurablePuller:
         self._backoff = 1.0
         self._sub: Any = None
         self._renewer: asyncio.Task[None] | None = None
-        # ack_policy all: what the server's pending set is known to be (see _sync), the floor acked so far.
-        self._floor_lock = asyncio.Lock()
-        self._synced = False
-        self._last_dseq = 0  # the highest consumer (delivery) sequence received
-        self._acked_through = 0  # stream sequence of the last floor ack sent
-        self._acked_dseq = 0  # its consumer sequence: the server ignores acks and naks at or below it
+        # ack_policy all: the floor bookkeeping over in_flight (shared with it, as are the counts).
+        self.floor = AckFloor(nc, api, stream, consumer, self.in_flight, self.counts) if ack_all else None
 
     # -- pulling ----------------------------------------------------------------------------
 
@@ -174,8 +172,8 @@ class DurablePuller:
         subject is updated); one redelivered after it was acked is acked again. With ``ack_all``
         a failed message is handed out again when it comes back.
         """
-        if self.ack_all:
-            await self._sync()
+        if self.floor is not None:
+            await self.floor.sync()
         inbox = self.nc.new_inbox()
         self._sub = await self.nc.subscribe(inbox, cb=self._on_msg, pending_msgs_limit=0, pending_bytes_limit=0)
         self._renewer = asyncio.create_task(self._renew(), name=f"jetstream-wpi[{self.stream}>{self.consumer}]")
@@ -201,16 +199,9 @@ class DurablePuller:
         self._incoming.put_nowait(msg)
 
     def _room_now(self) -> int:
-        room = self.max_in_flight - len(self.in_flight)
-        if room > 0 or not self.ack_all:
-            return room
-        # Full of held messages while failed ones wait for their redelivery: ask for them anyway, or the
-        # floor never moves. The server sends redeliveries before new messages, and sends them even at
-        # max_ack_pending (consumer.go getNextMsg checks max pending after the redelivery queue); at most
-        # max_in_flight of the held ones are still unsettled with the watchers.
-        waiting = sum(1 for t in self.in_flight.values() if t.state == "fail")
-        unsettled = sum(1 for t in self.in_flight.values() if t.state == "out")
-        return waiting if waiting and unsettled + waiting <= self.max_in_flight else 0
+        if self.floor is not None:
+            return self.floor.room(self.max_in_flight)
+        return self.max_in_flight - len(self.in_flight)
 
     async def _maybe_request(self, inbox: str) -> None:
         while True:
@@ -263,10 +254,8 @@ class DurablePuller:
             if self._requested == 0:
                 self._request_open = False
         self._backoff = 1.0
-        if self.ack_all:
-            if meta.consumer_sequence != self._last_dseq + 1:
-                self._synced = False  # a delivery never reached us (a link cut): the server may hold one we do not
-            self._last_dseq = max(self._last_dseq, meta.consumer_sequence)
+        if self.floor is not None:
+            self.floor.received(meta.consumer_sequence)
         held = self.in_flight.get(meta.sequence)
         if held is not None and held.state == "fail":  # ack_policy all: the failed message is back, hand it out
             delivery = replace(held.delivery, delivered=meta.delivered, pending=meta.pending)
@@ -278,16 +267,8 @@ class DurablePuller:
             held.reply, held.delivered, held.consumer_sequence = msg.reply, meta.delivered, meta.consumer_sequence
             self.counts["redelivered_in_flight"] += 1
             return None
-        if self.ack_all and meta.sequence <= self._acked_through:
-            # Covered by a floor ack that was lost. Acking it again moves the server's delivery floor to this
-            # redelivery's (high) consumer sequence, and the server ignores acks and naks at or below that floor
-            # (consumer.go processAckMsg / processNak): only do it when every held message is above it; else the
-            # next floor ack covers it.
-            if all(t.consumer_sequence > meta.consumer_sequence for t in self.in_flight.values()):
-                await self.nc.publish(msg.reply, b"+ACK")
-                self._acked_dseq = max(self._acked_dseq, meta.consumer_sequence)
-                self.counts["reacked"] += 1
-            return None
+        if self.floor is not None and await self.floor.covered(msg.reply, meta.sequence, meta.consumer_sequence):
+            return None  # below the floor acked already (that ack was lost)
         if meta.sequence in self.recently_acked:  # our ack was lost (a link cut): ack again, no second event
             await self.nc.publish(msg.reply, b"+ACK")
             self.counts["reacked"] += 1
@@ -338,111 +319,28 @@ class DurablePuller:
         With ``ack_all`` the naks go out at once, and stored or rejected messages wait for the
         floor: one ``+ACK`` (``+TERM`` when the message at the floor was rejected) covers them all.
         """
-        if self.ack_all:
-            await self._settle_floor(items)
-            return
-        for ticket, verdict in items:
-            if verdict == "ack":
-                body = b"+ACK"
-                self.recently_acked[ticket.sequence] = None
-                while len(self.recently_acked) > 10_000:
-                    self.recently_acked.popitem(last=False)
-            elif verdict == "reject":
-                body = b"+TERM"
-            else:
-                body = self._nak(ticket, verdict)
-            await self.nc.publish(ticket.reply, body)
-            self.counts[verdict] += 1
-            self.in_flight.pop(ticket.sequence, None)
+        if self.floor is not None:
+            await self.floor.settle(items, self._nak)
+        else:
+            for ticket, verdict in items:
+                if verdict == "ack":
+                    body = b"+ACK"
+                    self.recently_acked[ticket.sequence] = None
+                    while len(self.recently_acked) > 10_000:
+                        self.recently_acked.popitem(last=False)
+                elif verdict == "reject":
+                    body = b"+TERM"
+                else:
+                    body = self._nak(ticket, verdict)
+                await self.nc.publish(ticket.reply, body)
+                self.counts[verdict] += 1
+                self.in_flight.pop(ticket.sequence, None)
         await self.nc.flush()
         self._room.set()
 
     def _nak(self, ticket: Ticket, verdict: Settlement) -> bytes:
         delay = self.redelivery_delay(ticket.delivered) if verdict == "fail" else self.idle_delay
         return b"-NAK " + json.dumps({"delay": int(delay * 1e9)}).encode()
-
-    # -- ack_policy all ---------------------------------------------------------------------
-    #
-    # What nats-server does with an AckAll consumer (server/consumer.go):
-    # - +ACK of stream sequence S (processAckMsg, case AckAll) drops every pending message <= S and sets the
-    #   ack floor to S and to the delivery (consumer) sequence of that ack; an ack or -NAK whose consumer
-    #   sequence is at or below that floor is ignored (processAckMsg, processNak).
-    # - +TERM is processed as an ack (processTerm calls processAckMsg): it acks everything <= S too, so a
-    #   rejected message is only terminated as the floor.
-    # - -NAK (with delay) and +WPI (progressUpdate) act on that one pending message only.
-    # - getNextMsg sends redeliveries before it checks max_ack_pending: a failed message comes back even
-    #   when the consumer is full of messages held behind it.
-    # - A pending message removed from the stream is terminated by the server itself (which, under AckAll,
-    #   acks those below it); one past max_deliver is dropped from pending, never redelivered.
-
-    async def _settle_floor(self, items: Sequence[tuple[Ticket, Settlement]]) -> None:
-        for ticket, verdict in items:
-            self.counts[verdict] += 1
-            if self.in_flight.get(ticket.sequence) is not ticket:
-                continue  # already under the server's ack floor
-            if verdict in ("ack", "reject"):
-                ticket.state = verdict
-            else:
-                ticket.state = "fail"
-                await self.nc.publish(ticket.reply, self._nak(ticket, verdict))
-        await self._advance_floor()
-        await self.nc.flush()
-        self._room.set()
-
-    def _floor_target(self) -> Ticket | None:
-        """The held message to ack: the highest of the settled prefix whose ack the server will honour
-        and that leaves every held message above it ackable."""
-        held = sorted(self.in_flight.values(), key=lambda t: t.sequence)
-        prefix = 0
-        while prefix < len(held) and held[prefix].state in ("ack", "reject"):
-            prefix += 1
-        # The ack moves the server's delivery floor to the target's consumer sequence: a held message above
-        # it delivered earlier (the target is a redelivery) could then be neither acked nor naked.
-        above = min((t.consumer_sequence for t in held[prefix:]), default=None)
-        for ticket in reversed(held[:prefix]):
-            if (above is None or ticket.consumer_sequence < above) and ticket.consumer_sequence > self._acked_dseq:
-                return ticket
-            above = ticket.consumer_sequence if above is None else min(above, ticket.consumer_sequence)
-        return None
-
-    async def _advance_floor(self) -> bool:
-        """Ack the floor (one ``+ACK``) when it can move and the server holds nothing this puller does not."""
-        async with self._floor_lock:
-            if self._floor_target() is None:
-                return False
-            if not self._synced:
-                await self._sync()
-                if not self._synced:
-                    self.counts["floor_waits"] += 1
-                    return False
-            target = self._floor_target()
-            if target is None:
-                return False
-            await self.nc.publish(target.reply, b"+TERM" if target.state == "reject" else b"+ACK")
-            for seq in [s for s in self.in_flight if s <= target.sequence]:
-                del self.in_flight[seq]
-            self._acked_through = target.sequence
-            self._acked_dseq = max(self._acked_dseq, target.consumer_sequence)
-            self.counts["floor_acks"] += 1
-            return True
-
-    async def _sync(self) -> None:
-        """Compare with the server: the floor may only be acked when the server's pending messages are
-        exactly the ones held here (none from a previous run, none lost on the way), i.e. it counts as
-        many and delivered nothing after the last delivery received here."""
-        info = await self.api.consumer_info(self.stream, self.consumer)
-        if info is None:
-            raise JetStreamError(f"consumer {self.consumer!r} on stream {self.stream!r} was deleted while pulling")
-        floor = info.get("ack_floor") or {}
-        through = int(floor.get("stream_seq", 0))
-        for seq in [s for s in self.in_flight if s <= through]:
-            del self.in_flight[seq]  # the server acknowledged it already (it terminated a removed message)
-        self._acked_through = max(self._acked_through, through)
-        self._acked_dseq = max(self._acked_dseq, int(floor.get("consumer_seq", 0)))
-        delivered = int((info.get("delivered") or {}).get("consumer_seq", 0))
-        if not self._last_dseq:
-            self._last_dseq = delivered  # first look: older deliveries are acked or counted in num_ack_pending
-        self._synced = int(info.get("num_ack_pending", 0)) == len(self.in_flight) and delivered == self._last_dseq
 
     async def _renew(self) -> None:
         """``+WPI`` every unsettled message every ``ack_wait / 3`` seconds (with ``ack_all``, every held
@@ -455,16 +353,14 @@ class DurablePuller:
             with contextlib.suppress(nats.errors.Error):
                 renewed = 0
                 for ticket in list(self.in_flight.values()):
-                    if self.ack_all and (ticket.state == "fail" or ticket.consumer_sequence <= self._acked_dseq):
-                        # A failed one waits out its nak delay. One the server would no longer take an ack or
-                        # nak for (see _floor_target) is let expire: it comes back with a new consumer sequence.
+                    if self.floor is not None and not self.floor.renews(ticket):
                         continue
                     await self.nc.publish(ticket.reply, b"+WPI")
                     renewed += 1
                 self.counts["wpi"] += renewed
-                if self.ack_all:
+                if self.floor is not None:
                     try:
-                        await self._advance_floor()
+                        await self.floor.advance()
                         await self.nc.flush()
                     except JetStreamError as err:
                         log.warning("%s > %s: cannot ack the floor now: %s", self.stream, self.consumer, err)
@@ -491,49 +387,3 @@ class DurablePuller:
                         await self.nc.publish(ticket.reply, b"-NAK")
                 await self.nc.flush()
         self.in_flight.clear()
-
-
-async def dead_letter(
-    nc: Client,
-    delivery: Delivery,
-    *,
-    dead_letter_stream: str,
-    subject: str,
-    reason: str,
-    timeout: float = 5.0,
-    extra_headers: Mapping[str, str] | None = None,
-) -> int:
-    """Copy ``delivery`` to ``dead_letter_stream`` on ``subject`` and wait for its PubAck; return its sequence there.
-
-    The copy keeps the original headers (the last value of repeated ones) and adds ``Airflow-DLQ-Reason``
-    and the origin (``Airflow-DLQ-Stream``, ``-Domain``, ``-Consumer``, ``-Subject``, ``-Sequence``,
-    ``-Delivered``, ``-Timestamp``). ``Nats-Msg-Id`` is ``<domain>/<stream>/<sequence>``, so copying
-    the same message again after a crash is deduplicated by the dead-letter stream. Raises
-    ``JetStreamError`` when the stream did not store it.
-    """
-    headers = {k: v[-1] for k, v in (delivery.headers or {}).items() if v}
-    headers.update(
-        {
-            "Airflow-DLQ-Reason": reason,
-            "Airflow-DLQ-Stream": delivery.stream,
-            "Airflow-DLQ-Domain": delivery.domain or "",
-            "Airflow-DLQ-Consumer": delivery.consumer,
-            "Airflow-DLQ-Subject": delivery.subject,
-            "Airflow-DLQ-Sequence": str(delivery.sequence),
-            "Airflow-DLQ-Delivered": str(delivery.delivered),
-            "Airflow-DLQ-Timestamp": delivery.timestamp,
-            "Nats-Msg-Id": f"{delivery.domain or '_'}/{delivery.stream}/{delivery.sequence}",
-            "Nats-Expected-Stream": dead_letter_stream,
-            **(extra_headers or {}),
-        }
-    )
-    try:
-        answer = await nc.request(subject, delivery.data, timeout=timeout, headers=headers)
-    except nats.errors.NoRespondersError:
-        raise JetStreamError(f"no stream stores {subject!r}: is {dead_letter_stream!r} missing?") from None
-    except nats.errors.TimeoutError:
-        raise JetStreamError(f"{dead_letter_stream!r} did not confirm {subject!r} within {timeout}s") from None
-    ack = json.loads(answer.data or b"{}")
-    if "error" in ack:
-        raise JetStreamError(f"dead-letter stream {dead_letter_stream!r} refused the copy: {ack['error']}")
-    return int(ack.get("seq", 0))

@@ -11,7 +11,8 @@ from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_jetstream.core.consume import DurablePuller, Settlement, Ticket, dead_letter, ensure_consumer
+from airflow_provider_jetstream.core.consume import DurablePuller, Settlement, Ticket, ensure_consumer
+from airflow_provider_jetstream.core.dead_letter import dead_letter
 from airflow_provider_jetstream.core.deliveries import Delivery
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
