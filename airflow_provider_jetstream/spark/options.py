@@ -27,7 +27,7 @@ from airflow_provider_jetstream.core.connection import (
     validate_domain,
 )
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
-from airflow_provider_jetstream.core.pull import PullSettings
+from airflow_provider_jetstream.core.pull import DEFAULT_READER, READERS, PullSettings
 from airflow_provider_jetstream.core.subjects import check_publish_subject
 
 #: Environment variable holding the whole NATS connection as JSON (host, port, login, password,
@@ -69,6 +69,7 @@ READ_OPTIONS = {
     "maxBufferedMessages": "messages in flight per partition",
     "maxBufferedBytes": "bytes per pull request",
     "heartbeatSeconds": "idle heartbeat interval of pull requests",
+    "reader": "vectorised (default: frames parsed in bulk into Arrow) or nats-py",
     "connectionEnvVar": "environment variable with the connection JSON",
 }
 WRITE_OPTIONS = {
@@ -287,6 +288,15 @@ def _subjects(value: str | None) -> tuple[str, ...]:
     return subjects
 
 
+def _reader(options: dict[str, str]) -> str:
+    value = options.get("reader", DEFAULT_READER).strip().lower()
+    if value not in READERS:
+        raise JetStreamConfigError(
+            f"jetstream option reader={options['reader']!r} is not allowed: use {' or '.join(READERS)}"
+        )
+    return value
+
+
 @dataclass(frozen=True)
 class ReadOptions:
     """The validated options of a read (batch or streaming).
@@ -308,6 +318,7 @@ class ReadOptions:
     fail_on_data_loss: bool
     include_headers: bool
     pull: PullSettings
+    reader: str = DEFAULT_READER
 
     @classmethod
     def parse(cls, options: Mapping[str, str], streaming: bool = False) -> ReadOptions:
@@ -378,6 +389,7 @@ class ReadOptions:
             fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
             include_headers=_bool(opts, "includeHeaders", True),
             pull=pull,
+            reader=_reader(opts),
         )
 
 
