@@ -168,8 +168,7 @@ class VectorisedRangePull(_RangePull):
         else:
             good = seq == self.next_seq + np.arange(len(seq))
         good &= (seq < self.end) & (frames.pending[start:] != 0)
-        mine = pc.equal(frames.consumers.slice(start), self.consumer).to_numpy(zero_copy_only=False)
-        good &= mine
+        good &= pc.equal(frames.consumers.slice(start), self.consumer).to_numpy(zero_copy_only=False)
         return len(seq) if good.all() else int(np.argmin(good))
 
     def _one(self, frames: DataFrames, row: int) -> None:

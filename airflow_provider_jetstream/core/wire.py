@@ -144,11 +144,25 @@ def split_frames(buf: bytes, taps: dict[bytes, _Tap]) -> tuple[list[bytes], int]
     last_tap: _Tap | None = None
     last_sid = b""
     records: list[int] = []
+    # The hot path: a MSG of the tap seen last, with an ack reply: " <sid> $JS.ACK." after the subject.
+    fast_key, fast_len = b"\0", 0
     while pos < n:
         eol = find(b"\r\n", pos)
         if eol < 0:
             break
         op = buf[pos]
+        if op == 77:
+            s1 = find(b" ", pos + 4, eol)
+            if startswith(fast_key, s1):
+                s2 = s1 + fast_len
+                sp = rfind(b" ", s2, eol)
+                size = int(buf[sp + 1 : eol])
+                end = eol + 4 + size
+                if end > n:
+                    break
+                records.extend((pos + 4, s1, s2, sp, eol, 0, size))
+                pos = end
+                continue
         if op == 77 or op == 72:  # MSG / HMSG
             start = pos + 4 if op == 77 else pos + 5
             s1 = find(b" ", start, eol)
@@ -176,6 +190,9 @@ def split_frames(buf: bytes, taps: dict[bytes, _Tap]) -> tuple[list[bytes], int]
                         tap.current = buf
                         tap.bufs.append((buf, len(tap.records) // RECORD_FIELDS))
                     records = tap.records
+                    fast_key, fast_len = b" " + sid + b" " + _ACK, len(sid) + 1
+                else:
+                    fast_key = b"\0"
             if tap is None:
                 passthrough.append(buf[pos:end])
             elif r_end > s2 and startswith(_ACK, s2 + 1):
@@ -186,7 +203,7 @@ def split_frames(buf: bytes, taps: dict[bytes, _Tap]) -> tuple[list[bytes], int]
                     buf[start:s1], buf[s2 + 1 : r_end] if r_end > s2 else b"",
                     buf[eol + 2 : eol + 2 + hsize], buf[eol + 2 + hsize : end - 2],
                 )  # fmt: skip
-                last_sid, last_tap = b"", None
+                last_sid, last_tap, fast_key = b"", None, b"\0"
             pos = end
         else:
             passthrough.append(buf[pos : eol + 2])

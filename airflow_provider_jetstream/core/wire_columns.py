@@ -51,11 +51,16 @@ class DataFrames:
         )
 
 
+def _rows(blob: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:
+    """``blob[start:start+width]`` for each start, as rows of a 2-D array (one row copy each)."""
+    return np.lib.stride_tricks.sliding_window_view(blob, width)[starts]
+
+
 def _views(blob: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Arrow binary-view structs (16 bytes each) for ``blob[start:start+length]``."""
     count = len(starts)
     views = np.zeros((count, 16), np.uint8)
-    inline = blob[starts[:, None] + _INLINE]
+    inline = _rows(blob, starts, 12)
     short = lengths <= 12
     if short.any():
         inline[short] *= (lengths[short, None] > _INLINE).astype(np.uint8)
@@ -90,7 +95,6 @@ def to_columns(bufs: list[tuple[bytes, int]], records: list[int]) -> DataFrames:
     blob = pa.py_buffer(blob_bytes)
     start, s1, s2, r_end, eol, hsize, size = (rec[:, i] + (base if i < 5 else 0) for i in range(RECORD_FIELDS))
     subjects = _binary(blob_np, blob, start, s1 - start, "string")
-    replies = _binary(blob_np, blob, s2 + 1, r_end - s2 - 1, "string")
     payloads = _binary(blob_np, blob, eol + 2 + hsize, size - hsize, "binary")
     has_headers = hsize > 0
     if has_headers.any():
@@ -98,6 +102,7 @@ def to_columns(bufs: list[tuple[bytes, int]], records: list[int]) -> DataFrames:
         headers = pc.if_else(pa.array(has_headers), headers, pa.scalar(None, pa.binary()))
     else:
         headers = pa.nulls(count, pa.binary())
+    replies = _binary(blob_np, blob, s2 + 1, r_end - s2 - 1, "string")
     sequences, timestamps, pending, consumers = parse_ack_replies(replies)
     return DataFrames(subjects, sequences, timestamps, pending, consumers, payloads, headers, size - hsize)
 
