@@ -100,3 +100,68 @@ def test_both_readers_read_the_same_rows_through_every_auth_method(auth_servers,
     nats_py_headers = [h for _, _, h in results["nats-py"]]
     assert vectorised_headers[6] == {"n": ["7"]} and nats_py_headers[6] == {"n": "7"}
     assert [h and {k: [v] for k, v in h.items()} for h in nats_py_headers] == vectorised_headers
+
+
+class _Rows:
+    """A frame sink that keeps the rows it is handed."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[int, bytes, Any]] = []
+        self.arrived = asyncio.Event()
+
+    def on_data(self, bufs: list[tuple[bytes, int]], records: list[int]) -> None:
+        from airflow_provider_jetstream.core.wire_columns import headers_to_map, to_columns
+
+        frames = to_columns(bufs, records)
+        headers = headers_to_map(frames.headers).to_pylist()
+        self.rows += list(zip(frames.sequences.tolist(), frames.payloads.to_pylist(), headers, strict=True))
+        self.arrived.set()
+
+    def on_other(self, *frame: bytes) -> None:
+        self.arrived.set()
+
+
+def test_the_vectorised_splitter_reads_a_cross_account_pull_through_an_imported_prefix(make_topology) -> None:
+    """IMPORT_CLIENT pulls ACC's durable ``dur`` through ``JS.acc@hub.API`` (the only API it imports):
+    the frames it gets (reply subjects of another account's consumer) split into the same columns."""
+    import nats
+
+    from airflow_provider_jetstream.core.wire import install
+    from airflow_provider_jetstream.testing.servers import USERS
+
+    topology = make_topology()
+
+    async def go() -> list[tuple[int, bytes, Any]]:
+        user, password = USERS["ACC"]
+        owner = await nats.connect(topology.hub.url, user=user, password=password)
+        try:
+            js = owner.jetstream()
+            await js.add_stream(StreamConfig(name="aggregate-test-leaf", subjects=["xacct.>"]))
+            for i in range(1, 31):
+                await js.publish("xacct.x", b"m%d" % i, headers={"n": str(i)} if i == 5 else None)
+            from nats.js.api import ConsumerConfig
+
+            await js.add_consumer("aggregate-test-leaf", ConsumerConfig(durable_name="dur"))
+        finally:
+            await owner.close()
+        user, password = USERS["IMPORT_CLIENT"]
+        client = await nats.connect(topology.hub.url, user=user, password=password)
+        try:
+            sink = _Rows()
+            tap = install(client)
+            inbox = client.new_inbox()
+            sub = await client.subscribe(inbox)
+            tap.tap(sub._id, sink)
+            request = b'{"batch": 30, "expires": 5000000000}'
+            await client.publish("JS.acc@hub.API.CONSUMER.MSG.NEXT.aggregate-test-leaf.dur", request, reply=inbox)
+            while len(sink.rows) < 30:
+                sink.arrived.clear()
+                await asyncio.wait_for(sink.arrived.wait(), 10)
+            return sink.rows
+        finally:
+            await client.close()
+
+    rows = asyncio.run(go())
+    assert [(seq, data) for seq, data, _ in rows] == [(i, b"m%d" % i) for i in range(1, 31)]
+    assert rows[4][2] == [("n", ["5"])]
+    assert all(h is None for i, (_, _, h) in enumerate(rows) if i != 4)
