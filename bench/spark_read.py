@@ -1,17 +1,22 @@
-"""Benchmark: reading a leaf stream through the hub, from server-side mirroring to Spark.
+"""Benchmark: the two range readers (vectorised, nats-py) alone and in Spark, against references.
 
-One run on one machine: N messages of 100 bytes in a stream of the leaf domain, read through a
-connection to the hub, by
+One run on one machine: N messages of 100 bytes in a stream of the leaf domain, then R interleaved
+rounds, each measuring
 
-  (a) the hub's server-side mirror of the leaf stream catching up (the ceiling: no Python),
-  (b) a plain nats-py ``pull_subscribe().fetch(1000)`` loop,
-  (c) the fast pull path (``airflow_provider_jetstream.core.pull.read_range``) in one process,
-  (d) ``spark.read.format("jetstream").load().count()`` on local[2] (warm),
-  (e) the packaged stream_to_parquet job (Spark, local[2]) writing Parquet.
+  (a)  the hub's server-side mirror of the leaf stream catching up (no Python),
+  (b)  a plain nats-py ``pull_subscribe().fetch(1000)`` loop through the hub,
+  (c0) ``read_range(reader="nats-py")`` (the earlier fast path) in this process, on the leaf itself,
+  (c1) ``read_range(reader="vectorised")`` the same way,
+  (f)  framing only: raw pull requests into the same frame splitter, frames counted (the Python
+       limit of this design: no columns, no range logic),
+  (d0/d1) ``spark.read.format("jetstream").load().count()`` on local[2] from the leaf server (the
+       stream's own server), nats-py / vectorised reader,
+  (h0/h1) the same through the hub (the leaf's domain read from a hub connection).
 
-Prints msg/s for each and the ratios; the targets are (d) >= 4x (b) and (d) >= 0.5x (a).
+Prints medians, reader CPU per message (this process's CPU time / messages) and the ratios
+c1/c0, c1/f, d1/d0, h1/h0 taken within each round (so a busy machine slows both sides).
 
-    python bench/spark_read.py [--messages 1000000] [--fetch-messages 200000]
+    python bench/spark_read.py [--messages 1000000] [--fetch-messages 200000] [--rounds 3]
 """
 
 from __future__ import annotations
