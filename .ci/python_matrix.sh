@@ -4,7 +4,7 @@
 # matrix does for nats-server releases: a bug that only one Python has (ack_timeout was a no-op on
 # 3.10) fails CI.
 #
-# Each Python gets its own venv, .venv/pythons/<version>, with the package and its [test,websocket]
+# Each Python gets its own venv, .venv/pythons/<version>, with the package and its [test,websocket,messaging]
 # extras, installed with constraints-py<version>.txt when that file exists (a pin of
 # constraints.txt has no release for that Python: many pins need 3.11+), else with constraints.txt.
 # The interpreter is `python<version>` on PATH if it runs, else the newest pyenv install of that
@@ -23,8 +23,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VERSIONS="${PYTHON_VERSIONS:-3.10 3.13}"
-# Not run here: Spark (tests/spark, the demo, the Spark job's reliability tests, the example DAGs and
-# provider modules that import the Spark provider; the venvs have no Spark extra), the browser (tests/ui) and nats.js interop
+# Not run here: Spark (tests/spark, the demo, the Spark job's reliability tests, the example DAGs,
+# provider modules that import the Spark provider and the checks that import every module; the
+# venvs have no Spark extra), the browser (tests/ui) and nats.js interop
 # (tests/interop: Node.js, not Python, is what varies there; the server matrix runs it), the
 # real deployment (tests/deployment: PostgreSQL, Spark, browser; selected with -m deployment), and
 # the wheel's build and clean install (tests/packaging: it checks the package, once is enough).
@@ -33,6 +34,7 @@ SPARK_FREE="tests --ignore=tests/spark --ignore=tests/ui --ignore=tests/interop 
   --ignore=tests/reliability/test_parquet_commit.py --ignore=tests/reliability/test_spark_inputs.py
   --deselect tests/test_example_dags.py::test_every_dag_file_loads_with_docs
   --deselect tests/test_provider.py::test_every_module_and_class_named_in_provider_info_imports
+  --deselect tests/test_errors.py::test_every_exception_class_lives_in_core_errors
   --deselect tests/reliability/test_management_inputs.py::test_spark_submit_refusals_fail_the_task_too"
 # The oldest admitted Python (3.10) runs all of that; the newest (3.13) the parts where CPython
 # releases differ (asyncio cancellation and timeouts, ssl, the connection layer, triggers and the
@@ -95,7 +97,7 @@ for version in $VERSIONS; do
     if [ "${PYTHON_MATRIX_RELOCK:-}" = 1 ]; then
       grep -E "$DIRECT" constraints.txt >"$venv/direct-constraints.txt"
       "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -c "$venv/direct-constraints.txt" \
-        -e '.[test,websocket]'
+        -e '.[test,websocket,messaging]'
       {
         echo "# CPython $version: constraints.txt's direct pins, the rest as resolved for $version (see .ci/python_matrix.sh)"
         "$venv/bin/python" -m pip freeze --exclude-editable --disable-pip-version-check | grep -v '^-e '
@@ -104,7 +106,7 @@ for version in $VERSIONS; do
       want="$(cat pyproject.toml "$constraints" | sha256sum | cut -d' ' -f1)"
     else
       if ! "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -c "$constraints" \
-        -e '.[test,websocket]'; then
+        -e '.[test,websocket,messaging]'; then
         echo "python_matrix: $constraints does not resolve on CPython $version; relock (see the script's header)" >&2
         failed+=("$version (install)")
         continue

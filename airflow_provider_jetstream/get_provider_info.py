@@ -5,9 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_provider_jetstream import __version__
-from airflow_provider_jetstream.core.connection import EXTRA_FIELDS
+from airflow_provider_jetstream.core.connection_fields import EXTRA_FIELDS
 
 INTEGRATION = "NATS JetStream"
+#: The jetstream://<server>/<domain>/<stream> asset URI scheme.
+ASSET_URIS: dict[str, Any] = {
+    "schemes": ["jetstream"],
+    "handler": "airflow_provider_jetstream.assets.jetstream.sanitize_uri",
+    "factory": "airflow_provider_jetstream.assets.jetstream.create_asset",
+    "to_openlineage_converter": "airflow_provider_jetstream.assets.jetstream.convert_asset_to_openlineage",
+}
 
 
 def connection_form_fields() -> dict[str, dict[str, Any]]:
@@ -68,9 +75,16 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_provider_jetstream.triggers.consumer_lag",
                     "airflow_provider_jetstream.triggers.replication_lag",
                     "airflow_provider_jetstream.triggers.kv",
+                    "airflow_provider_jetstream.triggers.messages",
+                    "airflow_provider_jetstream.triggers.kv_events",
                 ],
             }
         ],
+        # common.messaging: MessageQueueTrigger(scheme="jetstream", ...). The module raises Airflow's
+        # AirflowOptionalProviderFeatureException without the [messaging] extra; the manager skips it then.
+        "queues": ["airflow_provider_jetstream.queues.jetstream.JetStreamMessageQueueProvider"],
+        "asset-uris": [ASSET_URIS],
+        "dataset-uris": [ASSET_URIS],  # the pre-3.0 name, as the Kafka provider declares both
         "connection-types": [
             {
                 "hook-class-name": "airflow_provider_jetstream.hooks.jetstream.JetStreamHook",

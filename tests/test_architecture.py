@@ -8,12 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import airflow_provider_jetstream
 
 PACKAGE = Path(airflow_provider_jetstream.__file__).parent
-#: Layers that must import without Airflow: Spark executors and plain Python programs use them.
-AIRFLOW_FREE = ("core", "spark")
-AIRFLOW_LAYERS = ("hooks", "operators", "sensors", "triggers", "utils")
+#: What the core never imports: the Airflow layers, Spark, the test harness.
+ABOVE_CORE = ("hooks", "operators", "sensors", "triggers", "queues", "assets", "utils", "spark", "testing")
 
 
 def modules_under(layer: str) -> list[str]:
@@ -24,9 +25,9 @@ def modules_under(layer: str) -> list[str]:
     return names
 
 
-def test_every_core_and_spark_module_imports_without_airflow() -> None:
-    modules = [m for layer in AIRFLOW_FREE for m in modules_under(layer)]
-    assert len(modules) > 20
+def airflow_modules_imported_by(modules: list[str]) -> dict[str, list[str]]:
+    """``{module: [airflow modules its import pulled in]}``, imported in a fresh interpreter
+    (this test process has Airflow loaded already)."""
     probe = (
         "import importlib, json, sys\n"
         "leaks = {}\n"
@@ -38,9 +39,23 @@ def test_every_core_and_spark_module_imports_without_airflow() -> None:
         "        leaks[name] = new[:3]\n"
         "print(json.dumps(leaks))\n"
     )
-    # A fresh interpreter: this test process has Airflow loaded already.
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
-    assert json.loads(out.strip().splitlines()[-1]) == {}
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_every_core_module_imports_without_airflow() -> None:
+    modules = modules_under("core")
+    assert len(modules) > 20
+    assert airflow_modules_imported_by(modules) == {}
+
+
+@pytest.mark.spark
+def test_every_spark_module_imports_without_airflow() -> None:
+    """What Spark executors import: the data source, its writer and the packaged job."""
+    modules = modules_under("spark")
+    assert len(modules) > 5
+    assert airflow_modules_imported_by(modules) == {}
 
 
 def runtime_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
@@ -63,9 +78,39 @@ def test_the_core_imports_nothing_from_the_airflow_layers() -> None:
             for name in names:
                 top = name.split(".")
                 if top[0] == "airflow" or (
-                    top[0] == "airflow_provider_jetstream" and len(top) > 1 and top[1] in AIRFLOW_LAYERS
+                    top[0] == "airflow_provider_jetstream" and len(top) > 1 and top[1] in ABOVE_CORE
                 ):
                     offenders.append(f"{path.relative_to(PACKAGE)} imports {name}")
+    assert offenders == []
+
+
+#: docs/architecture.md's table: the packages each package may import (besides itself).
+MAY_IMPORT = {
+    "core": set(),
+    "spark": {"core"},
+    "hooks": {"core"},
+    "triggers": {"core", "hooks"},
+    "sensors": {"core", "hooks", "triggers", "utils"},
+    "operators": {"core", "hooks", "utils", "spark"},
+    "assets": {"core"},
+    "queues": {"core", "triggers", "assets"},
+    "testing": {"core"},
+    "utils": set(),
+}
+
+
+def test_each_layer_imports_only_what_the_architecture_allows() -> None:
+    assert set(MAY_IMPORT) == {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    offenders = []
+    for layer, allowed in MAY_IMPORT.items():
+        for path in (PACKAGE / layer).rglob("*.py"):
+            for node in runtime_imports(ast.parse(path.read_text())):
+                names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+                for name in names:
+                    parts = name.split(".")
+                    ours = parts[0] == "airflow_provider_jetstream" and len(parts) > 1 and parts[1] in MAY_IMPORT
+                    if ours and parts[1] != layer and parts[1] not in allowed:
+                        offenders.append(f"{path.relative_to(PACKAGE)} imports {name}")
     assert offenders == []
 
 

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from airflow_provider_jetstream.core.connection import EXTRA_FIELDS
 from airflow_provider_jetstream.get_provider_info import get_provider_info
 
@@ -70,6 +72,8 @@ def test_airflow_sees_the_provider_and_the_connection_type(airflow_db) -> None:
     assert "airflow-provider-jetstream" in listed.stdout
 
 
+# Six `airflow` CLI processes, each loading Airflow and its providers: minutes on a busy 2-core machine.
+@pytest.mark.timeout(480)
 def test_cli_connections_add_and_test(airflow_db, hub_leaf) -> None:
     env = {**os.environ, "AIRFLOW__CORE__TEST_CONNECTION": "Enabled"}
     uri = f"jetstream://acc:acc@127.0.0.1:{hub_leaf.hub.port}?domain=hub"

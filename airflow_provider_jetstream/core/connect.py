@@ -23,30 +23,38 @@ from nats.aio.client import Client
 from nats.aio.transport import TcpTransport
 
 from airflow_provider_jetstream.core.connection import JetStreamConnectionConfig
-from airflow_provider_jetstream.core.errors import JetStreamAuthError, JetStreamConfigError, JetStreamConnectionError
+from airflow_provider_jetstream.core.errors import (
+    JetStreamAuthError,
+    JetStreamConfigError,
+    JetStreamConnectionError,
+    TlsNotStartedError,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 #: ``-ERR 'Permissions Violation for Publish to "<subject>"'`` the server sent each client, newest last,
-#: as ``(monotonic time, kind, subject)``. The server drops a refused request without a reply, so the
-#: requester only sees a timeout; this is how a timeout is told from a refusal.
-_REFUSALS: weakref.WeakKeyDictionary[Client, deque[tuple[float, str, str]]] = weakref.WeakKeyDictionary()
+#: as ``(monotonic time, kind, subject, the server's words)``. The server drops a refused request
+#: without a reply, so the requester only sees a timeout; this is the one way a timeout is told from
+#: a refusal (fed by :func:`open_connection`'s error callback).
+_REFUSALS: weakref.WeakKeyDictionary[Client, deque[tuple[float, str, str, str]]] = weakref.WeakKeyDictionary()
 _REFUSAL = re.compile(r"permissions violation for (publish|subscription) to \"?([^\"']+)\"?", re.IGNORECASE)
 
 
 def note_refusal(nc: Client, err: BaseException) -> None:
     """Remember a ``Permissions Violation`` error the server sent to ``nc`` (no-op for other errors)."""
-    match = _REFUSAL.search(str(err))
+    text = str(err)
+    match = _REFUSAL.search(text)
     if match:
-        _REFUSALS.setdefault(nc, deque(maxlen=64)).append((time.monotonic(), match[1].lower(), match[2].strip()))
+        said = text.removeprefix("nats: ").strip()
+        _REFUSALS.setdefault(nc, deque(maxlen=64)).append((time.monotonic(), match[1].lower(), match[2].strip(), said))
 
 
 def refusal_since(nc: Client, since: float, subject: str | None = None, prefix: str | None = None) -> str | None:
     """The server's refusal of a publish to ``subject`` (or to any subject under ``prefix``, or any
     subject at all if both are None), or of a subscription, received after ``since``
-    (``time.monotonic()``), in words; None if there was none."""
-    for at, kind, refused in reversed(_REFUSALS.get(nc, ())):
+    (``time.monotonic()``), in words (the server's own last); None if there was none."""
+    for at, kind, refused, said in reversed(_REFUSALS.get(nc, ())):
         if at < since:
             break
         # nats-py lowercases the server's error text, so subjects compare without case.
@@ -56,17 +64,8 @@ def refusal_since(nc: Client, since: float, subject: str | None = None, prefix: 
             or (subject is not None and name == subject.lower())
             or (subject is None and (prefix is None or name.startswith(prefix.lower().rstrip(".") + ".")))
         ):
-            return f"the server refused this user's {kind} to {refused!r} (Permissions Violation)"
+            return f"the server refused this user's {kind} to {refused!r} (Permissions Violation: {said})"
     return None
-
-
-class TlsNotStartedError(nats.errors.Error):
-    """The server did not start TLS although the connection requires it; nothing was sent to it."""
-
-    def __init__(self, server: str, tls_available: bool) -> None:
-        self.server = server
-        self.tls_available = tls_available
-        super().__init__(f"{server} did not start TLS")
 
 
 class TlsOnlyTransport(TcpTransport):

@@ -1,20 +1,66 @@
-"""Errors of the JetStream provider. Messages name the connection and the field, never a secret.
+"""Every exception the JetStream provider defines. Messages name the connection and the field, never a secret.
 
 Plain exceptions (Airflow fails a task on any of them), so Spark executors can import this module
 without Airflow.
 
+Two kinds, told apart by :func:`is_refusal`:
+
 **Refusals** (:class:`JetStreamRefusalError`) are errors that running the same task again cannot
-fix: an invalid argument or spec, a change the server or the reconcile rules refuse, a write the
-double-store guard refuses, credentials the server rejects. The operators fail the task at once on
-them (Airflow's ``AirflowFailException``), whatever its ``retries``. Everything else (a server
-that does not answer, a leaf link that is down) is left to ``retries``.
+fix. The operators fail the task at once on them (Airflow's ``AirflowFailException``), whatever its
+``retries``::
+
+    JetStreamRefusalError
+    ├── JetStreamConfigError (also ValueError)   a bad connection field, argument or spec
+    │   ├── SpecError, SpecErrors                one or several invalid fields of a spec
+    │   ├── UnsafeSubjectError                   a publish subject that is not literal, or reserved
+    │   ├── ReconcileError                       a change the reconcile rules refuse
+    │   └── DoubleStoreError                     a write that two connected domains would store
+    │       └── DoubleStoreUnverifiedError       a domain answered the check with an error
+    ├── JetStreamAuthError (also JetStreamConnectionError)   the server rejected the credentials
+    ├── JetStreamPermissionError                 a Permissions Violation: the user may not ask
+    │   └── JetStreamImportMissingError          the account has no import of that API
+    └── KeyValueConflictError (also KeyValueError)   compare-and-set failed
+
+**Everything else** is left to ``retries``: a server that does not answer, a timeout, a domain or
+leaf link that is down, a write not stored, an object not there (yet)::
+
+    JetStreamError
+    ├── JetStreamConnectionError                 no NATS connection (unreachable, TLS failure)
+    ├── JetStreamDomainUnavailableError          no JetStream answered in a domain or API prefix
+    │   ├── JetStreamTimeoutError                a request got no answer in time (and no refusal)
+    │   └── DoubleStoreUnreachableError          a domain the double-store check must ask is down
+    ├── JetStreamNotFoundError (also LookupError)   a stream, consumer or bucket is not there
+    ├── JetStreamApiError                        the JetStream API answered with an error
+    ├── JetStreamPublishError                    some messages were not stored (where aimed)
+    ├── KeyValueError                            a KV write landed somewhere unexpected
+    ├── JetStreamReplicationError                an origin reports a replication error
+    ├── JetStreamDataLossError                   sequences of a range are gone (Spark read path)
+    └── CheckpointConflictError                  another run moved the Spark job's checkpoint
+
+Outside this tree: :class:`TlsNotStartedError` (a nats-py error the TLS-only transport raises
+inside nats-py; :mod:`.connect` turns it into a :class:`JetStreamConnectionError`), and the test
+topology's :class:`NatsServerError` and :class:`StackError` (``RuntimeError``; never raised by a task).
 """
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import nats.errors
+
 
 class JetStreamError(Exception):
     """Base class of every error this provider raises on purpose."""
+
+
+def is_refusal(error: BaseException) -> bool:
+    """True if ``error`` is a refusal (see :class:`JetStreamRefusalError`): fail, do not retry."""
+    return isinstance(error, JetStreamRefusalError)
+
+
+# -- refusals: fail the task at once ------------------------------------------------------------------
 
 
 class JetStreamRefusalError(JetStreamError):
@@ -22,13 +68,68 @@ class JetStreamRefusalError(JetStreamError):
 
     Operators turn it into ``AirflowFailException`` (no retries). Subclasses: every
     :class:`JetStreamConfigError` (bad argument or spec, refused reconcile, double store),
-    :class:`JetStreamAuthError` and :class:`JetStreamPermissionError`.
+    :class:`JetStreamAuthError`, :class:`JetStreamPermissionError` and :class:`KeyValueConflictError`.
     """
 
 
 class JetStreamConfigError(JetStreamRefusalError, ValueError):
     """A connection field, operator argument or spec is invalid, or the change it asks for is
     refused; nothing was sent to a server, or nothing was changed."""
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+class SpecError(JetStreamConfigError):
+    """One invalid field of a spec; nothing was sent to a server.
+
+    ``str(err)`` reads ``stream.max_msgs=-5 is not allowed: use an integer >= -1 (-1: unlimited)``.
+    """
+
+    def __init__(self, path: str, value: Any = None, allowed: str = "", *, message: str | None = None) -> None:
+        self.path = path
+        self.value = value
+        self.allowed = allowed
+        super().__init__(message or f"{path}={_show(value)} is not allowed: {allowed}")
+
+
+class SpecErrors(JetStreamConfigError):
+    """Several invalid fields of one spec, all reported at once (one per line)."""
+
+    def __init__(self, errors: list[SpecError]) -> None:
+        self.errors = errors
+        lines = [str(e) for e in errors]
+        head = f"{len(errors)} invalid fields:\n  " if len(errors) > 1 else ""
+        super().__init__(head + "\n  ".join(lines))
+
+
+def unknown_key(path: str, key: str, known: Iterable[str]) -> SpecError:
+    """The error for a key the spec does not know, suggesting the closest known key."""
+    known = sorted(set(known))
+    match = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
+    hint = f"did you mean {match[0]!r}? " if match else ""
+    return SpecError(
+        f"{path}.{key}" if path else str(key),
+        message=f"{path + '.' if path else ''}{key}: unknown field; {hint}known fields: {', '.join(known)}",
+    )
+
+
+class UnsafeSubjectError(JetStreamConfigError):
+    """A publish subject that is not a literal subject, or lies in a reserved subject space."""
+
+
+class ReconcileError(JetStreamConfigError):
+    """The spec cannot be applied as asked (replace-forcing change, if_exists='fail', server too old)."""
+
+
+class DoubleStoreError(JetStreamConfigError):
+    """Streams of one account in two connected domains would both store the same writes."""
+
+
+class DoubleStoreUnverifiedError(DoubleStoreError):
+    """A domain answered the double-store check with an error (permissions...): not verified, refused."""
 
 
 class JetStreamConnectionError(JetStreamError):
@@ -39,17 +140,14 @@ class JetStreamAuthError(JetStreamConnectionError, JetStreamRefusalError):
     """The server refused the credentials (authorization violation): retrying cannot help."""
 
 
-class JetStreamDomainUnavailableError(JetStreamError):
-    """No JetStream answered for the requested domain or API prefix."""
-
-
-class JetStreamNotFoundError(JetStreamError, LookupError):
-    """A stream, consumer or bucket that must exist does not: waiting or retrying cannot help."""
-
-
 class JetStreamPermissionError(JetStreamRefusalError):
     """The server refused a request this connection's user may not make (a ``Permissions Violation``),
-    or the account has no import of the API it addresses: waiting cannot help."""
+    or the account has no import of the API it addresses: waiting cannot help.
+
+    ``refusal`` holds the server's refusal in words (without the target), when there was one.
+    """
+
+    refusal: str = ""
 
 
 class JetStreamImportMissingError(JetStreamPermissionError):
@@ -57,6 +155,81 @@ class JetStreamImportMissingError(JetStreamPermissionError):
     the import of that API subject (or the exporting account's JetStream is down)."""
 
 
-def is_refusal(error: BaseException) -> bool:
-    """True if ``error`` is a refusal (see :class:`JetStreamRefusalError`): fail, do not retry."""
-    return isinstance(error, JetStreamRefusalError)
+class KeyValueError(JetStreamError):
+    """A KV write was refused or landed somewhere unexpected."""
+
+
+class KeyValueConflictError(KeyValueError, JetStreamRefusalError):
+    """Compare-and-set failed: the key's latest revision is not the expected one (a refusal:
+    the same put with the same expected revision would fail again)."""
+
+
+# -- not refusals: left to retries --------------------------------------------------------------------
+
+
+class JetStreamDomainUnavailableError(JetStreamError):
+    """No JetStream answered for the requested domain or API prefix."""
+
+
+class JetStreamTimeoutError(JetStreamDomainUnavailableError):
+    """A JetStream API request got no answer within its timeout, and the server sent no refusal
+    (a leaf link down, a server too busy): unlike "no responders", it was waited out."""
+
+
+class DoubleStoreUnreachableError(JetStreamDomainUnavailableError):
+    """A domain the double-store check must ask did not answer (leaf link down?): not verified,
+    refused; not a refusal of the task's inputs, so ``retries`` may succeed once the link is back."""
+
+
+class JetStreamNotFoundError(JetStreamError, LookupError):
+    """A stream, consumer or bucket that must exist does not (it may be created meanwhile)."""
+
+
+class JetStreamApiError(JetStreamError):
+    """The JetStream API answered with an error."""
+
+    def __init__(self, subject: str, error: Mapping[str, Any], target: str) -> None:
+        self.code = error.get("code")
+        self.err_code = error.get("err_code")
+        self.description = error.get("description", "")
+        self.subject = subject
+        super().__init__(
+            f"JetStream in {target} refused {subject.rsplit('.API.', 1)[-1]}: {self.description} "
+            f"(code {self.code}, err_code {self.err_code})"
+        )
+
+
+class JetStreamPublishError(JetStreamError):
+    """Some messages were not stored (or stored in another domain than the one aimed at)."""
+
+
+class JetStreamReplicationError(JetStreamError):
+    """An origin has reported a replication error for longer than the grace period."""
+
+
+class JetStreamDataLossError(JetStreamError):
+    """Sequences inside the requested range are gone (purged, deleted, expired or over limits)."""
+
+
+class CheckpointConflictError(JetStreamError):
+    """Another run changed the Spark job's checkpoint first: this run must not advance it."""
+
+
+# -- outside the tree ---------------------------------------------------------------------------------
+
+
+class TlsNotStartedError(nats.errors.Error):
+    """The server did not start TLS although the connection requires it; nothing was sent to it."""
+
+    def __init__(self, server: str, tls_available: bool) -> None:
+        self.server = server
+        self.tls_available = tls_available
+        super().__init__(f"{server} did not start TLS")
+
+
+class NatsServerError(RuntimeError):
+    """A local nats-server of the test topology did not start, or did not become ready in time."""
+
+
+class StackError(RuntimeError):
+    """A process of the test stack did not start, or a condition was not met in time."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import nats.errors
@@ -18,24 +18,19 @@ from nats.aio.client import Client
 
 from airflow_provider_jetstream.core.connect import refusal_since
 from airflow_provider_jetstream.core.errors import (
+    JetStreamApiError,
     JetStreamDomainUnavailableError,
-    JetStreamError,
     JetStreamImportMissingError,
     JetStreamNotFoundError,
     JetStreamPermissionError,
+    JetStreamTimeoutError,
 )
+from airflow_provider_jetstream.core.specs.names import domain_of
 
 STREAM_NOT_FOUND = 10059
 NO_MESSAGE_FOUND = 10037
 CONSUMER_NOT_FOUND = 10014
 WRONG_LAST_SEQUENCE = 10071
-
-
-def domain_of(prefix: str | None) -> str | None:
-    """The domain of a ``$JS.<domain>.API`` prefix; None for ``$JS.API`` or an imported prefix."""
-    if prefix and prefix.startswith("$JS.") and prefix.endswith(".API") and prefix.count(".") == 2:
-        return prefix.split(".")[1]
-    return None
 
 
 def is_imported_prefix(prefix: str | None) -> bool:
@@ -61,18 +56,18 @@ def describe_prefix(prefix: str) -> str:
     return f"domain {domain!r}" if domain else f"API prefix {prefix!r}"
 
 
-class JetStreamApiError(JetStreamError):
-    """The JetStream API answered with an error."""
-
-    def __init__(self, subject: str, error: Mapping[str, Any], target: str) -> None:
-        self.code = error.get("code")
-        self.err_code = error.get("err_code")
-        self.description = error.get("description", "")
-        self.subject = subject
-        super().__init__(
-            f"JetStream in {target} refused {subject.rsplit('.API.', 1)[-1]}: {self.description} "
-            f"(code {self.code}, err_code {self.err_code})"
-        )
+def parse_reply(data: bytes, subject: str = "", target: str = "JetStream") -> dict[str, Any]:
+    """A JetStream API reply as its JSON object. An error reply raises :class:`JetStreamApiError`;
+    a reply that is not a JSON object raises ``ValueError``, saying what came."""
+    try:
+        reply = json.loads(data) if data else {}
+    except ValueError:
+        raise ValueError(f"an answer that is not JSON: {data[:80]!r}") from None
+    if not isinstance(reply, dict):
+        raise ValueError(f"an unexpected answer: {data[:80]!r}")
+    if reply.get("error"):
+        raise JetStreamApiError(subject, reply["error"], target)
+    return reply
 
 
 class JetStreamApi:
@@ -85,7 +80,10 @@ class JetStreamApi:
         self.target = target or describe_prefix(self.prefix)
         self.requests = 0
 
-    async def request(self, suffix: str, body: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    async def raw_request(self, suffix: str, body: Mapping[str, Any] | None = None) -> bytes:
+        """The reply's bytes to one request. No responders, a timeout and a refused request (the
+        server drops it and says why in an asynchronous ``Permissions Violation``, see
+        :func:`~airflow_provider_jetstream.core.connect.refusal_since`) each raise their own error."""
         subject = f"{self.prefix}.{suffix}"
         payload = json.dumps(body, separators=(",", ":")).encode() if body is not None else b""
         self.requests += 1
@@ -105,15 +103,33 @@ class JetStreamApi:
         except nats.errors.TimeoutError:
             refusal = refusal_since(self.nc, started, subject)
             if refusal:
-                raise JetStreamPermissionError(f"JetStream in {self.target}: {refusal}") from None
-            raise JetStreamDomainUnavailableError(
+                denied = JetStreamPermissionError(f"JetStream in {self.target}: {refusal}")
+                denied.refusal = refusal
+                raise denied from None
+            raise JetStreamTimeoutError(
                 f"JetStream in {self.target} ({self.prefix}) did not answer {suffix.split('.')[0]} within "
                 f"{self.timeout:g}s: {unavailable_hint(self.prefix)}"
             ) from None
-        response = json.loads(msg.data) if msg.data else {}
-        if "error" in response:
-            raise JetStreamApiError(subject, response["error"], self.target)
-        return response
+        return msg.data
+
+    async def request(self, suffix: str, body: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The reply to one request, as JSON; an error reply raises :class:`JetStreamApiError`."""
+        return parse_reply(await self.raw_request(suffix, body), f"{self.prefix}.{suffix}", self.target)
+
+    async def pages(
+        self, suffix: str, body: Mapping[str, Any] | None = None, key: str = "streams"
+    ) -> AsyncIterator[list[Any]]:
+        """Every page of a paged listing (``STREAM.NAMES``, ``STREAM.LIST``...), the items under ``key``."""
+        body = dict(body or {})
+        seen = 0
+        while True:
+            response = await self.request(suffix, {**body, "offset": seen} if seen else body)
+            page = list(response.get(key) or [])
+            seen += len(page)
+            yield page
+            total = response.get("total")
+            if not page or not isinstance(total, int) or seen >= total:
+                return
 
     async def account_info(self) -> dict[str, Any]:
         return await self.request("INFO")
@@ -166,12 +182,6 @@ class JetStreamApi:
 
     async def stream_names(self, subject: str | None = None) -> list[str]:
         """Every stream name (listening on ``subject`` if given), all pages of ``STREAM.NAMES``."""
-        body: dict[str, Any] = {"subject": subject} if subject else {}
-        names: list[str] = []
-        while True:
-            response = await self.request("STREAM.NAMES", {**body, "offset": len(names)} if names else body)
-            page = list(response.get("streams") or [])
-            names.extend(page)
-            total = response.get("total")
-            if not page or not isinstance(total, int) or len(names) >= total:
-                return names
+        return [
+            name async for page in self.pages("STREAM.NAMES", {"subject": subject} if subject else {}) for name in page
+        ]

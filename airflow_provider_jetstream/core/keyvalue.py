@@ -36,28 +36,20 @@ from nats.js.kv import KeyValue
 
 from airflow_provider_jetstream.core.errors import (
     JetStreamDomainUnavailableError,
-    JetStreamError,
-    JetStreamRefusalError,
+    KeyValueConflictError,
+    KeyValueError,
 )
-from airflow_provider_jetstream.core.jetstream_api import WRONG_LAST_SEQUENCE, JetStreamApi, describe_prefix, domain_of
+from airflow_provider_jetstream.core.jetstream_api import WRONG_LAST_SEQUENCE, JetStreamApi, describe_prefix
 from airflow_provider_jetstream.core.reconcile import ReconcileResult, reconcile_stream
 from airflow_provider_jetstream.core.specs import KeyValueSpec, describe_source, validate_bucket, validate_key
 from airflow_provider_jetstream.core.specs.kv import KV_STREAM_PREFIX, kv_stream_name, kv_subjects
+from airflow_provider_jetstream.core.specs.names import domain_of
 
 log = logging.getLogger(__name__)
 
 KV_OPERATION = "KV-Operation"
 EXPECTED_LAST_SUBJECT_SEQUENCE = "Nats-Expected-Last-Subject-Sequence"
 ROLLUP = "Nats-Rollup"
-
-
-class KeyValueError(JetStreamError):
-    """A KV write was refused or landed somewhere unexpected."""
-
-
-class KeyValueConflictError(KeyValueError, JetStreamRefusalError):
-    """Compare-and-set failed: the key's latest revision is not the expected one (a refusal:
-    the same put with the same expected revision would fail again)."""
 
 
 @dataclass(frozen=True)

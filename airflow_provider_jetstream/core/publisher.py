@@ -26,16 +26,12 @@ import nats.errors
 import nats.js.errors
 from nats.aio.client import Client
 
-from airflow_provider_jetstream.core.connection import positive_seconds
-from airflow_provider_jetstream.core.errors import JetStreamError
+from airflow_provider_jetstream.core.errors import JetStreamError, JetStreamPublishError
 from airflow_provider_jetstream.core.subjects import SubjectGuard
+from airflow_provider_jetstream.core.values import positive_seconds
 
 #: One message to publish: ``(subject, payload, headers or None)``.
 Outgoing = tuple[str, bytes, "dict[str, str] | None"]
-
-
-class JetStreamPublishError(JetStreamError):
-    """Some messages were not stored (or stored in another domain than the one aimed at)."""
 
 
 @dataclass

@@ -45,7 +45,11 @@ from nats.js.manager import JetStreamManager
 
 from airflow_provider_jetstream.core.connect import open_connection, release
 from airflow_provider_jetstream.core.connection import JetStreamConnectionConfig
-from airflow_provider_jetstream.core.errors import JetStreamDomainUnavailableError, JetStreamError
+from airflow_provider_jetstream.core.errors import (
+    JetStreamDataLossError,
+    JetStreamDomainUnavailableError,
+    JetStreamError,
+)
 from airflow_provider_jetstream.core.jetstream_api import describe_prefix
 
 log = logging.getLogger(__name__)
@@ -55,10 +59,6 @@ _ACK_PREFIX = "$JS.ACK."
 #: The range readers: frames parsed in bulk into Arrow columns, or nats-py's message objects.
 READERS = ("vectorised", "nats-py")
 DEFAULT_READER = "vectorised"
-
-
-class JetStreamDataLossError(JetStreamError):
-    """Sequences inside the requested range are gone (purged, deleted, expired or over limits)."""
 
 
 @dataclass(frozen=True)

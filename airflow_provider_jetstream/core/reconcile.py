@@ -26,11 +26,9 @@ from typing import Any
 
 from airflow_provider_jetstream.core.errors import (
     JetStreamConfigError,
+    ReconcileError,
 )
-from airflow_provider_jetstream.core.jetstream_api import (
-    JetStreamApi,
-    domain_of,
-)
+from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
 from airflow_provider_jetstream.core.specs import (
     CONSUMER,
     STREAM,
@@ -43,14 +41,11 @@ from airflow_provider_jetstream.core.specs import (
     diff_config,
 )
 from airflow_provider_jetstream.core.specs.fields import API_LEVEL_VERSIONS
+from airflow_provider_jetstream.core.specs.names import domain_of
 
 log = logging.getLogger(__name__)
 
 IF_EXISTS = ("update", "skip", "fail", "recreate")
-
-
-class ReconcileError(JetStreamConfigError):
-    """The spec cannot be applied as asked (replace-forcing change, if_exists='fail', server too old)."""
 
 
 @dataclass
@@ -179,6 +174,115 @@ def _log_plan(logger: logging.Logger | logging.LoggerAdapter, what: str, diff: D
     logger.info("%s%s", what, ("\n  " + "\n  ".join(lines)) if lines else "")
 
 
+@dataclass
+class _Object:
+    """What the reconcile ladder needs to know of one kind of object (a stream, a consumer)."""
+
+    kind: str
+    label: str
+    summary: str
+    spec: StreamSpec | ConsumerSpec
+    diff: Callable[[Mapping[str, Any]], Diff]
+    create: Callable[[], Awaitable[Mapping[str, Any]]]
+    update: Callable[[Mapping[str, Any]], Awaitable[Mapping[str, Any]]]
+    delete: Callable[[], Awaitable[Any]]
+    state: Callable[[Mapping[str, Any]], dict[str, Any]]
+    #: What recreating deletes, in words.
+    loses: str
+    guard: Guard | None = None
+    #: Whether an in-place update needs the guard, given what changes.
+    guard_update: Callable[[Diff], bool] = lambda diff: False
+    replace_advice: Callable[[Mapping[str, Any]], str | None] | None = None
+
+
+def _result(kind: str, name: str, api: JetStreamApi) -> ReconcileResult:
+    domain = domain_of(api.prefix)
+    return ReconcileResult(
+        kind=kind,
+        name=name,
+        action="unchanged",
+        target=api.target,
+        domain=domain,
+        api_prefix=None if domain or api.prefix == "$JS.API" else api.prefix,
+    )
+
+
+async def _reconcile(
+    api: JetStreamApi,
+    obj: _Object,
+    info: Mapping[str, Any] | None,
+    result: ReconcileResult,
+    *,
+    if_exists: str,
+    dry_run: bool,
+    logger: logging.Logger | logging.LoggerAdapter,
+) -> ReconcileResult:
+    """The one ladder: create what is missing; else fail, skip, leave, recreate or update (or plan
+    it, on a dry run), by ``if_exists`` and by what the diff says the server can change in place."""
+    kind, label, where = obj.kind, obj.label, api.target
+    requirements = obj.spec.requirements()
+
+    async def checks(fields: list[Requirement], guarded: bool) -> None:
+        await check_api_level(api, fields)
+        if obj.guard and guarded:
+            await obj.guard()
+
+    if info is None:
+        result.changes = {"created": {"old": "absent", "new": obj.summary}}
+        await checks(requirements, True)
+        if dry_run:
+            result.action, result.plan = "planned", "create"
+            _log_plan(logger, f"dry run: would create {kind} {label!r} in {where}: {obj.spec.wire()}", None)
+            return _done(result, api)
+        result.state = obj.state(await obj.create())
+        result.action = "created"
+        logger.info("created %s %r in %s", kind, label, where)
+        return _done(result, api)
+
+    config = info.get("config") or {}
+    diff = obj.diff(config)
+    result.notes = diff.notes
+    result.state = obj.state(info)
+    if if_exists == "fail":
+        drift = "; it differs: " + "; ".join(diff.lines()) if diff.changes else " (same config)"
+        raise ReconcileError(f"{kind} {label!r} already exists in {where} and if_exists='fail'{drift}")
+    if if_exists == "skip":
+        result.drift = diff.as_dict()
+        if diff.changes:
+            logger.warning("%s %r exists in %s; skipped, drift: %s", kind, label, where, "; ".join(diff.lines()))
+        return _done(result, api)
+    if diff.unchanged:
+        _log_plan(logger, f"{kind} {label!r} in {where} is unchanged", diff)
+        return _done(result, api)
+    result.changes = diff.as_dict()
+    if diff.replace_forcing:
+        advice = obj.replace_advice(config) if obj.replace_advice else None
+        if if_exists != "recreate":
+            raise _replace_error(kind, label, where, diff, dry_run, advice)
+        if advice:
+            result.notes = [*result.notes, advice]
+        await checks(requirements, True)
+        if dry_run:
+            result.action, result.plan = "planned", "recreate"
+            _log_plan(logger, f"dry run: would delete and recreate {kind} {label!r} in {where}:", diff)
+            return _done(result, api)
+        _log_plan(logger, f"recreating {kind} {label!r} in {where} ({obj.loses}):", diff)
+        await obj.delete()
+        result.state = obj.state(await obj.create())
+        result.action = "recreated"
+        return _done(result, api)
+    changed = diff.as_dict()
+    await checks([r for r in requirements if r.path.rsplit(".", 1)[-1] in changed], obj.guard_update(diff))
+    if dry_run:
+        result.action, result.plan = "planned", "update"
+        _log_plan(logger, f"dry run: would update {kind} {label!r} in {where}:", diff)
+        return _done(result, api)
+    result.state = obj.state(await obj.update(diff.update_config))
+    result.action = "updated"
+    _log_plan(logger, f"updated {kind} {label!r} in {where}:", diff)
+    return _done(result, api)
+
+
 async def reconcile_stream(
     api: JetStreamApi,
     spec: StreamSpec,
@@ -201,87 +305,34 @@ async def reconcile_stream(
     check_if_exists(if_exists)
     name = spec.name
     label = label or name
-    result = ReconcileResult(
-        kind=kind,
-        name=label,
-        action="unchanged",
-        target=api.target,
-        domain=domain_of(api.prefix),
-        api_prefix=None if domain_of(api.prefix) or api.prefix == "$JS.API" else api.prefix,
-    )
-    desired = dict(spec.values)
-    info = await api.stream_info(name)
 
-    async def create(action: str) -> None:
+    async def create() -> Mapping[str, Any]:
         body = spec.wire()
         sealed = body.pop("sealed", False)
         created = await api.request(f"STREAM.CREATE.{name}", body)
         if sealed:  # the server seals only through an update
-            config = dict(created["config"], sealed=True)
-            created = await api.request(f"STREAM.UPDATE.{name}", config)
-        result.action = action
-        result.state = stream_state(created)
+            created = await api.request(f"STREAM.UPDATE.{name}", dict(created["config"], sealed=True))
+        return created
 
-    if info is None:
-        result.changes = {"created": {"old": "absent", "new": _summary(spec)}}
-        if dry_run:
-            await check_api_level(api, spec.requirements())
-            if guard:
-                await guard()
-            result.action, result.plan = "planned", "create"
-            _log_plan(logger, f"dry run: would create {kind} {label!r} in {api.target}: {spec.wire()}", None)
-            return _done(result, api)
-        await check_api_level(api, spec.requirements())
-        if guard:
-            await guard()
-        await create("created")
-        logger.info("created %s %r in %s", kind, label, api.target)
-        return _done(result, api)
-
-    diff = diff_config(STREAM, desired, info.get("config") or {}, prune_sources=prune_sources)
-    result.notes = diff.notes
-    result.state = stream_state(info)
-    if if_exists == "fail":
-        drift = "; it differs: " + "; ".join(diff.lines()) if diff.changes else " (same config)"
-        raise ReconcileError(f"{kind} {label!r} already exists in {api.target} and if_exists='fail'{drift}")
-    if if_exists == "skip":
-        result.drift = diff.as_dict()
-        if diff.changes:
-            logger.warning("%s %r exists in %s; skipped, drift: %s", kind, label, api.target, "; ".join(diff.lines()))
-        return _done(result, api)
-    if diff.unchanged:
-        _log_plan(logger, f"{kind} {label!r} in {api.target} is unchanged", diff)
-        return _done(result, api)
-    result.changes = diff.as_dict()
-    if diff.replace_forcing:
-        advice = replace_advice(info.get("config") or {}) if replace_advice else None
-        if if_exists != "recreate":
-            raise _replace_error(kind, label, api.target, diff, dry_run, advice)
-        if advice:
-            result.notes = [*result.notes, advice]
-        await check_api_level(api, spec.requirements())
-        if guard:
-            await guard()
-        if dry_run:
-            result.action, result.plan = "planned", "recreate"
-            _log_plan(logger, f"dry run: would delete and recreate {kind} {label!r} in {api.target}:", diff)
-            return _done(result, api)
-        _log_plan(logger, f"recreating {kind} {label!r} in {api.target} (its data is deleted):", diff)
-        await api.request(f"STREAM.DELETE.{name}")
-        await create("recreated")
-        return _done(result, api)
-    await check_api_level(api, [r for r in spec.requirements() if r.path.rsplit(".", 1)[-1] in diff.as_dict()])
-    if guard and "subjects" in diff.as_dict():
-        await guard()
-    if dry_run:
-        result.action, result.plan = "planned", "update"
-        _log_plan(logger, f"dry run: would update {kind} {label!r} in {api.target}:", diff)
-        return _done(result, api)
-    updated = await api.request(f"STREAM.UPDATE.{name}", diff.update_config)
-    result.action = "updated"
-    result.state = stream_state(updated)
-    _log_plan(logger, f"updated {kind} {label!r} in {api.target}:", diff)
-    return _done(result, api)
+    stream = _Object(
+        kind=kind,
+        label=label,
+        summary=_summary(spec),
+        spec=spec,
+        diff=lambda config: diff_config(STREAM, dict(spec.values), config, prune_sources=prune_sources),
+        create=create,
+        update=lambda config: api.request(f"STREAM.UPDATE.{name}", config),
+        delete=lambda: api.request(f"STREAM.DELETE.{name}"),
+        state=stream_state,
+        loses="its data is deleted",
+        guard=guard,
+        guard_update=lambda diff: "subjects" in diff.as_dict(),
+        replace_advice=replace_advice,
+    )
+    info = await api.stream_info(name)
+    return await _reconcile(
+        api, stream, info, _result(kind, label, api), if_exists=if_exists, dry_run=dry_run, logger=logger
+    )
 
 
 async def reconcile_consumer(
@@ -296,72 +347,27 @@ async def reconcile_consumer(
     """Create or update the durable pull consumer ``spec`` on ``stream`` (same rules as streams)."""
     check_if_exists(if_exists)
     name = spec.name
-    label = f"{stream} > {name}"
-    result = ReconcileResult(
+
+    def send(config: Mapping[str, Any], action: str) -> Awaitable[dict[str, Any]]:
+        body = {"stream_name": stream, "config": config, "action": action}
+        return api.request(f"CONSUMER.CREATE.{stream}.{name}", body)
+
+    consumer = _Object(
         kind="consumer",
-        name=name,
-        action="unchanged",
-        target=api.target,
-        domain=domain_of(api.prefix),
-        api_prefix=None if domain_of(api.prefix) or api.prefix == "$JS.API" else api.prefix,
+        label=f"{stream} > {name}",
+        summary=f"consumer {name!r} on {stream!r}",
+        spec=spec,
+        diff=lambda config: diff_config(CONSUMER, dict(spec.values), config, server_view=consumer_server_view),
+        create=lambda: send(spec.wire(), "create"),
+        update=lambda config: send(config, "update"),
+        delete=lambda: api.request(f"CONSUMER.DELETE.{stream}.{name}"),
+        state=consumer_state,
+        loses="its delivery state is lost",
     )
     info = await api.consumer_info(stream, name)
-
-    async def create(action: str, config: Mapping[str, Any]) -> None:
-        created = await api.request(
-            f"CONSUMER.CREATE.{stream}.{name}", {"stream_name": stream, "config": config, "action": "create"}
-        )
-        result.action = action
-        result.state = consumer_state(created)
-
-    if info is None:
-        result.changes = {"created": {"old": "absent", "new": f"consumer {name!r} on {stream!r}"}}
-        await check_api_level(api, spec.requirements())
-        if dry_run:
-            result.action, result.plan = "planned", "create"
-            _log_plan(logger, f"dry run: would create consumer {label!r} in {api.target}: {spec.wire()}", None)
-            return _done(result, api)
-        await create("created", spec.wire())
-        logger.info("created consumer %r in %s", label, api.target)
-        return _done(result, api)
-
-    diff = diff_config(CONSUMER, dict(spec.values), info.get("config") or {}, server_view=consumer_server_view)
-    result.notes = diff.notes
-    result.state = consumer_state(info)
-    if if_exists == "fail":
-        drift = "; it differs: " + "; ".join(diff.lines()) if diff.changes else " (same config)"
-        raise ReconcileError(f"consumer {label!r} already exists in {api.target} and if_exists='fail'{drift}")
-    if if_exists == "skip":
-        result.drift = diff.as_dict()
-        return _done(result, api)
-    if diff.unchanged:
-        _log_plan(logger, f"consumer {label!r} in {api.target} is unchanged", diff)
-        return _done(result, api)
-    result.changes = diff.as_dict()
-    if diff.replace_forcing:
-        if if_exists != "recreate":
-            raise _replace_error("consumer", label, api.target, diff, dry_run)
-        await check_api_level(api, spec.requirements())
-        if dry_run:
-            result.action, result.plan = "planned", "recreate"
-            _log_plan(logger, f"dry run: would delete and recreate consumer {label!r}:", diff)
-            return _done(result, api)
-        await api.request(f"CONSUMER.DELETE.{stream}.{name}")
-        await create("recreated", spec.wire())
-        return _done(result, api)
-    await check_api_level(api, [r for r in spec.requirements() if r.path.rsplit(".", 1)[-1] in diff.as_dict()])
-    if dry_run:
-        result.action, result.plan = "planned", "update"
-        _log_plan(logger, f"dry run: would update consumer {label!r} in {api.target}:", diff)
-        return _done(result, api)
-    updated = await api.request(
-        f"CONSUMER.CREATE.{stream}.{name}",
-        {"stream_name": stream, "config": diff.update_config, "action": "update"},
+    return await _reconcile(
+        api, consumer, info, _result("consumer", name, api), if_exists=if_exists, dry_run=dry_run, logger=logger
     )
-    result.action = "updated"
-    result.state = consumer_state(updated)
-    _log_plan(logger, f"updated consumer {label!r} in {api.target}:", diff)
-    return _done(result, api)
 
 
 def _done(result: ReconcileResult, api: JetStreamApi) -> ReconcileResult:

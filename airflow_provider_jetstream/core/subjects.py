@@ -20,16 +20,12 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from airflow_provider_jetstream.core.errors import JetStreamConfigError
+from airflow_provider_jetstream.core.errors import UnsafeSubjectError
 
 #: Subject spaces no data is published to (prefixes, with their trailing dot).
 RESERVED_PREFIXES: tuple[str, ...] = ("$JS.", "$JSC.", "$NRG.", "$KV.", "$O.", "$SYS.", "_INBOX.")
 
 _WHITESPACE = re.compile(r"\s")
-
-
-class UnsafeSubjectError(JetStreamConfigError):
-    """A publish subject that is not a literal subject, or lies in a reserved subject space."""
 
 
 def publish_subject_problem(subject: Any, api_prefixes: Iterable[str | None] = ()) -> str | None:

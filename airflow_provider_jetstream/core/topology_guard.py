@@ -20,17 +20,24 @@ page by page to the end.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import nats.errors
 from nats.aio.client import Client
 
-from airflow_provider_jetstream.core.errors import JetStreamConfigError, JetStreamDomainUnavailableError
-from airflow_provider_jetstream.core.jetstream_api import describe_prefix, domain_of
+from airflow_provider_jetstream.core.errors import (
+    DoubleStoreError,
+    DoubleStoreUnreachableError,
+    DoubleStoreUnverifiedError,
+    JetStreamApiError,
+    JetStreamDomainUnavailableError,
+    JetStreamPermissionError,
+    JetStreamTimeoutError,
+)
+from airflow_provider_jetstream.core.jetstream_api import JetStreamApi, describe_prefix, parse_reply
+from airflow_provider_jetstream.core.specs.names import domain_of
 
 log = logging.getLogger(__name__)
 
@@ -47,19 +54,6 @@ OPT_IN = "allow_double_store=True"
 _NO_ANSWER = ("no JetStream answered", "no answer within")
 
 
-class DoubleStoreError(JetStreamConfigError):
-    """Streams of one account in two connected domains would both store the same writes."""
-
-
-class DoubleStoreUnverifiedError(DoubleStoreError):
-    """A domain answered the double-store check with an error (permissions...): not verified, refused."""
-
-
-class DoubleStoreUnreachableError(JetStreamDomainUnavailableError):
-    """A domain the double-store check must ask did not answer (leaf link down?): not verified,
-    refused; not a refusal of the task's inputs, so ``retries`` may succeed once the link is back."""
-
-
 @dataclass(frozen=True)
 class Overlap:
     domain: str
@@ -69,70 +63,48 @@ class Overlap:
 
 #: JetStream's answer "JetStream is not enabled for this account" there: verified, no streams.
 NOT_ENABLED_FOR_ACCOUNT = 10039
+#: What JetStreamApi raises for a question it got no answer to that can be trusted.
+_UNANSWERED = (JetStreamApiError, JetStreamPermissionError, JetStreamDomainUnavailableError, ValueError)
 
 
-async def _api_call(
-    nc: Client, subject: str, body: dict[str, Any], timeout: float
-) -> tuple[dict[str, Any] | None, str]:
-    """``(reply, "")`` for an answer, or ``(None, why)`` when there is none to trust."""
-    try:
-        msg = await nc.request(subject, json.dumps(body, separators=(",", ":")).encode(), timeout=timeout)
-    except nats.errors.NoRespondersError:
-        return None, "no JetStream answered (leaf link down, or wrong domain?)"
-    except nats.errors.TimeoutError:
-        denied = permission_denied(nc, subject)
-        if denied:
-            return None, f"the server refused the request: {denied}"
-        return None, f"no answer within {timeout:g}s (leaf link down, or no permission to ask?)"
-    return reply_problem(msg.data)
+def unanswered(err: BaseException, timeout: float) -> str:
+    """Why a JetStream API question raising ``err`` was not answered, in the guard's words; ``""``
+    when it was (only "JetStream not enabled for this account" is an answer: no streams).
 
-
-def permission_denied(nc: Client, subject: str) -> str:
-    """The server's permissions violation for publishing ``subject`` on this connection, if it sent
-    one (a request the user may not publish gets no reply: it times out, and the server says why
-    in an asynchronous ``-ERR``, which nats-py keeps as ``last_error``); else ``""``."""
-    error = str(getattr(nc, "last_error", None) or "")
-    text = error.lower()
-    if "permissions violation" in text and f'"{subject.lower()}"' in text:
-        return error.removeprefix("nats: ")
-    return ""
+    An error reply is not an empty answer: it means the question was not answered (permissions,
+    a server problem).
+    """
+    if isinstance(err, JetStreamApiError):
+        if err.err_code == NOT_ENABLED_FOR_ACCOUNT:
+            return ""
+        return f"an error: {err.description or 'no description'} (code {err.code}, err_code {err.err_code})"
+    if isinstance(err, JetStreamPermissionError):
+        return err.refusal or str(err)
+    if isinstance(err, JetStreamTimeoutError):
+        return f"no answer within {timeout:g}s (leaf link down, or no permission to ask?)"
+    if isinstance(err, JetStreamDomainUnavailableError):
+        return "no JetStream answered (leaf link down, or wrong domain?)"
+    return str(err)
 
 
 def reply_problem(data: bytes) -> tuple[dict[str, Any] | None, str]:
-    """Classify a JetStream API reply: ``(reply, "")`` if it can be trusted, else ``(None, why)``.
-
-    An error reply is not an empty answer: it means the question was not answered (permissions,
-    a server problem). Only "JetStream not enabled for this account" is an answer: no streams.
-    """
+    """Classify a JetStream API reply: ``(reply, "")`` if it can be trusted, else ``(None, why)``."""
     try:
-        reply = json.loads(data) if data else {}
-    except ValueError:
-        return None, f"an answer that is not JSON: {data[:80]!r}"
-    if not isinstance(reply, dict):
-        return None, f"an unexpected answer: {data[:80]!r}"
-    error = reply.get("error")
-    if error:
-        if error.get("err_code") == NOT_ENABLED_FOR_ACCOUNT:
-            return {"streams": [], "total": 0}, ""
-        return None, (
-            f"an error: {error.get('description') or 'no description'} (code {error.get('code')}, "
-            f"err_code {error.get('err_code')})"
-        )
-    return reply, ""
+        return parse_reply(data), ""
+    except (JetStreamApiError, ValueError) as err:
+        why = unanswered(err, 0)
+        return (None if why else {"streams": [], "total": 0}), why
 
 
-async def _pages(nc: Client, subject: str, body: dict[str, Any], timeout: float) -> tuple[list[Any], str]:
+async def _listing(api: JetStreamApi, suffix: str, body: dict[str, Any]) -> tuple[list[Any], str]:
     """Every item of a paged listing (``STREAM.LIST``, ``STREAM.NAMES``), or why it is incomplete."""
     items: list[Any] = []
-    while True:
-        reply, problem = await _api_call(nc, subject, {**body, "offset": len(items)} if items else body, timeout)
-        if reply is None:
-            return items, problem
-        page = reply.get("streams") or []
-        items.extend(page)
-        total = reply.get("total")
-        if not page or not isinstance(total, int) or len(items) >= total:
-            return items, ""
+    try:
+        async for page in api.pages(suffix, body):
+            items.extend(page)
+    except _UNANSWERED as err:
+        return items, unanswered(err, api.timeout)
+    return items, ""
 
 
 async def local_domain(nc: Client, timeout: float) -> tuple[str | None, str]:
@@ -141,16 +113,18 @@ async def local_domain(nc: Client, timeout: float) -> tuple[str | None, str]:
 
     No responders, or "JetStream not enabled for this account", is an answer: no JetStream here.
     """
-    reply, problem = await _api_call(nc, "$JS.API.INFO", {}, timeout)
-    if reply is None and problem.startswith("no JetStream answered"):
-        return None, ""
-    return (reply or {}).get("domain") or None, problem
+    try:
+        info = await JetStreamApi(nc, "$JS.API", timeout=timeout).account_info()
+    except _UNANSWERED as err:
+        no_responders = isinstance(err, JetStreamDomainUnavailableError) and not isinstance(err, JetStreamTimeoutError)
+        return None, "" if no_responders else unanswered(err, timeout)
+    return info.get("domain") or None, ""
 
 
 async def replication_domains(nc: Client, prefix: str, timeout: float) -> tuple[list[str], str]:
     """Domains that the streams behind ``prefix`` mirror or source from (connected peers, found for
     free in their configs, every page of ``STREAM.LIST``); and why the list may be incomplete."""
-    streams, problem = await _pages(nc, f"{prefix}.STREAM.LIST", {}, timeout)
+    streams, problem = await _listing(JetStreamApi(nc, prefix, timeout=timeout), "STREAM.LIST", {})
     found: list[str] = []
     for info in streams:
         config = info.get("config") or {}
@@ -170,7 +144,8 @@ async def find_overlaps(
     unchecked: dict[str, str] = {}
     for domain in domains:
         for subject in subjects:
-            names, problem = await _pages(nc, f"$JS.{domain}.API.STREAM.NAMES", {"subject": subject}, timeout)
+            api = JetStreamApi(nc, f"$JS.{domain}.API", timeout=timeout)
+            names, problem = await _listing(api, "STREAM.NAMES", {"subject": subject})
             found.extend(Overlap(domain, name, subject) for name in names)
             if problem:
                 unchecked[domain] = f"STREAM.NAMES: {problem}"

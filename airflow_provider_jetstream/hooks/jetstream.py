@@ -1,266 +1,344 @@
-"""``JetStreamHook``: NATS connections and JetStream contexts from an Airflow ``jetstream`` connection."""
+"""``JetStreamHook``: streams, consumers, buckets, status checks, KV and publishing in any JetStream domain.
+
+What the operators, sensors and triggers do, as hook methods for ``@task`` code: each ``a``-prefixed
+method is the implementation (for triggers and async code); its plain-named twin runs it through
+the hook's one sync bridge (:meth:`~airflow_provider_jetstream.hooks.base.JetStreamBaseHook.run`).
+Every method takes ``domain`` / ``api_prefix`` (default: the hook's, else the connection's), checks
+its arguments before anything is sent, and uses the one shared NATS connection of its event loop.
+Refusals raise the errors of :mod:`airflow_provider_jetstream.core.errors`.
+
+One class in three layers, one module each: connections (:mod:`~airflow_provider_jetstream.hooks.base`),
+declaring streams, consumers and buckets (:mod:`~airflow_provider_jetstream.hooks.streams`), and here
+the status checks, KV and publishing.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
-import time
-import weakref
-from collections.abc import AsyncIterator, Coroutine, Sequence
-from typing import Any, TypeVar
+from collections.abc import Iterable, Mapping
+from typing import Any
 
-import nats.errors
-import nats.js.errors
-from airflow.sdk import BaseHook
-from nats.aio.client import Client
-from nats.js import JetStreamContext
+from nats.js.kv import KeyValue
 
-from airflow_provider_jetstream.core.connect import open_connection, refusal_since, release
-from airflow_provider_jetstream.core.connection import JetStreamConnectionConfig, api_prefix_for
-from airflow_provider_jetstream.core.errors import (
-    JetStreamDomainUnavailableError,
-    JetStreamError,
-    JetStreamImportMissingError,
-    JetStreamPermissionError,
+from airflow_provider_jetstream.core.checks import (
+    ConsumerLagCheck,
+    KeyCheck,
+    check_consumer_lag,
+    check_replication,
+    judge_entry,
+    read_key,
 )
-from airflow_provider_jetstream.core.jetstream_api import JetStreamApi, describe_prefix, is_imported_prefix
-from airflow_provider_jetstream.core.sync import run_sync
+from airflow_provider_jetstream.core.errors import JetStreamConfigError
+from airflow_provider_jetstream.core.jetstream_api import domain_of
+from airflow_provider_jetstream.core.keyvalue import kv_delete, kv_put
+from airflow_provider_jetstream.core.publisher import JetStreamPublishError, ack_problems, publish_messages
+from airflow_provider_jetstream.core.replication import ReplicationCheck, ReplicationWatch
+from airflow_provider_jetstream.core.specs import encode_kv_value, validate_bucket, validate_key, validate_name
+from airflow_provider_jetstream.core.subjects import check_publish_subject
+from airflow_provider_jetstream.core.values import positive_seconds, validate_count
+from airflow_provider_jetstream.hooks.args import (
+    check_headers,
+    expected_revision_arg,
+    flag,
+    one_spec_error,
+    outgoing,
+    peer_domains_arg,
+    replication_watch,
+)
+from airflow_provider_jetstream.hooks.base import blocking
+from airflow_provider_jetstream.hooks.streams import JetStreamStreamsHook, Logger
 
-T = TypeVar("T")
-log = logging.getLogger(__name__)
 
-# Open connections by event loop and connection id: every hook running in one event loop (the
-# triggerer's, or one operator's) shares one NATS connection per Airflow connection.
-_OPEN: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _SharedConnection]] = weakref.WeakKeyDictionary()
-
-
-class _SharedConnection:
-    def __init__(self) -> None:
-        self.nc: Client | None = None
-        self.users = 0
-        # Registered before connecting: users arriving while it connects wait for this connection
-        # instead of opening their own (a triggerer starts many triggers at once).
-        self.opening = asyncio.Lock()
-
-
-class JetStreamHook(BaseHook):
-    """Connects to NATS and addresses JetStream in any domain, from a ``jetstream`` connection.
+class JetStreamHook(JetStreamStreamsHook):
+    """NATS JetStream in any domain, from a ``jetstream`` connection: connections (see
+    :class:`~airflow_provider_jetstream.hooks.base.JetStreamBaseHook`) and, sync and async, what
+    the operators and sensors do: ``ensure_stream`` / ``ensure_consumer`` / ``ensure_key_value``,
+    ``stream_info``, ``replication_status``, ``consumer_lag``, ``kv_get`` / ``kv_put`` /
+    ``kv_delete`` and ``publish``.
 
     :param jetstream_conn_id: Airflow connection id. Default ``jetstream_default``.
     :param domain: JetStream domain to address (``$JS.<domain>.API``). Default: the connection's.
     :param api_prefix: JetStream API prefix, e.g. an imported ``JS.acc@hub.API``. Default: the
         connection's. ``domain`` and ``api_prefix`` exclude each other.
+
+    The ``timeout`` of each method is the seconds to wait for each JetStream API answer (default:
+    the connection's ``connect_timeout``).
     """
 
-    conn_name_attr = "jetstream_conn_id"
-    default_conn_name = "jetstream_default"
-    conn_type = "jetstream"
-    hook_name = "NATS JetStream"
+    # -- read and check ------------------------------------------------------------------------
 
-    def __init__(
+    async def aconsumer_lag(
         self,
-        jetstream_conn_id: str = default_conn_name,
+        stream: str,
+        consumer: str,
+        *,
+        max_pending: int = 0,
+        max_ack_pending: int = 0,
+        max_redelivered: int | None = None,
         domain: str | None = None,
         api_prefix: str | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        api_prefix_for(domain, api_prefix)  # validates both, and that they exclude each other
-        self.jetstream_conn_id = jetstream_conn_id
-        self.domain = domain
-        self.api_prefix = api_prefix
-        self._config: JetStreamConnectionConfig | None = None
+        timeout: float | None = None,
+    ) -> ConsumerLagCheck:
+        """The consumer-lag check of ``JetStreamConsumerLagSensor``: ``.done`` when the consumer's
+        unprocessed messages (``num_pending``) are at most ``max_pending`` (default 0), its outstanding
+        acks at most ``max_ack_pending`` (default 0) and, if given, its redeliveries at most
+        ``max_redelivered`` (default None: not checked); ``.reason`` says which count is over;
+        ``.to_xcom()`` gives the counts and sequences as a dict. :class:`JetStreamNotFoundError` when the
+        stream or consumer does not exist."""
+        validate_name(stream, "stream")
+        validate_name(consumer, "consumer", what="consumer")
+        bounds = [validate_count(max_pending, "max_pending"), validate_count(max_ack_pending, "max_ack_pending")]
+        redelivered = validate_count(max_redelivered, "max_redelivered", allow_none=True)
+        async with self.aapi(domain, api_prefix, timeout=timeout) as api:
+            return await check_consumer_lag(api, stream, consumer, *bounds, redelivered)  # type: ignore[arg-type]
 
-    # -- connection settings -------------------------------------------------------------------
+    consumer_lag = blocking(aconsumer_lag)
 
-    def get_conn_config(self) -> JetStreamConnectionConfig:
-        """The validated connection settings (looked up once; secrets registered for masking)."""
-        if self._config is None:
-            self._config = self._validated(self.get_connection(self.jetstream_conn_id))
-        return self._config
+    async def acheck_replication(
+        self,
+        watch: ReplicationWatch,
+        *,
+        domain: str | None = None,
+        api_prefix: str | None = None,
+        timeout: float | None = None,
+    ) -> ReplicationCheck:
+        """One exact replication check of ``watch.stream`` with a :class:`ReplicationWatch` kept across
+        checks (it remembers since when errors and outages last): what the replication sensor and
+        trigger call at every check. For a single check, use :meth:`areplication_status`."""
+        async with self.aapi(domain, api_prefix, timeout=timeout) as api:
+            return await check_replication(api.nc, api, watch)
 
-    async def aget_conn_config(self) -> JetStreamConnectionConfig:
-        """Like :meth:`get_conn_config`, without blocking the event loop (for triggers)."""
-        if self._config is None:
-            self._config = self._validated(await self.aget_connection(self.jetstream_conn_id))
-        return self._config
+    check_replication = blocking(acheck_replication)
 
-    @staticmethod
-    def _validated(conn: Any) -> JetStreamConnectionConfig:
-        config = JetStreamConnectionConfig.from_connection(conn)
-        from airflow.sdk.log import mask_secret
+    async def areplication_status(
+        self,
+        stream: str,
+        *,
+        sources: list[str] | None = None,
+        max_lag: int = 0,
+        max_inactive: float | str = 10.0,
+        error_grace: float | str = 30.0,
+        verify_origin: str = "auto",
+        unreachable_origins: str = "wait",
+        domain: str | None = None,
+        api_prefix: str | None = None,
+        timeout: float | None = None,
+    ) -> ReplicationCheck:
+        """Whether a stream's mirror, or every (named) source, has caught up with its origin: the exact
+        check of ``JetStreamReplicationLagSensor`` (each origin asked for its last sequence in its own
+        domain, then the stream read), made once.
 
-        for secret in config.secrets:
-            mask_secret(secret)
-        return config
+        Returns a :class:`ReplicationCheck`: ``.caught_up`` (every origin), ``.done`` (what the sensor
+        would succeed on), ``.failed`` (why waiting cannot help, or None), ``.verdicts`` (per origin:
+        ``caught_up``, ``reason``, the rule applied), ``.waiting_for()``, ``.table()`` and
+        ``.to_xcom()`` (the sensor's XCom dict). :class:`JetStreamNotFoundError` if the stream does
+        not exist; :class:`JetStreamConfigError` if it has no mirror/sources or lacks a named one.
 
-    def resolve_api_prefix(self, domain: str | None = None, api_prefix: str | None = None) -> str:
-        """The JetStream API prefix to use: the arguments', else the hook's, else the connection's."""
-        if domain or api_prefix:
-            return api_prefix_for(domain, api_prefix)
-        if self.domain or self.api_prefix:
-            return api_prefix_for(self.domain, self.api_prefix)
-        config = self._config or self.get_conn_config()
-        return api_prefix_for(config.domain, config.api_prefix)
-
-    def describe_target(self, domain: str | None = None, api_prefix: str | None = None) -> str:
-        """Human words for a JetStream target: ``domain 'leaf'`` or ``API prefix 'JS.acc@hub.API'``."""
-        return describe_prefix(self.resolve_api_prefix(domain, api_prefix))
-
-    # -- async core ----------------------------------------------------------------------------
-
-    @contextlib.asynccontextmanager
-    async def aconnect(self) -> AsyncIterator[Client]:
-        """A connected nats-py client; drained on normal exit, closed on error or cancellation.
-
-        Nested or concurrent uses in one event loop share one connection per connection id; it
-        is closed when the last user leaves.
+        :param sources: origin stream names to judge; None (default): the mirror or every source.
+        :param max_lag: most messages an origin may be behind (lag/active rule). Default 0.
+        :param max_inactive: most time since the last contact with an origin (lag/active rule):
+            seconds or text like ``"10s"``. Default 10 seconds.
+        :param error_grace: how long a replication error may last before ``.failed`` is set. Default 30 s.
+        :param verify_origin: ``"auto"`` (default), ``"required"`` or ``"off"`` (lag/active rule only).
+        :param unreachable_origins: ``"wait"`` (default): an unreachable origin is never caught up;
+            ``"proceed"``: ``.done`` once every reachable origin is.
         """
-        config = await self.aget_conn_config()
-        loop = asyncio.get_running_loop()
-        shared_by_id = _OPEN.setdefault(loop, {})
-        shared = shared_by_id.get(config.conn_id)
-        if shared is None or (shared.nc is not None and shared.nc.is_closed):
-            shared = shared_by_id[config.conn_id] = _SharedConnection()
-        shared.users += 1
-        failed = False
-        try:
-            async with shared.opening:
-                if shared.nc is None or shared.nc.is_closed:
-                    shared.nc = await open_connection(config)
-            yield shared.nc
-        except BaseException:
-            failed = True
-            raise
-        finally:
-            shared.users -= 1
-            if shared.users == 0:
-                if shared_by_id.get(config.conn_id) is shared:
-                    del shared_by_id[config.conn_id]
-                if shared.nc is not None:
-                    await asyncio.shield(release(shared.nc, drain=not failed))
+        watch = replication_watch(
+            stream,
+            sources=sources,
+            max_lag=max_lag,
+            max_inactive=max_inactive,
+            error_grace=error_grace,
+            verify_origin=verify_origin,
+            unreachable_origins=unreachable_origins,
+        )
+        return await self.acheck_replication(watch, domain=domain, api_prefix=api_prefix, timeout=timeout)
 
-    @contextlib.asynccontextmanager
-    async def ajetstream(
-        self, domain: str | None = None, api_prefix: str | None = None
-    ) -> AsyncIterator[JetStreamContext]:
-        """A JetStream context for a domain or API prefix (default: the hook's, then the connection's).
+    replication_status = blocking(areplication_status)
 
-        Several contexts, for several domains, share one NATS connection. A JetStream API call
-        that no server answers raises :class:`JetStreamDomainUnavailableError` naming the target.
-        """
-        async with self.aconnect() as nc:  # loads the connection's config without blocking first
-            prefix = self.resolve_api_prefix(domain, api_prefix)
-            started = time.monotonic()
-            try:
-                yield nc.jetstream(prefix=prefix)
-            except (nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError) as err:
-                raise self._no_jetstream(domain, api_prefix) from err
-            except nats.errors.TimeoutError as err:
-                # The server drops a request the user may not publish, so a refusal looks like a timeout.
-                refusal = refusal_since(nc, started, prefix=prefix)
-                if refusal:
-                    raise JetStreamPermissionError(
-                        f"JetStream in {self.describe_target(domain, api_prefix)}: {refusal}"
-                    ) from err
-                raise
+    # -- KV ------------------------------------------------------------------------------------
 
-    async def aaccount_info(
-        self, nc: Client, domain: str | None = None, api_prefix: str | None = None
-    ) -> dict[str, Any]:
-        """The raw JetStream account info of a domain (with ``domain`` and ``api.level``).
-
-        nats-py's ``account_info()`` drops the API level, which tells what the server supports.
-        """
-        config = await self.aget_conn_config()
-        prefix = self.resolve_api_prefix(domain, api_prefix)
-        try:
-            return await JetStreamApi(nc, prefix, timeout=config.connect_timeout).account_info()
-        except (JetStreamDomainUnavailableError, JetStreamImportMissingError) as err:
-            raise self._no_jetstream(domain, api_prefix) from err
-
-    async def aprobe_domains(self, domains: Sequence[str], timeout: float | None = None) -> dict[str, str | None]:
-        """Which of these JetStream domains answer through this connection right now.
-
-        Asks every domain's JetStream for its account info at once and returns ``{domain: None}``
-        for each that answered within ``timeout`` seconds (default: the connection's
-        ``connect_timeout``) and ``{domain: reason}`` for each that did not. A leaf cut off from the
-        hub gets "no responders" at once, so the check is short. An unreachable domain is a result,
-        not an error; a failure to reach the connection's own servers still raises.
-        """
-        config = await self.aget_conn_config()
-        wait = config.connect_timeout if timeout is None else timeout
-
-        async def probe(nc: Client, domain: str) -> str | None:
-            try:
-                await JetStreamApi(nc, api_prefix_for(domain), timeout=wait, target=f"domain {domain!r}").account_info()
-            except JetStreamDomainUnavailableError as err:
-                return str(err)
-            except JetStreamError as err:  # it answered, with an error (e.g. JetStream off for the account)
-                return f"JetStream in domain {domain!r} answered with an error: {err}"
-            return None
-
-        async with self.aconnect() as nc:
-            reasons = await asyncio.gather(*(probe(nc, domain) for domain in domains))
-        return dict(zip(domains, reasons, strict=True))
-
-    def _no_jetstream(
-        self, domain: str | None, api_prefix: str | None
-    ) -> JetStreamDomainUnavailableError | JetStreamImportMissingError:
-        """No JetStream answered: for a domain, keep waiting (a leaf offline, or a typo); for an
-        imported prefix, the account lacks the import (:class:`JetStreamImportMissingError`)."""
-        config = self._config
-        conn_id = config.conn_id if config else self.jetstream_conn_id
-        timeout = config.connect_timeout if config else None
-        prefix = self.resolve_api_prefix(domain, api_prefix)
+    async def akv_get(
+        self, bucket: str, key: str, *, domain: str | None = None, api_prefix: str | None = None
+    ) -> KeyValue.Entry | None:
+        """The latest entry of ``key`` in ``bucket`` (``.value`` bytes, ``.revision``), read in the
+        bucket's domain, mirror buckets of other domains included (nats-py's ``js.key_value()``
+        cannot read those); None when the key holds no value (never put, deleted or purged).
+        :class:`JetStreamNotFoundError` if the bucket does not exist."""
+        one_spec_error(validate_bucket, bucket, "bucket")
+        one_spec_error(validate_key, key, "key")
+        await self.aget_conn_config()  # before describe_target, which must not block the loop to load it
         target = self.describe_target(domain, api_prefix)
-        if is_imported_prefix(prefix):
-            return JetStreamImportMissingError(
-                f"connection {conn_id!r}: nothing answers the JetStream API at {target} ({prefix}) in this "
-                "account: is the API exported and imported into this account (and the exporting JetStream "
-                "up)? Waiting cannot help"
-            )
-        hint = (
-            "is the leaf connected, is the name right? (a leaf that is offline, or a wrong domain name)"
-            if target.startswith("domain")
-            else "is JetStream enabled for this account?"
-        )
-        return JetStreamDomainUnavailableError(
-            f"connection {conn_id!r}: no JetStream responded in {target} ({prefix}) within {timeout}s: {hint}"
-        )
+        async with self.ajetstream(domain, api_prefix) as js:
+            return await read_key(js, bucket, key, target)
 
-    # -- sync edge -----------------------------------------------------------------------------
+    kv_get = blocking(akv_get)
 
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run a coroutine of this hook's to completion from synchronous code (operators, pokes)."""
-        return run_sync(coro)
+    async def acheck_key(
+        self,
+        bucket: str,
+        key: str,
+        *,
+        value: str | None = None,
+        min_revision: int | None = None,
+        domain: str | None = None,
+        api_prefix: str | None = None,
+    ) -> KeyCheck:
+        """The key check of ``JetStreamKeyValueSensor``: ``.done`` when the key holds a value (equal to
+        ``value`` as UTF-8 text, and at ``min_revision`` or later, when given); ``.reason`` says why not;
+        ``.to_xcom()`` gives the decoded value and revision."""
+        entry = await self.akv_get(bucket, key, domain=domain, api_prefix=api_prefix)
+        return judge_entry(bucket, key, self.describe_target(domain, api_prefix), entry, value, min_revision)
 
-    def test_connection(self) -> tuple[bool, str]:
-        """Connect and ask the target domain's JetStream for its account info.
+    check_key = blocking(acheck_key)
 
-        Returns ``(True, "<server, version, url; domain, API level, streams>")`` or
-        ``(False, reason)``; the reason never holds a secret.
+    async def akv_put(
+        self,
+        bucket: str,
+        key: str,
+        value: Any,
+        *,
+        expected_revision: int | None = None,
+        domain: str | None = None,
+        api_prefix: str | None = None,
+        timeout: float | None = None,
+    ) -> int:
+        """Put ``value`` under ``key`` in the bucket of the target domain (as nats.go addresses it, so
+        it cannot land in a same-named bucket of another domain; a mirror bucket's write goes to its
+        origin); returns the new revision.
+
+        :param value: bytes, str (stored as UTF-8), or a dict, list, number or bool (stored as JSON).
+        :param expected_revision: compare-and-set: store only if the key's latest revision is this one
+            (0: only if the key does not exist); else :class:`KeyValueConflictError`. Default None.
         """
-        try:
-            message = self.run(self._atest_connection())
-        except (JetStreamError, ValueError) as err:
-            return False, str(err)
-        except Exception as err:  # the form's Test button shows a reason, never a traceback
-            return False, f"connection {self.jetstream_conn_id!r}: {type(err).__name__}: {err}"
-        self.log.info("%s", message)  # `airflow connections test` prints only success, so log what was found
-        return True, message
+        one_spec_error(validate_bucket, bucket, "bucket")
+        one_spec_error(validate_key, key, "key")
+        revision = expected_revision_arg(expected_revision)
+        payload = one_spec_error(encode_kv_value, value, "value")
+        async with self.aapi(domain, api_prefix, timeout=timeout) as api:
+            return await kv_put(api.nc, api, bucket, key, payload, expected_revision=revision, timeout=api.timeout)
 
-    async def _atest_connection(self) -> str:
-        async with self.aconnect() as nc:
-            server_info = getattr(nc, "_server_info", {})  # nats-py keeps the INFO it got privately
-            url = nc.connected_url
-            connected = f"{url.scheme}://{url.hostname}:{url.port}" if url else "?"
-            account = await self.aaccount_info(nc)
-        return (
-            f"Connected to NATS server {server_info.get('server_name', '?')!r} "
-            f"version {server_info.get('version', '?')} at {connected}; "
-            f"JetStream domain {account.get('domain') or '(none)'!r}, "
-            f"API level {account.get('api', {}).get('level', 0)}, "
-            f"{account.get('streams', 0)} streams, {account.get('consumers', 0)} consumers"
+    kv_put = blocking(akv_put)
+
+    async def akv_delete(
+        self,
+        bucket: str,
+        key: str,
+        *,
+        purge: bool = False,
+        expected_revision: int | None = None,
+        domain: str | None = None,
+        api_prefix: str | None = None,
+        timeout: float | None = None,
+    ) -> int:
+        """Delete ``key`` (a delete marker; ``purge=True`` also drops its history) in the bucket of the
+        target domain; returns the marker's revision. ``expected_revision`` as in :meth:`akv_put`."""
+        one_spec_error(validate_bucket, bucket, "bucket")
+        one_spec_error(validate_key, key, "key")
+        revision = expected_revision_arg(expected_revision)
+        drop = flag("purge", purge)
+        async with self.aapi(domain, api_prefix, timeout=timeout) as api:
+            return await kv_delete(
+                api.nc, api, bucket, key, purge=drop, expected_revision=revision, timeout=api.timeout
+            )
+
+    kv_delete = blocking(akv_delete)
+
+    # -- publish -------------------------------------------------------------------------------
+
+    async def apublish(
+        self,
+        subject: str,
+        messages: Iterable[Any] | str | bytes,
+        *,
+        headers: Mapping[str, str] | None = None,
+        msg_id: str | None = None,
+        expected_stream: str | None = None,
+        max_in_flight: int = 4000,
+        ack_timeout: float = 30.0,
+        allow_double_store: bool = False,
+        peer_domains: list[str] | None = None,
+        domain: str | None = None,
+        api_prefix: str | None = None,
+        timeout: float | None = None,
+        logger: Logger | None = None,
+    ) -> dict[str, Any]:
+        """Publish ``messages`` to ``subject`` with at most ``max_in_flight`` unacknowledged, every ack
+        checked, as ``JetStreamPublishOperator`` does; returns its summary: ``{"count", "stored",
+        "duplicates", "first_seq", "last_seq", "subject", "stream", "domain", "rate"}``.
+
+        Before anything is sent: ``subject`` must be literal and outside the reserved spaces (``$JS.``,
+        ``$KV.``, ``_INBOX.``..., the account's API prefixes), else :class:`UnsafeSubjectError`; and the
+        double-store check refuses a subject other connected domains store too. Messages not stored, or
+        stored outside the target domain or ``expected_stream``, raise :class:`JetStreamPublishError`.
+
+        :param messages: payloads: bytes, str (UTF-8) or JSON-serializable values; an iterator streams.
+        :param headers: headers on every message (names and string values).
+        :param msg_id: template of each message's ``Nats-Msg-Id``, ``{index}`` the message's index
+            (appended if missing), e.g. ``f"{run_id}/readings/{{index}}"``: a retry stores nothing twice
+            within the stream's duplicate window. Default None: no id, no deduplication.
+        :param expected_stream: the stream that must store them (``Nats-Expected-Stream``).
+        :param max_in_flight: most messages published but not yet acknowledged. Default 4000.
+        :param ack_timeout: seconds without any ack before failing. Default 30.
+        :param allow_double_store: publish even if other connected domains store the subject. Default False.
+        :param peer_domains: more domains for that check, besides the connection's own.
+        """
+        if messages is None:
+            raise JetStreamConfigError("messages=None is not allowed: give the payloads to publish")
+        config = await self.aget_conn_config()
+        target_prefix = self.resolve_api_prefix(domain, api_prefix)
+        prefixes = [p for p in dict.fromkeys([api_prefix, self.api_prefix, config.api_prefix, target_prefix]) if p]
+        check_publish_subject(subject, "subject", prefixes)
+        base = dict(check_headers(headers) or {})
+        if not isinstance(max_in_flight, int) or isinstance(max_in_flight, bool) or max_in_flight < 1:
+            raise JetStreamConfigError(f"max_in_flight={max_in_flight!r} is not allowed: use an integer >= 1")
+        ack_timeout = positive_seconds("ack_timeout", ack_timeout)
+        allow = flag("allow_double_store", allow_double_store)
+        peers = peer_domains_arg(peer_domains)
+        if expected_stream:
+            one_spec_error(validate_name, expected_stream, "expected_stream")
+            base["Nats-Expected-Stream"] = expected_stream
+        if isinstance(messages, (str, bytes)):
+            messages = [messages]
+        logger = logger or self.log
+        what = f"publish to {subject!r}"
+        async with self.aapi(domain, api_prefix, timeout=timeout) as api:
+            guard = await self.double_store_guard(api, [subject], what, allow, logger, peers)
+            await guard()
+            summary = await publish_messages(
+                api.nc,
+                outgoing(subject, messages, base or None, msg_id or ""),
+                max_in_flight=max_in_flight,
+                ack_timeout=ack_timeout,
+                api_prefixes=prefixes,
+                what=what,
+            )
+        target_domain = domain_of(target_prefix)
+        problems = ack_problems(summary, target_domain=target_domain, expected_stream=expected_stream or None)
+        if problems:
+            raise JetStreamPublishError(f"{what}: " + "; ".join(problems))
+        rate = summary.count / summary.seconds if summary.seconds else None
+        streams = sorted({s for s, _ in summary.streams if s})
+        domains = sorted({d for _, d in summary.streams if d})
+        logger.info(
+            "published %d messages to %r: %d stored, %d duplicates, seq %s..%s, %.0f msg/s",
+            summary.count,
+            subject,
+            summary.stored,
+            summary.duplicates,
+            summary.first_seq,
+            summary.last_seq,
+            rate or 0,
         )
+        return {
+            "count": summary.count,
+            "stored": summary.stored,
+            "duplicates": summary.duplicates,
+            "first_seq": summary.first_seq,
+            "last_seq": summary.last_seq,
+            "subject": subject,
+            "stream": streams[0] if len(streams) == 1 else streams,
+            "domain": domains[0] if len(domains) == 1 else (domains or target_domain),
+            "rate": round(rate, 1) if rate else None,
+        }
+
+    publish = blocking(apublish)

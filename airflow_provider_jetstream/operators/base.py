@@ -10,19 +10,19 @@ instance of its own class (``except SpecErrors`` keeps working): a subclass of b
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 from nats.aio.client import Client
 
-from airflow_provider_jetstream.core.connection import api_prefix_for, positive_seconds
-from airflow_provider_jetstream.core.errors import JetStreamConfigError, is_refusal
+from airflow_provider_jetstream.core.connection import api_prefix_for
+from airflow_provider_jetstream.core.errors import is_refusal
 from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
 from airflow_provider_jetstream.core.reconcile import check_if_exists
-from airflow_provider_jetstream.core.specs import SpecError, SpecErrors, StreamSpec, validate_name
-from airflow_provider_jetstream.core.topology_guard import guard_double_store
+from airflow_provider_jetstream.core.values import as_bool, positive_seconds
+from airflow_provider_jetstream.hooks.args import one_spec_error, peer_domains_arg
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.utils.templates import is_resolved_at_run_time
 
@@ -112,15 +112,6 @@ class FailFastOnRefusal:
 T = TypeVar("T")
 
 
-def as_bool(name: str, value: Any) -> bool:
-    """A boolean argument (``True``/``False``, or its rendered text); anything else is refused."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
-        return value.strip().lower() in ("true", "1", "yes")
-    raise JetStreamConfigError(f"{name}={value!r} is not allowed: use true or false")
-
-
 def check_bool_args(**args: Any) -> None:
     """Validate boolean arguments now, unless Airflow still renders them (then at run time)."""
     for name, value in args.items():
@@ -165,24 +156,15 @@ class JetStreamBaseOperator(FailFastOnRefusal, BaseOperator):
         return JetStreamHook(self.jetstream_conn_id, domain=self.domain or None, api_prefix=self.api_prefix or None)
 
     def run_api(self, work: Callable[[Client, JetStreamApi, JetStreamHook], Awaitable[T]]) -> T:
-        """Connect, build the API client for the target, and run ``work`` to completion."""
+        """Connect, build the API client for the target, and run ``work`` to completion (for what the
+        hook has no method for: deletes and purges)."""
         hook = self.get_hook()
 
         async def main() -> T:
-            async with hook.aconnect() as nc:
-                api = JetStreamApi(
-                    nc, hook.resolve_api_prefix(), timeout=self.request_timeout, target=hook.describe_target()
-                )
-                return await work(nc, api, hook)
+            async with hook.aapi(timeout=self.request_timeout) as api:
+                return await work(api.nc, api, hook)
 
         return hook.run(main())
-
-    def peer_domains_for(self, hook: JetStreamHook, named: Iterable[str] = ()) -> list[str]:
-        """Domains the double-store guard asks, besides the connection's own: the connection's
-        configured domain, the domains named by the spec's mirror/sources, and ``peer_domains``."""
-        config = hook.get_conn_config()
-        peers = [config.domain, *named, *peer_domains_arg(getattr(self, "peer_domains", None))]
-        return [d for d in dict.fromkeys(peers) if d]
 
 
 class ReconcileOperator(JetStreamBaseOperator):
@@ -224,60 +206,28 @@ class ReconcileOperator(JetStreamBaseOperator):
         )
         peer_domains_arg(self.peer_domains)
 
-    def reconcile_options(self, guard: Callable[[], Awaitable[Any]]) -> dict[str, Any]:
-        """Keyword arguments of the reconcile functions, from the (rendered) operator arguments."""
+    def reconcile_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments of the hook's ``ensure_*`` methods, from the (rendered, checked)
+        operator arguments."""
         return {
             "if_exists": self.if_exists,
             "dry_run": as_bool("dry_run", self.dry_run),
             "prune_sources": as_bool("prune_sources", self.prune_sources),
-            "guard": guard,
+            "allow_double_store": as_bool("allow_double_store", self.allow_double_store),
+            "peer_domains": self.peer_domains,
+            "timeout": self.request_timeout,
             "logger": self.log,
         }
 
-    def double_store_guard(
-        self,
-        nc: Client,
-        api: JetStreamApi,
-        hook: JetStreamHook,
-        stream: StreamSpec,
-        *,
-        subjects: list[str],
-        what: str,
-        bucket: str | None = None,
-    ) -> Callable[[], Awaitable[Any]]:
-        """The check, run before a create, that no other known domain would store these subjects too."""
 
-        async def guard() -> Any:
-            return await guard_double_store(
-                nc,
-                target_prefix=api.prefix,
-                subjects=subjects,
-                what=what,
-                bucket=bucket,
-                peer_domains=self.peer_domains_for(hook, stream.origin_domains()),
-                allow=as_bool("allow_double_store", self.allow_double_store),
-                timeout=self.request_timeout,
-                logger=self.log,
-            )
-
-        return guard
-
-
-def peer_domains_arg(value: Any) -> list[str]:
-    """``peer_domains``: None or a list of domain names."""
-    if value in (None, ""):
-        return []
-    if not isinstance(value, (list, tuple)):
-        raise SpecErrors([SpecError("peer_domains", value, "use a list of domain names, e.g. ['leaf']")])
-    return [
-        one_spec_error(lambda v, p: validate_name(v, p, what="domain"), d, f"peer_domains[{i}]")
-        for i, d in enumerate(value)
-    ]
-
-
-def one_spec_error(check: Callable[..., Any], value: Any, path: str) -> Any:
-    """``check(value, path)``, its :class:`SpecError` raised as :class:`SpecErrors` (what operators raise)."""
-    try:
-        return check(value, path)
-    except SpecError as err:
-        raise SpecErrors([err]) from None
+__all__ = [
+    "FailFastOnRefusal",
+    "JetStreamBaseOperator",
+    "ReconcileOperator",
+    "as_bool",
+    "as_task_failure",
+    "check_bool_args",
+    "fail_fast_on_refusal",
+    "one_spec_error",
+    "peer_domains_arg",
+]

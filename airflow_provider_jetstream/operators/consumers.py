@@ -14,7 +14,7 @@ from airflow_provider_jetstream.core.jetstream_api import (
     JetStreamApiError,
     domain_of,
 )
-from airflow_provider_jetstream.core.reconcile import check_if_exists, reconcile_consumer
+from airflow_provider_jetstream.core.reconcile import check_if_exists
 from airflow_provider_jetstream.core.specs import ConsumerSpec, validate_name
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.operators.base import JetStreamBaseOperator, as_bool, check_bool_args, one_spec_error
@@ -59,23 +59,14 @@ class JetStreamCreateConsumerOperator(JetStreamBaseOperator):
         check_bool_args(dry_run=dry_run)
 
     def execute(self, context: Any) -> dict[str, Any]:
-        one_spec_error(validate_name, self.stream, "stream")
-        spec = ConsumerSpec.from_dict(self.consumer)
-        check_if_exists(self.if_exists)
-        dry_run = as_bool("dry_run", self.dry_run)
-
-        async def work(nc: Client, api: JetStreamApi, hook: JetStreamHook) -> dict[str, Any]:
-            result = await reconcile_consumer(
-                api,
-                self.stream,
-                spec,
-                if_exists=self.if_exists,
-                dry_run=dry_run,
-                logger=self.log,
-            )
-            return {**result.as_xcom(), "stream": self.stream}
-
-        return self.run_api(work)
+        return self.get_hook().ensure_consumer(
+            self.stream,
+            self.consumer,
+            if_exists=self.if_exists,
+            dry_run=as_bool("dry_run", self.dry_run),
+            timeout=self.request_timeout,
+            logger=self.log,
+        )
 
 
 class JetStreamDeleteConsumerOperator(JetStreamBaseOperator):

@@ -7,6 +7,8 @@ buckets included (under the origin's ``$KV.<origin>.`` prefix, ADR-8). nats-py's
 :func:`airflow_provider_jetstream.core.keyvalue.open_key_value` reads all three. Puts and deletes address the
 bucket's domain (``$JS.<domain>.API.$KV.<bucket>.<key>``, as nats.go does), so a write aimed at
 domain X cannot land in a same-named bucket of domain Y; a mirror's writes go to its origin.
+The work is :class:`~airflow_provider_jetstream.hooks.jetstream.JetStreamHook`'s (``ensure_key_value``,
+``kv_put``, ``kv_delete``).
 """
 
 from __future__ import annotations
@@ -14,20 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from nats.aio.client import Client
-
-from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
-from airflow_provider_jetstream.core.keyvalue import kv_delete, kv_put, reconcile_bucket
-from airflow_provider_jetstream.core.specs import (
-    KeyValueSpec,
-    SpecError,
-    SpecErrors,
-    encode_kv_value,
-    validate_bucket,
-    validate_key,
-)
-from airflow_provider_jetstream.core.specs.kv import kv_subjects
-from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
+from airflow_provider_jetstream.core.specs import KeyValueSpec, encode_kv_value, validate_bucket, validate_key
+from airflow_provider_jetstream.hooks.args import expected_revision_arg
 from airflow_provider_jetstream.operators.base import (
     JetStreamBaseOperator,
     ReconcileOperator,
@@ -67,36 +57,7 @@ class JetStreamCreateKeyValueOperator(ReconcileOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         spec = KeyValueSpec.from_dict(self.bucket)
         self.check_options()
-        stream = spec.stream_spec()
-
-        async def work(nc: Client, api: JetStreamApi, hook: JetStreamHook) -> dict[str, Any]:
-            guard = self.double_store_guard(
-                nc,
-                api,
-                hook,
-                stream,
-                subjects=[] if stream.is_mirror else [kv_subjects(spec.bucket)],
-                what=f"bucket {spec.bucket!r}",
-                bucket=spec.bucket,
-            )
-            result = await reconcile_bucket(api, spec, **self.reconcile_options(guard))
-            return result.as_xcom()
-
-        return self.run_api(work)
-
-
-def _revision(value: Any) -> int | None:
-    if value in (None, ""):
-        return None
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        number = -1
-    if number < 0:
-        raise SpecErrors(
-            [SpecError("expected_revision", value, "use an integer >= 0 (0: only if the key does not exist)")]
-        )
-    return number
+        return self.get_hook().ensure_key_value(spec, **self.reconcile_kwargs())
 
 
 class _KeyOperator(JetStreamBaseOperator):
@@ -113,7 +74,7 @@ class _KeyOperator(JetStreamBaseOperator):
     def _check(self) -> int | None:
         one_spec_error(validate_bucket, self.bucket, "bucket")
         one_spec_error(validate_key, self.key, "key")
-        return _revision(self.expected_revision)
+        return expected_revision_arg(self.expected_revision)
 
 
 class JetStreamKeyValuePutOperator(_KeyOperator):
@@ -141,20 +102,9 @@ class JetStreamKeyValuePutOperator(_KeyOperator):
 
     def execute(self, context: Any) -> int:
         expected = self._check()
-        payload = one_spec_error(encode_kv_value, self.value, "value")
-
-        async def work(nc: Client, api: JetStreamApi, hook: JetStreamHook) -> int:
-            return await kv_put(
-                nc,
-                api,
-                self.bucket,
-                self.key,
-                payload,
-                expected_revision=expected,
-                timeout=self.request_timeout,
-            )
-
-        return self.run_api(work)
+        return self.get_hook().kv_put(
+            self.bucket, self.key, self.value, expected_revision=expected, timeout=self.request_timeout
+        )
 
 
 class JetStreamKeyValueDeleteOperator(_KeyOperator):
@@ -175,17 +125,10 @@ class JetStreamKeyValueDeleteOperator(_KeyOperator):
 
     def execute(self, context: Any) -> int:
         expected = self._check()
-        purge = as_bool("purge", self.purge)
-
-        async def work(nc: Client, api: JetStreamApi, hook: JetStreamHook) -> int:
-            return await kv_delete(
-                nc,
-                api,
-                self.bucket,
-                self.key,
-                purge=purge,
-                expected_revision=expected,
-                timeout=self.request_timeout,
-            )
-
-        return self.run_api(work)
+        return self.get_hook().kv_delete(
+            self.bucket,
+            self.key,
+            purge=as_bool("purge", self.purge),
+            expected_revision=expected,
+            timeout=self.request_timeout,
+        )

@@ -10,11 +10,12 @@ resolves the connection and ships it to the executors inside the data source's r
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
 import shutil
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +23,10 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
+from airflow_provider_jetstream.core.values import as_bool
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.operators.base import FailFastOnRefusal
-from airflow_provider_jetstream.spark.job_args import check_bool, check_job_arguments, check_partition_by
+from airflow_provider_jetstream.spark.job_args import check_job_arguments, check_partition_by
 from airflow_provider_jetstream.utils.templates import is_resolved_at_run_time
 
 #: A line of spark-submit output that states an error: a log record at level ERROR (the packaged
@@ -38,64 +40,105 @@ ERROR_LINE = re.compile(
 #: The packaged spark-submit job (its file, as spark-submit takes it).
 PACKAGED_JOB = str(Path(__file__).resolve().parents[1] / "spark" / "jobs" / "stream_to_parquet.py")
 DEFAULT_LOCAL_MASTER = "local[*]"
+#: The arguments ``SparkSubmitHook`` takes (``SparkSubmitOperator`` takes each of them too).
+_HOOK_PARAMETERS = frozenset(inspect.signature(SparkSubmitHook.__init__).parameters) - {"self"}
 
 
 class JetStreamSparkSubmitHook(SparkSubmitHook):
     """``SparkSubmitHook`` that adds secret environment variables to the spark-submit process only,
-    and never falls back to yarn silently.
+    runs the driver there (client mode), and never falls back to yarn silently.
+
+    It overrides public methods only: ``get_connection`` (a local master for ``conn_id=None``; a
+    named connection that cannot be loaded fails) and ``submit`` (the spark-submit process's
+    environment, and the job's own error line in a failure's exception). The error line is read
+    from the output the hook logs line by line, through ``log``.
 
     :param secret_env: variables for the spark-submit process (and so the driver); not logged.
     :param local_master: master used when ``conn_id`` is None. Default ``local[*]``.
+    :param env_vars: variables for the spark-submit process too (in client mode, the driver's).
+    :param kwargs: every other ``SparkSubmitHook`` argument.
     """
 
-    def __init__(self, *, secret_env: dict[str, str], local_master: str = DEFAULT_LOCAL_MASTER, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        secret_env: dict[str, str],
+        local_master: str = DEFAULT_LOCAL_MASTER,
+        env_vars: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
         self._secret_env = dict(secret_env)
         self._local_master = local_master
+        # The driver runs in the spark-submit process (cluster mode is refused below): every variable
+        # goes to that process's environment, none to a --conf on the command line.
+        self._process_env = {key: str(value) for key, value in (env_vars or {}).items()}
+        self._spark_connection: Any = None
+        self._output_watch: _ErrorLineWatch | None = None
         super().__init__(**kwargs)
+        deploy_mode = (
+            kwargs.get("deploy_mode")
+            or (self._spark_connection.extra_dejson.get("deploy-mode") if self._spark_connection else None)
+            or (kwargs.get("conf") or {}).get("spark.submit.deployMode")
+        )
+        if deploy_mode == "cluster":
+            raise JetStreamConfigError(
+                "JetStreamSparkSubmitOperator: deploy_mode 'cluster' is not supported: the driver would run "
+                "elsewhere, without the connection's environment; use client mode"
+            )
 
     def get_connection(self, conn_id: str | None) -> Any:  # type: ignore[override]
         from airflow.sdk import Connection
 
         if conn_id is None:
-            return Connection(conn_id="jetstream_spark_local", conn_type="spark", host=self._local_master)
-        try:
-            return super().get_connection(conn_id)
-        except Exception as err:
-            # SparkSubmitHook would quietly submit to yarn instead: refuse.
-            raise JetStreamConfigError(
-                f"Spark connection {conn_id!r} could not be loaded ({type(err).__name__}); define it, e.g. "
-                '{"conn_type": "spark", "host": "local[*]"}, or pass conn_id=None for a local master'
-            ) from None
+            connection = Connection(conn_id="jetstream_spark_local", conn_type="spark", host=self._local_master)
+        else:
+            try:
+                connection = super().get_connection(conn_id)
+            except Exception as err:
+                # SparkSubmitHook would quietly submit to yarn instead: refuse.
+                raise JetStreamConfigError(
+                    f"Spark connection {conn_id!r} could not be loaded ({type(err).__name__}); define it, e.g. "
+                    '{"conn_type": "spark", "host": "local[*]"}, or pass conn_id=None for a local master'
+                ) from None
+        self._spark_connection = connection
+        return connection
 
-    def _process_spark_submit_log(self, itr: Iterator[Any]) -> None:
-        """Log the output as SparkSubmitHook does, remembering its last error line."""
-        self._error_line: str | None = None
-
-        def remember() -> Iterator[Any]:
-            for line in itr:
-                text = line.strip() if isinstance(line, str) else str(line).strip()
-                if ERROR_LINE.search(text):
-                    self._error_line = text
-                yield line
-
-        super()._process_spark_submit_log(remember())
+    @property
+    def log(self) -> Any:  # type: ignore[override]
+        """The hook's logger; while ``submit`` runs, one that also watches the spark-submit output."""
+        return self._output_watch or super().log
 
     def submit(self, application: str = "", **kwargs: Any) -> str | None:
         """spark-submit ``application``; a failure's exception starts with the job's own error line."""
-        self._error_line = None
+        kwargs["env"] = {**(kwargs.get("env") or os.environ), **self._process_env, **self._secret_env}
+        self._output_watch = watch = _ErrorLineWatch(super().log)
         try:
             return super().submit(application, **kwargs)
         except Exception as err:
-            line = getattr(self, "_error_line", None)
-            if not line:
+            if not watch.error_line:
                 raise
-            raise type(err)(f"the Spark job failed: {self._mask_cmd([line])}\n{err}") from None
+            from airflow.sdk.log import redact
 
-    def _build_spark_submit_command(self, application: str) -> list[str]:
-        command = super()._build_spark_submit_command(application)
-        # SparkSubmitHook.submit() hands self._env to Popen (after building the command).
-        self._env = {**(self._env or {}), **self._secret_env}
-        return command
+            raise type(err)(f"the Spark job failed: {redact(watch.error_line)}\n{err}") from None
+        finally:
+            self._output_watch = None
+
+
+class _ErrorLineWatch:
+    """A logger that passes everything on, remembering the last message that states an error."""
+
+    def __init__(self, log: Any) -> None:
+        self._log = log
+        self.error_line: str | None = None
+
+    def info(self, message: Any, *args: Any, **kwargs: Any) -> None:
+        text = str(message).strip()
+        if ERROR_LINE.search(text):
+            self.error_line = text
+        self._log.info(message, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._log, name)
 
 
 class JetStreamSparkSubmitOperator(FailFastOnRefusal, SparkSubmitOperator):
@@ -122,6 +165,8 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, SparkSubmitOperator):
         without any connection. A named connection that cannot be loaded fails the task.
     :param local_master: master when ``conn_id`` is None. Default ``local[*]``.
     :param kwargs: every other ``SparkSubmitOperator`` argument (conf, executor_memory, ...).
+        ``env_vars`` reach the spark-submit process, where the driver runs (client mode), on every
+        master: never a ``--conf`` on the command line. ``deploy_mode='cluster'`` is refused.
     """
 
     template_fields: Sequence[str] = (
@@ -212,6 +257,11 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, SparkSubmitOperator):
         self.local_master = local_master
         self._packaged = application is None
         self._secret_env: dict[str, str] = {}
+        # For the hook: SparkSubmitOperator's arguments that are SparkSubmitHook's too, as given.
+        self._spark_arguments = {
+            name: value for name, value in {**kwargs, "conn_id": conn_id}.items() if name in _HOOK_PARAMETERS
+        }
+        self._found_spark_binary: str | None = None
 
     @staticmethod
     def _check_job_arguments(values: dict[str, Any], parsing: bool) -> None:
@@ -258,7 +308,7 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, SparkSubmitOperator):
             if value is not None:
                 args += [flag, str(value).strip()]
         args += ["--partition-by", ",".join(check_partition_by(self.partition_by))]
-        args += ["--fail-on-data-loss", "true" if check_bool(self.fail_on_data_loss, "fail_on_data_loss") else "false"]
+        args += ["--fail-on-data-loss", "true" if as_bool("fail_on_data_loss", self.fail_on_data_loss) else "false"]
         return args
 
     def execute(self, context: Any) -> None:
@@ -277,12 +327,12 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, SparkSubmitOperator):
             env["PYSPARK_DRIVER_PYTHON"] = (
                 user_env.get("PYSPARK_DRIVER_PYTHON") or os.environ.get("PYSPARK_DRIVER_PYTHON") or python
             )
-        if shutil.which(self._spark_binary or "spark-submit") is None:
+        if shutil.which(self._spark_arguments.get("spark_binary") or "spark-submit") is None:
             # pip's pyspark puts spark-submit beside the interpreter, maybe outside PATH.
             beside = Path(python).parent
             if (beside / "spark-submit").exists():
                 env["PATH"] = f"{beside}{os.pathsep}{os.environ.get('PATH', '')}"
-                self._spark_binary = str(beside / "spark-submit")
+                self._found_spark_binary = str(beside / "spark-submit")
         self._secret_env = env
         if self._packaged:
             self.application_args = job_arguments + list(self.application_args or [])
@@ -293,47 +343,10 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, SparkSubmitOperator):
         super().execute(context)
 
     def _get_hook(self) -> SparkSubmitHook:
-        # The same arguments as SparkSubmitOperator._get_hook, for the JetStream hook.
-        hook = JetStreamSparkSubmitHook(
-            secret_env=self._secret_env,
-            local_master=self.local_master,
-            conf=self.conf,
-            conn_id=self._conn_id,  # type: ignore[arg-type]
-            files=self.files,
-            py_files=self.py_files,
-            archives=self._archives,
-            driver_class_path=self.driver_class_path,
-            jars=self.jars,
-            java_class=self._java_class,
-            packages=self.packages,
-            exclude_packages=self.exclude_packages,
-            repositories=self._repositories,
-            total_executor_cores=self._total_executor_cores,
-            executor_cores=self._executor_cores,
-            executor_memory=self._executor_memory,
-            driver_memory=self._driver_memory,
-            keytab=self.keytab,
-            principal=self.principal,
-            proxy_user=self.proxy_user,
-            name=self.name,
-            num_executors=self._num_executors,
-            status_poll_interval=self._status_poll_interval,
-            application_args=self.application_args,
-            env_vars=self.env_vars,
-            verbose=self._verbose,
-            spark_binary=self._spark_binary,
-            properties_file=self.properties_file,
-            yarn_queue=self._yarn_queue,
-            deploy_mode=self._deploy_mode,
-            use_krb5ccache=self._use_krb5ccache,
-            post_submit_commands=self.post_submit_commands,
-            track_driver_via_k8s_api=self._track_driver_via_k8s_api,
-            yarn_track_via_rm_api=self._yarn_track_via_rm_api,
-            yarn_rm_auth=self._yarn_rm_auth,
-        )
-        if hook._connection.get("deploy_mode") == "cluster":
-            raise JetStreamConfigError(
-                "JetStreamSparkSubmitOperator: deploy_mode 'cluster' is not supported: the driver would run "
-                "elsewhere, without the connection's environment; use client mode"
-            )
-        return hook
+        """The JetStream hook, with the arguments ``SparkSubmitOperator`` gives its hook: each
+        templated one as rendered, the others as given to the constructor."""
+        arguments = dict(self._spark_arguments)
+        arguments.update({name: getattr(self, name) for name in self.template_fields if name in _HOOK_PARAMETERS})
+        if self._found_spark_binary:
+            arguments["spark_binary"] = self._found_spark_binary
+        return JetStreamSparkSubmitHook(secret_env=self._secret_env, local_master=self.local_master, **arguments)

@@ -15,9 +15,9 @@ from typing import Any
 
 from nats.aio.client import Client
 
+from airflow_provider_jetstream.core.errors import SpecError, SpecErrors
 from airflow_provider_jetstream.core.jetstream_api import STREAM_NOT_FOUND, JetStreamApi, JetStreamApiError, domain_of
-from airflow_provider_jetstream.core.reconcile import reconcile_stream
-from airflow_provider_jetstream.core.specs import SpecError, SpecErrors, StreamSpec, validate_name, validate_subject
+from airflow_provider_jetstream.core.specs import StreamSpec, validate_name, validate_subject
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.operators.base import (
     JetStreamBaseOperator,
@@ -57,15 +57,7 @@ class JetStreamCreateStreamOperator(ReconcileOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         spec = self.build_spec()
         self.check_options()
-
-        async def work(nc: Client, api: JetStreamApi, hook: JetStreamHook) -> dict[str, Any]:
-            guard = self.double_store_guard(
-                nc, api, hook, spec, subjects=spec.listen_subjects(), what=f"stream {spec.name!r}"
-            )
-            result = await reconcile_stream(api, spec, **self.reconcile_options(guard))
-            return result.as_xcom()
-
-        return self.run_api(work)
+        return self.get_hook().ensure_stream(spec, **self.reconcile_kwargs())
 
 
 def _overrides(overrides: Mapping[str, Any] | None, reserved: tuple[str, ...]) -> dict[str, Any]:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow_provider_jetstream.core.replication import validate_count
 from airflow_provider_jetstream.core.specs.names import validate_name
+from airflow_provider_jetstream.core.values import validate_count
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.sensors.base import BaseJetStreamSensor, templated
-from airflow_provider_jetstream.triggers.consumer_lag import JetStreamConsumerLagTrigger, check_consumer_lag
+from airflow_provider_jetstream.triggers.consumer_lag import JetStreamConsumerLagTrigger
 
 
 class JetStreamConsumerLagSensor(BaseJetStreamSensor):
@@ -60,8 +60,12 @@ class JetStreamConsumerLagSensor(BaseJetStreamSensor):
         validate_name(self.consumer, "consumer", what="consumer")
 
     async def acheck(self, hook: JetStreamHook) -> tuple[bool, dict[str, Any] | None]:
-        check = await check_consumer_lag(
-            hook, self.stream, self.consumer, self.max_pending, self.max_ack_pending, self.max_redelivered
+        check = await hook.aconsumer_lag(
+            self.stream,
+            self.consumer,
+            max_pending=self.max_pending,
+            max_ack_pending=self.max_ack_pending,
+            max_redelivered=self.max_redelivered,
         )
         state = "done" if check.done else "waiting"
         self.log.info("Consumer %r > %r in %s: %s: %s", self.stream, self.consumer, check.target, state, check.reason)

@@ -6,11 +6,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
-from airflow_provider_jetstream.core.replication import validate_count
 from airflow_provider_jetstream.core.specs.names import validate_bucket, validate_key
+from airflow_provider_jetstream.core.values import validate_count
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.sensors.base import BaseJetStreamSensor, templated
-from airflow_provider_jetstream.triggers.kv import JetStreamKeyValueTrigger, check_key
+from airflow_provider_jetstream.triggers.kv import JetStreamKeyValueTrigger
 
 
 class JetStreamKeyValueSensor(BaseJetStreamSensor):
@@ -59,7 +59,7 @@ class JetStreamKeyValueSensor(BaseJetStreamSensor):
             raise JetStreamConfigError(f"value={self.value!r} is not allowed: use text (compared as UTF-8) or None")
 
     async def acheck(self, hook: JetStreamHook) -> tuple[bool, dict[str, Any] | None]:
-        check = await check_key(hook, self.bucket, self.key, self.value, self.min_revision)
+        check = await hook.acheck_key(self.bucket, self.key, value=self.value, min_revision=self.min_revision)
         state = "done" if check.done else "waiting"
         self.log.info("KV %r in %s: %s: %s", self.bucket, check.target, state, check.reason)
         return check.done, check.to_xcom() if check.done else None

@@ -7,20 +7,13 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from airflow_provider_jetstream.core.errors import JetStreamConfigError
-from airflow_provider_jetstream.core.replication import (
-    UNREACHABLE_ORIGINS,
-    VERIFY_ORIGIN,
-    JetStreamReplicationError,
-    ReplicationWatch,
-    duration_seconds,
-    validate_choice,
-    validate_count,
-)
-from airflow_provider_jetstream.core.specs.names import validate_name
+from airflow_provider_jetstream.core.errors import JetStreamReplicationError
+from airflow_provider_jetstream.core.replication import ReplicationWatch
+from airflow_provider_jetstream.core.values import validate_count
+from airflow_provider_jetstream.hooks.args import replication_watch
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.sensors.base import BaseJetStreamSensor, templated
-from airflow_provider_jetstream.triggers.replication_lag import JetStreamReplicationLagTrigger, check_replication
+from airflow_provider_jetstream.triggers.replication_lag import JetStreamReplicationLagTrigger
 
 
 class JetStreamReplicationLagSensor(BaseJetStreamSensor):
@@ -104,42 +97,37 @@ class JetStreamReplicationLagSensor(BaseJetStreamSensor):
             self.validate()
 
     def validate(self) -> None:
-        validate_choice(self.verify_origin, "verify_origin", VERIFY_ORIGIN)
-        validate_choice(self.unreachable_origins, "unreachable_origins", UNREACHABLE_ORIGINS)
-        self.max_inactive_seconds = duration_seconds(self.max_inactive, "max_inactive", positive=True)
-        self.error_grace_seconds = duration_seconds(self.error_grace, "error_grace")
-        validate_name(self.stream, "stream")
-        if self.sources is not None:
-            if isinstance(self.sources, str) or not self.sources:
-                raise JetStreamConfigError(
-                    f"sources={self.sources!r} is not allowed: use a non-empty list of stream names"
-                )
-            for name in self.sources:
-                validate_name(name, "sources")
+        watch = self.watch_args()
+        self.max_inactive_seconds = watch.max_inactive
+        self.error_grace_seconds = watch.error_grace
+
+    def watch_args(self, unreachable_timeout: float | None = None) -> ReplicationWatch:
+        """The rendered arguments, checked, as a fresh :class:`ReplicationWatch` (the hook's checks)."""
+        return replication_watch(
+            self.stream,
+            sources=self.sources,
+            max_lag=self.max_lag,
+            max_inactive=self.max_inactive,
+            error_grace=self.error_grace,
+            verify_origin=self.verify_origin,
+            unreachable_origins=self.unreachable_origins,
+            unreachable_timeout=unreachable_timeout,
+        )
 
     def new_watch(self) -> ReplicationWatch:
         """The watch, taking up the state earlier checks left (this object's, the task state store's)."""
-        return ReplicationWatch(
-            self.stream,
-            self.max_lag,
-            self.max_inactive_seconds,
-            self.error_grace_seconds,
-            list(self.sources or []) or None,
-            verify_origin=self.verify_origin,
-            unreachable_origins=self.unreachable_origins,
-            unreachable_timeout=self.unreachable_timeout_seconds,
-        ).restore(self._state.get("watch"))
+        return self.watch_args(self.unreachable_timeout_seconds).restore(self._state.get("watch"))
 
     async def acheck(self, hook: JetStreamHook) -> tuple[bool, dict[str, Any] | None]:
         watch = self.new_watch()
         try:
-            check = await check_replication(hook, watch)
+            check = await hook.acheck_replication(watch)
             # Without a state store a rescheduled sensor forgets between pokes: it confirms an error
             # within this poke.
             while self.reschedule and not self._state_persisted and watch.errors_pending and not check.failed:
                 self.log.info("Replication of %r:\n%s", self.stream, check.table())
                 await asyncio.sleep(min(self.poke_interval, 5.0))
-                check = await check_replication(hook, watch)
+                check = await hook.acheck_replication(watch)
         finally:
             self._state["watch"] = watch.state()
         if watch.should_log(check) or check.failed or check.done:

@@ -13,10 +13,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from airflow_provider_jetstream.core.connection import validate_api_prefix, validate_domain
-from airflow_provider_jetstream.core.errors import JetStreamConfigError
-from airflow_provider_jetstream.core.specs.errors import SpecError
+from airflow_provider_jetstream.core.connection_fields import validate_api_prefix, validate_domain
+from airflow_provider_jetstream.core.errors import JetStreamConfigError, SpecError
 from airflow_provider_jetstream.core.specs.names import subject_problem, validate_bucket, validate_key, validate_name
+from airflow_provider_jetstream.core.values import as_bool
 
 #: Columns the output may be partitioned by.
 PARTITION_COLUMNS = ("stream", "domain", "subject", "date")
@@ -134,14 +134,6 @@ def check_output(value: Any, name: str = "output_path") -> str:
     return value
 
 
-def check_bool(value: Any, name: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    raise JetStreamConfigError(f"{name}={value!r} is not allowed: use true or false")
-
-
 #: Argument name -> its check.
 CHECKS: dict[str, Callable[[Any, str], Any]] = {
     "stream": check_stream,
@@ -156,7 +148,7 @@ CHECKS: dict[str, Callable[[Any, str], Any]] = {
     "starting_sequence": check_starting_sequence,
     "partition_by": check_partition_by,
     "min_partitions": check_min_partitions,
-    "fail_on_data_loss": check_bool,
+    "fail_on_data_loss": lambda value, name: as_bool(name, value),
 }
 
 

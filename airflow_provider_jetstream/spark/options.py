@@ -20,15 +20,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_jetstream.core.connection import (
-    JetStreamConnectionConfig,
-    api_prefix_for,
-    validate_api_prefix,
-    validate_domain,
-)
+from airflow_provider_jetstream.core.connection import JetStreamConnectionConfig
+from airflow_provider_jetstream.core.connection_fields import api_prefix_for, validate_api_prefix, validate_domain
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.core.pull import DEFAULT_READER, READERS, PullSettings
 from airflow_provider_jetstream.core.subjects import check_publish_subject
+from airflow_provider_jetstream.core.values import as_bool
 
 #: Environment variable holding the whole NATS connection as JSON (host, port, login, password,
 #: extra); set by JetStreamSparkSubmitOperator for the driver. Spark redacts names with SECRET.
@@ -123,14 +120,7 @@ def _normalized(options: Mapping[str, str], allowed: list[str], what: str) -> di
 
 
 def _bool(options: dict[str, str], name: str, default: bool) -> bool:
-    if name not in options:
-        return default
-    text = options[name].strip().lower()
-    if text in ("true", "1", "yes"):
-        return True
-    if text in ("false", "0", "no"):
-        return False
-    raise JetStreamConfigError(f"jetstream option {name}={options[name]!r} is not allowed: use true or false")
+    return as_bool(f"jetstream option {name}", options[name]) if name in options else default
 
 
 def _int(options: dict[str, str], name: str, default: int | None, minimum: int = 1) -> int | None:
@@ -163,7 +153,7 @@ def _float(options: dict[str, str], name: str, default: float, minimum: float) -
 
 def connection_fields(config: JetStreamConnectionConfig) -> dict[str, Any]:
     """The ``from_fields`` arguments that rebuild ``config`` (secrets included: never log them)."""
-    from airflow_provider_jetstream.core.connection import EXTRA_FIELDS
+    from airflow_provider_jetstream.core.connection_fields import EXTRA_FIELDS
 
     extra = {}
     for name, spec in EXTRA_FIELDS.items():

@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from nats.aio.client import Client
 
 from airflow_provider_jetstream.core.errors import (
+    JetStreamDataLossError,
     JetStreamNotFoundError,
 )
 from airflow_provider_jetstream.core.jetstream_api import JetStreamApi, describe_prefix
-from airflow_provider_jetstream.core.pull import JetStreamDataLossError, first_sequence_at
+from airflow_provider_jetstream.core.pull import first_sequence_at
 from airflow_provider_jetstream.spark.options import ReadOptions
 
 log = logging.getLogger(__name__)

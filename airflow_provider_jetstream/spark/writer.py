@@ -27,9 +27,10 @@ from pyspark.sql.types import StructType
 
 from airflow_provider_jetstream.core.connect import open_connection, release
 from airflow_provider_jetstream.core.errors import JetStreamError
-from airflow_provider_jetstream.core.jetstream_api import describe_prefix, domain_of
+from airflow_provider_jetstream.core.jetstream_api import describe_prefix
 from airflow_provider_jetstream.core.publisher import Outgoing, ack_problems, publish_messages
 from airflow_provider_jetstream.core.pull import iterate_blocking
+from airflow_provider_jetstream.core.specs.names import domain_of
 from airflow_provider_jetstream.spark.options import WriteOptions
 
 log = logging.getLogger(__name__)

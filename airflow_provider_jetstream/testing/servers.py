@@ -28,6 +28,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from airflow_provider_jetstream.core.errors import NatsServerError
+
 LOOPBACK = "127.0.0.1"
 
 #: Users of the topology's accounts: ``account -> (user, password)``. Local test values only.
@@ -37,10 +39,6 @@ USERS: dict[str, tuple[str, str]] = {
     "IMPORT_MIRROR": ("import_mirror", "import_mirror"),
     "IMPORT_CLIENT": ("import_client", "import_client"),
 }
-
-
-class NatsServerError(RuntimeError):
-    """A local nats-server did not start, or did not become ready in time."""
 
 
 def nats_server_binary() -> str:

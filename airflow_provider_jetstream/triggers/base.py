@@ -1,17 +1,26 @@
-"""What the JetStream triggers share: which errors mean "try again later", the unreachable clock, fixed-rate polling."""
+"""What the JetStream triggers share: the waiting triggers' base class, which errors mean "try again
+later", which end the trigger (and the event each gives), the unreachable clock, fixed-rate polling."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
+from typing import Any
 
 import nats.errors
 import nats.js.errors
-from airflow.triggers.base import TriggerEvent
+from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_provider_jetstream.core.errors import JetStreamDomainUnavailableError
-from airflow_provider_jetstream.core.replication import format_seconds
+from airflow_provider_jetstream.core.errors import (
+    JetStreamConfigError,
+    JetStreamDomainUnavailableError,
+    JetStreamError,
+    JetStreamNotFoundError,
+    JetStreamPermissionError,
+)
+from airflow_provider_jetstream.core.replication_report import format_seconds
+from airflow_provider_jetstream.core.specs.durations import optional_duration_seconds
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 
 #: Errors after which a later check may succeed: the domain answers again, the client reconnected.
@@ -25,6 +34,29 @@ TRANSIENT_ERRORS = (
     nats.errors.StaleConnectionError,
     nats.errors.OutboundBufferLimitError,
 )
+
+
+#: Errors that end a trigger with an error event (see :func:`error_event`): waiting cannot fix them,
+#: or the connection is gone for good.
+FINAL_ERRORS = (JetStreamError, nats.errors.ConnectionClosedError)
+
+#: The error event ``reason`` of each final error class, the first match wins.
+_REASONS: tuple[tuple[type[BaseException], str], ...] = (
+    (JetStreamNotFoundError, "not_found"),
+    (JetStreamConfigError, "invalid"),
+    (JetStreamPermissionError, "permission"),
+    (JetStreamError, "error"),
+)
+
+
+def error_event(err: BaseException, conn_id: str) -> TriggerEvent:
+    """The trigger's ``{"status": "error", "reason", "message"}`` event for one of :data:`FINAL_ERRORS`:
+    ``not_found``, ``invalid``, ``permission``, ``error`` or ``connection_closed`` (reconnects exhausted)."""
+    if isinstance(err, nats.errors.ConnectionClosedError):
+        message = f"connection {conn_id!r}: the NATS connection closed (reconnects exhausted)"
+        return TriggerEvent({"status": "error", "reason": "connection_closed", "message": message})
+    reason = next(name for cls, name in _REASONS if isinstance(err, cls))
+    return TriggerEvent({"status": "error", "reason": reason, "message": str(err)})
 
 
 def transient_reason(hook: JetStreamHook, err: BaseException) -> str:
@@ -106,3 +138,47 @@ class PollClock:
         now = asyncio.get_running_loop().time()
         self.due = max(self.due + self.interval, now)
         await asyncio.sleep(self.due - now)
+
+
+class JetStreamWaitTrigger(BaseTrigger):
+    """What the waiting triggers (consumer lag, replication lag, KV key) share: where JetStream is,
+    how long it may go unanswering, what the sensor's checks left, and their serialization.
+
+    :param jetstream_conn_id: Airflow connection id (resolved in the triggerer).
+    :param domain: JetStream domain. Default: the connection's.
+    :param api_prefix: JetStream API prefix instead of a domain. Default: the connection's.
+    :param unreachable_timeout: how long (seconds, or text like ``"10m"``) the target may go without
+        answering before the trigger fails; None (default): no bound (the sensor's timeout applies).
+    :param state: what the sensor's checks so far left (``{"unreachable_since": epoch seconds}``, ...).
+    """
+
+    #: A subclass's own constructor arguments, each kept in the attribute of its name: serialized
+    #: with the shared ones, so the triggerer rebuilds the trigger from them.
+    fields: tuple[str, ...] = ()
+
+    def __init__(
+        self,
+        jetstream_conn_id: str,
+        domain: str | None = None,
+        api_prefix: str | None = None,
+        unreachable_timeout: float | str | None = None,
+        state: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        self.jetstream_conn_id = jetstream_conn_id
+        self.domain = domain
+        self.api_prefix = api_prefix
+        self.unreachable_timeout = optional_duration_seconds(unreachable_timeout, "unreachable_timeout")
+        self.state = dict(state or {})
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        names = ("jetstream_conn_id", *self.fields, "domain", "api_prefix", "unreachable_timeout", "state")
+        return f"{type(self).__module__}.{type(self).__qualname__}", {name: getattr(self, name) for name in names}
+
+    def new_hook(self) -> JetStreamHook:
+        """A hook for the trigger's connection and target (its checks share the triggerer's connection)."""
+        return JetStreamHook(self.jetstream_conn_id, domain=self.domain, api_prefix=self.api_prefix)
+
+    def unreachable_clock(self) -> UnreachableClock:
+        """The clock of unanswered checks, going on from where the sensor's checks left it."""
+        return UnreachableClock(self.unreachable_timeout, self.state.get("unreachable_since"))

@@ -1,110 +1,29 @@
-"""``JetStreamConsumerLagTrigger`` and the consumer-lag check it shares with the sensor's poke.
+"""``JetStreamConsumerLagTrigger``: polls :meth:`JetStreamHook.aconsumer_lag` until a consumer is within bounds.
 
-The check is the nats CLI's ``nats server check consumer --unprocessed-critical
---outstanding-ack-critical``: a consumer is done when its unprocessed messages (``num_pending``)
-and outstanding acks (``num_ack_pending``), and optionally its redeliveries, are within bounds.
+The check (shared with the sensor's poke and the hook) is
+:func:`airflow_provider_jetstream.core.checks.check_consumer_lag`: the nats CLI's ``nats server check
+consumer --unprocessed-critical --outstanding-ack-critical``.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
-import nats.errors
-import nats.js.errors
-from airflow.triggers.base import BaseTrigger, TriggerEvent
+from airflow.triggers.base import TriggerEvent
 
 from airflow_provider_jetstream.core.connect import wait_task
-from airflow_provider_jetstream.core.errors import (
-    JetStreamConfigError,
-    JetStreamError,
-    JetStreamNotFoundError,
-    JetStreamPermissionError,
+from airflow_provider_jetstream.triggers.base import (
+    FINAL_ERRORS,
+    TRANSIENT_ERRORS,
+    JetStreamWaitTrigger,
+    PollClock,
+    error_event,
+    transient_reason,
 )
-from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
-from airflow_provider_jetstream.core.replication import optional_duration_seconds
-from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
-from airflow_provider_jetstream.triggers.base import TRANSIENT_ERRORS, PollClock, UnreachableClock, transient_reason
 
 
-@dataclass(frozen=True)
-class ConsumerLagCheck:
-    """One reading of a consumer's counts and whether they are within the thresholds."""
-
-    stream: str
-    consumer: str
-    target: str
-    info: dict[str, Any]
-    done: bool
-    reason: str
-
-    def to_xcom(self) -> dict[str, Any]:
-        """The consumer's counts and its delivered and ack-floor sequences."""
-        delivered = self.info.get("delivered") or {}
-        ack_floor = self.info.get("ack_floor") or {}
-        return {
-            "stream": self.stream,
-            "consumer": self.consumer,
-            "target": self.target,
-            "num_pending": self.info.get("num_pending", 0),
-            "num_ack_pending": self.info.get("num_ack_pending", 0),
-            "num_redelivered": self.info.get("num_redelivered", 0),
-            "num_waiting": self.info.get("num_waiting", 0),
-            "delivered": {
-                "consumer_seq": delivered.get("consumer_seq", 0),
-                "stream_seq": delivered.get("stream_seq", 0),
-            },
-            "ack_floor": {
-                "consumer_seq": ack_floor.get("consumer_seq", 0),
-                "stream_seq": ack_floor.get("stream_seq", 0),
-            },
-        }
-
-
-def judge_consumer(
-    info: dict[str, Any], max_pending: int, max_ack_pending: int, max_redelivered: int | None
-) -> tuple[bool, str]:
-    """``(done, reason)`` for a raw consumer info: every count within its bound, or which is not."""
-    counts = [
-        ("unprocessed (num_pending)", info.get("num_pending", 0), max_pending, "max_pending"),
-        ("outstanding acks (num_ack_pending)", info.get("num_ack_pending", 0), max_ack_pending, "max_ack_pending"),
-    ]
-    if max_redelivered is not None:
-        counts.append(
-            ("redelivered (num_redelivered)", info.get("num_redelivered", 0), max_redelivered, "max_redelivered")
-        )
-    over = [f"{what} {value} > {name} {bound}" for what, value, bound, name in counts if value > bound]
-    if over:
-        return False, "; ".join(over)
-    return True, ", ".join(f"{what} {value} <= {bound}" for what, value, bound, _ in counts)
-
-
-async def check_consumer_lag(
-    hook: JetStreamHook,
-    stream: str,
-    consumer: str,
-    max_pending: int = 0,
-    max_ack_pending: int = 0,
-    max_redelivered: int | None = None,
-) -> ConsumerLagCheck:
-    """Read a consumer's info in the hook's domain and judge it against the thresholds.
-
-    Raises :class:`JetStreamNotFoundError` when the stream or the consumer does not exist, and
-    :class:`JetStreamDomainUnavailableError` when no JetStream answers for the domain.
-    """
-    async with hook.aconnect() as nc:
-        config = await hook.aget_conn_config()
-        target = hook.describe_target()
-        api = JetStreamApi(nc, hook.resolve_api_prefix(), timeout=config.connect_timeout, target=target)
-        info = await api.consumer_info(stream, consumer)  # a missing stream raises JetStreamNotFoundError
-    if info is None:
-        raise JetStreamNotFoundError(f"consumer {consumer!r} does not exist on stream {stream!r} in {target}")
-    done, reason = judge_consumer(info, max_pending, max_ack_pending, max_redelivered)
-    return ConsumerLagCheck(stream, consumer, target, info, done, reason)
-
-
-class JetStreamConsumerLagTrigger(BaseTrigger):
+class JetStreamConsumerLagTrigger(JetStreamWaitTrigger):
     """Fires when a consumer's unprocessed and outstanding-ack counts are within bounds.
 
     Polls the consumer's info every ``poll_interval`` seconds over the triggerer's one shared NATS
@@ -131,6 +50,8 @@ class JetStreamConsumerLagTrigger(BaseTrigger):
     released when ``run()`` returns, is cancelled or is closed: ``cleanup()`` has nothing left to do.
     """
 
+    fields = ("stream", "consumer", "max_pending", "max_ack_pending", "max_redelivered", "poll_interval")
+
     def __init__(
         self,
         jetstream_conn_id: str,
@@ -145,40 +66,17 @@ class JetStreamConsumerLagTrigger(BaseTrigger):
         unreachable_timeout: float | str | None = None,
         state: dict[str, Any] | None = None,
     ) -> None:
-        super().__init__()
-        self.jetstream_conn_id = jetstream_conn_id
+        super().__init__(jetstream_conn_id, domain, api_prefix, unreachable_timeout, state)
         self.stream = stream
         self.consumer = consumer
-        self.unreachable_timeout = optional_duration_seconds(unreachable_timeout, "unreachable_timeout")
-        self.state = dict(state or {})
-        self.domain = domain
-        self.api_prefix = api_prefix
         self.max_pending = max_pending
         self.max_ack_pending = max_ack_pending
         self.max_redelivered = max_redelivered
         self.poll_interval = float(poll_interval)
 
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            f"{type(self).__module__}.{type(self).__qualname__}",
-            {
-                "jetstream_conn_id": self.jetstream_conn_id,
-                "stream": self.stream,
-                "consumer": self.consumer,
-                "domain": self.domain,
-                "api_prefix": self.api_prefix,
-                "max_pending": self.max_pending,
-                "max_ack_pending": self.max_ack_pending,
-                "max_redelivered": self.max_redelivered,
-                "poll_interval": self.poll_interval,
-                "unreachable_timeout": self.unreachable_timeout,
-                "state": self.state,
-            },
-        )
-
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        hook = JetStreamHook(self.jetstream_conn_id, domain=self.domain, api_prefix=self.api_prefix)
-        unanswered = UnreachableClock(self.unreachable_timeout, self.state.get("unreachable_since"))
+        hook = self.new_hook()
+        unanswered = self.unreachable_clock()
         try:
             # Held for the trigger's life: every check reuses the triggerer's shared connection.
             async with hook.aconnect():
@@ -187,13 +85,12 @@ class JetStreamConsumerLagTrigger(BaseTrigger):
                     try:
                         # In a task of its own: a cancellation arriving with a reply is not lost.
                         check = await wait_task(
-                            check_consumer_lag(
-                                hook,
+                            hook.aconsumer_lag(
                                 self.stream,
                                 self.consumer,
-                                self.max_pending,
-                                self.max_ack_pending,
-                                self.max_redelivered,
+                                max_pending=self.max_pending,
+                                max_ack_pending=self.max_ack_pending,
+                                max_redelivered=self.max_redelivered,
                             )
                         )
                     except TRANSIENT_ERRORS as err:
@@ -218,14 +115,5 @@ class JetStreamConsumerLagTrigger(BaseTrigger):
                             check.reason,
                         )
                     await clock.wait()
-        except JetStreamNotFoundError as err:
-            yield TriggerEvent({"status": "error", "reason": "not_found", "message": str(err)})
-        except JetStreamConfigError as err:
-            yield TriggerEvent({"status": "error", "reason": "invalid", "message": str(err)})
-        except JetStreamPermissionError as err:
-            yield TriggerEvent({"status": "error", "reason": "permission", "message": str(err)})
-        except JetStreamError as err:
-            yield TriggerEvent({"status": "error", "reason": "error", "message": str(err)})
-        except nats.errors.ConnectionClosedError:
-            message = f"connection {self.jetstream_conn_id!r}: the NATS connection closed (reconnects exhausted)"
-            yield TriggerEvent({"status": "error", "reason": "connection_closed", "message": message})
+        except FINAL_ERRORS as err:
+            yield error_event(err, self.jetstream_conn_id)

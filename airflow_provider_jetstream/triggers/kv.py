@@ -1,110 +1,38 @@
-"""``JetStreamKeyValueTrigger`` (a KV watch, no polling) and the key check shared with the sensor.
+"""``JetStreamKeyValueTrigger``: a KV watch (no polling) until a key is present, in any domain.
 
-A key counts as present when its latest entry is a value: a deleted or purged key (a delete or
-purge marker, or no entry at all) is absent. Optionally the value must equal ``value`` or the
-revision reach ``min_revision``.
+Each entry the watch delivers is judged by :func:`airflow_provider_jetstream.core.checks.judge_entry`,
+the key check the sensor's poke and :meth:`JetStreamHook.acheck_key` make: a key counts as present
+when its latest entry is a value (a deleted or purged key is absent); optionally the value must
+equal ``value`` or the revision reach ``min_revision``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
 import nats.errors
 import nats.js.errors
-from airflow.triggers.base import BaseTrigger, TriggerEvent
-from nats.js.kv import KeyValue
+from airflow.triggers.base import TriggerEvent
 
-from airflow_provider_jetstream.core.connect import refusal_since
-from airflow_provider_jetstream.core.errors import (
-    JetStreamConfigError,
-    JetStreamError,
-    JetStreamNotFoundError,
-    JetStreamPermissionError,
-)
+from airflow_provider_jetstream.core.checks import KeyCheck, judge_entry, open_bucket
+from airflow_provider_jetstream.core.connect import refusal_since, wait_task
+from airflow_provider_jetstream.core.errors import JetStreamPermissionError
 from airflow_provider_jetstream.core.jetstream_api import is_imported_prefix
-from airflow_provider_jetstream.core.keyvalue import open_key_value
-from airflow_provider_jetstream.core.replication import optional_duration_seconds
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
-from airflow_provider_jetstream.triggers.base import TRANSIENT_ERRORS, UnreachableClock, transient_reason
-
-_REMOVED = ("DEL", "PURGE")
-
-
-@dataclass(frozen=True)
-class KeyCheck:
-    """One reading of a key: whether it satisfies the sensor, why not, and the entry read."""
-
-    bucket: str
-    key: str
-    target: str
-    done: bool
-    reason: str
-    revision: int | None = None
-    raw: bytes | None = None
-
-    def to_xcom(self) -> dict[str, Any]:
-        """The decoded value (UTF-8 text, else base64 with ``encoding: "base64"``) and revision."""
-        try:
-            value, encoding = (self.raw or b"").decode(), "utf-8"
-        except UnicodeDecodeError:
-            value, encoding = base64.b64encode(self.raw or b"").decode(), "base64"
-        return {
-            "bucket": self.bucket,
-            "key": self.key,
-            "target": self.target,
-            "value": value,
-            "encoding": encoding,
-            "revision": self.revision,
-        }
+from airflow_provider_jetstream.triggers.base import (
+    FINAL_ERRORS,
+    TRANSIENT_ERRORS,
+    JetStreamWaitTrigger,
+    error_event,
+    transient_reason,
+)
 
 
-def judge_entry(
-    bucket: str, key: str, target: str, entry: KeyValue.Entry | None, value: str | None, min_revision: int | None
-) -> KeyCheck:
-    """Judge the latest entry of a key (None: no entry, or deleted/purged)."""
-    if entry is None or entry.operation in _REMOVED:
-        what = "absent" if entry is None else f"{entry.operation.lower()}d at revision {entry.revision}"
-        return KeyCheck(bucket, key, target, False, f"key {key!r} is {what}")
-    raw = entry.value or b""
-    if value is not None and raw != value.encode():
-        return KeyCheck(
-            bucket, key, target, False, f"key {key!r} is {raw[:80]!r} at revision {entry.revision}, not {value!r}"
-        )
-    if min_revision is not None and (entry.revision or 0) < min_revision:
-        return KeyCheck(bucket, key, target, False, f"key {key!r} is at revision {entry.revision} < {min_revision}")
-    return KeyCheck(bucket, key, target, True, f"key {key!r} present at revision {entry.revision}", entry.revision, raw)
-
-
-async def open_bucket(hook: JetStreamHook, js: Any, bucket: str) -> KeyValue:
-    """The bucket in the hook's domain (mirrors read where they store keys; see
-    :func:`~airflow_provider_jetstream.core.keyvalue.open_key_value`); :class:`JetStreamNotFoundError` if it
-    does not exist."""
-    try:
-        return await open_key_value(js, bucket)
-    except nats.js.errors.BucketNotFoundError:
-        raise JetStreamNotFoundError(f"KV bucket {bucket!r} does not exist in {hook.describe_target()}") from None
-
-
-async def check_key(
-    hook: JetStreamHook, bucket: str, key: str, value: str | None = None, min_revision: int | None = None
-) -> KeyCheck:
-    """Read the key's latest value in the hook's domain and judge it (the sensor's poke)."""
-    async with hook.ajetstream() as js:
-        kv = await open_bucket(hook, js, bucket)
-        try:
-            entry: KeyValue.Entry | None = await kv.get(key)
-        except nats.js.errors.KeyNotFoundError:  # also raised for a deleted or purged key
-            entry = None
-    return judge_entry(bucket, key, hook.describe_target(), entry, value, min_revision)
-
-
-class JetStreamKeyValueTrigger(BaseTrigger):
+class JetStreamKeyValueTrigger(JetStreamWaitTrigger):
     """Fires when a KV key is present (and equals ``value`` / reaches ``min_revision``), in any domain.
 
     Watches the key (an ordered consumer on the bucket's stream, starting with the key's latest
@@ -132,6 +60,8 @@ class JetStreamKeyValueTrigger(BaseTrigger):
     released when ``run()`` returns, is cancelled or is closed: ``cleanup()`` has nothing left to do.
     """
 
+    fields = ("bucket", "key", "value", "min_revision", "rewatch_interval")
+
     def __init__(
         self,
         jetstream_conn_id: str,
@@ -145,45 +75,24 @@ class JetStreamKeyValueTrigger(BaseTrigger):
         unreachable_timeout: float | str | None = None,
         state: dict[str, Any] | None = None,
     ) -> None:
-        super().__init__()
-        self.unreachable_timeout = optional_duration_seconds(unreachable_timeout, "unreachable_timeout")
-        self.state = dict(state or {})
-        self.jetstream_conn_id = jetstream_conn_id
+        super().__init__(jetstream_conn_id, domain, api_prefix, unreachable_timeout, state)
         self.bucket = bucket
         self.key = key
-        self.domain = domain
-        self.api_prefix = api_prefix
         self.value = value
         self.min_revision = min_revision
         self.rewatch_interval = float(rewatch_interval)
 
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            f"{type(self).__module__}.{type(self).__qualname__}",
-            {
-                "jetstream_conn_id": self.jetstream_conn_id,
-                "bucket": self.bucket,
-                "key": self.key,
-                "domain": self.domain,
-                "api_prefix": self.api_prefix,
-                "value": self.value,
-                "min_revision": self.min_revision,
-                "rewatch_interval": self.rewatch_interval,
-                "unreachable_timeout": self.unreachable_timeout,
-                "state": self.state,
-            },
-        )
-
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        hook = JetStreamHook(self.jetstream_conn_id, domain=self.domain, api_prefix=self.api_prefix)
-        unanswered = UnreachableClock(self.unreachable_timeout, self.state.get("unreachable_since"))
+        hook = self.new_hook()
+        unanswered = self.unreachable_clock()
         try:
             async with hook.ajetstream() as js:
                 target = hook.describe_target()
                 while True:
                     started = time.monotonic()
                     try:
-                        check = await self._watch_once(hook, js, target)
+                        # In a task of its own: a cancellation arriving with a reply is not lost.
+                        check = await wait_task(self._watch_once(hook, js, target))
                     except TRANSIENT_ERRORS as err:
                         # The server drops a request this user may not publish: a refusal looks like a timeout.
                         refusal = refusal_since(js._nc, started, prefix=hook.resolve_api_prefix())
@@ -205,21 +114,12 @@ class JetStreamKeyValueTrigger(BaseTrigger):
                         self.log.info("KV %r in %s: %s", self.bucket, target, check.reason)
                         yield TriggerEvent({"status": "success", "entry": check.to_xcom()})
                         return
-        except JetStreamNotFoundError as err:
-            yield TriggerEvent({"status": "error", "reason": "not_found", "message": str(err)})
-        except JetStreamConfigError as err:
-            yield TriggerEvent({"status": "error", "reason": "invalid", "message": str(err)})
-        except JetStreamPermissionError as err:
-            yield TriggerEvent({"status": "error", "reason": "permission", "message": str(err)})
-        except JetStreamError as err:
-            yield TriggerEvent({"status": "error", "reason": "error", "message": str(err)})
-        except nats.errors.ConnectionClosedError:
-            message = f"connection {self.jetstream_conn_id!r}: the NATS connection closed (reconnects exhausted)"
-            yield TriggerEvent({"status": "error", "reason": "connection_closed", "message": message})
+        except FINAL_ERRORS as err:
+            yield error_event(err, self.jetstream_conn_id)
 
     async def _watch_once(self, hook: JetStreamHook, js: Any, target: str) -> KeyCheck | None:
         """Watch until the key satisfies the trigger (its check) or stays silent (None: re-arm)."""
-        kv = await open_bucket(hook, js, self.bucket)
+        kv = await open_bucket(js, self.bucket, target)
         # A short inactive threshold lets the server drop the watch's consumer soon after it stops.
         watcher = await kv.watch(self.key, inactive_threshold=30.0)
         seen = False

@@ -1,163 +1,33 @@
-"""``JetStreamReplicationLagTrigger`` and the replication check it shares with the sensor's poke.
+"""``JetStreamReplicationLagTrigger``: polls :meth:`JetStreamHook.acheck_replication` until a stream caught up.
 
-The check asks each origin, in its own domain, for its last sequence, then reads the stream and
-judges every origin: see :mod:`airflow_provider_jetstream.core.replication` for what "caught up" means.
+The check (shared with the sensor's poke and the hook) is
+:func:`airflow_provider_jetstream.core.checks.check_replication`: it asks each origin, in its own
+domain, for its last sequence, then reads the stream and judges every origin (see
+:mod:`airflow_provider_jetstream.core.replication` for what "caught up" means).
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-import nats.errors
-from airflow.triggers.base import BaseTrigger, TriggerEvent
+from airflow.triggers.base import TriggerEvent
 
 from airflow_provider_jetstream.core.connect import wait_task
-from airflow_provider_jetstream.core.errors import (
-    JetStreamConfigError,
-    JetStreamDomainUnavailableError,
-    JetStreamError,
-    JetStreamImportMissingError,
-    JetStreamNotFoundError,
-    JetStreamPermissionError,
+from airflow_provider_jetstream.core.replication import UNREACHABLE_ORIGINS, VERIFY_ORIGIN, ReplicationWatch
+from airflow_provider_jetstream.core.specs.durations import duration_seconds
+from airflow_provider_jetstream.core.values import validate_choice
+from airflow_provider_jetstream.triggers.base import (
+    FINAL_ERRORS,
+    TRANSIENT_ERRORS,
+    JetStreamWaitTrigger,
+    PollClock,
+    error_event,
+    transient_reason,
 )
-from airflow_provider_jetstream.core.jetstream_api import JetStreamApi, JetStreamApiError, describe_prefix
-from airflow_provider_jetstream.core.replication import (
-    UNREACHABLE_ORIGINS,
-    VERIFY_ORIGIN,
-    HeldSeq,
-    OriginProbe,
-    ReplicationCheck,
-    ReplicationStatus,
-    ReplicationWatch,
-    duration_seconds,
-    optional_duration_seconds,
-    stream_source_seq,
-    subject_matches,
-    unreachable_reason,
-    validate_choice,
-)
-from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
-from airflow_provider_jetstream.triggers.base import TRANSIENT_ERRORS, PollClock, UnreachableClock, transient_reason
-
-#: Most messages read back from the end of a stream to find the newest copy from one origin, when
-#: other origins write to the same subjects (each read is one request; see :func:`held_seq`).
-WALK_BACK_LIMIT = 500
 
 
-async def probe_origin(api: JetStreamApi, status: ReplicationStatus) -> OriginProbe:
-    """Ask the origin, through its own domain or API prefix, for its last sequence among the
-    subjects the copy takes (``STREAM.MSG.GET`` with ``last_by_subj``: one indexed lookup per
-    filter, wildcards allowed, on every server version; 0 when nothing matches).
-
-    A refused request (``Permissions Violation``) raises :class:`JetStreamPermissionError`.
-    """
-    try:
-        last = 0
-        for subject in status.origin_filters:
-            message = await api.last_msg(status.origin, subject)
-            if message:
-                last = max(last, int(message["seq"]))
-        return OriginProbe("ok", last)
-    except JetStreamNotFoundError:
-        return OriginProbe("missing", None, f"origin stream {status.origin!r} does not exist in {api.target}")
-    except JetStreamImportMissingError:
-        return OriginProbe(
-            "unverifiable",
-            None,
-            f"origin not verifiable from this account (no import of {api.prefix}.STREAM.MSG.GET): lag/active rule",
-        )
-    except JetStreamDomainUnavailableError:
-        return OriginProbe("unreachable", None, unreachable_reason(api.prefix))
-    except JetStreamApiError as err:  # e.g. 503: JetStream temporarily unavailable there
-        return OriginProbe("unreachable", None, f"{api.target} did not answer: {err.description}")
-
-
-async def held_seq(api: JetStreamApi, info: dict[str, Any], status: ReplicationStatus, probe: OriginProbe) -> HeldSeq:
-    """The highest origin sequence the stream holds from one origin.
-
-    A mirror keeps the origin's sequences: its last sequence. For a source, nats-server >= 2.15
-    reports it (the source's ``seq``); otherwise the newest message on the subjects this origin's
-    copies land on (``last_by_subj``, one lookup) names its origin and origin sequence in the
-    ``Nats-Stream-Source`` header. When other origins write to the same subjects, that message may
-    be theirs: then the stream is read backwards from there, at most :data:`WALK_BACK_LIMIT`
-    messages, to the newest copy from this origin (copies from one origin arrive in order, so the
-    newest holds the highest sequence). Beyond that the answer is unknown (``seq`` None).
-    """
-    state = info.get("state") or {}
-    if status.kind == "mirror":
-        return HeldSeq(int(state.get("last_seq") or 0))
-    if status.seq is not None:
-        return HeldSeq(status.seq)
-    if not probe.last_seq:
-        return HeldSeq(0)
-    first = int(state.get("first_seq") or 0)
-    best = 0
-    walked = 0
-    for pattern in status.copy_patterns:
-        message = await api.last_msg(info["config"]["name"], pattern)
-        while message is not None:
-            origin_seq = stream_source_seq(message, status.index_name)
-            if origin_seq is not None:
-                best = max(best, origin_seq)
-                break
-            seq, message = int(message["seq"]) - 1, None
-            while seq >= first:
-                walked += 1
-                if walked > WALK_BACK_LIMIT:
-                    return HeldSeq(
-                        None,
-                        f"the last {WALK_BACK_LIMIT} messages on its subjects came from other origins sharing them",
-                    )
-                candidate = await api.msg(info["config"]["name"], seq)
-                if candidate is not None and subject_matches(candidate["subject"], pattern):
-                    message = candidate
-                    break
-                seq -= 1
-    return HeldSeq(best)
-
-
-async def check_replication(hook: JetStreamHook, watch: ReplicationWatch) -> ReplicationCheck:
-    """Read the stream, probe each watched origin in its own domain, read the stream again, judge.
-
-    The origins are probed before the stream is read, so "the stream holds the origin's last
-    sequence" is exact. Raises :class:`JetStreamNotFoundError` when the stream does not exist,
-    :class:`JetStreamConfigError` when it has no mirror/sources or lacks a named one,
-    :class:`JetStreamPermissionError` when a request is refused, and
-    :class:`JetStreamDomainUnavailableError` when no JetStream answers for the stream's domain.
-    """
-    async with hook.aconnect() as nc:
-        config = await hook.aget_conn_config()
-        watch.target = hook.describe_target()
-        own_prefix = hook.resolve_api_prefix()
-        api = JetStreamApi(nc, own_prefix, timeout=config.connect_timeout, target=watch.target)
-        # The raw info: nats-py's parsed one drops each origin's external API prefix.
-        info = await api.stream_info(watch.stream)
-        if info is None:
-            raise JetStreamNotFoundError(f"stream {watch.stream!r} does not exist in {watch.target}")
-        statuses = watch.select(info)
-        probes: dict[str, OriginProbe] = {}
-        if watch.verify_origin != "off":
-
-            async def probe(status: ReplicationStatus) -> None:
-                prefix = status.api_prefix or own_prefix
-                origin_api = JetStreamApi(nc, prefix, timeout=config.connect_timeout, target=describe_prefix(prefix))
-                probes[status.key] = await probe_origin(origin_api, status)
-
-            await asyncio.gather(*(probe(s) for s in statuses))
-        after = await api.stream_info(watch.stream)  # read after the probes: exact
-        if after is None:
-            raise JetStreamNotFoundError(f"stream {watch.stream!r} does not exist in {watch.target}")
-        held: dict[str, HeldSeq] = {}
-        for status in watch.select(after):
-            found = probes.get(status.key)
-            if found is not None and found.state == "ok":
-                held[status.key] = await held_seq(api, after, status, found)
-    return watch.judge(after, probes=probes, held=held)
-
-
-class JetStreamReplicationLagTrigger(BaseTrigger):
+class JetStreamReplicationLagTrigger(JetStreamWaitTrigger):
     """Fires when a stream's mirror, or every (named) source, is caught up with its origin.
 
     Polls every ``poll_interval`` seconds over the triggerer's one shared NATS connection for
@@ -195,6 +65,17 @@ class JetStreamReplicationLagTrigger(BaseTrigger):
     released when ``run()`` returns, is cancelled or is closed: ``cleanup()`` has nothing left to do.
     """
 
+    fields = (
+        "stream",
+        "max_lag",
+        "max_inactive",
+        "error_grace",
+        "sources",
+        "poll_interval",
+        "verify_origin",
+        "unreachable_origins",
+    )
+
     def __init__(
         self,
         jetstream_conn_id: str,
@@ -211,11 +92,8 @@ class JetStreamReplicationLagTrigger(BaseTrigger):
         unreachable_timeout: float | str | None = None,
         state: dict[str, Any] | None = None,
     ) -> None:
-        super().__init__()
-        self.jetstream_conn_id = jetstream_conn_id
+        super().__init__(jetstream_conn_id, domain, api_prefix, unreachable_timeout, state)
         self.stream = stream
-        self.domain = domain
-        self.api_prefix = api_prefix
         self.max_lag = max_lag
         self.max_inactive = duration_seconds(max_inactive, "max_inactive", positive=True)
         self.error_grace = duration_seconds(error_grace, "error_grace")
@@ -223,28 +101,6 @@ class JetStreamReplicationLagTrigger(BaseTrigger):
         self.poll_interval = float(poll_interval)
         self.verify_origin = validate_choice(verify_origin, "verify_origin", VERIFY_ORIGIN)
         self.unreachable_origins = validate_choice(unreachable_origins, "unreachable_origins", UNREACHABLE_ORIGINS)
-        self.unreachable_timeout = optional_duration_seconds(unreachable_timeout, "unreachable_timeout")
-        self.state = dict(state or {})
-
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            f"{type(self).__module__}.{type(self).__qualname__}",
-            {
-                "jetstream_conn_id": self.jetstream_conn_id,
-                "stream": self.stream,
-                "domain": self.domain,
-                "api_prefix": self.api_prefix,
-                "max_lag": self.max_lag,
-                "max_inactive": self.max_inactive,
-                "error_grace": self.error_grace,
-                "sources": self.sources,
-                "poll_interval": self.poll_interval,
-                "verify_origin": self.verify_origin,
-                "unreachable_origins": self.unreachable_origins,
-                "unreachable_timeout": self.unreachable_timeout,
-                "state": self.state,
-            },
-        )
 
     def new_watch(self) -> ReplicationWatch:
         return ReplicationWatch(
@@ -259,9 +115,9 @@ class JetStreamReplicationLagTrigger(BaseTrigger):
         ).restore(self.state.get("watch"))
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        hook = JetStreamHook(self.jetstream_conn_id, domain=self.domain, api_prefix=self.api_prefix)
+        hook = self.new_hook()
         watch = self.new_watch()
-        unanswered = UnreachableClock(self.unreachable_timeout, self.state.get("unreachable_since"))
+        unanswered = self.unreachable_clock()
         try:
             # Held for the trigger's life: every check reuses the triggerer's shared connection.
             async with hook.aconnect():
@@ -269,7 +125,7 @@ class JetStreamReplicationLagTrigger(BaseTrigger):
                 while True:
                     try:
                         # In a task of its own: a cancellation arriving with a reply is not lost.
-                        check = await wait_task(check_replication(hook, watch))
+                        check = await wait_task(hook.acheck_replication(watch))
                     except TRANSIENT_ERRORS as err:
                         event = unanswered.on_no_answer(
                             f"stream {self.stream!r}", transient_reason(hook, err), self.log
@@ -293,14 +149,5 @@ class JetStreamReplicationLagTrigger(BaseTrigger):
                             yield TriggerEvent({"status": "success", "replication": check.to_xcom()})
                             return
                     await clock.wait()
-        except JetStreamNotFoundError as err:
-            yield TriggerEvent({"status": "error", "reason": "not_found", "message": str(err)})
-        except JetStreamConfigError as err:
-            yield TriggerEvent({"status": "error", "reason": "invalid", "message": str(err)})
-        except JetStreamPermissionError as err:
-            yield TriggerEvent({"status": "error", "reason": "permission", "message": str(err)})
-        except JetStreamError as err:
-            yield TriggerEvent({"status": "error", "reason": "error", "message": str(err)})
-        except nats.errors.ConnectionClosedError:
-            message = f"connection {self.jetstream_conn_id!r}: the NATS connection closed (reconnects exhausted)"
-            yield TriggerEvent({"status": "error", "reason": "connection_closed", "message": message})
+        except FINAL_ERRORS as err:
+            yield error_event(err, self.jetstream_conn_id)

@@ -30,7 +30,8 @@ import nats
 import psutil
 import pytest
 
-from airflow_provider_jetstream.testing.stack import LocalStack, wait_until
+from airflow_provider_jetstream.testing.processes import wait_until
+from airflow_provider_jetstream.testing.stack import LocalStack
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "dags"))

@@ -23,7 +23,7 @@ from airflow_provider_jetstream.operators.kv import (
 from airflow_provider_jetstream.operators.publish import JetStreamPublishOperator
 from airflow_provider_jetstream.operators.streams import JetStreamCreateStreamOperator
 from airflow_provider_jetstream.sensors.kv import JetStreamKeyValueSensor
-from airflow_provider_jetstream.triggers.kv import JetStreamKeyValueTrigger, check_key
+from airflow_provider_jetstream.triggers.kv import JetStreamKeyValueTrigger
 from tests.interop.conftest import NatsJs
 from tests.operators.conftest import Raw, uid
 from tests.triggers.natsutil import first_event
@@ -211,8 +211,8 @@ def test_provider_reads_and_writes_a_mirror_bucket_nats_js_created(nats_js: Nats
 
     async def scenario() -> dict:
         seen: dict[str, Any] = {}
-        seen["a"] = (await check_key(hook, copy, "a")).to_xcom()
-        seen["c"] = (await check_key(hook, copy, "c")).reason
+        seen["a"] = (await hook.acheck_key(copy, "a")).to_xcom()
+        seen["c"] = (await hook.acheck_key(copy, "c")).reason
         trigger = JetStreamKeyValueTrigger(hub_conn, copy, "go", domain="hub", value="now")
         fired = asyncio.create_task(first_event(trigger, timeout=30))
         seen["revision"] = await asyncio.to_thread(put, hub_conn, copy, "go", "now", "hub")  # to the origin

@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from airflow_provider_jetstream.testing.servers import LocalTopology, NatsServer, NatsServerError, nats_server_binary
+from airflow_provider_jetstream.core.errors import NatsServerError
+from airflow_provider_jetstream.testing.servers import LocalTopology, NatsServer, nats_server_binary
 
 
 def port_is_free(port: int) -> bool:

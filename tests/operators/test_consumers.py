@@ -7,9 +7,7 @@ import asyncio
 import nats
 import pytest
 
-from airflow_provider_jetstream.core.errors import JetStreamNotFoundError
-from airflow_provider_jetstream.core.reconcile import ReconcileError
-from airflow_provider_jetstream.core.specs import SpecErrors
+from airflow_provider_jetstream.core.errors import JetStreamNotFoundError, ReconcileError, SpecErrors
 from airflow_provider_jetstream.operators.consumers import (
     JetStreamCreateConsumerOperator,
     JetStreamDeleteConsumerOperator,

@@ -9,17 +9,14 @@ import time
 import nats
 import pytest
 
-from airflow_provider_jetstream.core.keyvalue import (
-    BucketLayout,
+from airflow_provider_jetstream.core.errors import (
+    DoubleStoreError,
     KeyValueConflictError,
     KeyValueError,
-    bucket_layout,
-    open_key_value,
-    write_target,
+    ReconcileError,
+    SpecErrors,
 )
-from airflow_provider_jetstream.core.reconcile import ReconcileError
-from airflow_provider_jetstream.core.specs import SpecErrors
-from airflow_provider_jetstream.core.topology_guard import DoubleStoreError
+from airflow_provider_jetstream.core.keyvalue import BucketLayout, bucket_layout, open_key_value, write_target
 from airflow_provider_jetstream.operators.kv import (
     JetStreamCreateKeyValueOperator,
     JetStreamKeyValueDeleteOperator,

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_jetstream.core.errors import JetStreamConfigError
-from airflow_provider_jetstream.core.topology_guard import DoubleStoreError
-from airflow_provider_jetstream.operators.publish import JetStreamPublishError, JetStreamPublishOperator, msg_id_parts
+from airflow_provider_jetstream.core.errors import DoubleStoreError, JetStreamConfigError, JetStreamPublishError
+from airflow_provider_jetstream.operators.publish import JetStreamPublishOperator, msg_id_parts
 from tests.operators.conftest import uid
 
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_jetstream.core.errors import JetStreamConfigError
-from airflow_provider_jetstream.core.jetstream_api import JetStreamApiError
-from airflow_provider_jetstream.core.reconcile import ReconcileError
-from airflow_provider_jetstream.core.specs import SpecErrors
-from airflow_provider_jetstream.core.topology_guard import DoubleStoreError
+from airflow_provider_jetstream.core.errors import (
+    DoubleStoreError,
+    JetStreamApiError,
+    JetStreamConfigError,
+    ReconcileError,
+    SpecErrors,
+)
 from airflow_provider_jetstream.operators.streams import (
     JetStreamCreateMirrorOperator,
     JetStreamCreateSourcedStreamOperator,

@@ -19,19 +19,18 @@ import nats
 import pytest
 
 from airflow_provider_jetstream.core.errors import (
-    JetStreamAuthError,
-    JetStreamConfigError,
-    JetStreamDomainUnavailableError,
-    is_refusal,
-)
-from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
-from airflow_provider_jetstream.core.specs import SpecErrors, encode_kv_value
-from airflow_provider_jetstream.core.topology_guard import (
     DoubleStoreError,
     DoubleStoreUnreachableError,
     DoubleStoreUnverifiedError,
-    reply_problem,
+    JetStreamAuthError,
+    JetStreamConfigError,
+    JetStreamDomainUnavailableError,
+    SpecErrors,
+    is_refusal,
 )
+from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
+from airflow_provider_jetstream.core.specs import encode_kv_value
+from airflow_provider_jetstream.core.topology_guard import reply_problem
 from airflow_provider_jetstream.operators.consumers import (
     JetStreamCreateConsumerOperator,
     JetStreamDeleteConsumerOperator,
@@ -426,7 +425,7 @@ def test_guard_reads_every_page_of_the_stream_listing(make_topology, jetstream_c
 def test_a_task_failure_keeps_the_error_class_and_pickles() -> None:
     from airflow.sdk.exceptions import AirflowFailException
 
-    from airflow_provider_jetstream.core.specs import SpecError
+    from airflow_provider_jetstream.core.errors import SpecError
     from airflow_provider_jetstream.operators.base import as_task_failure
 
     error = SpecErrors([SpecError("stream.max_msgs", -7, "use an integer >= -1")])

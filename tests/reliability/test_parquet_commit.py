@@ -19,13 +19,10 @@ import uuid
 
 import pytest
 
-from airflow_provider_jetstream.core.errors import JetStreamConfigError
-from airflow_provider_jetstream.spark.jobs.stream_to_parquet import (
-    CheckpointConflictError,
-    StreamToParquetJob,
-    parse_args,
-)
+from airflow_provider_jetstream.core.errors import CheckpointConflictError, JetStreamConfigError
+from airflow_provider_jetstream.spark.jobs.stream_to_parquet import StreamToParquetJob, parse_args
 from tests.spark import conftest as spark_fixtures
+from tests.spark import killpoints
 
 pytestmark = pytest.mark.spark
 
@@ -101,7 +98,7 @@ def test_the_run_that_committed_succeeds_and_the_concurrent_one_says_it_was_alre
         # committed and advances the checkpoint before A does.
         others.append(StreamToParquetJob(spark, _args(stream, str(output), bucket)).run())
 
-    first.failpoint, first.crash = "before_checkpoint", other_run_meanwhile
+    killpoints.install(first, "before_checkpoint", other_run_meanwhile)
     result = first.run()
     assert (result.start, result.end, result.wrote, result.outcome) == (1, 80, True, "written")
     assert result.checkpoint == 80
@@ -131,7 +128,7 @@ def test_hadoop_rename_semantics_and_a_stale_check_still_commit_one_copy(spark, 
         others.append(StreamToParquetJob(spark, _args(stream, output, bucket)).run())
         slow.stale_for = target
 
-    slow.failpoint, slow.crash = "after_write", other_attempt_commits_first
+    killpoints.install(slow, "after_write", other_attempt_commits_first)
     try:
         result, failure = slow.run(), None
     except CheckpointConflictError as err:  # checked after the output, which matters most

@@ -16,8 +16,12 @@ import nats
 import pytest
 from nats.js.api import StreamConfig
 
-from airflow_provider_jetstream.core.errors import JetStreamDomainUnavailableError, JetStreamError
-from airflow_provider_jetstream.core.pull import READERS, JetStreamDataLossError, MissingRange, PullSettings, read_range
+from airflow_provider_jetstream.core.errors import (
+    JetStreamDataLossError,
+    JetStreamDomainUnavailableError,
+    JetStreamError,
+)
+from airflow_provider_jetstream.core.pull import READERS, MissingRange, PullSettings, read_range
 from airflow_provider_jetstream.testing.servers import USERS, LocalTopology
 from tests.operators.conftest import uid
 

@@ -102,3 +102,38 @@ def test_packaged_job_arguments_are_required_and_checked() -> None:
         JetStreamSparkSubmitOperator(
             task_id="t", stream="s", output_path="o", checkpoint_bucket="b", domain="a", api_prefix="b"
         )
+
+
+def test_cluster_deploy_mode_is_refused_however_it_is_asked_for() -> None:
+    for arguments in ({"deploy_mode": "cluster"}, {"conf": {"spark.submit.deployMode": "cluster"}}):
+        op = JetStreamSparkSubmitOperator(task_id="t", application="/jobs/mine.py", **arguments)
+        with pytest.raises(JetStreamConfigError, match="deploy_mode 'cluster' is not supported"):
+            op._get_hook()
+
+
+def test_the_hook_hands_secret_and_user_variables_to_spark_submit_only_and_keeps_the_error_line(tmp_path) -> None:
+    """A stand-in spark-submit (a shell script) shows the environment it got and fails as a job does."""
+    fake = tmp_path / "spark-submit"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'echo "command line: $*"\n'
+        'echo "got $JETSTREAM_CONNECTION_SECRET and $USER_VAR"\n'
+        'echo "2026-01-01 00:00:00,000 ERROR stream_to_parquet: the job says why"\n'
+        'echo "INFO ShutdownHookManager: Shutdown hook called"\n'
+        "exit 1\n"
+    )
+    fake.chmod(0o755)
+    hook = JetStreamSparkSubmitHook(
+        secret_env={"JETSTREAM_CONNECTION_SECRET": "s3cr3t-value"},
+        conn_id=None,
+        spark_binary=str(fake),
+        env_vars={"USER_VAR": "mine"},
+    )
+    with pytest.raises(Exception, match="Error code is: 1") as info:
+        hook.submit("/jobs/mine.py")
+    output = str(info.value).splitlines()
+    assert output[0] == "the Spark job failed: 2026-01-01 00:00:00,000 ERROR stream_to_parquet: the job says why"
+    assert "got s3cr3t-value and mine" in output, "both variables reached the spark-submit process"
+    (command_line,) = [line for line in output if line.startswith("command line: ")]
+    assert "--master local[*]" in command_line and command_line.endswith(" /jobs/mine.py")
+    assert "s3cr3t-value" not in command_line and "USER_VAR" not in command_line

@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_jetstream.core.pull import (
-    READERS,
-    JetStreamDataLossError,
-    MissingRange,
-    PullSettings,
-    read_range,
-)
+from airflow_provider_jetstream.core.errors import JetStreamDataLossError
+from airflow_provider_jetstream.core.pull import READERS, MissingRange, PullSettings, read_range
 from tests.spark.conftest import delete_messages, hub_client, publish, publish_many, run
 
 

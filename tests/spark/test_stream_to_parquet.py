@@ -13,6 +13,7 @@ from airflow_provider_jetstream.spark.jobs.stream_to_parquet import (
     StreamToParquetJob,
     parse_args,
 )
+from tests.spark import killpoints
 from tests.spark.conftest import hub_client, publish_many, run
 
 
@@ -88,7 +89,7 @@ def test_incremental_runs_copy_each_message_once_partitioned(spark, make_stream,
     assert _checkpoint(stream, bucket)["seq"] == 250
 
 
-@pytest.mark.parametrize("point", ["before_write", "during_write", "after_write", "before_checkpoint"])
+@pytest.mark.parametrize("point", killpoints.KILL_POINTS)
 def test_a_run_killed_at_any_step_then_rerun_leaves_every_message_exactly_once(
     spark, make_stream, job_env, tmp_path, point
 ) -> None:
@@ -105,7 +106,7 @@ def test_a_run_killed_at_any_step_then_rerun_leaves_every_message_exactly_once(
         else:
             raise SimulatedCrash(at)
 
-    crashing.failpoint, crashing.crash = point, crash
+    killpoints.install(crashing, point, crash)
     with pytest.raises(BaseException) as info:
         crashing.run()
     if point != "during_write":
@@ -140,7 +141,7 @@ def test_of_two_concurrent_runs_the_range_is_written_once_and_both_succeed(
         # finds the range committed and advances the checkpoint.
         results.append(_job(spark, stream, output, bucket).run())
 
-    first.failpoint, first.crash = "before_checkpoint", other_run_meanwhile
+    killpoints.install(first, "before_checkpoint", other_run_meanwhile)
     assert first.run().outcome == "written"
     assert results[0].wrote is False and results[0].checkpoint == 80
     assert _output_seqs(spark, output) == list(range(1, 81))
@@ -161,24 +162,26 @@ def test_a_checkpoint_key_of_another_output_is_refused(spark, make_stream, job_e
 
 
 def test_spark_submit_killed_with_sigkill_during_the_write_then_rerun(spark, make_stream, job_env, tmp_path) -> None:
-    """A real kill: spark-submit's whole process group gets SIGKILL while Spark writes the range."""
+    """A real kill: spark-submit's whole process group gets SIGKILL while Spark writes the range.
+
+    The application is ``killpoints/run_job.py``: the packaged job's ``main`` with the kill point
+    installed from outside; the repository root is on the driver's PYTHONPATH for this run only."""
     import subprocess
     import sys
     from pathlib import Path
 
-    from airflow_provider_jetstream.operators.spark import PACKAGED_JOB
-    from airflow_provider_jetstream.spark.jobs.stream_to_parquet import FAILPOINT_ENV
-
+    repository = Path(__file__).resolve().parents[2]
+    run_job = Path(killpoints.__file__).parent / "run_job.py"
     stream = make_stream("leaf")
     bucket, output = _bucket(), tmp_path / "out"
     publish_many(stream, 400)
     command = [
         str(Path(sys.executable).parent / "spark-submit"),
-        *("--master", "local[2]", "--conf", "spark.ui.enabled=false", PACKAGED_JOB),
+        *("--master", "local[2]", "--conf", "spark.ui.enabled=false", str(run_job), "during_write"),
         *("--stream", stream.name, "--domain", "leaf", "--output", str(output), "--checkpoint-bucket", bucket),
         *("--min-partitions", "4", "--partition-by", "subject"),
     ]
-    env = {**os.environ, FAILPOINT_ENV: "during_write"}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(repository), os.environ.get("PYTHONPATH")]))}
     killed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, start_new_session=True)
     assert killed.returncode == -9, killed.stdout[-2000:] + killed.stderr[-2000:]
     assert (output / "_staging").exists() and not list(output.glob("seq_range=*")), "killed mid-write"

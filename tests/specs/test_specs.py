@@ -6,11 +6,11 @@ import datetime as dt
 
 import pytest
 
+from airflow_provider_jetstream.core.errors import SpecErrors
 from airflow_provider_jetstream.core.specs import (
     STREAM,
     ConsumerSpec,
     KeyValueSpec,
-    SpecErrors,
     StreamSpec,
     consumer_server_view,
     diff_config,

@@ -45,10 +45,21 @@ async def first_event(trigger: BaseTrigger, timeout: float) -> TriggerEvent:
         await rebuilt.cleanup()
 
 
-def connection_count(server: Any, client_name: str) -> int:
-    """How many client connections with this name the server has (from its ``connz``)."""
+def clients_named(server: Any, client_name: str) -> list[dict[str, Any]]:
+    """The server's ``connz`` entries of the client connections with this name."""
     connz = server.monitor("connz?limit=10000")
-    return sum(1 for c in connz.get("connections", []) if c.get("name") == client_name)
+    return [c for c in connz.get("connections", []) if c.get("name") == client_name]
+
+
+def connection_count(server: Any, client_name: str) -> int:
+    """How many client connections with this name the server has."""
+    return len(clients_named(server, client_name))
+
+
+def messages_sent(server: Any, client_name: str) -> int:
+    """How many messages the clients with this name have sent the server (its ``connz`` ``in_msgs``):
+    one per JetStream request, so a count of checks made over that connection alone."""
+    return sum(c.get("in_msgs", 0) for c in clients_named(server, client_name))
 
 
 async def eventually(probe: Callable[[], Any], done: Callable[[Any], bool], timeout: float = 30.0) -> Any:

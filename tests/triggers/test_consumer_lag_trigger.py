@@ -11,7 +11,15 @@ from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
 from airflow_provider_jetstream.testing.servers import USERS
 from airflow_provider_jetstream.triggers.consumer_lag import JetStreamConsumerLagTrigger
 from airflow_provider_jetstream.triggers.replication_lag import JetStreamReplicationLagTrigger
-from tests.triggers.natsutil import connect, connection_count, eventually, first_event, rebuild, unique
+from tests.triggers.natsutil import (
+    connect,
+    connection_count,
+    eventually,
+    first_event,
+    messages_sent,
+    rebuild,
+    unique,
+)
 
 
 async def leaf_stream_with_consumer(url: str, stream: str, messages: int) -> None:
@@ -144,7 +152,8 @@ async def run_all(triggers: list, stagger: bool, server, client_name: str) -> tu
             while connection_count(server, client_name) == 0:
                 await asyncio.sleep(0.05)
     while_running = await eventually(lambda: connection_count(server, client_name), lambda n: n >= 1)
-    await asyncio.sleep(1.0)  # all of them running a while: none may fire, none may open its own connection
+    # All of them running a while (about three checks each): none may fire, none may open its own connection.
+    await eventually(lambda: messages_sent(server, client_name), lambda n: n >= 3 * len(triggers), 60)
     assert not any(t.done() for t in tasks), [t.result() for t in tasks if t.done()]
     while_running = max(while_running, connection_count(server, client_name))
     for task in tasks:

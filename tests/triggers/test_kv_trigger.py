@@ -9,7 +9,7 @@ from nats.js.api import KeyValueConfig
 
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.testing.servers import USERS
-from airflow_provider_jetstream.triggers.kv import JetStreamKeyValueTrigger, check_key
+from airflow_provider_jetstream.triggers.kv import JetStreamKeyValueTrigger
 from tests.triggers.natsutil import connect, first_event, hub_mirror_bucket, unique
 
 
@@ -56,10 +56,10 @@ def test_deleted_or_purged_key_is_absent_and_value_and_revision_are_waited_for(h
         seen = {}
         await kv.put("k", b"v1")
         await kv.delete("k")
-        seen["deleted"] = (await check_key(hook, bucket, "k")).reason
+        seen["deleted"] = (await hook.acheck_key(bucket, "k")).reason
         await kv.put("k", b"v2")
         await kv.purge("k")
-        seen["purged"] = (await check_key(hook, bucket, "k")).reason
+        seen["purged"] = (await hook.acheck_key(bucket, "k")).reason
         trigger = JetStreamKeyValueTrigger(hub_conn, bucket, "k", domain="leaf", value="v4", min_revision=1)
         fired = asyncio.create_task(first_event(trigger, timeout=20))
         await asyncio.sleep(0.8)
@@ -67,8 +67,8 @@ def test_deleted_or_purged_key_is_absent_and_value_and_revision_are_waited_for(h
         await kv.put("k", b"v3")
         await asyncio.sleep(0.8)
         seen["fired on other value"] = fired.done()
-        seen["check other value"] = (await check_key(hook, bucket, "k", value="v4")).reason
-        seen["check min revision"] = (await check_key(hook, bucket, "k", min_revision=99)).reason
+        seen["check other value"] = (await hook.acheck_key(bucket, "k", value="v4")).reason
+        seen["check min revision"] = (await hook.acheck_key(bucket, "k", min_revision=99)).reason
         revision = await kv.put("k", b"v4")
         seen["event"] = (await fired).payload
         seen["revision"] = revision
@@ -105,13 +105,13 @@ def test_same_named_key_in_the_hub_does_not_satisfy_a_trigger_aimed_at_the_leaf(
         hub_kv = await hub.jetstream().create_key_value(KeyValueConfig(bucket=bucket))
         await hub_kv.put("ready", b"hub-value")  # before the leaf's bucket exists: only the hub stores it
         leaf, leaf_kv = await leaf_bucket(topology, bucket)
-        leaf_check = (await check_key(JetStreamHook(conn_id, domain="leaf"), bucket, "ready")).reason
+        leaf_check = (await JetStreamHook(conn_id, domain="leaf").acheck_key(bucket, "ready")).reason
         fired = asyncio.create_task(first_event(JetStreamKeyValueTrigger(conn_id, bucket, "ready", domain="leaf"), 20))
         await asyncio.sleep(1.0)
         early = fired.done()
         await leaf_kv.put("ready", b"leaf-value")
         payload = (await fired).payload
-        hub_check = (await check_key(JetStreamHook(conn_id, domain="hub"), bucket, "ready")).reason
+        hub_check = (await JetStreamHook(conn_id, domain="hub").acheck_key(bucket, "ready")).reason
         await hub.close()
         await leaf.close()
         return leaf_check, early, payload, hub_check
@@ -166,7 +166,7 @@ def test_trigger_and_check_read_a_cross_domain_mirror_bucket_in_either_layout(hu
         seen: dict = {"first": first}
         for copy in (official, legacy):  # wait until the mirror has copied the first put
             deadline = time.monotonic() + 15
-            while (reason := (await check_key(hook, copy, "ready", value="go")).reason) == "key 'ready' is absent":
+            while (reason := (await hook.acheck_key(copy, "ready", value="go")).reason) == "key 'ready' is absent":
                 assert time.monotonic() < deadline, f"{copy}: {reason}"
                 await asyncio.sleep(0.1)
             seen[copy] = reason

@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.sensors.replication_lag import JetStreamReplicationLagSensor
 from airflow_provider_jetstream.testing.servers import USERS
 from airflow_provider_jetstream.triggers import replication_lag as trigger_module
@@ -118,17 +119,21 @@ def test_no_checker_says_caught_up_while_the_leaf_is_cut_off(make_topology, jets
                 return
             await asyncio.sleep(max(0.0, INTERVAL - (time.monotonic() - started)))
 
-    # The trigger's checks, seen through the function its run loop calls (a spy, not a stand-in).
+    # The trigger's checks, seen through the hook method its run loop calls (a spy, not a stand-in).
     trigger_checks: dict[tuple[str, float], Checker] = {}
-    real_check = trigger_module.check_replication
 
-    async def spied_check(hook: Any, watch: Any) -> Any:
-        check = await real_check(hook, watch)
-        checker = trigger_checks[(watch.stream, watch.max_inactive)]
-        checker.verdicts.append((phase["now"], check.done, check.messages))
-        return check
+    class SpiedHook(JetStreamHook):
+        async def acheck_replication(self, watch: Any, **kwargs: Any) -> Any:
+            check = await super().acheck_replication(watch, **kwargs)
+            checker = trigger_checks[(watch.stream, watch.max_inactive)]
+            checker.verdicts.append((phase["now"], check.done, check.messages))
+            return check
 
-    monkeypatch.setattr(trigger_module, "check_replication", spied_check)
+    monkeypatch.setattr(
+        trigger_module.JetStreamReplicationLagTrigger,
+        "new_hook",
+        lambda self: SpiedHook(self.jetstream_conn_id, domain=self.domain, api_prefix=self.api_prefix),
+    )
 
     async def scenario() -> dict[str, Any]:
         cut_started = time.monotonic()

@@ -17,8 +17,9 @@ import pytest
 from airflow.sdk.exceptions import AirflowFailException
 from nats.js.api import ExternalStream, StreamConfig, StreamSource, SubjectTransform
 
-from airflow_provider_jetstream.core.replication import (
-    ReplicationWatch,
+from airflow_provider_jetstream.core import checks as checks_module
+from airflow_provider_jetstream.core.replication import ReplicationWatch
+from airflow_provider_jetstream.core.replication_status import (
     server_hash,
     stream_source_seq,
     subject_matches,
@@ -27,8 +28,7 @@ from airflow_provider_jetstream.core.replication import (
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.sensors.replication_lag import JetStreamReplicationLagSensor
 from airflow_provider_jetstream.testing.servers import USERS
-from airflow_provider_jetstream.triggers import replication_lag as trigger_module
-from airflow_provider_jetstream.triggers.replication_lag import JetStreamReplicationLagTrigger, check_replication
+from airflow_provider_jetstream.triggers.replication_lag import JetStreamReplicationLagTrigger
 from tests.triggers.natsutil import connect, first_event, rebuild, unique
 
 LEAF_API = ExternalStream(api="$JS.leaf.API")
@@ -36,8 +36,7 @@ GHOST_API = ExternalStream(api="$JS.ghost.API")  # a domain no server has: it ne
 
 
 def check(conn_id: str, stream: str, **watch: Any):
-    hook = JetStreamHook(conn_id, domain="hub")
-    return hook.run(check_replication(hook, ReplicationWatch(stream, **watch)))
+    return JetStreamHook(conn_id, domain="hub").check_replication(ReplicationWatch(stream, **watch))
 
 
 async def wait_messages(nc, stream: str, count: int, timeout: float = 30) -> None:
@@ -115,7 +114,7 @@ def test_sources_sharing_subjects_and_a_filtered_source_are_judged_exactly(
     assert (one.check, one.caught_up, one.origin_last_seq, one.held_seq) == ("exact", True, 3, 3)
 
     # Beyond the walk-back bound the exact answer is unknown: the lag/active rule, saying why.
-    monkeypatch.setattr(trigger_module, "WALK_BACK_LIMIT", 10)
+    monkeypatch.setattr(checks_module, "WALK_BACK_LIMIT", 10)
     bounded = {v.status.origin: v for v in check(hub_conn, names["shared"]).verdicts}
     if names["server_seq"]:  # nats-server >= 2.15 reports each source's last origin sequence
         assert bounded[names["a"]].check == "exact"
@@ -239,25 +238,29 @@ def test_an_origin_unreachable_beyond_unreachable_timeout_fails(hub_leaf, hub_co
     assert "did not answer: a leaf that is offline, or a wrong domain name?" in payload["message"]
 
 
-def test_the_trigger_logs_the_table_when_it_changes_not_at_every_check(hub_leaf, hub_conn, with_ghost, capsys) -> None:
+def test_the_trigger_logs_the_table_when_it_changes_not_at_every_check(
+    hub_leaf, hub_conn, with_ghost, capsys, monkeypatch
+) -> None:
     checks = []
-    real = trigger_module.check_replication
 
-    async def counted(hook, watch):
-        result = await real(hook, watch)
-        checks.append(result)
-        return result
+    class CountedHook(JetStreamHook):
+        async def acheck_replication(self, watch, **kwargs):
+            result = await super().acheck_replication(watch, **kwargs)
+            checks.append(result)
+            return result
+
+    monkeypatch.setattr(
+        JetStreamReplicationLagTrigger,
+        "new_hook",
+        lambda self: CountedHook(self.jetstream_conn_id, domain=self.domain, api_prefix=self.api_prefix),
+    )
 
     async def run_for(seconds: float) -> None:
-        trigger_module.check_replication = counted
-        try:
-            trigger = rebuild(JetStreamReplicationLagTrigger(hub_conn, with_ghost["aggregate"], poll_interval=0.1))
-            events = trigger.run()
-            with pytest.raises(asyncio.TimeoutError):
-                await asyncio.wait_for(anext(events), seconds)
-            await events.aclose()
-        finally:
-            trigger_module.check_replication = real
+        trigger = rebuild(JetStreamReplicationLagTrigger(hub_conn, with_ghost["aggregate"], poll_interval=0.1))
+        events = trigger.run()
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(anext(events), seconds)
+        await events.aclose()
 
     capsys.readouterr()
     asyncio.run(run_for(2.0))

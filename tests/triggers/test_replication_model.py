@@ -7,12 +7,10 @@ from datetime import timedelta
 import pytest
 
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
-from airflow_provider_jetstream.core.replication import (
-    ReplicationWatch,
-    duration_seconds,
-    format_seconds,
-    statuses_from_stream_info,
-)
+from airflow_provider_jetstream.core.replication import ReplicationWatch
+from airflow_provider_jetstream.core.replication_report import format_seconds
+from airflow_provider_jetstream.core.replication_status import statuses_from_stream_info
+from airflow_provider_jetstream.core.specs.durations import duration_seconds
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from airflow_provider_jetstream.core.replication import ReplicationWatch
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.sensors.replication_lag import JetStreamReplicationLagSensor
 from airflow_provider_jetstream.testing.servers import USERS
-from airflow_provider_jetstream.triggers.replication_lag import JetStreamReplicationLagTrigger, check_replication
+from airflow_provider_jetstream.triggers.replication_lag import JetStreamReplicationLagTrigger
 from tests.triggers.natsutil import connect, first_event, unique
 
 LEAF_API = ExternalStream(api="$JS.leaf.API")
@@ -134,7 +134,7 @@ def test_cut_off_leaf_is_never_caught_up_until_the_hub_has_everything(make_topol
     async def while_cut_off() -> tuple[list, list]:
         await asyncio.sleep(4)  # past max_inactive: the hub has not heard from the leaf since the cut
         hook = JetStreamHook(conn_id, domain="hub")
-        checks = [await check_replication(hook, ReplicationWatch(s, max_inactive=3)) for s in copies]
+        checks = [await hook.acheck_replication(ReplicationWatch(s, max_inactive=3)) for s in copies]
         checks.append(await asyncio.to_thread(sensor.poke, {}))  # the sensor's poke waits too
         waiting = [asyncio.create_task(first_event(trigger(s), timeout=120)) for s in copies]
         await asyncio.sleep(2)

@@ -9,8 +9,7 @@ server version each field needs, and diff them against a server's config.
 from airflow_provider_jetstream.core.specs.consumer import CONSUMER, ConsumerSpec, consumer_server_view
 from airflow_provider_jetstream.core.specs.diff import Change, Diff, diff_config
 from airflow_provider_jetstream.core.specs.durations import format_duration, parse_duration, parse_instant
-from airflow_provider_jetstream.core.specs.errors import SpecError, SpecErrors
-from airflow_provider_jetstream.core.specs.fields import API_LEVEL_VERSIONS
+from airflow_provider_jetstream.core.specs.fields import API_LEVEL_VERSIONS, Requirement
 from airflow_provider_jetstream.core.specs.kv import KeyValueSpec, kv_stream_name
 from airflow_provider_jetstream.core.specs.names import (
     subject_problem,
@@ -20,14 +19,8 @@ from airflow_provider_jetstream.core.specs.names import (
     validate_name,
     validate_subject,
 )
-from airflow_provider_jetstream.core.specs.stream import (
-    STREAM,
-    Requirement,
-    StreamSpec,
-    describe_source,
-    parse_source,
-    source_key,
-)
+from airflow_provider_jetstream.core.specs.sources import describe_source, parse_source, source_key
+from airflow_provider_jetstream.core.specs.stream import STREAM, StreamSpec
 from airflow_provider_jetstream.core.specs.values import encode_kv_value
 
 __all__ = [
@@ -39,8 +32,6 @@ __all__ = [
     "Diff",
     "KeyValueSpec",
     "Requirement",
-    "SpecError",
-    "SpecErrors",
     "StreamSpec",
     "consumer_server_view",
     "describe_source",

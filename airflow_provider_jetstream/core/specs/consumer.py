@@ -6,11 +6,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_provider_jetstream.core.errors import SpecError, SpecErrors
 from airflow_provider_jetstream.core.specs import fields as F
-from airflow_provider_jetstream.core.specs.errors import SpecError, SpecErrors
-from airflow_provider_jetstream.core.specs.fields import Field, Struct
+from airflow_provider_jetstream.core.specs.fields import Field, Spec, Struct
 from airflow_provider_jetstream.core.specs.names import validate_name
-from airflow_provider_jetstream.core.specs.stream import Requirement, requirements
 
 _ACK = {"explicit": "explicit", "all": "all", "none": "none"}
 _DELIVER = {
@@ -37,10 +36,6 @@ def _pending(value: Any, path: str) -> int:
     return number
 
 
-def _show_bool(v: Any) -> str:
-    return "true" if v else "false"
-
-
 def _backoff(value: Any, path: str) -> list[int]:
     return F.list_of(F.duration(allow_zero=False), min_items=1)(value, path)
 
@@ -53,7 +48,7 @@ CONSUMER = Struct(
             "durable_name",
             lambda v, p: validate_name(v, p, "consumer"),
             "durable name",
-            aliases=("durable", "durable_name"),
+            aliases=("durable",),
             editable=F.IMMUTABLE,
         ),
         Field("description", "description", F.text, "free text", normalize=F.norm_text),
@@ -107,7 +102,6 @@ CONSUMER = Struct(
             "opt_start_seq",
             F.integer(1),
             "first stream sequence (deliver by_start_sequence)",
-            aliases=("opt_start_seq",),
             editable=F.IMMUTABLE,
         ),
         Field(
@@ -115,7 +109,6 @@ CONSUMER = Struct(
             "opt_start_time",
             F.instant_field,
             "first instant (deliver by_start_time)",
-            aliases=("opt_start_time",),
             editable=F.IMMUTABLE,
             normalize=F.norm_instant,
         ),
@@ -126,7 +119,6 @@ CONSUMER = Struct(
             "max_request_batch",
             F.integer(0),
             "largest pull batch",
-            aliases=("max_request_batch",),
             normalize=F.norm_zero_none,
         ),
         Field(
@@ -134,7 +126,6 @@ CONSUMER = Struct(
             "max_request_expires",
             F.duration(),
             "longest pull expiry",
-            aliases=("max_request_expires",),
             normalize=F.norm_zero_none,
             show=F.show_duration,
         ),
@@ -143,7 +134,6 @@ CONSUMER = Struct(
             "max_request_max_bytes",
             F.integer(0),
             "largest pull in bytes",
-            aliases=("max_request_max_bytes",),
             normalize=F.norm_zero_none,
         ),
         Field(
@@ -159,21 +149,10 @@ CONSUMER = Struct(
             "num_replicas",
             F.integer(0, 5),
             "0: as the stream",
-            aliases=("num_replicas",),
             normalize=F.norm_zero_none,
         ),
-        Field(
-            "mem_storage",
-            "mem_storage",
-            F.boolean,
-            "keep state in memory",
-            editable=F.IMMUTABLE,
-            normalize=F.norm_bool,
-            show=_show_bool,
-        ),
-        Field(
-            "headers_only", "headers_only", F.boolean, "deliver headers only", normalize=F.norm_bool, show=_show_bool
-        ),
+        F.flag("mem_storage", "mem_storage", "keep state in memory", editable=F.IMMUTABLE),
+        F.flag("headers_only", "headers_only", "deliver headers only"),
         Field(
             "replay_policy",
             "replay_policy",
@@ -217,7 +196,6 @@ CONSUMER = Struct(
             "priority_timeout",
             F.duration(),
             "pinned client TTL",
-            aliases=("priority_timeout",),
             since="2.11",
             level=1,
             normalize=F.norm_zero_none,
@@ -239,10 +217,9 @@ def consumer_server_view(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class ConsumerSpec:
+class ConsumerSpec(Spec):
     """A validated durable pull consumer spec (fields given only, in API form)."""
 
-    values: Mapping[str, Any]
     path: str = "consumer"
 
     struct = CONSUMER
@@ -277,12 +254,6 @@ class ConsumerSpec:
     @property
     def name(self) -> str:
         return self.values["name"]
-
-    def wire(self) -> dict[str, Any]:
-        return CONSUMER.to_wire(self.values)
-
-    def requirements(self) -> list[Requirement]:
-        return requirements(CONSUMER, self.values, self.path)
 
 
 def _check_consumer(values: dict[str, Any], path: str, errors: list[SpecError]) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from airflow_provider_jetstream.core.specs import fields as F
 from airflow_provider_jetstream.core.specs.fields import Struct
-from airflow_provider_jetstream.core.specs.stream import describe_source, norm_sources, show_source, source_key
+from airflow_provider_jetstream.core.specs.sources import describe_source, norm_sources, show_source, source_key
 
 
 @dataclass(frozen=True)

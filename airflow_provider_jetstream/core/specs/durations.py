@@ -12,7 +12,7 @@ import datetime as dt
 import re
 from typing import Any
 
-from airflow_provider_jetstream.core.specs.errors import SpecError
+from airflow_provider_jetstream.core.errors import SpecError
 
 NANOS = {
     "ns": 1,
@@ -137,3 +137,15 @@ def instant(value: Any, *, naive_is_utc: bool = True) -> dt.datetime | None:
     if moment.tzinfo is None and naive_is_utc:
         moment = moment.replace(tzinfo=dt.timezone.utc)
     return moment
+
+
+def duration_seconds(value: Any, field_name: str, *, positive: bool = False) -> float:
+    """Seconds in a duration written as DAG authors write them (``10``, ``"500ms"``, ``"5m"``,
+    ``"PT1M"``, a ``timedelta``); raises :class:`JetStreamConfigError` naming the field. With
+    ``positive``, zero is refused too."""
+    return parse_duration(value, field_name, allow_zero=not positive) / 1e9
+
+
+def optional_duration_seconds(value: Any, field_name: str) -> float | None:
+    """Like :func:`duration_seconds` (positive) for a bound that may be None (no bound)."""
+    return None if value is None else duration_seconds(value, field_name, positive=True)

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
+from airflow_provider_jetstream.core.errors import SpecError, SpecErrors, unknown_key
 from airflow_provider_jetstream.core.specs.durations import format_duration, instant, parse_duration, parse_instant
-from airflow_provider_jetstream.core.specs.errors import SpecError, SpecErrors, unknown_key
 from airflow_provider_jetstream.core.specs.names import validate_subject
+from airflow_provider_jetstream.core.values import bool_or_none
 
 Parser = Callable[[Any, str], Any]
 
@@ -35,6 +36,7 @@ class Field:
     wire: str
     parse: Parser
     doc: str = ""
+    #: Other keys it is accepted under, besides its name and its API name (``wire``).
     aliases: tuple[str, ...] = ()
     editable: str = EDITABLE
     level: int = 0
@@ -55,9 +57,8 @@ class Struct:
     def by_key(self) -> dict[str, Field]:
         keys: dict[str, Field] = {}
         for f in self.fields:
-            keys[f.name] = f
-            for alias in f.aliases:
-                keys[alias] = f
+            for key in (f.name, f.wire, *f.aliases):
+                keys[key] = f
         return keys
 
     def by_wire(self) -> dict[str, Field]:
@@ -110,11 +111,10 @@ def text(value: Any, path: str) -> str:
 
 
 def boolean(value: Any, path: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false", "yes", "no", "1", "0", "on", "off"):
-        return value.strip().lower() in ("true", "yes", "1", "on")
-    raise SpecError(path, value, "use true or false")
+    parsed = bool_or_none(value)
+    if parsed is None:
+        raise SpecError(path, value, "use true or false")
+    return parsed
 
 
 def integer(minimum: int, maximum: int | None = None, hint: str = "") -> Parser:
@@ -236,6 +236,15 @@ def norm_bool(value: Any) -> bool:
     return bool(value)
 
 
+def show_bool(value: Any) -> str:
+    return "true" if value else "false"
+
+
+def flag(name: str, api_name: str, help: str, **options: Any) -> Field:
+    """A boolean field (absent counts as false)."""
+    return Field(name, api_name, boolean, help, normalize=norm_bool, show=show_bool, **options)
+
+
 def norm_text(value: Any) -> Any:
     return value or None
 
@@ -284,3 +293,43 @@ def show_duration(value: Any) -> str:
 
 def show_limit(value: Any) -> str:
     return "unlimited" if value in (None, -1, 0) else repr(value)
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """A field that needs a newer server than JetStream API level 0."""
+
+    path: str
+    level: int
+    since: str
+
+    def message(self, target: str, level: int) -> str:
+        return f"{self.path} needs nats-server >= {self.since}; {target} reports API level {level}"
+
+
+def requirements(struct: Struct, values: Mapping[str, Any], path: str) -> list[Requirement]:
+    keys = struct.by_key()
+    return [
+        Requirement(f"{path}.{name}" if path else name, keys[name].level, keys[name].since)
+        for name, value in values.items()
+        if keys[name].level > 0 and keys[name].active(value)
+    ]
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A validated spec: ``values`` maps field names to API values, for the fields given; ``struct``
+    (set by each kind of spec) says which fields there are."""
+
+    values: Mapping[str, Any]
+    path: str
+
+    struct: ClassVar[Struct]
+
+    def wire(self) -> dict[str, Any]:
+        """The API config: exactly the fields given (never a default the user did not set)."""
+        return self.struct.to_wire(self.values)
+
+    def requirements(self) -> list[Requirement]:
+        """The fields given that need a newer server than API level 0."""
+        return requirements(self.struct, self.values, self.path)

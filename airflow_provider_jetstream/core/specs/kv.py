@@ -17,18 +17,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_provider_jetstream.core.errors import SpecError
 from airflow_provider_jetstream.core.specs import fields as F
-from airflow_provider_jetstream.core.specs.errors import SpecError
-from airflow_provider_jetstream.core.specs.fields import Field, Struct
+from airflow_provider_jetstream.core.specs.fields import Field, Spec, Struct
 from airflow_provider_jetstream.core.specs.names import validate_bucket
-from airflow_provider_jetstream.core.specs.stream import (
-    PLACEMENT,
-    REPUBLISH,
-    STREAM,
-    Requirement,
-    StreamSpec,
-    parse_source,
-)
+from airflow_provider_jetstream.core.specs.sources import parse_source
+from airflow_provider_jetstream.core.specs.stream import PLACEMENT, REPUBLISH, STREAM, StreamSpec
 
 KV_STREAM_PREFIX = "KV_"
 MAX_HISTORY = 64
@@ -89,11 +83,12 @@ KV = Struct(
 
 
 @dataclass(frozen=True)
-class KeyValueSpec:
+class KeyValueSpec(Spec):
     """A validated KV bucket spec; :meth:`stream_spec` is the stream that stores it."""
 
-    values: Mapping[str, Any]
     path: str = "bucket"
+
+    struct = KV
 
     @classmethod
     def from_dict(cls, data: Any, path: str = "bucket") -> KeyValueSpec:
@@ -170,8 +165,3 @@ class KeyValueSpec:
                 stream["sources"] = sources
         values = {STREAM.by_key()[k].name: val for k, val in stream.items()}
         return StreamSpec(values=values, path=self.path)
-
-    def requirements(self) -> list[Requirement]:
-        from airflow_provider_jetstream.core.specs.stream import requirements
-
-        return requirements(KV, self.values, self.path)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from airflow_provider_jetstream.core.specs.errors import SpecError
+from airflow_provider_jetstream.core.errors import SpecError
 
 _NAME_BAD = re.compile(r"[\s.*>/\\]|[\x00-\x1f\x7f]")
 _BUCKET_OK = re.compile(r"^[a-zA-Z0-9_-]+$")
@@ -13,9 +13,22 @@ _KEY_OK = re.compile(r"^[-/_=.a-zA-Z0-9]+$")
 MAX_NAME = 255
 
 
+def is_name(value: Any) -> bool:
+    """Whether ``value`` is a stream, consumer or domain name: 1-255 printable characters without
+    whitespace, ``.``, ``*``, ``>`` or path separators."""
+    return isinstance(value, str) and 0 < len(value) <= MAX_NAME and not _NAME_BAD.search(value)
+
+
+def domain_of(prefix: str | None) -> str | None:
+    """The domain of a ``$JS.<domain>.API`` prefix; None for ``$JS.API`` or an imported prefix."""
+    if prefix and prefix.startswith("$JS.") and prefix.endswith(".API") and prefix.count(".") == 2:
+        return prefix.split(".")[1]
+    return None
+
+
 def validate_name(value: Any, path: str, what: str = "stream") -> str:
-    """A stream, consumer or domain name: no whitespace, ``.``, ``*``, ``>`` or path separators."""
-    if not isinstance(value, str) or not value or _NAME_BAD.search(value) or len(value) > MAX_NAME:
+    """A stream, consumer or domain name (see :func:`is_name`)."""
+    if not is_name(value):
         raise SpecError(
             path,
             value,

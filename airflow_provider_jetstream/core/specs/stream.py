@@ -4,182 +4,27 @@ Every field of the NATS docs' "Stream configuration" table is accepted, under it
 snake_case name (``replicas``, ``allow_rollup``...) or its API name (``num_replicas``,
 ``allow_rollup_hdrs``...). Only the fields given are ever sent.
 
-A source or mirror names where its origin lives: ``domain`` (``{"name": "test", "domain":
-"leaf"}`` means the external API ``$JS.leaf.API``), or ``api_prefix`` and ``deliver_prefix`` for a
-cross-account import (``JS.acc@hub.API``).
+Sources and mirrors (where their origin lives) are :mod:`.sources`. Most of this module is
+:data:`STREAM`, one entry per field of that table.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_jetstream.core.jetstream_api import domain_of
+from airflow_provider_jetstream.core.errors import SpecError
 from airflow_provider_jetstream.core.specs import fields as F
-from airflow_provider_jetstream.core.specs.errors import SpecError
-from airflow_provider_jetstream.core.specs.fields import Field, Struct
-from airflow_provider_jetstream.core.specs.names import validate_name
-
-
-def _domain(value: Any, path: str) -> str:
-    return validate_name(value, path, what="domain")
-
-
-def _api_prefix(value: Any, path: str) -> str:
-    prefix = value.rstrip(".") if isinstance(value, str) else value
-    F.subject(wildcards=False)(prefix, path)
-    return prefix
-
-
-TRANSFORM = Struct(
-    "subject transform",
-    (
-        Field("src", "src", F.subject(), "subjects to transform", aliases=("source",)),
-        Field("dest", "dest", F.subject(), "destination subject (mapping)", aliases=("destination",)),
-    ),
+from airflow_provider_jetstream.core.specs.fields import Field, Spec, Struct
+from airflow_provider_jetstream.core.specs.names import domain_of, validate_name
+from airflow_provider_jetstream.core.specs.sources import (
+    TRANSFORM,
+    check_transform,
+    norm_source,
+    norm_sources,
+    parse_source,
+    show_source,
 )
-
-
-def _transform_check(values: dict[str, Any], path: str) -> None:
-    if "dest" not in values:
-        raise SpecError(f"{path}.dest", None, "a subject transform needs 'dest' (and usually 'src')")
-
-
-transform = F.nested(TRANSFORM, _transform_check)
-
-SOURCE = Struct(
-    "source",
-    (
-        Field("name", "name", lambda v, p: validate_name(v, p), "name of the origin stream"),
-        Field("domain", "domain", _domain, "JetStream domain of the origin: external API $JS.<domain>.API"),
-        Field("api_prefix", "api_prefix", _api_prefix, "external API prefix, e.g. the imported JS.acc@hub.API"),
-        Field("deliver_prefix", "deliver_prefix", F.subject(wildcards=False), "delivery subject prefix (imports)"),
-        Field("filter_subject", "filter_subject", F.subject(), "copy only messages on these subjects"),
-        Field(
-            "subject_transforms",
-            "subject_transforms",
-            F.list_of(transform, min_items=1),
-            "filter and transform subjects while copying",
-            since="2.10",
-        ),
-        Field("start_seq", "opt_start_seq", F.integer(1), "first origin sequence to copy", aliases=("opt_start_seq",)),
-        Field("start_time", "opt_start_time", F.instant_field, "copy from this instant", aliases=("opt_start_time",)),
-    ),
-)
-
-
-def parse_source(value: Any, path: str) -> dict[str, Any]:
-    """A source/mirror spec in API form: ``{"name", ..., "external": {"api", "deliver"}}``."""
-    values = SOURCE.parse(value, path)
-    errors: list[SpecError] = []
-    if "name" not in values:
-        errors.append(SpecError(f"{path}.name", None, "a source or mirror names its origin stream"))
-    if "domain" in values and "api_prefix" in values:
-        errors.append(
-            SpecError(
-                f"{path}.domain",
-                values["domain"],
-                f"give domain or api_prefix, not both: domain {values['domain']!r} means the API prefix "
-                f"'$JS.{values['domain']}.API'",
-            )
-        )
-    if "deliver_prefix" in values and not ("domain" in values or "api_prefix" in values):
-        errors.append(
-            SpecError(
-                f"{path}.deliver_prefix",
-                values["deliver_prefix"],
-                "a delivery prefix goes with an external origin: give api_prefix (or domain) too",
-            )
-        )
-    if "filter_subject" in values and "subject_transforms" in values:
-        errors.append(
-            SpecError(
-                f"{path}.filter_subject",
-                values["filter_subject"],
-                "give filter_subject or subject_transforms, not both (each transform's 'src' is its filter)",
-            )
-        )
-    if "start_seq" in values and "start_time" in values:
-        errors.append(SpecError(f"{path}.start_seq", values["start_seq"], "give start_seq or start_time, not both"))
-    F.raise_all(errors)
-    wire: dict[str, Any] = {"name": values["name"]}
-    for key, wire_key in (
-        ("start_seq", "opt_start_seq"),
-        ("start_time", "opt_start_time"),
-        ("filter_subject", "filter_subject"),
-        ("subject_transforms", "subject_transforms"),
-    ):
-        if key in values:
-            wire[wire_key] = values[key]
-    api = f"$JS.{values['domain']}.API" if "domain" in values else values.get("api_prefix")
-    if api:
-        wire["external"] = {"api": api}
-        if values.get("deliver_prefix"):
-            wire["external"]["deliver"] = values["deliver_prefix"]
-    return wire
-
-
-def source_key(source: Mapping[str, Any]) -> tuple[str, str]:
-    """What identifies a source: its origin stream and the API it is reached through."""
-    external = source.get("external") or {}
-    return source.get("name", ""), (external.get("api") or "").rstrip(".")
-
-
-def describe_source(source: Mapping[str, Any]) -> str:
-    name, api = source_key(source)
-    if not api:
-        return repr(name)
-    if api.startswith("$JS.") and api.endswith(".API") and api.count(".") == 2:
-        return f"{name!r} in domain {api.split('.')[1]!r}"
-    return f"{name!r} via {api!r}"
-
-
-def norm_source(source: Any) -> Any:
-    """A source/mirror without server-filled defaults, comparable with a desired one."""
-    if not source:
-        return None
-    out: dict[str, Any] = {"name": source.get("name")}
-    if source.get("opt_start_seq"):
-        out["opt_start_seq"] = source["opt_start_seq"]
-    moment = F.norm_instant(source.get("opt_start_time"))
-    if moment is not None:
-        out["opt_start_time"] = moment
-    if source.get("filter_subject") and source.get("filter_subject") != ">":
-        out["filter_subject"] = source["filter_subject"]
-    transforms = [
-        {"src": t.get("src") or ">", "dest": t.get("dest") or ""} for t in source.get("subject_transforms") or []
-    ]
-    if transforms:
-        out["subject_transforms"] = transforms
-    external = source.get("external") or {}
-    if external.get("api"):
-        out["api"] = external["api"].rstrip(".")
-    if external.get("deliver"):
-        out["deliver"] = external["deliver"]
-    return out
-
-
-def norm_sources(sources: Any) -> Any:
-    if not sources:
-        return None
-    return sorted((norm_source(s) for s in sources), key=lambda s: (s["name"], s.get("api", ""), repr(s)))
-
-
-def show_source(source: Any) -> str:
-    if not source:
-        return "none"
-    parts = [describe_source(source)]
-    for key in ("filter_subject", "opt_start_seq", "opt_start_time"):
-        if source.get(key):
-            parts.append(f"{key}={source[key]!r}")
-    if source.get("subject_transforms"):
-        parts.append("transforms=" + ",".join(f"{t.get('src')}->{t.get('dest')}" for t in source["subject_transforms"]))
-    deliver = (source.get("external") or {}).get("deliver")
-    if deliver:
-        parts.append(f"deliver={deliver!r}")
-    return " ".join(parts)
-
 
 PLACEMENT = Struct(
     "placement",
@@ -211,10 +56,6 @@ _COMPRESSION = {"none": "none", "s2": "s2", "": "none"}
 _PERSIST = {"default": "default", "async": "async"}
 
 
-def _show_bool(v: Any) -> str:
-    return "true" if v else "false"
-
-
 STREAM = Struct(
     "stream",
     (
@@ -244,14 +85,11 @@ STREAM = Struct(
             normalize=lambda v: v or "file",
         ),
         Field("discard", "discard", F.choice(_DISCARD), "old | new", normalize=lambda v: v or "old"),
-        Field(
+        F.flag(
             "discard_new_per_subject",
             "discard_new_per_subject",
-            F.boolean,
             "discard new per subject (needs discard new and max_msgs_per_subject)",
             since="2.9",
-            normalize=F.norm_bool,
-            show=_show_bool,
         ),
         Field(
             "max_consumers",
@@ -288,10 +126,9 @@ STREAM = Struct(
             "num_replicas",
             F.integer(1, 5),
             "1-5",
-            aliases=("num_replicas",),
             normalize=lambda v: v or 1,
         ),
-        Field("no_ack", "no_ack", F.boolean, "do not ack publishes", normalize=F.norm_bool, show=_show_bool),
+        F.flag("no_ack", "no_ack", "do not ack publishes"),
         Field("placement", "placement", F.nested(PLACEMENT), "cluster / tags", normalize=F.norm_struct),
         Field(
             "mirror",
@@ -310,37 +147,15 @@ STREAM = Struct(
             normalize=norm_sources,
         ),
         Field(
-            "sealed", "sealed", F.boolean, "no more writes or deletes", since="2.6.2", editable=F.ONCE, show=_show_bool
+            "sealed", "sealed", F.boolean, "no more writes or deletes", since="2.6.2", editable=F.ONCE, show=F.show_bool
         ),
-        Field(
-            "deny_delete",
-            "deny_delete",
-            F.boolean,
-            "refuse message deletes",
-            since="2.6.2",
-            editable=F.IMMUTABLE,
-            normalize=F.norm_bool,
-            show=_show_bool,
-        ),
-        Field(
-            "deny_purge",
-            "deny_purge",
-            F.boolean,
-            "refuse purges",
-            since="2.6.2",
-            editable=F.IMMUTABLE,
-            normalize=F.norm_bool,
-            show=_show_bool,
-        ),
-        Field(
+        F.flag("deny_delete", "deny_delete", "refuse message deletes", since="2.6.2", editable=F.IMMUTABLE),
+        F.flag("deny_purge", "deny_purge", "refuse purges", since="2.6.2", editable=F.IMMUTABLE),
+        F.flag(
             "allow_rollup",
             "allow_rollup_hdrs",
-            F.boolean,
             "honour Nats-Rollup headers",
-            aliases=("allow_rollup_hdrs",),
             since="2.6.2",
-            normalize=F.norm_bool,
-            show=_show_bool,
         ),
         Field(
             "republish",
@@ -350,22 +165,12 @@ STREAM = Struct(
             since="2.8.3",
             normalize=F.norm_struct,
         ),
-        Field(
-            "allow_direct", "allow_direct", F.boolean, "direct get", since="2.9", normalize=F.norm_bool, show=_show_bool
-        ),
-        Field(
-            "mirror_direct",
-            "mirror_direct",
-            F.boolean,
-            "mirror serves direct get",
-            since="2.9",
-            normalize=F.norm_bool,
-            show=_show_bool,
-        ),
+        F.flag("allow_direct", "allow_direct", "direct get", since="2.9"),
+        F.flag("mirror_direct", "mirror_direct", "mirror serves direct get", since="2.9"),
         Field(
             "subject_transform",
             "subject_transform",
-            F.nested(TRANSFORM, _transform_check),
+            F.nested(TRANSFORM, check_transform),
             "transform subjects before storing",
             since="2.10",
             normalize=F.norm_struct,
@@ -395,16 +200,13 @@ STREAM = Struct(
             since="2.10",
             normalize=F.norm_struct,
         ),
-        Field(
+        F.flag(
             "allow_msg_ttl",
             "allow_msg_ttl",
-            F.boolean,
             "per-message TTL (Nats-TTL header)",
             since="2.11",
             level=1,
             editable=F.ENABLE_ONLY,
-            normalize=F.norm_bool,
-            show=_show_bool,
         ),
         Field(
             "subject_delete_marker_ttl",
@@ -416,38 +218,29 @@ STREAM = Struct(
             normalize=F.norm_zero_none,
             show=F.show_duration,
         ),
-        Field(
+        F.flag(
             "allow_atomic",
             "allow_atomic",
-            F.boolean,
             "atomic batch publish",
             aliases=("allow_atomic_publish",),
             since="2.12",
             level=2,
-            normalize=F.norm_bool,
-            show=_show_bool,
         ),
-        Field(
+        F.flag(
             "allow_msg_counter",
             "allow_msg_counter",
-            F.boolean,
             "distributed counter CRDT",
             since="2.12",
             level=2,
             editable=F.IMMUTABLE,
-            normalize=F.norm_bool,
-            show=_show_bool,
         ),
-        Field(
+        F.flag(
             "allow_msg_schedules",
             "allow_msg_schedules",
-            F.boolean,
             "delayed message schedules",
             since="2.12",
             level=2,
             editable=F.ENABLE_ONLY,
-            normalize=F.norm_bool,
-            show=_show_bool,
         ),
         Field(
             "persist_mode",
@@ -465,31 +258,9 @@ STREAM = Struct(
 
 
 @dataclass(frozen=True)
-class Requirement:
-    """A field that needs a newer server than JetStream API level 0."""
-
-    path: str
-    level: int
-    since: str
-
-    def message(self, target: str, level: int) -> str:
-        return f"{self.path} needs nats-server >= {self.since}; {target} reports API level {level}"
-
-
-def requirements(struct: Struct, values: Mapping[str, Any], path: str) -> list[Requirement]:
-    keys = struct.by_key()
-    return [
-        Requirement(f"{path}.{name}" if path else name, keys[name].level, keys[name].since)
-        for name, value in values.items()
-        if keys[name].level > 0 and keys[name].active(value)
-    ]
-
-
-@dataclass(frozen=True)
-class StreamSpec:
+class StreamSpec(Spec):
     """A validated stream spec: ``values`` maps field names to API values, for the fields given."""
 
-    values: Mapping[str, Any]
     path: str = "stream"
 
     struct = STREAM
@@ -514,10 +285,6 @@ class StreamSpec:
     def is_mirror(self) -> bool:
         return "mirror" in self.values
 
-    def wire(self) -> dict[str, Any]:
-        """The API config: exactly the fields given (never a default the user did not set)."""
-        return STREAM.to_wire(self.values)
-
     def listen_subjects(self) -> list[str]:
         """The subjects this stream will store messages from clients on."""
         if self.is_mirror:
@@ -532,9 +299,6 @@ class StreamSpec:
         """Domains the mirror and sources name (``$JS.<domain>.API``), for the double-store check."""
         origins = [self.values.get("mirror"), *(self.values.get("sources") or [])]
         return [d for o in origins if o and (d := domain_of((o.get("external") or {}).get("api")))]
-
-    def requirements(self) -> list[Requirement]:
-        return requirements(STREAM, self.values, self.path)
 
 
 def _check_stream(values: dict[str, Any], path: str, errors: list[SpecError]) -> None:

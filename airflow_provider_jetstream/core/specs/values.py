@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_provider_jetstream.core.specs.errors import SpecError
+from airflow_provider_jetstream.core.errors import SpecError
 
 ALLOWED_VALUES = (
     "bytes, str, or JSON made of dicts with string keys, lists, finite numbers, bools and None "

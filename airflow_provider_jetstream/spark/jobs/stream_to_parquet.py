@@ -37,14 +37,11 @@ destination: local and mounted file systems, HDFS, ABFS with hierarchical namesp
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime as dt
 import json
 import logging
 import os
-import signal
 import sys
-import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -55,8 +52,8 @@ import nats.js.errors
 from nats.js.api import KeyValueConfig
 
 from airflow_provider_jetstream.core.connect import open_connection, release
-from airflow_provider_jetstream.core.connection import api_prefix_for
-from airflow_provider_jetstream.core.errors import JetStreamConfigError, JetStreamError
+from airflow_provider_jetstream.core.connection_fields import api_prefix_for
+from airflow_provider_jetstream.core.errors import CheckpointConflictError, JetStreamConfigError, JetStreamError
 from airflow_provider_jetstream.core.pull import run_blocking
 from airflow_provider_jetstream.spark.job_args import (
     PARTITION_COLUMNS,
@@ -74,15 +71,8 @@ from airflow_provider_jetstream.spark.options import CONNECTION_ENV_VAR, ReadOpt
 
 log = logging.getLogger("stream_to_parquet")
 
-#: Fault injection for tests: the step at which the process kills itself (never set it in production).
-FAILPOINT_ENV = "JETSTREAM_STREAM_TO_PARQUET_FAILPOINT"
-FAILPOINTS = ("before_write", "during_write", "after_write", "before_checkpoint")
 #: Directory of the commit markers, one file per committed range naming the attempt that wrote it.
 COMMITS_DIR = "_commits"
-
-
-class CheckpointConflictError(JetStreamError):
-    """Another run changed the checkpoint first: this run must not advance it."""
 
 
 @dataclass(frozen=True)
@@ -184,14 +174,13 @@ def parse_args(argv: list[str]) -> JobArgs:
 
 
 class StreamToParquetJob:
-    """One incremental run. ``failpoint`` / ``crash`` inject a crash at a step (tests only)."""
+    """One incremental run (:meth:`run`), in steps: :meth:`next_range`, :meth:`claim`,
+    :meth:`commit` (which calls :meth:`write`) and :meth:`advance`."""
 
     def __init__(self, spark: Any, args: JobArgs) -> None:
         self.spark = spark
         self.args = args
         self.attempt = uuid.uuid4().hex[:12]
-        self.failpoint: str | None = None
-        self.crash: Callable[[str], None] = _kill_process_group
         self.source_options = self._source_options()
         self.read_options = ReadOptions.parse(self.source_options)
         conn = self.read_options.connection
@@ -426,7 +415,8 @@ class StreamToParquetJob:
                 f"remove {self._marker_path(start, end)} to write the range again"
             )
 
-    def _write(self, start: int, end: int, staging: str) -> None:
+    def write(self, start: int, end: int, staging: str) -> None:
+        """Write sequences ``start``-``end`` as Parquet to the directory ``staging``."""
         from pyspark.sql import functions as F
 
         df = (
@@ -441,88 +431,68 @@ class StreamToParquetJob:
         writer = df.write.mode("overwrite")
         if self.args.partition_by:
             writer = writer.partitionBy(*self.args.partition_by)
-        stop_watching = self._watch_for_failpoint(staging)
-        try:
-            writer.parquet(staging)
-        finally:
-            stop_watching()
-
-    def _watch_for_failpoint(self, staging: str) -> Callable[[], None]:
-        """With the ``during_write`` failpoint: crash as soon as the write has started files."""
-        if self.failpoint != "during_write" or not self._is_local():
-            return lambda: None
-        done = threading.Event()
-
-        tasks = os.path.join(self._local(staging), "_temporary", "0", "_temporary")
-
-        def watch() -> None:
-            while not done.wait(0.005):
-                if os.path.isdir(tasks) and os.listdir(tasks):  # a write task has started its files
-                    self.crash("during_write")
-                    return
-
-        thread = threading.Thread(target=watch, daemon=True)
-        thread.start()
-        return done.set
-
-    def _maybe_fail(self, point: str) -> None:
-        if self.failpoint == point:
-            self.crash(point)
+        writer.parquet(staging)
 
     # -- run -------------------------------------------------------------------------------------
 
     def run(self) -> JobResult:
-        a = self.args
         checkpoint = self.read_checkpoint()
+        start, end = self.next_range(checkpoint)
+        if start > end:
+            log.info("nothing new in %r: checkpoint %s, last sequence %d", self.args.stream, checkpoint.seq, end)
+            return JobResult(start, end, None, False, checkpoint.seq, "nothing new")
+        revision = self.claim(start, end, checkpoint.revision)
+        target = f"{self.args.output}/seq_range={start:020d}-{end:020d}"
+        outcome = self.commit(start, end, target)
+        checkpoint_seq = self.advance(revision, start, end)
+        if checkpoint_seq >= end:
+            # Not before: the run holding the claim may still be writing its (losing) copy.
+            self._clean_staging(end)
+        return JobResult(start, end, target, outcome == "written", checkpoint_seq, outcome)
+
+    def next_range(self, checkpoint: Checkpoint) -> tuple[int, int]:
+        """The range this run (re)does: an unfinished claim's, unchanged, else the new sequences
+        (``start > end`` when there are none)."""
         if checkpoint.claim is not None:
             # An unfinished run (crashed, or still running): redo exactly its range.
             start, end = int(checkpoint.claim["start"]), int(checkpoint.claim["end"])
             log.info("taking over the unfinished range %d-%d", start, end)
-        else:
-            first, end = self._stream_end()
-            start = checkpoint.seq + 1 if checkpoint.seq is not None else self._first_start(first)
-            if start > end:
-                log.info("nothing new in %r: checkpoint %s, last sequence %d", a.stream, checkpoint.seq, end)
-                return JobResult(start, end, None, False, checkpoint.seq, "nothing new")
+            return start, end
+        first, end = self._stream_end()
+        return (checkpoint.seq + 1 if checkpoint.seq is not None else self._first_start(first)), end
+
+    def claim(self, start: int, end: int, revision: int | None) -> int:
+        """Claim the range in the checkpoint (compare-and-set on ``revision``); the claim's revision."""
         claim = {
             "start": start,
             "end": end,
             "attempt": self.attempt,
             "at": dt.datetime.now(dt.timezone.utc).isoformat(),
         }
-        revision = self._put({"seq": start - 1, "claim": claim}, checkpoint.revision)
-        target = f"{a.output}/seq_range={start:020d}-{end:020d}"
-        staging = self._staging_path(start, end, self.attempt)
+        return self._put({"seq": start - 1, "claim": claim}, revision)
+
+    def commit(self, start: int, end: int, target: str) -> str:
+        """Make ``target`` hold the range exactly once: ``written`` (by this attempt) or ``already
+        committed`` (by an earlier or concurrent one)."""
         marker = self._marker_path(start, end)
-        wrote = False
-        self._maybe_fail("before_write")
         winner = self._read_marker(marker)
         if self._exists(target) or winner is not None:
             self._finish_commit(start, end, winner or "", target)
-            outcome = "already committed"
             log.info("%s was committed by an earlier or concurrent attempt; not writing it again", target)
-        else:
-            self._write(start, end, staging)
-            self._maybe_fail("after_write")
-            winner = self._create_marker(marker)
-            if winner == self.attempt:
-                self._finish_commit(start, end, winner, target)
-                wrote = True
-                outcome = "written"
-                log.info("committed sequences %d-%d to %s", start, end, target)
-            else:
-                log.info("%s was committed by a concurrent attempt; dropping this attempt's copy", target)
-                self._delete(staging)
-                self._finish_commit(start, end, winner, target)
-                outcome = "already committed"
-        self._maybe_fail("before_checkpoint")
-        checkpoint_seq = self._advance(revision, start, end)
-        if checkpoint_seq >= end:
-            # Not before: the run holding the claim may still be writing its (losing) copy.
-            self._clean_staging(end)
-        return JobResult(start, end, target, wrote, checkpoint_seq, outcome)
+            return "already committed"
+        staging = self._staging_path(start, end, self.attempt)
+        self.write(start, end, staging)
+        winner = self._create_marker(marker)
+        if winner == self.attempt:
+            self._finish_commit(start, end, winner, target)
+            log.info("committed sequences %d-%d to %s", start, end, target)
+            return "written"
+        log.info("%s was committed by a concurrent attempt; dropping this attempt's copy", target)
+        self._delete(staging)
+        self._finish_commit(start, end, winner, target)
+        return "already committed"
 
-    def _advance(self, revision: int, start: int, end: int) -> int:
+    def advance(self, revision: int, start: int, end: int) -> int:
         """Advance the checkpoint to ``end`` (the range is committed); the checkpoint's sequence after.
 
         If another run changed the key meanwhile (it took the claim over, found the range committed
@@ -568,13 +538,6 @@ class StreamToParquetJob:
                 self._delete(f"{root}/{name}")
 
 
-def _kill_process_group(point: str) -> None:
-    log.error("failpoint %s: killing the job's process group", point)
-    with contextlib.suppress(Exception):
-        sys.stderr.flush()
-    os.killpg(os.getpgid(0), signal.SIGKILL)
-
-
 def main(argv: list[str] | None = None, spark: Any = None) -> JobResult:
     """Run the job; ``spark`` defaults to ``SparkSession.builder.getOrCreate()``."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -587,13 +550,7 @@ def main(argv: list[str] | None = None, spark: Any = None) -> JobResult:
     from airflow_provider_jetstream.spark import register
 
     register(spark)
-    job = StreamToParquetJob(spark, args)
-    failpoint = os.environ.get(FAILPOINT_ENV)
-    if failpoint:
-        if failpoint not in FAILPOINTS:
-            raise JetStreamConfigError(f"{FAILPOINT_ENV}={failpoint!r}: use one of {', '.join(FAILPOINTS)}")
-        job.failpoint = failpoint
-    result = job.run()
+    result = StreamToParquetJob(spark, args).run()
     log.info("result: %s", json.dumps(result.__dict__))
     return result
 

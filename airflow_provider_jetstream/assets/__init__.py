@@ -1,0 +1,1 @@
+"""Airflow asset URIs of JetStream streams: ``jetstream://<server>/<domain>/<stream>``."""

@@ -1,0 +1,186 @@
+"""One JetStream delivery as plain data: ack-reply metadata, every header value, the JSON payload of its event."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+ACK_PREFIX = "$JS.ACK."
+
+#: How a payload may be decoded: ``auto`` tries JSON, then UTF-8 text, then base64.
+DECODINGS = ("auto", "json", "text", "base64")
+
+
+@dataclass(frozen=True)
+class AckReply:
+    """The metadata JetStream puts in a delivery's reply subject."""
+
+    stream: str
+    consumer: str
+    delivered: int
+    sequence: int
+    consumer_sequence: int
+    timestamp_ns: int
+    pending: int
+    domain: str | None = None
+
+
+def parse_ack_reply(reply: str) -> AckReply | None:
+    """Parse a JetStream ack subject into its metadata.
+
+    ``$JS.ACK.[<domain>.<account hash>.]<stream>.<consumer>.<delivered>.<sseq>.<dseq>.<ts>.<pending>[.<rand>]``.
+
+    Returns None for a reply that is not a JetStream ack subject (a status message, a plain reply).
+    The 9-token form is the old one; servers >= 2.9 send 12 tokens (domain ``_`` means none).
+    """
+    if not reply or not reply.startswith(ACK_PREFIX):
+        return None
+    tokens = reply.split(".")
+    try:
+        if len(tokens) == 9:
+            _, _, stream, consumer, delivered, sseq, dseq, ts, pending = tokens
+            domain = None
+        elif len(tokens) >= 11:
+            domain = None if tokens[2] == "_" else tokens[2]
+            stream, consumer, delivered, sseq, dseq, ts, pending = tokens[4:11]
+        else:
+            return None
+        return AckReply(stream, consumer, int(delivered), int(sseq), int(dseq), int(ts), int(pending), domain)
+    except ValueError:
+        return None
+
+
+def parse_header_block(raw: bytes) -> dict[str, list[str]]:
+    """Every value of every header of a raw ``NATS/1.0`` header block (repeated names keep all values, in order)."""
+    headers: dict[str, list[str]] = {}
+    lines = raw.split(b"\r\n")
+    for line in lines[1:]:  # the first line is NATS/1.0 [status]
+        if not line:
+            continue
+        name, sep, value = line.partition(b":")
+        if not sep:
+            continue
+        headers.setdefault(name.decode("utf-8", "replace").strip(), []).append(value.decode("utf-8", "replace").strip())
+    return headers
+
+
+def headers_from_api(message: Mapping[str, Any]) -> dict[str, list[str]]:
+    """All header values of a ``STREAM.MSG.GET`` answer (its ``hdrs`` field is the base64 raw block)."""
+    raw = message.get("hdrs")
+    if not raw:
+        return {}
+    try:
+        return parse_header_block(base64.b64decode(raw))
+    except (binascii.Error, ValueError):
+        return {}
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One message as a consumer delivered it (or, for the KV trigger, one revision of a key).
+
+    ``headers`` maps each header name to all of its values, in order; None when the message has none.
+    ``timestamp_ns`` is when the stream stored the message (ns since the epoch, UTC).
+    """
+
+    stream: str
+    consumer: str
+    subject: str
+    sequence: int
+    delivered: int
+    timestamp_ns: int
+    data: bytes
+    headers: dict[str, list[str]] | None = None
+    domain: str | None = None
+    pending: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def timestamp(self) -> str:
+        """``timestamp_ns`` as an ISO-8601 UTC string (microsecond precision)."""
+        moment = datetime.datetime.fromtimestamp(self.timestamp_ns / 1e9, tz=datetime.timezone.utc)
+        return moment.isoformat()
+
+    def header(self, name: str) -> str | None:
+        """The last value of header ``name`` (NATS header names are case-sensitive), or None."""
+        values = (self.headers or {}).get(name)
+        return values[-1] if values else None
+
+
+def decode_payload(data: bytes, decode: str = "auto", max_bytes: int = 65536) -> tuple[str, Any]:
+    """``(encoding, value)`` of a payload: ``json`` (the parsed value), ``text``, ``base64`` or ``omitted``.
+
+    :param decode: ``auto`` (default) tries JSON, then strict UTF-8 text, then base64; ``json``,
+        ``text`` and ``base64`` force one form and raise ``ValueError`` if the payload is not in it.
+    :param max_bytes: payloads larger than this are ``omitted`` (value None): the event lands in
+        Airflow's database. Default 64 KiB.
+    """
+    if decode not in DECODINGS:
+        raise ValueError(f"decode={decode!r} is not one of {', '.join(DECODINGS)}")
+    if len(data) > max_bytes:
+        return "omitted", None
+    if decode == "base64":
+        return "base64", base64.b64encode(data).decode("ascii")
+    if decode in ("auto", "json") and data:
+        try:
+            return "json", json.loads(data)
+        except (ValueError, UnicodeDecodeError):
+            if decode == "json":
+                raise ValueError("the payload is not JSON") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        if decode == "text":
+            raise ValueError("the payload is not UTF-8 text") from None
+        return "base64", base64.b64encode(data).decode("ascii")
+    return "text", text
+
+
+def delivery_payload(
+    delivery: Delivery, *, decode: str = "auto", max_payload_bytes: int = 65536, include_headers: bool = True
+) -> dict[str, Any]:
+    """The JSON-able TriggerEvent payload of one delivery; a DAG dedups by its ``sequence``.
+
+    Keys: ``stream``, ``domain``, ``consumer``, ``subject``, ``sequence``, ``timestamp`` (ISO),
+    ``timestamp_ns``, ``delivered``, ``headers`` (name -> list of values, if ``include_headers``),
+    ``encoding``, ``data``, ``size``.
+    """
+    encoding, value = decode_payload(delivery.data, decode, max_payload_bytes)
+    payload: dict[str, Any] = {
+        "stream": delivery.stream,
+        "domain": delivery.domain,
+        "consumer": delivery.consumer,
+        "subject": delivery.subject,
+        "sequence": delivery.sequence,
+        "timestamp": delivery.timestamp,
+        "timestamp_ns": delivery.timestamp_ns,
+        "delivered": delivery.delivered,
+        "encoding": encoding,
+        "data": value,
+        "size": len(delivery.data),
+    }
+    if include_headers:
+        payload["headers"] = {k: list(v) for k, v in (delivery.headers or {}).items()}
+    return payload
+
+
+def batch_payload(messages: list[dict[str, Any]], *, stream: str, domain: str | None, consumer: str) -> dict[str, Any]:
+    """The payload of a batch event: ``count``, ``first_sequence``, ``last_sequence`` and ``messages``."""
+    for message in messages:
+        for key in ("stream", "domain", "consumer"):
+            message.pop(key, None)
+    sequences = [m["sequence"] for m in messages]
+    return {
+        "stream": stream,
+        "domain": domain,
+        "consumer": consumer,
+        "count": len(messages),
+        "first_sequence": min(sequences) if sequences else None,
+        "last_sequence": max(sequences) if sequences else None,
+        "messages": messages,
+    }

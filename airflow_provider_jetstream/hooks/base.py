@@ -1,0 +1,308 @@
+"""``JetStreamBaseHook``: NATS connections and JetStream contexts from an Airflow ``jetstream`` connection.
+
+The connection half of :class:`~airflow_provider_jetstream.hooks.jetstream.JetStreamHook` (which adds
+the streams, checks, KV and publish methods): settings, one shared NATS connection per event loop
+and connection id, JetStream contexts and API clients for any domain, the one sync bridge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import inspect
+import logging
+import time
+import weakref
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+import nats.errors
+import nats.js.errors
+from airflow.sdk import BaseHook
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+
+from airflow_provider_jetstream.core.connect import open_connection, refusal_since, release
+from airflow_provider_jetstream.core.connection import JetStreamConnectionConfig, api_prefix_for
+from airflow_provider_jetstream.core.errors import (
+    JetStreamDomainUnavailableError,
+    JetStreamError,
+    JetStreamImportMissingError,
+    JetStreamPermissionError,
+)
+from airflow_provider_jetstream.core.jetstream_api import JetStreamApi, describe_prefix, is_imported_prefix
+from airflow_provider_jetstream.core.sync import run_sync
+from airflow_provider_jetstream.core.values import positive_seconds
+
+T = TypeVar("T")
+P = ParamSpec("P")
+H = TypeVar("H", bound="JetStreamBaseHook")
+log = logging.getLogger(__name__)
+
+# Open connections by event loop and connection id: every hook running in one event loop (the
+# triggerer's, or one operator's) shares one NATS connection per Airflow connection.
+_OPEN: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _SharedConnection]] = weakref.WeakKeyDictionary()
+
+
+class _SharedConnection:
+    def __init__(self) -> None:
+        self.nc: Client | None = None
+        self.users = 0
+        # Registered before connecting: users arriving while it connects wait for this connection
+        # instead of opening their own (a triggerer starts many triggers at once).
+        self.opening = asyncio.Lock()
+
+
+class JetStreamBaseHook(BaseHook):
+    """Connects to NATS and addresses JetStream in any domain, from a ``jetstream`` connection.
+
+    :param jetstream_conn_id: Airflow connection id. Default ``jetstream_default``.
+    :param domain: JetStream domain to address (``$JS.<domain>.API``). Default: the connection's.
+    :param api_prefix: JetStream API prefix, e.g. an imported ``JS.acc@hub.API``. Default: the
+        connection's. ``domain`` and ``api_prefix`` exclude each other.
+    """
+
+    conn_name_attr = "jetstream_conn_id"
+    default_conn_name = "jetstream_default"
+    conn_type = "jetstream"
+    hook_name = "NATS JetStream"
+
+    def __init__(
+        self,
+        jetstream_conn_id: str = default_conn_name,
+        domain: str | None = None,
+        api_prefix: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        api_prefix_for(domain, api_prefix)  # validates both, and that they exclude each other
+        self.jetstream_conn_id = jetstream_conn_id
+        self.domain = domain
+        self.api_prefix = api_prefix
+        self._config: JetStreamConnectionConfig | None = None
+
+    # -- connection settings -------------------------------------------------------------------
+
+    def get_conn_config(self) -> JetStreamConnectionConfig:
+        """The validated connection settings (looked up once; secrets registered for masking)."""
+        if self._config is None:
+            self._config = self._validated(self.get_connection(self.jetstream_conn_id))
+        return self._config
+
+    async def aget_conn_config(self) -> JetStreamConnectionConfig:
+        """Like :meth:`get_conn_config`, without blocking the event loop (for triggers)."""
+        if self._config is None:
+            self._config = self._validated(await self.aget_connection(self.jetstream_conn_id))
+        return self._config
+
+    @staticmethod
+    def _validated(conn: Any) -> JetStreamConnectionConfig:
+        config = JetStreamConnectionConfig.from_connection(conn)
+        from airflow.sdk.log import mask_secret
+
+        for secret in config.secrets:
+            mask_secret(secret)
+        return config
+
+    def resolve_api_prefix(self, domain: str | None = None, api_prefix: str | None = None) -> str:
+        """The JetStream API prefix to use: the arguments', else the hook's, else the connection's."""
+        if domain or api_prefix:
+            return api_prefix_for(domain, api_prefix)
+        if self.domain or self.api_prefix:
+            return api_prefix_for(self.domain, self.api_prefix)
+        config = self._config or self.get_conn_config()
+        return api_prefix_for(config.domain, config.api_prefix)
+
+    def describe_target(self, domain: str | None = None, api_prefix: str | None = None) -> str:
+        """Human words for a JetStream target: ``domain 'leaf'`` or ``API prefix 'JS.acc@hub.API'``."""
+        return describe_prefix(self.resolve_api_prefix(domain, api_prefix))
+
+    # -- async core ----------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def aconnect(self) -> AsyncIterator[Client]:
+        """A connected nats-py client; drained on normal exit, closed on error or cancellation.
+
+        Nested or concurrent uses in one event loop share one connection per connection id; it
+        is closed when the last user leaves.
+        """
+        config = await self.aget_conn_config()
+        loop = asyncio.get_running_loop()
+        shared_by_id = _OPEN.setdefault(loop, {})
+        shared = shared_by_id.get(config.conn_id)
+        if shared is None or (shared.nc is not None and shared.nc.is_closed):
+            shared = shared_by_id[config.conn_id] = _SharedConnection()
+        shared.users += 1
+        failed = False
+        try:
+            async with shared.opening:
+                if shared.nc is None or shared.nc.is_closed:
+                    shared.nc = await open_connection(config)
+            yield shared.nc
+        except BaseException:
+            failed = True
+            raise
+        finally:
+            shared.users -= 1
+            if shared.users == 0:
+                if shared_by_id.get(config.conn_id) is shared:
+                    del shared_by_id[config.conn_id]
+                if shared.nc is not None:
+                    await asyncio.shield(release(shared.nc, drain=not failed))
+
+    @contextlib.asynccontextmanager
+    async def ajetstream(
+        self, domain: str | None = None, api_prefix: str | None = None
+    ) -> AsyncIterator[JetStreamContext]:
+        """A JetStream context for a domain or API prefix (default: the hook's, then the connection's).
+
+        Several contexts, for several domains, share one NATS connection. A JetStream API call
+        that no server answers raises :class:`JetStreamDomainUnavailableError` naming the target.
+        """
+        async with self.aconnect() as nc:  # loads the connection's config without blocking first
+            prefix = self.resolve_api_prefix(domain, api_prefix)
+            started = time.monotonic()
+            try:
+                yield nc.jetstream(prefix=prefix)
+            except (nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError) as err:
+                raise self._no_jetstream(domain, api_prefix) from err
+            except nats.errors.TimeoutError as err:
+                # The server drops a request the user may not publish, so a refusal looks like a timeout.
+                refusal = refusal_since(nc, started, prefix=prefix)
+                if refusal:
+                    raise JetStreamPermissionError(
+                        f"JetStream in {self.describe_target(domain, api_prefix)}: {refusal}"
+                    ) from err
+                raise
+
+    @contextlib.asynccontextmanager
+    async def aapi(
+        self, domain: str | None = None, api_prefix: str | None = None, *, timeout: float | None = None
+    ) -> AsyncIterator[JetStreamApi]:
+        """The JetStream JSON API of a domain or API prefix (default: the hook's, then the connection's)
+        on the shared connection. Each request waits up to ``timeout`` seconds (default: the
+        connection's ``connect_timeout``). The target is checked before connecting.
+        """
+        config = await self.aget_conn_config()
+        prefix = self.resolve_api_prefix(domain, api_prefix)
+        wait = config.connect_timeout if timeout is None else positive_seconds("timeout", timeout)
+        async with self.aconnect() as nc:
+            yield JetStreamApi(nc, prefix, timeout=wait, target=describe_prefix(prefix))
+
+    async def aaccount_info(
+        self, nc: Client, domain: str | None = None, api_prefix: str | None = None
+    ) -> dict[str, Any]:
+        """The raw JetStream account info of a domain (with ``domain`` and ``api.level``).
+
+        nats-py's ``account_info()`` drops the API level, which tells what the server supports.
+        """
+        config = await self.aget_conn_config()
+        prefix = self.resolve_api_prefix(domain, api_prefix)
+        try:
+            return await JetStreamApi(nc, prefix, timeout=config.connect_timeout).account_info()
+        except (JetStreamDomainUnavailableError, JetStreamImportMissingError) as err:
+            raise self._no_jetstream(domain, api_prefix) from err
+
+    async def aprobe_domains(self, domains: Sequence[str], timeout: float | None = None) -> dict[str, str | None]:
+        """Which of these JetStream domains answer through this connection right now.
+
+        Asks every domain's JetStream for its account info at once and returns ``{domain: None}``
+        for each that answered within ``timeout`` seconds (default: the connection's
+        ``connect_timeout``) and ``{domain: reason}`` for each that did not. A leaf cut off from the
+        hub gets "no responders" at once, so the check is short. An unreachable domain is a result,
+        not an error; a failure to reach the connection's own servers still raises.
+        """
+        config = await self.aget_conn_config()
+        wait = config.connect_timeout if timeout is None else timeout
+
+        async def probe(nc: Client, domain: str) -> str | None:
+            try:
+                await JetStreamApi(nc, api_prefix_for(domain), timeout=wait, target=f"domain {domain!r}").account_info()
+            except JetStreamDomainUnavailableError as err:
+                return str(err)
+            except JetStreamError as err:  # it answered, with an error (e.g. JetStream off for the account)
+                return f"JetStream in domain {domain!r} answered with an error: {err}"
+            return None
+
+        async with self.aconnect() as nc:
+            reasons = await asyncio.gather(*(probe(nc, domain) for domain in domains))
+        return dict(zip(domains, reasons, strict=True))
+
+    def _no_jetstream(
+        self, domain: str | None, api_prefix: str | None
+    ) -> JetStreamDomainUnavailableError | JetStreamImportMissingError:
+        """No JetStream answered: for a domain, keep waiting (a leaf offline, or a typo); for an
+        imported prefix, the account lacks the import (:class:`JetStreamImportMissingError`)."""
+        config = self._config
+        conn_id = config.conn_id if config else self.jetstream_conn_id
+        timeout = config.connect_timeout if config else None
+        prefix = self.resolve_api_prefix(domain, api_prefix)
+        target = self.describe_target(domain, api_prefix)
+        if is_imported_prefix(prefix):
+            return JetStreamImportMissingError(
+                f"connection {conn_id!r}: nothing answers the JetStream API at {target} ({prefix}) in this "
+                "account: is the API exported and imported into this account (and the exporting JetStream "
+                "up)? Waiting cannot help"
+            )
+        hint = (
+            "is the leaf connected, is the name right? (a leaf that is offline, or a wrong domain name)"
+            if target.startswith("domain")
+            else "is JetStream enabled for this account?"
+        )
+        return JetStreamDomainUnavailableError(
+            f"connection {conn_id!r}: no JetStream responded in {target} ({prefix}) within {timeout}s: {hint}"
+        )
+
+    # -- sync edge -----------------------------------------------------------------------------
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run a coroutine of this hook's to completion from synchronous code (operators, pokes)."""
+        return run_sync(coro)
+
+    def test_connection(self) -> tuple[bool, str]:
+        """Connect and ask the target domain's JetStream for its account info.
+
+        Returns ``(True, "<server, version, url; domain, API level, streams>")`` or
+        ``(False, reason)``; the reason never holds a secret.
+        """
+        try:
+            message = self.run(self._atest_connection())
+        except (JetStreamError, ValueError) as err:
+            return False, str(err)
+        except Exception as err:  # the form's Test button shows a reason, never a traceback
+            return False, f"connection {self.jetstream_conn_id!r}: {type(err).__name__}: {err}"
+        self.log.info("%s", message)  # `airflow connections test` prints only success, so log what was found
+        return True, message
+
+    async def _atest_connection(self) -> str:
+        async with self.aconnect() as nc:
+            server_info = getattr(nc, "_server_info", {})  # nats-py keeps the INFO it got privately
+            url = nc.connected_url
+            connected = f"{url.scheme}://{url.hostname}:{url.port}" if url else "?"
+            account = await self.aaccount_info(nc)
+        return (
+            f"Connected to NATS server {server_info.get('server_name', '?')!r} "
+            f"version {server_info.get('version', '?')} at {connected}; "
+            f"JetStream domain {account.get('domain') or '(none)'!r}, "
+            f"API level {account.get('api', {}).get('level', 0)}, "
+            f"{account.get('streams', 0)} streams, {account.get('consumers', 0)} consumers"
+        )
+
+
+def blocking(method: Callable[Concatenate[H, P], Coroutine[Any, Any, T]]) -> Callable[Concatenate[H, P], T]:
+    """The synchronous form of an async hook method (``ensure_stream = blocking(aensure_stream)``):
+    same arguments, run through the hook's one sync bridge, :meth:`JetStreamBaseHook.run`."""
+
+    @functools.wraps(method)
+    def sync(self: H, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self.run(method(self, *args, **kwargs))
+
+    name = method.__name__.removeprefix("a")
+    sync.__name__ = name
+    sync.__qualname__ = f"{method.__qualname__.rpartition('.')[0]}.{name}".lstrip(".")
+    sync.__doc__ = (
+        f"Blocking form of ``{method.__name__}`` (runs it through :meth:`run`; inside a running event loop, "
+        f"await ``{method.__name__}`` instead).\n\n" + inspect.cleandoc(method.__doc__ or "")
+    )
+    return sync

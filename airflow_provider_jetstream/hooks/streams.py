@@ -1,0 +1,198 @@
+"""``JetStreamStreamsHook``: declare streams, consumers and KV buckets, read stream info (sync and async).
+
+The declaring layer of :class:`~airflow_provider_jetstream.hooks.jetstream.JetStreamHook` (use that
+class): the reconcile rules and double-store check of the "create" operators, as hook methods.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from airflow_provider_jetstream.core.errors import JetStreamNotFoundError
+from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
+from airflow_provider_jetstream.core.keyvalue import reconcile_bucket
+from airflow_provider_jetstream.core.reconcile import check_if_exists, reconcile_consumer, reconcile_stream
+from airflow_provider_jetstream.core.specs import ConsumerSpec, KeyValueSpec, StreamSpec, validate_name
+from airflow_provider_jetstream.core.specs.kv import kv_subjects
+from airflow_provider_jetstream.core.topology_guard import guard_double_store
+from airflow_provider_jetstream.hooks.args import flag, one_spec_error, peer_domains_arg
+from airflow_provider_jetstream.hooks.base import JetStreamBaseHook, blocking
+
+Logger = logging.Logger | logging.LoggerAdapter
+
+
+class JetStreamStreamsHook(JetStreamBaseHook):
+    """Streams, consumers and KV buckets declared as the operators declare them (see
+    :class:`~airflow_provider_jetstream.hooks.jetstream.JetStreamHook`, which adds checks, KV and publish).
+    """
+
+    # -- declare: the reconcile rules of the "create" operators ------------------------------------
+
+    async def aensure_stream(
+        self,
+        spec: StreamSpec | Mapping[str, Any],
+        *,
+        if_exists: str = "update",
+        dry_run: bool = False,
+        prune_sources: bool = False,
+        allow_double_store: bool = False,
+        peer_domains: list[str] | None = None,
+        domain: str | None = None,
+        api_prefix: str | None = None,
+        timeout: float | None = None,
+        logger: Logger | None = None,
+    ) -> dict[str, Any]:
+        """Create or update a stream (plain, mirror or sourced) from a spec, as
+        ``JetStreamCreateStreamOperator`` does; returns the operator's XCom dict:
+        ``{"action": "created|updated|unchanged|recreated|planned", "changes", "domain", "name", "state", ...}``.
+
+        :param spec: a :class:`StreamSpec` or its dict, e.g. ``{"name": "test", "subjects": ["test"]}``.
+        :param if_exists: ``"update"`` (default) | ``"skip"`` | ``"fail"`` | ``"recreate"`` (only this
+            deletes data). A change the server cannot apply in place raises :class:`ReconcileError`.
+        :param dry_run: plan only, change nothing (action ``"planned"``). Default False.
+        :param prune_sources: remove sources the spec does not name. Default False: kept.
+        :param allow_double_store: create even if another connected domain of this account stores the
+            same subjects, or a domain cannot be checked. Default False: ``DoubleStoreError``.
+        :param peer_domains: more domains for that check, besides the connection's own.
+        """
+        stream = StreamSpec.from_dict(spec)
+        check_if_exists(if_exists)
+        dry, prune = flag("dry_run", dry_run), flag("prune_sources", prune_sources)
+        allow = flag("allow_double_store", allow_double_store)
+        peers = peer_domains_arg(peer_domains)
+        logger = logger or self.log
+        async with self.aapi(domain, api_prefix, timeout=timeout) as api:
+            guard = await self.double_store_guard(
+                api, stream.listen_subjects(), f"stream {stream.name!r}", allow, logger, peers, stream
+            )
+            result = await reconcile_stream(
+                api, stream, if_exists=if_exists, dry_run=dry, prune_sources=prune, guard=guard, logger=logger
+            )
+        return result.as_xcom()
+
+    ensure_stream = blocking(aensure_stream)
+
+    async def aensure_consumer(
+        self,
+        stream: str,
+        spec: ConsumerSpec | Mapping[str, Any],
+        *,
+        if_exists: str = "update",
+        dry_run: bool = False,
+        domain: str | None = None,
+        api_prefix: str | None = None,
+        timeout: float | None = None,
+        logger: Logger | None = None,
+    ) -> dict[str, Any]:
+        """Create or update a durable pull consumer on ``stream``, as ``JetStreamCreateConsumerOperator``
+        does; returns its XCom dict (``action``, ``changes``, ``state``..., and ``stream``).
+
+        :param spec: a :class:`ConsumerSpec` or its dict, e.g. ``{"name": "dur", "ack_wait": "30s"}``.
+        :param if_exists: ``"update"`` (default) | ``"skip"`` | ``"fail"`` | ``"recreate"`` (only this
+            deletes the consumer's delivery state).
+        :param dry_run: plan only, change nothing. Default False.
+        """
+        one_spec_error(validate_name, stream, "stream")
+        consumer = ConsumerSpec.from_dict(spec)
+        check_if_exists(if_exists)
+        dry = flag("dry_run", dry_run)
+        async with self.aapi(domain, api_prefix, timeout=timeout) as api:
+            result = await reconcile_consumer(
+                api, stream, consumer, if_exists=if_exists, dry_run=dry, logger=logger or self.log
+            )
+        return {**result.as_xcom(), "stream": stream}
+
+    ensure_consumer = blocking(aensure_consumer)
+
+    async def aensure_key_value(
+        self,
+        spec: KeyValueSpec | Mapping[str, Any] | str,
+        *,
+        if_exists: str = "update",
+        dry_run: bool = False,
+        prune_sources: bool = False,
+        allow_double_store: bool = False,
+        peer_domains: list[str] | None = None,
+        domain: str | None = None,
+        api_prefix: str | None = None,
+        timeout: float | None = None,
+        logger: Logger | None = None,
+    ) -> dict[str, Any]:
+        """Create or update a KV bucket (mirrors and sources in other domains included, laid out as
+        nats.go makes them), as ``JetStreamCreateKeyValueOperator`` does; returns its XCom dict.
+
+        :param spec: a bucket name, a :class:`KeyValueSpec` or its dict, e.g. ``{"bucket": "config",
+            "history": 5}`` or ``{"bucket": "copy", "mirror": {"bucket": "config", "domain": "leaf"}}``.
+        :param if_exists: ``"update"`` (default) | ``"skip"`` | ``"fail"`` | ``"recreate"``.
+        :param dry_run: plan only, change nothing. Default False.
+        :param prune_sources: remove sources the spec does not name. Default False: kept.
+        :param allow_double_store: create even if a bucket of this name takes writes in another
+            connected domain of this account, or a domain cannot be checked. Default False.
+        :param peer_domains: more domains for that check, besides the connection's own.
+        """
+        bucket = KeyValueSpec.from_dict(spec)
+        check_if_exists(if_exists)
+        dry, prune = flag("dry_run", dry_run), flag("prune_sources", prune_sources)
+        allow = flag("allow_double_store", allow_double_store)
+        peers = peer_domains_arg(peer_domains)
+        logger = logger or self.log
+        stream = bucket.stream_spec()
+        subjects = [] if stream.is_mirror else [kv_subjects(bucket.bucket)]
+        async with self.aapi(domain, api_prefix, timeout=timeout) as api:
+            guard = await self.double_store_guard(
+                api, subjects, f"bucket {bucket.bucket!r}", allow, logger, peers, stream, bucket=bucket.bucket
+            )
+            result = await reconcile_bucket(
+                api, bucket, if_exists=if_exists, dry_run=dry, prune_sources=prune, guard=guard, logger=logger
+            )
+        return result.as_xcom()
+
+    ensure_key_value = blocking(aensure_key_value)
+
+    async def double_store_guard(
+        self,
+        api: JetStreamApi,
+        subjects: list[str],
+        what: str,
+        allow: bool,
+        logger: Logger,
+        peers: list[str],
+        stream: StreamSpec | None = None,
+        bucket: str | None = None,
+    ) -> Any:
+        """The double-store check run before a create: no other known domain (the connection's, those
+        the spec's mirror/sources name, ``peers``) stores these subjects too."""
+        config = await self.aget_conn_config()
+        named = stream.origin_domains() if stream is not None else []
+        domains = [d for d in dict.fromkeys([config.domain, *named, *peers]) if d]
+
+        async def guard() -> Any:
+            return await guard_double_store(
+                api.nc,
+                target_prefix=api.prefix,
+                subjects=subjects,
+                what=what,
+                bucket=bucket,
+                peer_domains=domains,
+                allow=allow,
+                timeout=api.timeout,
+                logger=logger,
+            )
+
+        return guard
+
+    async def astream_info(
+        self, name: str, *, domain: str | None = None, api_prefix: str | None = None, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """The server's ``STREAM.INFO`` of stream ``name`` as JSON (``config``, ``state``, ``mirror``,
+        ``sources``...), every field the server sends; :class:`JetStreamNotFoundError` if it does not exist."""
+        one_spec_error(validate_name, name, "name")
+        async with self.aapi(domain, api_prefix, timeout=timeout) as api:
+            info = await api.stream_info(name)
+        if info is None:
+            raise JetStreamNotFoundError(f"stream {name!r} does not exist in {api.target}")
+        return info
+
+    stream_info = blocking(astream_info)

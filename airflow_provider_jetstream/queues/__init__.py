@@ -1,0 +1,1 @@
+"""common.messaging queue providers: the ``jetstream`` scheme of ``MessageQueueTrigger``."""

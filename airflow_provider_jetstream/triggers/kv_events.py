@@ -1,0 +1,152 @@
+"""``JetStreamKeyValueEventTrigger``: an asset watcher firing on each change of KV keys in any domain, durably."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from airflow_provider_jetstream.core.deliveries import Delivery, decode_payload
+from airflow_provider_jetstream.core.errors import JetStreamConfigError, SpecError
+from airflow_provider_jetstream.core.specs.names import validate_bucket, validate_key
+from airflow_provider_jetstream.triggers.messages import JetStreamMessageTrigger
+
+#: Where a new watch starts: only changes from now on, or the current value of each key first.
+INITIAL = {"new": "new", "current": "last_per_subject"}
+
+
+def validate_key_pattern(pattern: Any, path: str) -> str:
+    """A KV key or a pattern of keys: ``*`` matches one ``.``-separated part, a final ``>`` the rest."""
+    if not isinstance(pattern, str) or not pattern:
+        raise SpecError(path, pattern, "a key or key pattern is a non-empty string (e.g. 'site.a', 'site.*', '>')")
+    tokens = pattern.split(".")
+    for i, token in enumerate(tokens):
+        if token == ">" and i == len(tokens) - 1:
+            continue
+        if token == "*":
+            continue
+        if ">" in token or "*" in token:
+            raise SpecError(path, pattern, "'*' is a whole part and '>' only the whole last part (e.g. 'site.*.load')")
+    concrete = ".".join(t if t not in ("*", ">") else "x" for t in tokens)
+    validate_key(concrete, path)
+    return pattern
+
+
+def kv_consumer_name(bucket: str, keys: list[str], initial: str) -> str:
+    """The durable consumer of a watch: the same bucket, keys and start give the same name (a restart resumes)."""
+    digest = hashlib.sha256(f"{bucket}|{sorted(keys)}|{initial}".encode()).hexdigest()[:16]
+    return f"af_kv_{digest}"
+
+
+class JetStreamKeyValueEventTrigger(JetStreamMessageTrigger):
+    """Fires for each change (put, delete, purge) of the watched keys of a KV bucket, in any domain.
+
+    The watch is a durable consumer on the bucket's stream ``KV_<bucket>``; it is acked only after
+    Airflow stored the event, so after a triggerer restart it resumes from the first revision
+    Airflow did not store (at-least-once: a DAG dedups by ``revision``). Payload: ``bucket``,
+    ``key``, ``revision``, ``operation`` (``PUT``, ``DEL`` or ``PURGE``), ``value`` (decoded; None
+    for deletes), ``created`` (ISO), ``delivered``, ``domain``. A bucket that keeps one revision
+    per key (``history=1``) may skip a revision overwritten before it was delivered.
+
+    :param bucket: bucket name. :param keys: keys or patterns (``*``, final ``>``). Default ``[">"]``.
+    :param jetstream_conn_id: Airflow connection id. Default ``jetstream_default``.
+    :param domain: JetStream domain of the bucket; or ``api_prefix``. Default: the connection's.
+    :param consumer: durable consumer name. Default ``af_kv_<hash of bucket, keys, initial>``.
+    :param initial: ``new`` (default): changes from the first start on; ``current``: first one event
+        per key for its current value.
+    :param include_deletes: fire on deletes and purges too. Default True.
+    :param max_ack_pending, ack_wait, nak_delay, nak_max_delay, dead_letter_stream, decode,
+        max_payload_bytes, cohort_wait, fallback_ack_delay: as for :class:`JetStreamMessageTrigger`.
+    """
+
+    def __init__(
+        self,
+        *,
+        bucket: str,
+        keys: list[str] | None = None,
+        jetstream_conn_id: str = "jetstream_default",
+        domain: str | None = None,
+        api_prefix: str | None = None,
+        consumer: str | None = None,
+        initial: str = "new",
+        include_deletes: bool = True,
+        max_ack_pending: int = 256,
+        ack_wait: float = 30.0,
+        nak_delay: float = 1.0,
+        nak_max_delay: float = 60.0,
+        dead_letter_stream: str | None = None,
+        decode: str = "auto",
+        max_payload_bytes: int = 65536,
+        cohort_wait: float = 3.0,
+        fallback_ack_delay: float = 10.0,
+    ) -> None:
+        self.kv_kwargs: dict[str, Any] = {
+            "bucket": bucket,
+            "keys": list(keys) if keys else [">"],
+            "jetstream_conn_id": jetstream_conn_id,
+            "domain": domain,
+            "api_prefix": api_prefix,
+            "consumer": consumer,
+            "initial": initial,
+            "include_deletes": include_deletes,
+            "max_ack_pending": max_ack_pending,
+            "ack_wait": ack_wait,
+            "nak_delay": nak_delay,
+            "nak_max_delay": nak_max_delay,
+            "dead_letter_stream": dead_letter_stream,
+            "decode": decode,
+            "max_payload_bytes": max_payload_bytes,
+            "cohort_wait": cohort_wait,
+            "fallback_ack_delay": fallback_ack_delay,
+        }
+        super().__init__(**self.message_kwargs(self.kv_kwargs))
+
+    @classmethod
+    def message_kwargs(cls, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The message-trigger kwargs of a watch: stream ``KV_<bucket>``, filters ``$KV.<bucket>.<key>``."""
+        kv = dict(kwargs)
+        bucket = validate_bucket(kv.pop("bucket"), "bucket")
+        keys = kv.pop("keys") or [">"]
+        if not isinstance(keys, list):
+            raise JetStreamConfigError(f"keys={keys!r} must be a list of keys or key patterns")
+        for i, key in enumerate(keys):
+            validate_key_pattern(key, f"keys[{i}]")
+        initial = kv.pop("initial")
+        if initial not in INITIAL:
+            raise JetStreamConfigError(f"initial={initial!r} is not allowed: use 'new' or 'current'")
+        kv.pop("include_deletes", None)
+        consumer = kv.pop("consumer", None) or kv_consumer_name(bucket, keys, initial)
+        message = {
+            **kv,
+            "stream": f"KV_{bucket}",
+            "consumer": consumer,
+            "filter_subjects": [f"$KV.{bucket}.{key}" for key in keys],
+            "deliver_policy": INITIAL[initial],
+        }
+        return JetStreamMessageTrigger(**message).kwargs  # with every default filled in
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return f"{type(self).__module__}.{type(self).__qualname__}", dict(self.kv_kwargs)
+
+    def message_payload(self, delivery: Delivery) -> dict[str, Any] | None:
+        """The event of one revision; None for a delete or purge when ``include_deletes`` is off."""
+        operation = (delivery.header("KV-Operation") or "PUT").upper()
+        if operation != "PUT" and not self.kv_kwargs["include_deletes"]:
+            return None
+        bucket = self.kv_kwargs["bucket"]
+        value: Any = None
+        encoding = None
+        if operation == "PUT":
+            encoding, value = decode_payload(
+                delivery.data, self.kv_kwargs["decode"], self.kv_kwargs["max_payload_bytes"]
+            )
+        return {
+            "bucket": bucket,
+            "key": delivery.subject.removeprefix(f"$KV.{bucket}."),
+            "revision": delivery.sequence,
+            "operation": operation,
+            "encoding": encoding,
+            "value": value,
+            "created": delivery.timestamp,
+            "delivered": delivery.delivered,
+            "domain": delivery.domain,
+        }

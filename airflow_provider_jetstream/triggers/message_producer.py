@@ -1,0 +1,252 @@
+"""The shared-stream producer of the JetStream event triggers: one durable consumer, acked after Airflow stored."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_provider_jetstream.core.consume import DurablePuller, Settlement, Ticket, dead_letter, ensure_consumer
+from airflow_provider_jetstream.core.deliveries import Delivery
+from airflow_provider_jetstream.core.errors import JetStreamConfigError
+from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
+from airflow_provider_jetstream.core.specs.consumer import ConsumerSpec
+from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
+
+try:  # Airflow >= 3.3: ack mode of shared streams
+    from airflow.triggers.shared_stream import (
+        AdvanceItem,
+        AdvanceOutcome,
+        SharedStreamProducer,
+        reject_shared_stream_event,
+    )
+
+    HAS_SHARED_STREAMS = True
+except ImportError:  # Airflow 3.2: the triggers run standalone (see JetStreamMessageTrigger.run)
+    HAS_SHARED_STREAMS = False
+
+    @dataclass(frozen=True)
+    class AdvanceOutcome:  # type: ignore[no-redef]
+        """What the subscribers did with one message (the fields of Airflow 3.3's class)."""
+
+        acked: int
+        failed: int
+        rejected: int = 0
+
+    @dataclass(frozen=True)
+    class AdvanceItem:  # type: ignore[no-redef]
+        broker_payload: Any
+        outcome: AdvanceOutcome
+
+    class SharedStreamProducer:  # type: ignore[no-redef]
+        """Stand-in base class on Airflow < 3.3."""
+
+        def get_advance_lane(self, broker_payload: Any) -> Hashable:
+            return None
+
+        async def aclose(self) -> None:
+            return None
+
+    def reject_shared_stream_event() -> None:  # type: ignore[misc]
+        """Stand-in: a standalone ``run()`` rejects by itself."""
+
+
+log = logging.getLogger(__name__)
+
+#: Trigger kwargs that only shape each watcher's events, not the consumer: left out of the fingerprint.
+SUBSCRIBER_FIELDS = ("subjects", "decode", "max_payload_bytes", "include_headers")
+#: Advance lanes: a message that waits on one watcher delays the acks of 1/16 of the others only.
+LANES = 16
+
+# Producers running in this process, by (connection, target, stream, consumer): their fingerprint and count.
+_ACTIVE: dict[tuple[str, str, str, str], tuple[str, int]] = {}
+
+
+def producer_fingerprint(kwargs: Mapping[str, Any]) -> str:
+    """A short hash of the kwargs that shape the consumer and the acks (not the per-watcher ones)."""
+    fields = {k: v for k, v in sorted(kwargs.items()) if k not in SUBSCRIBER_FIELDS}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def outcome_settlement(outcome: AdvanceOutcome) -> Settlement:
+    """The verdict for one message: a failure wins over a reject; nobody listening is ``idle``."""
+    if outcome.failed:
+        return "fail"
+    if outcome.rejected:
+        return "reject"
+    if outcome.acked:
+        return "ack"
+    return "idle"
+
+
+class JetStreamSharedStreamProducer(SharedStreamProducer):
+    """Feeds one shared stream of a triggerer from a durable pull consumer; acks what Airflow stored.
+
+    Built from a :class:`~airflow_provider_jetstream.triggers.messages.JetStreamMessageTrigger`'s
+    kwargs; connects only when the stream is opened. ``open_stream`` yields ``(raw, payload)``:
+    ``raw`` is a :class:`Delivery` (a tuple of them with ``batch_size > 1``), ``payload`` the
+    matching :class:`Ticket` (tuple). ``advance`` acks, dead-letters, terminates or naks each.
+    """
+
+    def __init__(self, kwargs: Mapping[str, Any], consumer_spec: ConsumerSpec) -> None:
+        self.kwargs = dict(kwargs)
+        self.spec = consumer_spec
+        self.stream: str = kwargs["stream"]
+        self.consumer: str = consumer_spec.name
+        self.fingerprint = producer_fingerprint(kwargs)
+        self.hook = JetStreamHook(
+            kwargs["jetstream_conn_id"], domain=kwargs.get("domain"), api_prefix=kwargs.get("api_prefix")
+        )
+        self.puller: DurablePuller | None = None
+        self._exit = contextlib.AsyncExitStack()
+        self._registered: tuple[str, str, str, str] | None = None
+
+    # -- the stream -------------------------------------------------------------------------
+
+    async def open_stream(self) -> AsyncIterator[tuple[Any, Any]]:
+        """Ensure the consumer, wait ``cohort_wait`` for sibling watchers, then yield forever."""
+        kw = self.kwargs
+        nc = await self._exit.enter_async_context(self.hook.aconnect())
+        config = await self.hook.aget_conn_config()
+        prefix = self.hook.resolve_api_prefix()
+        self._register(prefix)
+        api = JetStreamApi(nc, prefix, timeout=config.connect_timeout)
+        action = await ensure_consumer(api, self.stream, self.spec)
+        log.info("consumer %r on stream %r in %s: %s", self.consumer, self.stream, api.target, action)
+        if kw.get("cohort_wait"):
+            await asyncio.sleep(float(kw["cohort_wait"]))
+        self.puller = DurablePuller(
+            nc,
+            api,
+            self.stream,
+            self.consumer,
+            max_in_flight=self._in_flight_limit(),
+            ack_wait=float(kw.get("ack_wait", 30.0)),
+            nak_delay=float(kw.get("nak_delay", 1.0)),
+            nak_max_delay=float(kw.get("nak_max_delay", 60.0)),
+        )
+        batch_size = int(kw.get("batch_size", 1))
+        tickets = self.puller.deliveries()
+        if batch_size <= 1:
+            async for ticket in tickets:
+                yield ticket.delivery, ticket
+            return
+        async for batch in _batches(tickets, batch_size, float(kw.get("batch_window", 0.0))):
+            yield tuple(t.delivery for t in batch), tuple(batch)
+
+    def _in_flight_limit(self) -> int:
+        """Unsettled messages at most: the consumer's ``max_ack_pending``, and half a subscriber queue
+        (Airflow's manager fails a watcher whose queue overflows; it applies no backpressure)."""
+        limit = int(self.kwargs.get("max_ack_pending", 256))
+        try:
+            from airflow.configuration import conf
+
+            queue = conf.getint("triggerer", "shared_stream_subscriber_queue_size", fallback=1024)
+        except Exception:
+            queue = 1024
+        batch = max(1, int(self.kwargs.get("batch_size", 1)))
+        return max(1, min(limit if limit > 0 else 10_000, (queue // 2) * batch))
+
+    def _register(self, prefix: str) -> None:
+        key = (str(self.kwargs["jetstream_conn_id"]), prefix, self.stream, self.consumer)
+        known = _ACTIVE.get(key)
+        if known and known[0] != self.fingerprint:
+            raise JetStreamConfigError(
+                f"consumer {self.consumer!r} on stream {self.stream!r} is already consumed in this triggerer by "
+                "watchers with other settings (filter_subjects, deliver_policy, max_ack_pending, ack_wait, batch, "
+                "dead letters...): two groups would compete for its messages. Give these watchers the same "
+                "settings, or another consumer name"
+            )
+        _ACTIVE[key] = (self.fingerprint, (known[1] if known else 0) + 1)
+        self._registered = key
+
+    # -- acks -------------------------------------------------------------------------------
+
+    def get_advance_lane(self, broker_payload: Any) -> Hashable:
+        first = broker_payload[0] if isinstance(broker_payload, tuple) else broker_payload
+        return first.sequence % LANES
+
+    async def advance(self, batch: Sequence[AdvanceItem]) -> None:
+        """Settle each message: stored by every watcher → ``+ACK``; rejected → dead-letter copy (if
+        ``dead_letter_stream``), then ``+TERM``; failed → ``-NAK`` with backoff; nobody listening → ``-NAK``."""
+        assert self.puller is not None, "advance before open_stream"
+        verdicts: list[tuple[Ticket, Settlement]] = []
+        for item in batch:
+            verdict = outcome_settlement(item.outcome)
+            tickets = item.broker_payload if isinstance(item.broker_payload, tuple) else (item.broker_payload,)
+            for ticket in tickets:
+                if verdict == "fail" and self._exhausted(ticket):
+                    await self._dead_letter(ticket.delivery, "max_deliver reached after failures")
+                    verdicts.append((ticket, "reject"))
+                    continue
+                if verdict == "reject":
+                    await self._dead_letter(ticket.delivery, "rejected by a watcher")
+                verdicts.append((ticket, verdict))
+        await self.puller.settle(verdicts)
+
+    def _exhausted(self, ticket: Ticket) -> bool:
+        max_deliver = int(self.kwargs.get("max_deliver", -1))
+        return max_deliver > 0 and ticket.delivered >= max_deliver
+
+    async def _dead_letter(self, delivery: Delivery, reason: str) -> None:
+        target = self.kwargs.get("dead_letter_stream")
+        if not target or self.puller is None:
+            return
+        subject = self.kwargs.get("dead_letter_subject") or f"{target}.{self.stream}.{self.consumer}"
+        seq = await dead_letter(self.puller.nc, delivery, dead_letter_stream=target, subject=subject, reason=reason)
+        where = f"{self.stream} #{delivery.sequence} ({delivery.subject})"
+        log.warning("%s dead-lettered to %s #%d: %s", where, target, seq, reason)
+
+    async def aclose(self) -> None:
+        """Stop renewing, nak what is unsettled (it comes back at once), release the connection."""
+        if self.puller is not None:
+            await self.puller.stop()
+        if self._registered is not None:
+            fingerprint, count = _ACTIVE.get(self._registered, (self.fingerprint, 1))
+            if count <= 1:
+                _ACTIVE.pop(self._registered, None)
+            else:
+                _ACTIVE[self._registered] = (fingerprint, count - 1)
+            self._registered = None
+        await self._exit.aclose()
+
+
+async def _batches(tickets: AsyncIterator[Ticket], size: int, window: float) -> AsyncIterator[list[Ticket]]:
+    """Group tickets: a batch ends at ``size`` tickets, or ``window`` seconds after its first one
+    (at least 10 ms: a zero window takes what arrives back to back)."""
+    pending: asyncio.Future[Ticket] | None = None
+    batch: list[Ticket] = []
+    deadline = 0.0
+    loop = asyncio.get_running_loop()
+    try:
+        while True:
+            if pending is None:
+                pending = asyncio.ensure_future(anext(tickets))
+            timeout = None if not batch else max(0.0, deadline - loop.time())
+            done, _ = await asyncio.wait({pending}, timeout=timeout)
+            if done:
+                try:
+                    ticket = pending.result()
+                except StopAsyncIteration:
+                    if batch:
+                        yield batch
+                    return
+                pending = None
+                if not batch:
+                    deadline = loop.time() + max(window, 0.01)
+                batch.append(ticket)
+                if len(batch) < size:
+                    continue
+            if batch:
+                yield batch
+                batch = []
+    finally:
+        if pending is not None:
+            pending.cancel()
+            with contextlib.suppress(BaseException):
+                await pending

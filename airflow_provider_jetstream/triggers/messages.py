@@ -1,0 +1,305 @@
+"""``JetStreamMessageTrigger``: an asset watcher firing per JetStream message or batch, acked once Airflow stored it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Hashable
+from typing import Any
+
+from airflow.triggers.base import BaseEventTrigger, TriggerEvent
+
+from airflow_provider_jetstream.core.connection import api_prefix_for
+from airflow_provider_jetstream.core.deliveries import DECODINGS, Delivery, batch_payload, delivery_payload
+from airflow_provider_jetstream.core.errors import JetStreamConfigError
+from airflow_provider_jetstream.core.specs.consumer import ConsumerSpec
+from airflow_provider_jetstream.core.specs.names import subjects_collide, validate_name, validate_subject
+from airflow_provider_jetstream.triggers.message_producer import (
+    HAS_SHARED_STREAMS,
+    AdvanceItem,
+    AdvanceOutcome,
+    JetStreamSharedStreamProducer,
+    producer_fingerprint,
+    reject_shared_stream_event,
+)
+
+log = logging.getLogger(__name__)
+
+DELIVER_POLICIES = ("all", "new", "last", "last_per_subject", "by_start_sequence", "by_start_time")
+
+
+def _positive(name: str, value: Any, *, zero: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or (value == 0 and not zero):
+        raise JetStreamConfigError(f"{name}={value!r} is not allowed: use a number {'>=' if zero else '>'} 0")
+    return value
+
+
+class JetStreamMessageTrigger(BaseEventTrigger):
+    """Fires for each message of a durable pull consumer; for ``AssetWatcher`` (event-driven scheduling).
+
+    On Airflow >= 3.3 every watcher with the same connection, stream, consumer and consumer settings
+    in a triggerer shares one consumer and one NATS connection, and a message is acked only after
+    every watcher's asset event is stored (at-least-once; a DAG dedups by ``sequence``). A watcher
+    that rejects a message (a payload it cannot decode with ``decode`` other than ``auto``) has it
+    copied to ``dead_letter_stream`` if set, then terminated; a watcher that fails (not stored within
+    ``[triggerer] shared_stream_ack_timeout``) has it redelivered after a backoff. On Airflow 3.2
+    (no shared streams) each trigger consumes alone and acks ``fallback_ack_delay`` seconds after
+    handing an event to the triggerer.
+
+    :param stream: stream name. :param consumer: durable consumer name (created, or reconciled, on start).
+    :param jetstream_conn_id: Airflow connection id. Default ``jetstream_default``.
+    :param domain: JetStream domain of the stream; or ``api_prefix`` (e.g. ``JS.acc@hub.API``). Default:
+        the connection's.
+    :param filter_subjects: subjects the consumer delivers (server side). Default: all of the stream's.
+    :param deliver_policy: where a new consumer starts: ``all`` (default), ``new``, ``last``,
+        ``last_per_subject``, ``by_start_sequence`` (``opt_start_seq``) or ``by_start_time``
+        (``opt_start_time``, ISO-8601). An existing consumer keeps its position.
+    :param max_ack_pending: unacked messages in flight, at most. Default 256.
+    :param ack_wait: seconds before the server redelivers an unacked message (kept alive by ``+WPI``
+        while Airflow persists it). Default 30.
+    :param max_deliver: deliveries per message; after that a failed one is dead-lettered and
+        terminated. Default -1 (unlimited).
+    :param nak_delay: redelivery delay after a first failure, doubling per delivery up to
+        ``nak_max_delay``. Defaults 1 and 60 seconds.
+    :param batch_size: messages per event (payload ``messages``); 1 (default) gives one event per message.
+    :param batch_window: seconds a batch waits for more messages after its first. Default 0.
+    :param dead_letter_stream: a stream that receives rejected messages with an ``Airflow-DLQ-Reason``
+        header, on ``dead_letter_subject`` (default ``<dead_letter_stream>.<stream>.<consumer>``).
+    :param subjects: this watcher's own narrowing (client side; other watchers of the consumer are
+        unaffected): messages on other subjects are acknowledged without an event. Default: all.
+    :param decode: payload decoding, ``auto`` (JSON, else text, else base64; default), ``json``,
+        ``text`` or ``base64``; a payload not in a forced form is rejected.
+    :param max_payload_bytes: larger payloads are ``omitted`` from the event. Default 65536.
+    :param include_headers: put the headers (every value of each) in the event. Default True.
+    :param cohort_wait: seconds to wait before the first pull, so sibling watchers restarting together
+        all subscribe first. Default 3.
+    :param fallback_ack_delay: Airflow < 3.3 only: seconds between handing an event to the triggerer
+        and acking it. Default 10.
+    """
+
+    def __init__(
+        self,
+        *,
+        stream: str,
+        consumer: str,
+        jetstream_conn_id: str = "jetstream_default",
+        domain: str | None = None,
+        api_prefix: str | None = None,
+        filter_subjects: list[str] | None = None,
+        deliver_policy: str = "all",
+        opt_start_seq: int | None = None,
+        opt_start_time: str | None = None,
+        max_ack_pending: int = 256,
+        ack_wait: float = 30.0,
+        max_deliver: int = -1,
+        nak_delay: float = 1.0,
+        nak_max_delay: float = 60.0,
+        batch_size: int = 1,
+        batch_window: float = 0.0,
+        dead_letter_stream: str | None = None,
+        dead_letter_subject: str | None = None,
+        subjects: list[str] | None = None,
+        decode: str = "auto",
+        max_payload_bytes: int = 65536,
+        include_headers: bool = True,
+        cohort_wait: float = 3.0,
+        fallback_ack_delay: float = 10.0,
+    ) -> None:
+        super().__init__()
+        self.kwargs: dict[str, Any] = {
+            "stream": stream,
+            "consumer": consumer,
+            "jetstream_conn_id": jetstream_conn_id,
+            "domain": domain,
+            "api_prefix": api_prefix,
+            "filter_subjects": list(filter_subjects) if filter_subjects else None,
+            "deliver_policy": deliver_policy,
+            "opt_start_seq": opt_start_seq,
+            "opt_start_time": opt_start_time,
+            "max_ack_pending": max_ack_pending,
+            "ack_wait": ack_wait,
+            "max_deliver": max_deliver,
+            "nak_delay": nak_delay,
+            "nak_max_delay": nak_max_delay,
+            "batch_size": batch_size,
+            "batch_window": batch_window,
+            "dead_letter_stream": dead_letter_stream,
+            "dead_letter_subject": dead_letter_subject,
+            "subjects": list(subjects) if subjects else None,
+            "decode": decode,
+            "max_payload_bytes": max_payload_bytes,
+            "include_headers": include_headers,
+            "cohort_wait": cohort_wait,
+            "fallback_ack_delay": fallback_ack_delay,
+        }
+        self.spec = JetStreamMessageTrigger.consumer_spec(
+            self.kwargs
+        )  # validates everything: a bad argument is a DAG import error
+
+    # -- arguments --------------------------------------------------------------------------
+
+    @classmethod
+    def consumer_spec(cls, kw: dict[str, Any]) -> ConsumerSpec:
+        """Validate trigger kwargs (nothing is sent anywhere) and return the consumer they ask for."""
+        validate_name(kw["stream"], "stream")
+        if not isinstance(kw["jetstream_conn_id"], str) or not kw["jetstream_conn_id"]:
+            raise JetStreamConfigError(f"jetstream_conn_id={kw['jetstream_conn_id']!r} must be a connection id")
+        api_prefix_for(kw.get("domain"), kw.get("api_prefix"))
+        if kw["deliver_policy"] not in DELIVER_POLICIES:
+            raise JetStreamConfigError(
+                f"deliver_policy={kw['deliver_policy']!r} is not allowed: use one of {', '.join(DELIVER_POLICIES)}"
+            )
+        for name in ("max_ack_pending", "batch_size", "max_payload_bytes"):
+            value = kw[name]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise JetStreamConfigError(f"{name}={value!r} is not allowed: use an integer >= 1")
+        for name in ("ack_wait", "nak_delay", "nak_max_delay"):
+            _positive(name, kw[name])
+        for name in ("batch_window", "cohort_wait", "fallback_ack_delay"):
+            _positive(name, kw[name], zero=True)
+        if kw["decode"] not in DECODINGS:
+            raise JetStreamConfigError(f"decode={kw['decode']!r} is not allowed: use one of {', '.join(DECODINGS)}")
+        if kw.get("dead_letter_stream") is not None:
+            validate_name(kw["dead_letter_stream"], "dead_letter_stream")
+        if kw.get("dead_letter_subject") is not None:
+            validate_subject(kw["dead_letter_subject"], "dead_letter_subject", wildcards=False)
+            if not kw.get("dead_letter_stream"):
+                raise JetStreamConfigError("dead_letter_subject needs dead_letter_stream (the stream that stores it)")
+        for i, subject in enumerate(kw.get("subjects") or []):
+            validate_subject(subject, f"subjects[{i}]")
+        spec: dict[str, Any] = {
+            "name": kw["consumer"],
+            "ack_policy": "explicit",
+            "deliver_policy": kw["deliver_policy"],
+            "max_ack_pending": kw["max_ack_pending"],
+            "ack_wait": f"{float(kw['ack_wait'])}s",
+            "max_deliver": kw["max_deliver"],
+        }
+        filters = kw.get("filter_subjects") or []
+        if len(filters) == 1:
+            spec["filter_subject"] = filters[0]
+        elif filters:
+            spec["filter_subjects"] = filters
+        if kw.get("opt_start_seq") is not None:
+            spec["start_seq"] = kw["opt_start_seq"]
+        if kw.get("opt_start_time") is not None:
+            spec["start_time"] = kw["opt_start_time"]
+        return ConsumerSpec.from_dict(spec, "consumer")
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return f"{type(self).__module__}.{type(self).__qualname__}", dict(self.kwargs)
+
+    # -- shared streams (Airflow >= 3.3) ----------------------------------------------------
+
+    def shared_stream_key(self) -> Hashable | None:
+        """Watchers with the same connection, target, stream, consumer and consumer settings share a group."""
+        kw = self.kwargs
+        return (
+            "jetstream",
+            kw["jetstream_conn_id"],
+            kw.get("domain") or "",
+            kw.get("api_prefix") or "",
+            kw["stream"],
+            kw["consumer"],
+            producer_fingerprint(kw),
+        )
+
+    @classmethod
+    def message_kwargs(cls, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The :class:`JetStreamMessageTrigger` kwargs behind this class's serialized kwargs (the same here)."""
+        return kwargs
+
+    @classmethod
+    def create_shared_stream_producer(cls, kwargs: dict[str, Any]) -> JetStreamSharedStreamProducer:
+        """The producer of a group (ack mode); it connects only when its stream opens."""
+        message_kwargs = cls.message_kwargs(kwargs)
+        return JetStreamSharedStreamProducer(message_kwargs, JetStreamMessageTrigger.consumer_spec(message_kwargs))
+
+    async def filter_shared_stream(self, shared_stream: AsyncIterator[Any]) -> AsyncIterator[TriggerEvent]:
+        """One event per raw message (or batch) for this watcher; never raises on a bad message (rejects it)."""
+        async for raw in shared_stream:
+            try:
+                payload = self.event_payload(raw)
+            except Exception as err:  # a raise here would count the message as stored: reject instead
+                log.warning("%s: rejecting %s: %s", self.kwargs["stream"], _describe(raw), err)
+                reject_shared_stream_event()
+                continue
+            if payload is not None:
+                yield TriggerEvent(payload)
+
+    # -- events -----------------------------------------------------------------------------
+
+    def wants(self, delivery: Delivery) -> bool:
+        """Whether this watcher's ``subjects`` take the delivery's subject (all, without ``subjects``)."""
+        subjects = self.kwargs.get("subjects")
+        return not subjects or any(subjects_collide(s, delivery.subject) for s in subjects)
+
+    def message_payload(self, delivery: Delivery) -> dict[str, Any] | None:
+        """The payload for one message, None to skip it (acked without an event); raises to reject it."""
+        if not self.wants(delivery):
+            return None
+        kw = self.kwargs
+        return delivery_payload(
+            delivery,
+            decode=kw["decode"],
+            max_payload_bytes=kw["max_payload_bytes"],
+            include_headers=kw["include_headers"],
+        )
+
+    def event_payload(self, raw: Delivery | tuple[Delivery, ...]) -> dict[str, Any] | None:
+        """The payload of the event for a raw message or batch; None when none of it is for this watcher."""
+        if isinstance(raw, Delivery):
+            return self.message_payload(raw)
+        messages = [p for p in (self.message_payload(d) for d in raw) if p is not None]
+        if not messages:
+            return None
+        kw = self.kwargs
+        return batch_payload(messages, stream=kw["stream"], domain=raw[0].domain, consumer=kw["consumer"])
+
+    # -- standalone (Airflow < 3.3, or a key that could not be computed) ---------------------
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        """Consume alone: each event is acked ``fallback_ack_delay`` seconds after the triggerer took it
+        (the generator resumed), kept alive by ``+WPI`` meanwhile; a reject dead-letters and terminates."""
+        producer = JetStreamSharedStreamProducer(self.kwargs, self.spec)
+        delay = float(self.kwargs["fallback_ack_delay"])
+        lock = asyncio.Lock()  # advance calls are serial, as under Airflow's manager
+        later: set[asyncio.Task[None]] = set()
+
+        async def advance(payload: Any, outcome: AdvanceOutcome, wait: float = 0.0) -> None:
+            if wait:
+                await asyncio.sleep(wait)
+            async with lock:
+                await producer.advance([AdvanceItem(payload, outcome)])
+
+        try:
+            async for raw, payload in producer.open_stream():
+                try:
+                    event = self.event_payload(raw)
+                except Exception as err:
+                    log.warning("%s: rejecting %s: %s", self.kwargs["stream"], _describe(raw), err)
+                    await advance(payload, AdvanceOutcome(acked=0, failed=0, rejected=1))
+                    continue
+                if event is None:
+                    await advance(payload, AdvanceOutcome(acked=1, failed=0))
+                    continue
+                yield TriggerEvent(event)
+                task = asyncio.create_task(advance(payload, AdvanceOutcome(acked=1, failed=0), delay))
+                later.add(task)
+                task.add_done_callback(later.discard)
+        finally:
+            for task in list(later):
+                task.cancel()
+            with contextlib.suppress(BaseException):
+                await asyncio.gather(*later, return_exceptions=True)
+            await producer.aclose()
+
+
+def _describe(raw: Delivery | tuple[Delivery, ...]) -> str:
+    if isinstance(raw, Delivery):
+        return f"#{raw.sequence} ({raw.subject})"
+    return f"batch #{raw[0].sequence}-#{raw[-1].sequence}" if raw else "empty batch"
+
+
+__all__ = ["HAS_SHARED_STREAMS", "JetStreamMessageTrigger"]

@@ -1,0 +1,105 @@
+"""Drives event triggers the way Airflow 3.3's triggerer does, with Airflow's own ``SharedStreamManager``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+from airflow.triggers.base import BaseEventTrigger, TriggerEvent
+from airflow.triggers.shared_stream import SharedStreamManager
+
+from tests.triggers.natsutil import eventually, rebuild
+
+
+@dataclass
+class Fired:
+    trigger_id: int
+    event: TriggerEvent
+    seq: int | None
+
+
+@dataclass
+class Triggerer:
+    """The shared-stream lines of ``TriggerRunner.run_trigger`` (triggerer_job_runner.py) around a real manager.
+
+    ``run(trigger_id, trigger)`` subscribes and filters exactly as the runner does; events land in
+    ``fired`` with their persist seq; ``persist(...)`` is what the supervisor's commit confirms.
+    """
+
+    ack_timeout: float = 300.0
+    manager: SharedStreamManager = field(init=False)
+    fired: list[Fired] = field(default_factory=list)
+    errors: dict[int, BaseException] = field(default_factory=dict)
+    tasks: dict[int, asyncio.Task] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        from airflow.configuration import conf
+
+        self.manager = SharedStreamManager(  # as TriggerRunner builds it
+            log=structlog.get_logger("test-shared-stream"),
+            max_subscriber_queue=conf.getint("triggerer", "shared_stream_subscriber_queue_size"),
+            ack_timeout=self.ack_timeout,
+        )
+
+    def start(self, trigger_id: int, trigger: BaseEventTrigger) -> None:
+        """Serialize -> rebuild (as the DB round trip does) -> subscribe and run."""
+        self.tasks[trigger_id] = asyncio.create_task(self._run(trigger_id, rebuild(trigger)))
+
+    async def _run(self, trigger_id: int, trigger: Any) -> None:
+        key = trigger.shared_stream_key()
+        stream = self.manager.subscribe(trigger_id=trigger_id, trigger=trigger, key=key)
+        try:
+            async for event in trigger.filter_shared_stream(stream):
+                seq = self.manager.bind_pending_event(trigger_id=trigger_id, key=key)
+                self.fired.append(Fired(trigger_id, event, seq))
+        except Exception as err:
+            self.errors[trigger_id] = err
+        finally:
+            await self.manager.unsubscribe(trigger_id, key)
+            with contextlib.suppress(Exception):
+                await trigger.cleanup()
+
+    def persist(self, which: Callable[[Fired], bool] = lambda f: True) -> int:
+        """Confirm the events ``which`` selects as stored; returns how many."""
+        chosen = [f for f in self.fired if f.seq is not None and which(f)]
+        self.manager.confirm_persisted([f.seq for f in chosen])
+        for f in chosen:
+            f.seq = None
+        return len(chosen)
+
+    async def wait_fired(self, count: int, timeout: float = 30.0, ignore_errors: bool = False) -> list[Fired]:
+        """Wait until ``count`` events fired; fail at once when a watcher failed (unless ``ignore_errors``)."""
+        failed = (lambda: False) if ignore_errors else (lambda: bool(self.errors))
+        got = await eventually(lambda: len(self.fired), lambda n: n >= count or failed(), timeout)
+        assert ignore_errors or not self.errors, self.errors
+        assert got >= count, f"{got} events fired, expected {count}"
+        return self.fired
+
+    async def stop(self) -> None:
+        for task in self.tasks.values():
+            task.cancel()
+        await asyncio.gather(*self.tasks.values(), return_exceptions=True)
+        await self.manager.stop_all()
+
+
+def publish_raw_headers(
+    host: str, port: int, user: str, password: str, subject: str, headers: list[tuple[str, str]], data: bytes
+) -> None:
+    """Publish one message with repeated header names (nats-py's dict headers cannot), over a plain socket."""
+    import json
+    import socket
+
+    block = ("NATS/1.0\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers) + "\r\n").encode()
+    with socket.create_connection((host, port), timeout=5) as sock:
+        reader = sock.makefile("rb")
+        assert reader.readline().startswith(b"INFO ")
+        connect = {"user": user, "pass": password, "headers": True, "verbose": False, "pedantic": False, "protocol": 1}
+        sock.sendall(b"CONNECT " + json.dumps(connect).encode() + b"\r\n")
+        command = f"HPUB {subject} {len(block)} {len(block) + len(data)}\r\n".encode()
+        sock.sendall(command + block + data + b"\r\nPING\r\n")
+        line = reader.readline()
+        assert line.startswith(b"PONG"), line

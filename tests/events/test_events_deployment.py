@@ -1,0 +1,288 @@
+"""Real Airflow processes: 200 announcements, the triggerer killed -9 half-way; all stored, none acked before stored."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+
+import nats
+import pytest
+
+from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
+from airflow_provider_jetstream.testing.processes import ManagedProcess, wait_until
+from airflow_provider_jetstream.testing.servers import USERS, LocalTopology
+from airflow_provider_jetstream.testing.stack import LocalAirflow, LocalPostgres
+
+pytestmark = [pytest.mark.deployment, pytest.mark.timeout(900)]
+
+STREAM, CONSUMER, TOTAL = "EDGE_ANNOUNCE", "af_proof", 200
+URI = f"jetstream://hub/leaf-a/{STREAM}"
+DAG = f'''
+"""Runs on each announcement of leaf-a."""
+import pendulum
+from airflow.sdk import DAG, Asset, AssetWatcher
+from airflow.providers.standard.operators.empty import EmptyOperator
+from airflow_provider_jetstream.triggers.messages import JetStreamMessageTrigger
+
+announced = Asset(uri="{URI}", watchers=[AssetWatcher(name="edge", trigger=JetStreamMessageTrigger(
+    jetstream_conn_id="nats_hub", domain="leaf-a", stream="{STREAM}", consumer="{CONSUMER}", cohort_wait=1))])
+with DAG(dag_id="events_proof", schedule=[announced], start_date=pendulum.datetime(2026, 1, 1), catchup=False):
+    EmptyOperator(task_id="noted")
+'''
+
+FANOUT, FAN_CONSUMER, WATCHERS = "FANOUT", "af_fan", 100
+FAN_DAG = f'''
+"""100 assets, each watching its own subject of one stream through one shared consumer."""
+import pendulum
+from airflow.sdk import DAG, Asset, AssetWatcher
+from airflow.providers.standard.operators.empty import EmptyOperator
+from airflow_provider_jetstream.triggers.messages import JetStreamMessageTrigger
+
+assets = [
+    Asset(name=f"fan_{{i}}", watchers=[AssetWatcher(name=f"fan_{{i}}",
+        trigger=JetStreamMessageTrigger(jetstream_conn_id="nats_hub", domain="leaf-a", stream="{FANOUT}",
+            consumer="{FAN_CONSUMER}", subjects=[f"fan.{{i}}"], cohort_wait=1))])
+    for i in range({WATCHERS})
+]
+with DAG(dag_id="events_fanout", schedule=assets, start_date=pendulum.datetime(2026, 1, 1), catchup=False):
+    EmptyOperator(task_id="noted")
+'''
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalTopology, LocalPostgres, LocalAirflow]]:
+    work = tmp_path_factory.mktemp("events-deploy")
+    dags = work / "dags"
+    dags.mkdir()
+    (dags / "events_proof.py").write_text(DAG)
+    (dags / "events_fanout.py").write_text(FAN_DAG)
+    topology = LocalTopology(work / "nats", leaf_domains=["leaf-a"])
+    postgres = LocalPostgres(work / "postgres")
+    user, password = USERS["ACC"]
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "JETSTREAM_"))}
+    try:
+        topology.start()
+        asyncio.run(create_streams(topology.url("leaf-a")))
+        postgres.start()
+        airflow = LocalAirflow(
+            work / "airflow",
+            dags,
+            postgres.sqlalchemy_url,
+            {
+                **base,
+                "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+                "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+                # a restarted triggerer takes the dead one's triggers once its heartbeat is this old
+                "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": "10",
+                "AIRFLOW_CONN_NATS_HUB": json.dumps(
+                    {
+                        "conn_type": "jetstream",
+                        "host": f"127.0.0.1:{topology.hub.port}",
+                        "login": user,
+                        "password": password,
+                        "extra": {"client_name": "airflow-events-proof"},
+                    }
+                ),
+            },
+        )
+        airflow.migrate()
+        airflow.start()
+        airflow.wait_healthy(300)
+        yield topology, postgres, airflow
+    finally:
+        for part in ("airflow", "postgres", "topology"):
+            obj = locals().get(part)
+            if obj is not None:
+                obj.stop()
+
+
+async def create_streams(url: str) -> None:
+    from nats.js.api import StreamConfig
+
+    nc = await nats.connect(url)
+    await nc.jetstream().add_stream(StreamConfig(name=STREAM, subjects=["announce.leaf-a.>"]))
+    await nc.jetstream().add_stream(StreamConfig(name=FANOUT, subjects=["fan.>"]))
+    await nc.drain()
+
+
+async def announce(url: str, first: int, count: int, pause: float = 0.0) -> None:
+    """Edge announcements ``first..first+count-1``, ``pause`` seconds apart."""
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    for i in range(first, first + count):
+        body = json.dumps({"batch": f"b{i}", "first_seq": i, "last_seq": i}).encode()
+        await js.publish(f"announce.leaf-a.{i}", body, headers={"Nats-Msg-Id": f"b{i}"})
+        await asyncio.sleep(pause)
+    await nc.drain()
+
+
+def stored_sequences(postgres: LocalPostgres) -> list[int]:
+    with postgres.connect() as conn, conn.cursor() as cur:
+        cur.execute(
+            "SELECT (e.extra::json->'payload'->>'sequence')::int FROM asset_event e JOIN asset a ON a.id = e.asset_id "
+            "WHERE a.uri = %s",
+            (URI,),
+        )
+        return [row[0] for row in cur.fetchall()]
+
+
+class AckMonitor(threading.Thread):
+    """Hears every ``+ACK`` of the consumer (a hub client of the same account) and checks at once that
+    an asset event with that stream sequence is already in Airflow's database."""
+
+    def __init__(self, url: str, postgres: LocalPostgres) -> None:
+        super().__init__(daemon=True)
+        self.url, self.postgres = url, postgres
+        self.acked: list[int] = []
+        self.premature: list[int] = []
+        self.ready = threading.Event()
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        asyncio.run(self._watch())
+
+    async def _watch(self) -> None:
+        from airflow_provider_jetstream.core.deliveries import parse_ack_reply
+
+        db = self.postgres.connect()
+        db.autocommit = True
+
+        async def on_ack(msg) -> None:
+            meta = parse_ack_reply(msg.subject)
+            if meta is None or meta.stream != STREAM or not msg.data.startswith(b"+ACK"):
+                return
+            self.acked.append(meta.sequence)
+            with db.cursor() as cur:
+                cur.execute(
+                    "SELECT count(*) FROM asset_event e JOIN asset a ON a.id = e.asset_id "
+                    "WHERE a.uri = %s AND (e.extra::json->'payload'->>'sequence')::int = %s",
+                    (URI, meta.sequence),
+                )
+                if cur.fetchone()[0] == 0:
+                    self.premature.append(meta.sequence)
+
+        nc = await nats.connect(self.url)
+        await nc.subscribe("$JS.ACK.>", cb=on_ack)
+        await nc.flush()
+        self.ready.set()
+        while not self.done.is_set():
+            await asyncio.sleep(0.2)
+        await nc.drain()
+        db.close()
+
+
+def kill_triggerer(airflow: LocalAirflow) -> ManagedProcess:
+    """kill -9 the triggerer's process group (supervisor and runner), then start a new one."""
+    old = airflow.processes["triggerer"]
+    os.killpg(old.process.pid, signal.SIGKILL)  # type: ignore[union-attr]
+    old.process.wait(30)  # type: ignore[union-attr]
+    new = ManagedProcess(
+        "airflow triggerer", old.args, env=old.env, log_path=old.log_path.with_name("triggerer-2.log"), cwd=old.cwd
+    ).start()
+    airflow.processes["triggerer"] = new
+    return new
+
+
+def test_a_triggerer_killed_half_way_loses_no_announcement(deployment) -> None:
+    topology, postgres, airflow = deployment
+    leaf = topology.url("leaf-a")
+
+    async def consumer() -> dict:
+        nc = await nats.connect(leaf)
+        try:
+            return await JetStreamApi(nc, "$JS.leaf-a.API").consumer_info(STREAM, CONSUMER) or {}
+        finally:
+            await nc.close()
+
+    wait_until("the watcher's consumer", lambda: asyncio.run(consumer()), timeout=240)
+    monitor = AckMonitor(topology.url("hub"), postgres)
+    monitor.start()
+    assert monitor.ready.wait(30)
+    publisher = threading.Thread(target=lambda: asyncio.run(announce(leaf, 1, TOTAL // 2, pause=0.1)))
+    publisher.start()  # the edge keeps announcing while the triggerer is killed
+    wait_until(
+        "a quarter stored, some acked",
+        lambda: (
+            len(stored_sequences(postgres)) >= TOTAL // 4 and asyncio.run(consumer())["ack_floor"]["stream_seq"] > 0
+        ),
+        timeout=180,
+    )
+    kill_triggerer(airflow)
+    killed_at = len(set(stored_sequences(postgres)))
+    acked_at_kill = asyncio.run(consumer())["ack_floor"]["stream_seq"]
+    publisher.join(60)
+    asyncio.run(announce(leaf, TOTAL // 2 + 1, TOTAL - TOTAL // 2))  # while no triggerer consumes
+    started = time.monotonic()
+    wait_until(
+        "every announcement stored", lambda: set(stored_sequences(postgres)) >= set(range(1, TOTAL + 1)), timeout=300
+    )
+    sequences = stored_sequences(postgres)
+    info = asyncio.run(consumer())
+    print(
+        f"stored at the kill: {killed_at}, acked {acked_at_kill}; "
+        f"all {TOTAL} stored {time.monotonic() - started:.1f}s after it; "
+        f"asset events {len(sequences)} (duplicates {len(sequences) - len(set(sequences))}); "
+        f"ack floor {info['ack_floor']['stream_seq']}"
+    )
+    assert set(sequences) == set(range(1, TOTAL + 1))
+    # duplicates only among what was stored and not yet acked when the triggerer died
+    assert len(sequences) - len(set(sequences)) <= killed_at - acked_at_kill
+    assert all(sequences.count(s) == 1 for s in range(1, acked_at_kill + 1))
+    wait_until("everything acked", lambda: asyncio.run(consumer())["ack_floor"]["stream_seq"] == TOTAL, timeout=60)
+    assert asyncio.run(consumer())["num_ack_pending"] == 0
+    monitor.done.set()
+    monitor.join(30)
+    print(f"+ACKs heard: {len(monitor.acked)}, for {len(set(monitor.acked))} sequences; premature: {monitor.premature}")
+    assert set(monitor.acked) == set(range(1, TOTAL + 1))
+    assert monitor.premature == []  # no message was acked before its asset event was stored
+
+
+def test_a_hundred_watchers_in_a_real_triggerer_share_one_consumer_and_one_connection(deployment) -> None:
+    topology, postgres, _ = deployment
+    leaf = topology.url("leaf-a")
+
+    def fan_events() -> dict[str, int]:
+        with postgres.connect() as conn, conn.cursor() as cur:
+            cur.execute(
+                "SELECT a.name, count(e.id) FROM asset a LEFT JOIN asset_event e ON e.asset_id = a.id "
+                "WHERE a.name LIKE 'fan\\_%%' GROUP BY a.name"
+            )
+            return dict(cur.fetchall())
+
+    def trigger_rows() -> tuple[int, int]:
+        with postgres.connect() as conn, conn.cursor() as cur:
+            cur.execute(
+                "SELECT count(DISTINCT t.id), count(DISTINCT t.triggerer_id) FROM trigger t "
+                "JOIN asset_watcher w ON w.trigger_id = t.id JOIN asset a ON a.id = w.asset_id "
+                "WHERE a.name LIKE 'fan\\_%%'"
+            )
+            return cur.fetchone()
+
+    async def fan_consumers() -> list[str]:
+        nc = await nats.connect(leaf)
+        try:
+            return (await JetStreamApi(nc, "$JS.leaf-a.API").request(f"CONSUMER.NAMES.{FANOUT}"))["consumers"]
+        finally:
+            await nc.close()
+
+    wait_until("100 watcher triggers running", lambda: trigger_rows() == (WATCHERS, 1), timeout=240)
+    wait_until("the shared consumer", lambda: asyncio.run(fan_consumers()) == [FAN_CONSUMER], timeout=120)
+
+    async def publish_each() -> None:
+        nc = await nats.connect(leaf)
+        for i in range(WATCHERS):
+            await nc.jetstream().publish(f"fan.{i}", json.dumps({"i": i}).encode())
+        await nc.drain()
+
+    asyncio.run(publish_each())
+    wait_until("one event per asset", lambda: sum(fan_events().values()) >= WATCHERS, timeout=180)
+    assert fan_events() == {f"fan_{i}": 1 for i in range(WATCHERS)}
+    assert asyncio.run(fan_consumers()) == [FAN_CONSUMER]
+    connz = topology.hub.monitor("connz?limit=10000")
+    names = [c.get("name") for c in connz.get("connections", [])]
+    assert names.count("airflow-events-proof") == 1, names  # every watcher of the triggerer, one connection
