@@ -11,10 +11,16 @@ rounds, each measuring
        limit of this design: no columns, no range logic),
   (d0/d1) ``spark.read.format("jetstream").load().count()`` on local[2] from the leaf server (the
        stream's own server), nats-py / vectorised reader,
-  (h0/h1) the same through the hub (the leaf's domain read from a hub connection).
+  (h0/h1) the same through the hub (the leaf's domain read from a hub connection),
+  (e0/e1) the packaged job (leaf stream -> Parquet, checkpoint in a hub KV bucket) in this driver,
+       through the hub, nats-py / vectorised reader.
+
+For each Spark read it also records the cost per core: CPU seconds per message of Spark's side
+(the JVM and its Python workers: every process descending from this one, nats-server excluded) and
+of each nats-server (the stream's own server, and the hub when reading through it), from /proc.
 
 Prints medians, reader CPU per message (this process's CPU time / messages) and the ratios
-c1/c0, c1/f, d1/d0, h1/h0 taken within each round (so a busy machine slows both sides).
+c1/c0, c1/f, d1/d0, h1/h0, e1/e0 taken within each round (so a busy machine slows both sides).
 
     python bench/spark_read.py [--messages 1000000] [--fetch-messages 200000] [--rounds 3]
 """
@@ -41,6 +47,65 @@ from airflow_provider_jetstream.testing.servers import USERS, LocalTopology
 
 STREAM = "BENCH"
 MIRROR = "BENCH_MIRROR"
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _proc_stat(pid: int) -> tuple[int, float] | None:
+    """(parent pid, CPU seconds of the process and of its children it has reaped), or None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    # fields[0] is the state: ppid is field 4 of stat, utime..cstime fields 14-17.
+    return int(fields[1]), sum(int(v) for v in fields[11:15]) / _TICK
+
+
+def cpu_seconds(root: int, exclude: set[int] = frozenset()) -> float:  # type: ignore[assignment]
+    """CPU seconds of ``root`` and every live descendant (reaped ones count in their parent's),
+    skipping the subtrees of ``exclude``."""
+    stats = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            stat = _proc_stat(int(entry))
+            if stat is not None:
+                stats[int(entry)] = stat
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in stats.items():
+        children.setdefault(ppid, []).append(pid)
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        if pid in exclude or pid not in stats:
+            continue
+        total += stats[pid][1]
+        todo.extend(children.get(pid, ()))
+    return total
+
+
+class CpuMeter:
+    """CPU seconds spent by Spark's side (this process's descendants) and by given nats-servers."""
+
+    def __init__(self, servers: dict[str, int]) -> None:
+        self.servers = servers
+        self.start: dict[str, float] = {}
+
+    def sample(self) -> dict[str, float]:
+        me = os.getpid()
+        own = _proc_stat(me)
+        tree = cpu_seconds(me, exclude=set(self.servers.values()))
+        out = {"spark": tree - (own[1] if own else 0.0)}  # the driver's own CPU is the planner's, not the read's
+        for name, pid in self.servers.items():
+            out[name] = cpu_seconds(pid)
+        return out
+
+    def __enter__(self) -> CpuMeter:
+        self.start = self.sample()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        end = self.sample()
+        self.used = {name: end[name] - self.start[name] for name in end}
 
 
 async def _connect(port: int) -> nats.NATS:
@@ -220,18 +285,19 @@ def spark_count(spark, count: int, reader: str, leaf_port: int | None = None) ->
     return count / elapsed
 
 
-def packaged_job(spark, count: int, workdir: Path) -> float:  # type: ignore[no-untyped-def]
-    """(e) The packaged job (in this driver): leaf stream -> Parquet, checkpoint in a hub KV bucket."""
+def packaged_job(spark, count: int, workdir: Path, reader: str, run: str) -> float:  # type: ignore[no-untyped-def]
+    """(e) The packaged job in this driver, through the hub: the leaf stream -> Parquet, checkpoint
+    in a hub KV bucket (a new key and output directory per run, so each run copies 1..count)."""
     from airflow_provider_jetstream.spark.jobs.stream_to_parquet import StreamToParquetJob, parse_args
 
-    args = parse_args(
-        ["--stream", STREAM, "--domain", "leaf", "--output", str(workdir / "parquet"), "--checkpoint-bucket", "bench"]
-    )
+    argv = ["--stream", STREAM, "--domain", "leaf", "--output", str(workdir / "parquet" / run)]
+    argv += ["--checkpoint-bucket", "bench", "--checkpoint-key", f"bench.{run}", "--reader", reader]
+    argv += ["--end-sequence", str(count)]
     started = time.perf_counter()
-    result = StreamToParquetJob(spark, args).run()
+    result = StreamToParquetJob(spark, parse_args(argv)).run()
     elapsed = time.perf_counter() - started
-    if (result.start, result.end) != (1, count):
-        raise SystemExit(f"the job copied {result.start}-{result.end}, not 1-{count}")
+    if (result.start, result.end, result.wrote) != (1, count, True):
+        raise SystemExit(f"the job copied {result.start}-{result.end} (wrote: {result.wrote}), not 1-{count}")
     return count / elapsed
 
 
@@ -245,7 +311,11 @@ LABELS = {
     "d1": "Spark count(), leaf's own server, vectorised",
     "h0": "Spark count(), leaf through the hub, nats-py",
     "h1": "Spark count(), leaf through the hub, vectorised",
+    "e0": "packaged job to Parquet, through the hub, nats-py",
+    "e1": "packaged job to Parquet, through the hub, vectorised",
 }
+#: The Spark reads whose cost per core is recorded, and the servers they load.
+SPARK_KEYS = ("d0", "d1", "h0", "h1", "e0", "e1")
 
 
 def main() -> None:
@@ -259,7 +329,9 @@ def main() -> None:
     count = ns.messages
     rates: dict[str, list[float]] = {key: [] for key in LABELS}
     cpu: dict[str, list[float]] = {"c0": [], "c1": [], "f": []}
-    ratios: dict[str, list[float]] = {"c1/c0": [], "c1/f": [], "d1/d0": [], "h1/h0": []}
+    ratios: dict[str, list[float]] = {"c1/c0": [], "c1/f": [], "d1/d0": [], "h1/h0": [], "e1/e0": []}
+    # CPU us per message of each Spark read: Spark's side (JVM + Python workers), leaf server, hub server.
+    costs: dict[str, dict[str, list[float]]] = {key: {"spark": [], "leaf": [], "hub": []} for key in SPARK_KEYS}
     load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="jetstream-bench-") as tmp:
         workdir = Path(tmp)
@@ -281,10 +353,20 @@ def main() -> None:
                 rate, per_msg = asyncio.run(framing_only(leaf, count, "$JS.API"))
                 rates["f"].append(rate)
                 cpu["f"].append(per_msg)
-                for key, reader in (("d0", "nats-py"), ("d1", "vectorised")):
-                    rates[key].append(spark_count(spark, count, reader, leaf_port=leaf))
-                for key, reader in (("h0", "nats-py"), ("h1", "vectorised")):
-                    rates[key].append(spark_count(spark, count, reader))
+                meter_servers = {"leaf": topology.leaves["leaf"].process.pid, "hub": topology.hub.process.pid}
+                runs = []
+                for index, reader in (("0", "nats-py"), ("1", "vectorised")):
+                    job_run = f"{round_no}-{reader}"
+                    runs += [
+                        ("d" + index, lambda r=reader: spark_count(spark, count, r, leaf_port=leaf)),
+                        ("h" + index, lambda r=reader: spark_count(spark, count, r)),
+                        ("e" + index, lambda r=reader, j=job_run: packaged_job(spark, count, workdir, r, j)),
+                    ]
+                for key, measure in runs:
+                    with CpuMeter(meter_servers) as meter:
+                        rates[key].append(measure())
+                    for side, seconds in meter.used.items():
+                        costs[key][side].append(seconds / count * 1e6)
                 for ratio in ratios:
                     top, bottom = ratio.split("/")
                     ratios[ratio].append(rates[top][-1] / rates[bottom][-1])
@@ -297,7 +379,7 @@ def main() -> None:
         per_msg = f"{statistics.median(cpu[key]):.2f}" if key in cpu else ""
         print(f"({key:>2}) {label:50}{median[key]:>11,.0f}{median[key] / median['a']:>8.2f}{per_msg:>12}")
     print("\nratios within a round (median of rounds):")
-    targets = {"c1/c0": 2.5, "c1/f": 0.5, "d1/d0": 2.0, "h1/h0": 1.4}
+    targets = {"c1/c0": 2.5, "c1/f": 0.5, "d1/d0": 2.0, "h1/h0": 1.4, "e1/e0": 1.5}
     for ratio, values in ratios.items():
         value = statistics.median(values)
         rounds = " ".join(f"{v:.2f}" for v in values)
@@ -305,6 +387,11 @@ def main() -> None:
         print(f"  {ratio:6} {value:5.2f}x  (target >= {targets[ratio]}x: {verdict}; rounds {rounds})")
     c1_cpu = statistics.median(cpu["c1"])
     print(f"  vectorised reader CPU {c1_cpu:.2f} us/msg (target <= 2: {'met' if c1_cpu <= 2 else 'MISSED'})")
+    print("\ncost per core, CPU us per message (median of rounds): Spark side (JVM + Python workers), servers")
+    print(f"{'':5}{'read':50}{'Spark':>9}{'leaf':>9}{'hub':>9}")
+    for key in SPARK_KEYS:
+        row = {side: statistics.median(values) for side, values in costs[key].items()}
+        print(f"({key:>2}) {LABELS[key]:50}{row['spark']:>9.2f}{row['leaf']:>9.2f}{row['hub']:>9.2f}")
 
 
 if __name__ == "__main__":
