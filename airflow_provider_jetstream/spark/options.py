@@ -25,7 +25,7 @@ from airflow_provider_jetstream.core.connection_fields import api_prefix_for, va
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.core.pull import DEFAULT_READER, READERS, PullSettings
 from airflow_provider_jetstream.core.subjects import check_publish_subject
-from airflow_provider_jetstream.core.values import as_bool
+from airflow_provider_jetstream.core.values import as_bool, as_number
 
 #: Environment variable holding the whole NATS connection as JSON (host, port, login, password,
 #: extra); set by JetStreamSparkSubmitOperator for the driver. Spark redacts names with SECRET.
@@ -126,29 +126,13 @@ def _bool(options: dict[str, str], name: str, default: bool) -> bool:
 def _int(options: dict[str, str], name: str, default: int | None, minimum: int = 1) -> int | None:
     if name not in options:
         return default
-    try:
-        value = int(options[name])
-    except ValueError:
-        value = None
-    if value is None or value < minimum:
-        raise JetStreamConfigError(
-            f"jetstream option {name}={options[name]!r} is not allowed: use an integer >= {minimum}"
-        )
-    return value
+    return int(as_number(f"jetstream option {name}", options[name], minimum=minimum, integer=True))
 
 
 def _float(options: dict[str, str], name: str, default: float, minimum: float) -> float:
     if name not in options:
         return default
-    try:
-        value = float(options[name])
-    except ValueError:
-        value = None
-    if value is None or value < minimum:
-        raise JetStreamConfigError(
-            f"jetstream option {name}={options[name]!r} is not allowed: use a number >= {minimum:g}"
-        )
-    return value
+    return as_number(f"jetstream option {name}", options[name], minimum=minimum)
 
 
 def connection_fields(config: JetStreamConnectionConfig) -> dict[str, Any]:
