@@ -15,9 +15,9 @@ rounds, each measuring
   (e0/e1) the packaged job (leaf stream -> Parquet, checkpoint in a hub KV bucket) in this driver,
        through the hub, nats-py / vectorised reader.
 
-For each Spark read it also records the cost per core: CPU seconds per message of Spark's side
-(the JVM and its Python workers: every process descending from this one, nats-server excluded) and
-of each nats-server (the stream's own server, and the hub when reading through it), from /proc.
+For each Spark read it also records the cost per core, CPU microseconds per message (from /proc): of
+Spark's JVM, of its Python workers (where the readers run), and of each nats-server (the stream's
+own server, and the hub when reading through it).
 
 Prints medians, reader CPU per message (this process's CPU time / messages) and the ratios
 c1/c0, c1/f, d1/d0, h1/h0, e1/e0 taken within each round (so a busy machine slows both sides).
@@ -50,53 +50,49 @@ MIRROR = "BENCH_MIRROR"
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
-def _proc_stat(pid: int) -> tuple[int, float] | None:
-    """(parent pid, CPU seconds of the process and of its children it has reaped), or None if gone."""
+def _proc_stat(pid: int) -> tuple[str, int, float] | None:
+    """(command name, parent pid, CPU seconds of the process and of the children it reaped), or None."""
     try:
         with open(f"/proc/{pid}/stat") as handle:
-            fields = handle.read().rsplit(")", 1)[1].split()
+            head, _, rest = handle.read().rpartition(")")
     except OSError:
         return None
-    # fields[0] is the state: ppid is field 4 of stat, utime..cstime fields 14-17.
-    return int(fields[1]), sum(int(v) for v in fields[11:15]) / _TICK
+    fields = rest.split()  # fields[0] is the state; ppid is stat's field 4, utime..cstime 14-17
+    return head.partition("(")[2], int(fields[1]), sum(int(v) for v in fields[11:15]) / _TICK
 
 
-def cpu_seconds(root: int, exclude: set[int] = frozenset()) -> float:  # type: ignore[assignment]
-    """CPU seconds of ``root`` and every live descendant (reaped ones count in their parent's),
-    skipping the subtrees of ``exclude``."""
-    stats = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            stat = _proc_stat(int(entry))
-            if stat is not None:
-                stats[int(entry)] = stat
+def cpu_by_kind(root: int, exclude: set[int]) -> dict[str, float]:
+    """CPU seconds of ``root``'s live descendants (not ``root``, not the subtrees of ``exclude``),
+    as ``jvm`` (java) and ``python`` (Spark's Python workers); reaped processes count in their parent."""
+    stats = {int(e): st for e in os.listdir("/proc") if e.isdigit() and (st := _proc_stat(int(e))) is not None}
     children: dict[int, list[int]] = {}
-    for pid, (ppid, _) in stats.items():
+    for pid, (_, ppid, _) in stats.items():
         children.setdefault(ppid, []).append(pid)
-    total, todo = 0.0, [root]
+    used = {"jvm": 0.0, "python": 0.0}
+    todo = list(children.get(root, ()))
     while todo:
         pid = todo.pop()
         if pid in exclude or pid not in stats:
             continue
-        total += stats[pid][1]
+        name, _, seconds = stats[pid]
+        used["jvm" if name == "java" else "python"] += seconds
         todo.extend(children.get(pid, ()))
-    return total
+    return used
 
 
 class CpuMeter:
-    """CPU seconds spent by Spark's side (this process's descendants) and by given nats-servers."""
+    """CPU seconds spent during a read by Spark (JVM, Python workers) and by the given nats-servers."""
 
     def __init__(self, servers: dict[str, int]) -> None:
         self.servers = servers
         self.start: dict[str, float] = {}
+        self.used: dict[str, float] = {}
 
     def sample(self) -> dict[str, float]:
-        me = os.getpid()
-        own = _proc_stat(me)
-        tree = cpu_seconds(me, exclude=set(self.servers.values()))
-        out = {"spark": tree - (own[1] if own else 0.0)}  # the driver's own CPU is the planner's, not the read's
+        out = cpu_by_kind(os.getpid(), exclude=set(self.servers.values()))
         for name, pid in self.servers.items():
-            out[name] = cpu_seconds(pid)
+            stat = _proc_stat(pid)
+            out[name] = stat[2] if stat else 0.0
         return out
 
     def __enter__(self) -> CpuMeter:
@@ -330,8 +326,8 @@ def main() -> None:
     rates: dict[str, list[float]] = {key: [] for key in LABELS}
     cpu: dict[str, list[float]] = {"c0": [], "c1": [], "f": []}
     ratios: dict[str, list[float]] = {"c1/c0": [], "c1/f": [], "d1/d0": [], "h1/h0": [], "e1/e0": []}
-    # CPU us per message of each Spark read: Spark's side (JVM + Python workers), leaf server, hub server.
-    costs: dict[str, dict[str, list[float]]] = {key: {"spark": [], "leaf": [], "hub": []} for key in SPARK_KEYS}
+    # CPU us per message of each Spark read: the JVM, the Python workers, the leaf server, the hub server.
+    costs = {key: {side: [] for side in ("jvm", "python", "leaf", "hub")} for key in SPARK_KEYS}
     load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="jetstream-bench-") as tmp:
         workdir = Path(tmp)
@@ -387,11 +383,12 @@ def main() -> None:
         print(f"  {ratio:6} {value:5.2f}x  (target >= {targets[ratio]}x: {verdict}; rounds {rounds})")
     c1_cpu = statistics.median(cpu["c1"])
     print(f"  vectorised reader CPU {c1_cpu:.2f} us/msg (target <= 2: {'met' if c1_cpu <= 2 else 'MISSED'})")
-    print("\ncost per core, CPU us per message (median of rounds): Spark side (JVM + Python workers), servers")
-    print(f"{'':5}{'read':50}{'Spark':>9}{'leaf':>9}{'hub':>9}")
+    print("\ncost per core, CPU us per message (median of rounds): Spark's JVM and Python workers, each server")
+    print(f"{'':5}{'read':50}{'JVM':>8}{'Python':>8}{'leaf':>8}{'hub':>8}")
     for key in SPARK_KEYS:
         row = {side: statistics.median(values) for side, values in costs[key].items()}
-        print(f"({key:>2}) {LABELS[key]:50}{row['spark']:>9.2f}{row['leaf']:>9.2f}{row['hub']:>9.2f}")
+        cells = "".join(f"{row[side]:>8.2f}" for side in ("jvm", "python", "leaf", "hub"))
+        print(f"({key:>2}) {LABELS[key]:50}{cells}")
 
 
 if __name__ == "__main__":
