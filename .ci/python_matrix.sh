@@ -4,9 +4,10 @@
 # matrix does for nats-server releases: a bug that only one Python has (ack_timeout was a no-op on
 # 3.10) fails CI.
 #
-# Each Python gets its own venv, .venv/pythons/<version>, with the package and its [test,websocket,messaging]
-# extras, installed with constraints-py<version>.txt when that file exists (a pin of
-# constraints.txt has no release for that Python: many pins need 3.11+), else with constraints.txt.
+# Each Python gets its own venv, .venv/pythons/<version>, with the package, its
+# [test,websocket,messaging] extras and numpy and pyarrow (the vectorised reader needs them),
+# installed with constraints-py<version>.txt when that file exists (a pin of constraints.txt has
+# no release for that Python: many pins need 3.11+), else with constraints.txt.
 # The interpreter is `python<version>` on PATH if it runs, else the newest pyenv install of that
 # version (pyenv's root, or $PYENV_ROOT / ~/.pyenv when pyenv is not on PATH); if neither exists
 # the script fails and says so.
@@ -40,7 +41,8 @@ SPARK_FREE="tests --ignore=tests/spark --ignore=tests/ui --ignore=tests/interop 
 # releases differ (asyncio cancellation and timeouts, ssl, the connection layer, triggers and the
 # core's import rule), which keeps CI's whole run well under its time budget.
 NEWEST_ONLY="tests/hooks tests/triggers tests/local tests/specs tests/test_architecture.py tests/test_connection_config.py
-  tests/reliability/test_transport.py tests/reliability/test_connection_inputs.py tests/reliability/test_pull_faults.py"
+  tests/reliability/test_transport.py tests/reliability/test_connection_inputs.py tests/reliability/test_pull_faults.py
+  tests/test_wire.py"
 tests_for() {
   if [ -n "${PYTHON_MATRIX_TESTS:-}" ]; then
     echo "$PYTHON_MATRIX_TESTS"
@@ -97,7 +99,7 @@ for version in $VERSIONS; do
     if [ "${PYTHON_MATRIX_RELOCK:-}" = 1 ]; then
       grep -E "$DIRECT" constraints.txt >"$venv/direct-constraints.txt"
       "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -c "$venv/direct-constraints.txt" \
-        -e '.[test,websocket,messaging]'
+        -e '.[test,websocket,messaging]' numpy pyarrow
       {
         echo "# CPython $version: constraints.txt's direct pins, the rest as resolved for $version (see .ci/python_matrix.sh)"
         "$venv/bin/python" -m pip freeze --exclude-editable --disable-pip-version-check | grep -v '^-e '
@@ -106,7 +108,7 @@ for version in $VERSIONS; do
       want="$(cat pyproject.toml "$constraints" | sha256sum | cut -d' ' -f1)"
     else
       if ! "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -c "$constraints" \
-        -e '.[test,websocket,messaging]'; then
+        -e '.[test,websocket,messaging]' numpy pyarrow; then
         echo "python_matrix: $constraints does not resolve on CPython $version; relock (see the script's header)" >&2
         failed+=("$version (install)")
         continue

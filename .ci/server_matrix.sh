@@ -17,7 +17,8 @@ cd "$(dirname "$0")/.."
 VENV="${VENV:-.venv}"
 PYTHON="$VENV/bin/python"
 VERSIONS="${SERVER_VERSIONS:-2.10.26 2.12.8}"
-TESTS="${MATRIX_TESTS:-tests/operators tests/specs tests/hooks tests/local tests/sensors tests/triggers tests/interop}"
+TESTS="${MATRIX_TESTS:-tests/operators tests/specs tests/hooks tests/local tests/sensors tests/triggers tests/interop
+  tests/test_wire.py tests/reliability/test_pull_faults.py tests/reliability/test_reader_auth.py}"
 
 if [ ! -x "$PYTHON" ]; then
   echo "server_matrix: $PYTHON not found; run 'make install' first" >&2

@@ -57,7 +57,7 @@ def test_bad_domain_names_value_and_rule(domain: str) -> None:
     [
         ({"connect_timeout": "soon"}, "connect_timeout='soon' is not allowed: use a finite number >= 0.1"),
         ({"connect_timeout": 0}, "connect_timeout=0 is not allowed"),
-        ({"max_reconnect_attempts": -5}, "max_reconnect_attempts=-5 is not allowed: use a whole number >= -1"),
+        ({"max_reconnect_attempts": -5}, "max_reconnect_attempts=-5 is not allowed: use an integer >= -1"),
         ({"tls_verify": "maybe"}, "tls_verify='maybe' is not a boolean"),
         ({"creds": "x", "creds_file": "/a.creds"}, "creds and creds_file were both given"),
         ({"nkey_seed": "SUABC", "creds_file": "/a.creds"}, "nkey_seed and creds/creds_file were both given"),

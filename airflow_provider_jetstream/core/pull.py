@@ -56,6 +56,9 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _ACK_PREFIX = "$JS.ACK."
+#: The range readers: frames parsed in bulk into Arrow columns, or nats-py's message objects.
+READERS = ("vectorised", "nats-py")
+DEFAULT_READER = "vectorised"
 
 
 @dataclass(frozen=True)
@@ -223,6 +226,12 @@ class _RangePull:
         # asyncio.Queue costs a size check per message).
         self.sub = await self.nc.subscribe(self.inbox, cb=self.on_message, pending_msgs_limit=0, pending_bytes_limit=0)
 
+    async def unsubscribe(self) -> None:
+        """Stop listening on the inbox (at the end of the read)."""
+        if self.sub is not None:
+            with contextlib.suppress(Exception):
+                await self.sub.unsubscribe()
+
     async def delete_consumer(self) -> None:
         name, self.consumer = self.consumer, None
         if name is None or self.nc.is_closed:
@@ -291,7 +300,7 @@ class _RangePull:
             seq, stamp, pending = int(tokens[7]), tokens[9], tokens[10]
         else:
             seq, stamp, pending = int(tokens[-4]), tokens[-2], tokens[-1]
-        if seq != self.next_seq and not self._in_order(seq, tokens):
+        if seq != self.next_seq and not self._in_order(seq, tokens[5 if len(tokens) >= 11 else 3]):
             return
         chunk = self.chunk
         chunk.subjects.append(msg.subject)
@@ -317,11 +326,11 @@ class _RangePull:
                 self._lost(seq + 1, self.end)
             self._complete(None)
 
-    def _in_order(self, seq: int, tokens: list[str]) -> bool:
+    def _in_order(self, seq: int, consumer: str) -> bool:
         """For a sequence other than the next one: keep it (True), or drop it after noting why."""
         if seq < self.next_seq:  # a resumed consumer may repeat what we already have
             return False
-        if tokens[5 if len(tokens) >= 11 else 3] != self.consumer:
+        if consumer != self.consumer:
             return False  # late delivery of a consumer replaced by a resume
         if seq > self.end:
             if not self.filter_subjects and self.next_seq <= self.end:
@@ -440,7 +449,8 @@ async def read_range(
     fail_on_data_loss: bool = True,
     settings: PullSettings | None = None,
     missing: list[MissingRange] | None = None,
-) -> AsyncIterator[MessageChunk]:
+    reader: str | None = None,
+) -> AsyncIterator[Any]:
     """Yield the messages of ``stream`` with sequences in ``[start, end]``, in order, in chunks.
 
     :param nc: a connected nats-py client.
@@ -457,13 +467,27 @@ async def read_range(
         server does not say which subject a removed message had).
     :param settings: pull tuning, see :class:`PullSettings`.
     :param missing: a list that receives the :class:`MissingRange` of every gap seen.
+    :param reader: None (default) for :data:`DEFAULT_READER`, ``"vectorised"``: frames parsed in
+        bulk straight into Arrow columns
+        (:mod:`airflow_provider_jetstream.core.fastpull`), chunks are
+        :class:`~airflow_provider_jetstream.core.fastpull.ColumnChunk` and headers keep every value
+        of a repeated name; ``"nats-py"``: nats-py builds each message, chunks are
+        :class:`MessageChunk` (one value per header name).
     """
+    reader = reader or DEFAULT_READER
+    if reader not in READERS:
+        raise ValueError(f"reader={reader!r}: use one of {', '.join(READERS)}")
     if start < 1:
         raise ValueError(f"start={start} must be >= 1")
     if start > end:
         return
     settings = settings or PullSettings()
-    pull = _RangePull(nc, api_prefix, stream, start, end, filter_subjects, include_headers, fail_on_data_loss, settings)
+    pull_class: type[_RangePull] = _RangePull
+    if reader == "vectorised":
+        from airflow_provider_jetstream.core.fastpull import VectorisedRangePull
+
+        pull_class = VectorisedRangePull
+    pull = pull_class(nc, api_prefix, stream, start, end, filter_subjects, include_headers, fail_on_data_loss, settings)
     await pull.subscribe()
     stall_after = settings.heartbeat * 3
     resumes = 0
@@ -511,9 +535,7 @@ async def read_range(
     finally:
         if missing is not None:
             missing.extend(pull.missing)
-        if pull.sub is not None:
-            with contextlib.suppress(Exception):
-                await pull.sub.unsubscribe()
+        await pull.unsubscribe()
         await asyncio.shield(pull.delete_consumer())
 
 
@@ -523,7 +545,7 @@ async def read_range_with_config(
     start: int,
     end: int,
     **kwargs: Any,
-) -> AsyncIterator[MessageChunk]:
+) -> AsyncIterator[Any]:
     """:func:`read_range` on a connection of its own, opened from ``config`` and closed at the end."""
     nc = await open_connection(config)
     try:

@@ -46,13 +46,16 @@ def as_number(name: str, value: Any, *, minimum: float, integer: bool = False) -
     """``value`` as a finite number (an integer if ``integer``) >= ``minimum``, else a clear error."""
     number: float | None
     try:
-        number = float(value) if not isinstance(value, bool) else None
+        if integer and isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+            number = int(value)  # exact: a sequence number can exceed a float's 2**53
+        else:
+            number = float(value) if not isinstance(value, bool) else None
     except (TypeError, ValueError):
         number = None
-    if number is not None and integer:
+    if isinstance(number, float) and integer:
         number = int(number) if math.isfinite(number) and number.is_integer() else None
     if number is None or not math.isfinite(number) or number < minimum:
-        kind = "a whole number" if integer else "a finite number"
+        kind = "an integer" if integer else "a finite number"
         raise JetStreamConfigError(f"{name}={value!r} is not allowed: use {kind} >= {minimum:g}")
     return number
 

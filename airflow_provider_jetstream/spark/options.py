@@ -23,9 +23,9 @@ from typing import Any
 from airflow_provider_jetstream.core.connection import JetStreamConnectionConfig
 from airflow_provider_jetstream.core.connection_fields import api_prefix_for, validate_api_prefix, validate_domain
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
-from airflow_provider_jetstream.core.pull import PullSettings
+from airflow_provider_jetstream.core.pull import DEFAULT_READER, READERS, PullSettings
 from airflow_provider_jetstream.core.subjects import check_publish_subject
-from airflow_provider_jetstream.core.values import as_bool
+from airflow_provider_jetstream.core.values import as_bool, as_number
 
 #: Environment variable holding the whole NATS connection as JSON (host, port, login, password,
 #: extra); set by JetStreamSparkSubmitOperator for the driver. Spark redacts names with SECRET.
@@ -66,6 +66,7 @@ READ_OPTIONS = {
     "maxBufferedMessages": "messages in flight per partition",
     "maxBufferedBytes": "bytes per pull request",
     "heartbeatSeconds": "idle heartbeat interval of pull requests",
+    "reader": "vectorised (default: frames parsed in bulk into Arrow) or nats-py",
     "connectionEnvVar": "environment variable with the connection JSON",
 }
 WRITE_OPTIONS = {
@@ -125,29 +126,13 @@ def _bool(options: dict[str, str], name: str, default: bool) -> bool:
 def _int(options: dict[str, str], name: str, default: int | None, minimum: int = 1) -> int | None:
     if name not in options:
         return default
-    try:
-        value = int(options[name])
-    except ValueError:
-        value = None
-    if value is None or value < minimum:
-        raise JetStreamConfigError(
-            f"jetstream option {name}={options[name]!r} is not allowed: use an integer >= {minimum}"
-        )
-    return value
+    return int(as_number(f"jetstream option {name}", options[name], minimum=minimum, integer=True))
 
 
 def _float(options: dict[str, str], name: str, default: float, minimum: float) -> float:
     if name not in options:
         return default
-    try:
-        value = float(options[name])
-    except ValueError:
-        value = None
-    if value is None or value < minimum:
-        raise JetStreamConfigError(
-            f"jetstream option {name}={options[name]!r} is not allowed: use a number >= {minimum:g}"
-        )
-    return value
+    return as_number(f"jetstream option {name}", options[name], minimum=minimum)
 
 
 def connection_fields(config: JetStreamConnectionConfig) -> dict[str, Any]:
@@ -277,6 +262,15 @@ def _subjects(value: str | None) -> tuple[str, ...]:
     return subjects
 
 
+def _reader(options: dict[str, str]) -> str:
+    value = options.get("reader", DEFAULT_READER).strip().lower()
+    if value not in READERS:
+        raise JetStreamConfigError(
+            f"jetstream option reader={options['reader']!r} is not allowed: use {' or '.join(READERS)}"
+        )
+    return value
+
+
 @dataclass(frozen=True)
 class ReadOptions:
     """The validated options of a read (batch or streaming).
@@ -298,6 +292,7 @@ class ReadOptions:
     fail_on_data_loss: bool
     include_headers: bool
     pull: PullSettings
+    reader: str = DEFAULT_READER
 
     @classmethod
     def parse(cls, options: Mapping[str, str], streaming: bool = False) -> ReadOptions:
@@ -368,6 +363,7 @@ class ReadOptions:
             fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
             include_headers=_bool(opts, "includeHeaders", True),
             pull=pull,
+            reader=_reader(opts),
         )
 
 

@@ -18,6 +18,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from airflow_provider_jetstream.core.fastpull import ColumnChunk
 from airflow_provider_jetstream.core.pull import MessageChunk
 
 #: The data source's schema, as Spark DDL.
@@ -55,11 +56,15 @@ ARROW_SCHEMA = pa.schema(
 _HEADERS_TYPE = ARROW_SCHEMA.field("headers").type
 
 
-def to_record_batch(chunk: MessageChunk, stream: str, domain: str | None) -> pa.RecordBatch:
+def to_record_batch(chunk: MessageChunk | ColumnChunk, stream: str, domain: str | None) -> pa.RecordBatch:
     """One Arrow record batch of the data source's schema from a chunk of messages.
 
-    Headers become ``name -> [value]`` (nats-py keeps one value per header name).
+    A :class:`ColumnChunk` (vectorised reader) is already columns: headers keep every value of a
+    repeated name. From a :class:`MessageChunk` (nats-py reader) headers become ``name -> [value]``
+    (nats-py keeps the last value per header name).
     """
+    if isinstance(chunk, ColumnChunk):
+        return _columns_to_record_batch(chunk, stream, domain)
     count = len(chunk)
     timestamps = pc.divide(pa.array(chunk.timestamps_ns, pa.int64()), 1000).cast(pa.timestamp("us", tz="UTC"))
     if chunk.headers is None:
@@ -77,6 +82,28 @@ def to_record_batch(chunk: MessageChunk, stream: str, domain: str | None) -> pa.
             pa.array(chunk.sequences, pa.int64()),
             timestamps,
             pa.array(chunk.payloads, pa.binary()),
+            headers,
+        ],
+        schema=ARROW_SCHEMA,
+    )
+
+
+def _constant(value: str | None, count: int) -> pa.Array:
+    return pa.nulls(count, pa.string()) if value is None else pa.repeat(pa.scalar(value, pa.string()), count)
+
+
+def _columns_to_record_batch(chunk: ColumnChunk, stream: str, domain: str | None) -> pa.RecordBatch:
+    count = len(chunk)
+    timestamps = pa.array(chunk.timestamp_ns // 1000, pa.int64()).cast(pa.timestamp("us", tz="UTC"))
+    headers = chunk.headers_map if chunk.headers_map is not None else pa.nulls(count, _HEADERS_TYPE)
+    return pa.RecordBatch.from_arrays(
+        [
+            _constant(stream, count),
+            _constant(domain, count),
+            chunk.subject,
+            pa.array(chunk.seq, pa.int64()),
+            timestamps,
+            chunk.data,
             headers,
         ],
         schema=ARROW_SCHEMA,

@@ -83,6 +83,7 @@ def _read_partition(options: ReadOptions, partition: SequenceRangePartition) -> 
         include_headers=options.include_headers,
         fail_on_data_loss=options.fail_on_data_loss,
         settings=options.pull,
+        reader=options.reader,
     )
     for chunk in iterate_blocking(chunks):
         yield to_record_batch(chunk, options.stream, partition.domain)

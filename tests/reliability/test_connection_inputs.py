@@ -47,9 +47,9 @@ def test_bad_connect_timeout_is_refused_before_connecting(jetstream_conn: Callab
 @pytest.mark.parametrize(
     ("field", "value", "allowed"),
     [
-        ("max_reconnect_attempts", 1.5, "use a whole number >= -1"),
-        ("max_reconnect_attempts", "1.5", "use a whole number >= -1"),
-        ("max_reconnect_attempts", "inf", "use a whole number >= -1"),
+        ("max_reconnect_attempts", 1.5, "use an integer >= -1"),
+        ("max_reconnect_attempts", "1.5", "use an integer >= -1"),
+        ("max_reconnect_attempts", "inf", "use an integer >= -1"),
         ("reconnect_time_wait", "inf", "use a finite number >= 0"),
         ("reconnect_time_wait", "nan", "use a finite number >= 0"),
     ],

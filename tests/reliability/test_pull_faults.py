@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import nats
+import pytest
 from nats.js.api import StreamConfig
 
 from airflow_provider_jetstream.core.errors import (
@@ -20,7 +21,7 @@ from airflow_provider_jetstream.core.errors import (
     JetStreamDomainUnavailableError,
     JetStreamError,
 )
-from airflow_provider_jetstream.core.pull import MissingRange, PullSettings, read_range
+from airflow_provider_jetstream.core.pull import READERS, MissingRange, PullSettings, read_range
 from airflow_provider_jetstream.testing.servers import USERS, LocalTopology
 from tests.operators.conftest import uid
 
@@ -28,6 +29,13 @@ COUNT = 3000
 #: Small buffers, so that most of the range is still on the server when the fault hits; quick
 #: heartbeats, so that a stall is noticed within 1.5 s.
 SETTINGS = PullSettings(max_buffered_messages=200, chunk_messages=100, heartbeat=0.5, expires=5)
+
+
+@pytest.fixture(params=READERS, autouse=True)
+def reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every fault is tried on both range readers: the vectorised one and nats-py's."""
+    monkeypatch.setattr("airflow_provider_jetstream.core.pull.DEFAULT_READER", request.param)
+    return request.param
 
 
 async def _connect(topology: LocalTopology) -> Any:

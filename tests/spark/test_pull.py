@@ -5,8 +5,15 @@ from __future__ import annotations
 import pytest
 
 from airflow_provider_jetstream.core.errors import JetStreamDataLossError
-from airflow_provider_jetstream.core.pull import MissingRange, PullSettings, read_range
+from airflow_provider_jetstream.core.pull import READERS, MissingRange, PullSettings, read_range
 from tests.spark.conftest import delete_messages, hub_client, publish, publish_many, run
+
+
+@pytest.fixture(params=READERS, autouse=True)
+def reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test runs with both range readers: the vectorised one and nats-py's."""
+    monkeypatch.setattr("airflow_provider_jetstream.core.pull.DEFAULT_READER", request.param)
+    return request.param
 
 
 async def _read(stream, start, end, **kwargs):
@@ -24,11 +31,12 @@ def _seqs(chunks):
     return [s for c in chunks for s in c.sequences]
 
 
-def test_reads_exactly_a_range_of_a_leaf_stream_through_the_hub_and_deletes_its_consumer(make_stream) -> None:
+def test_reads_exactly_a_range_of_a_leaf_stream_through_the_hub_and_deletes_its_consumer(make_stream, reader) -> None:
     stream = make_stream("leaf")
     publish_many(stream, 300)
     small = PullSettings(max_buffered_messages=40, chunk_messages=25)
     chunks, consumers = run(_read(stream, 17, 233, settings=small))
+    assert type(chunks[0]).__name__ == {"vectorised": "ColumnChunk", "nats-py": "MessageChunk"}[reader]
     assert _seqs(chunks) == list(range(17, 234))
     assert [p for c in chunks for p in c.payloads] == [b"m%d" % i for i in range(17, 234)]
     assert chunks[0].subjects[:2] == [f"{stream.prefix}.b", f"{stream.prefix}.a"]  # 17 odd -> b
@@ -93,11 +101,14 @@ def test_purged_front_is_data_loss_for_filtered_reads_too(make_stream) -> None:
     assert _seqs(chunks) == [s for s in range(11, 31) if s % 2 == 0]
 
 
-def test_headers_are_returned_when_asked(make_stream) -> None:
+def test_headers_are_returned_when_asked(make_stream, reader) -> None:
     stream = make_stream("leaf")
     publish(stream, [("x", b"1", {"k": "v", "Nats-Msg-Id": "id-1"}), ("x", b"2")])
     chunks, _ = run(_read(stream, 1, 2))
-    assert chunks[0].headers == [{"k": "v", "Nats-Msg-Id": "id-1"}, None]
+    if reader == "vectorised":
+        assert chunks[0].headers == [{"k": ["v"], "Nats-Msg-Id": ["id-1"]}, None]
+    else:
+        assert chunks[0].headers == [{"k": "v", "Nats-Msg-Id": "id-1"}, None]
     chunks, _ = run(_read(stream, 1, 2, include_headers=False))
     assert chunks[0].headers is None
 

@@ -122,6 +122,8 @@ def test_headers_map_and_include_headers_false(spark, make_stream) -> None:
         ({"startingOffsets": "earliest"}, "unknown option 'startingoffsets' (did you mean 'startingSequence'?)"),
         ({"startingSequence": "first"}, "startingSequence='first' is not allowed"),
         ({"minPartitions": "0"}, "minPartitions='0' is not allowed: use an integer >= 1"),
+        ({"minPartitions": "1.5"}, "minPartitions='1.5' is not allowed: use an integer >= 1"),
+        ({"heartbeatSeconds": "nan"}, "heartbeatSeconds='nan' is not allowed: use a finite number >= 0.1"),
         ({"failOnDataLoss": "maybe"}, "failOnDataLoss='maybe' is not allowed: use true or false"),
         ({"filterSubject": "a..b"}, "filterSubject='a..b' is not allowed"),
         ({"apiPrefix": "$JS.x.API"}, "domain='leaf' and apiPrefix='$JS.x.API' were both given"),

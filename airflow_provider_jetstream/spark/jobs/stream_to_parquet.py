@@ -54,7 +54,7 @@ from nats.js.api import KeyValueConfig
 from airflow_provider_jetstream.core.connect import open_connection, release
 from airflow_provider_jetstream.core.connection_fields import api_prefix_for
 from airflow_provider_jetstream.core.errors import CheckpointConflictError, JetStreamConfigError, JetStreamError
-from airflow_provider_jetstream.core.pull import run_blocking
+from airflow_provider_jetstream.core.pull import READERS, run_blocking
 from airflow_provider_jetstream.spark.job_args import (
     PARTITION_COLUMNS,
     check_api_prefix,
@@ -93,6 +93,7 @@ class JobArgs:
     fail_on_data_loss: bool = True
     checkpoint_domain: str | None = None
     servers: str | None = None
+    reader: str | None = None
 
 
 @dataclass(frozen=True)
@@ -133,6 +134,7 @@ def parse_args(argv: list[str]) -> JobArgs:
     parser.add_argument("--partition-by", default="date", help=f"comma list of {', '.join(PARTITION_COLUMNS)}")
     parser.add_argument("--min-partitions", type=int, help="Spark partitions to read with")
     parser.add_argument("--fail-on-data-loss", default="true", choices=["true", "false"])
+    parser.add_argument("--reader", choices=READERS, help="range reader (default vectorised; nats-py is the fallback)")
     parser.add_argument("--servers", help="NATS servers without credentials (else $" + CONNECTION_ENV_VAR + ")")
     ns = parser.parse_args(argv)
     check = {
@@ -170,6 +172,7 @@ def parse_args(argv: list[str]) -> JobArgs:
         min_partitions=ns.min_partitions,
         fail_on_data_loss=ns.fail_on_data_loss == "true",
         servers=ns.servers,
+        reader=ns.reader,
     )
 
 
@@ -200,6 +203,7 @@ class StreamToParquetJob:
             ("filterSubject", a.filter_subject),
             ("minPartitions", a.min_partitions),
             ("servers", a.servers),
+            ("reader", a.reader),
         ):
             if value is not None:
                 options[key] = str(value)

@@ -1,0 +1,274 @@
+"""The wire splitter and column builder of the vectorised reader, on byte streams (no server)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from airflow_provider_jetstream.core.wire import TapParser, install, parse_status_header
+from airflow_provider_jetstream.core.wire_columns import headers_to_map, to_columns
+
+SID = 7
+
+
+class _Sink:
+    """Collects what the tap hands over, in order: ("data", rows) and ("other", frame)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, Any]] = []
+
+    def on_data(self, bufs: list[tuple[bytes, int]], records: list[int]) -> None:
+        frames = to_columns(bufs, records)
+        rows = list(
+            zip(
+                frames.subjects.to_pylist(),
+                frames.sequences.tolist(),
+                frames.timestamps_ns.tolist(),
+                frames.pending.tolist(),
+                frames.consumers.to_pylist(),
+                frames.payloads.to_pylist(),
+                headers_to_map(frames.headers).to_pylist(),
+                strict=True,
+            )
+        )
+        if self.events and self.events[-1][0] == "data":
+            self.events[-1][1].extend(rows)
+        else:
+            self.events.append(("data", rows))
+
+    def on_other(self, subject: bytes, reply: bytes, header: bytes, payload: bytes) -> None:
+        self.events.append(("other", (subject, reply, parse_status_header(header) if header else {}, payload)))
+
+
+class _Client:
+    """What nats-py's Parser calls on its client for frames that are not tapped."""
+
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+
+    async def _process_ping(self) -> None:
+        self.seen.append("PING")
+
+    async def _process_pong(self) -> None:
+        self.seen.append("PONG")
+
+    async def _process_info(self, info: dict[str, Any]) -> None:
+        self.seen.append(("INFO", info))
+
+    async def _process_err(self, err: str) -> None:
+        self.seen.append(("ERR", err))
+
+    async def _process_msg(self, sid: int, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
+        self.seen.append(("MSG", sid, subject, reply, data, headers))
+
+
+def reply(seq: int, layout: str = "v1", pending: int = 5) -> bytes:
+    numbers = b"1.%d.%d.17000000000%08d.%d" % (seq, seq, seq, pending)
+    if layout == "v1":
+        return b"$JS.ACK.ORDERS.c1." + numbers
+    if layout == "v2":
+        return b"$JS.ACK.hub.ACCHASH.ORDERS.c1." + numbers
+    return b"$JS.ACK.hub.ACCHASH.ORDERS.c1." + numbers + b".r4nd0m"
+
+
+def msg(
+    seq: int,
+    data: bytes = b"hello",
+    subject: bytes = b"orders.new",
+    layout: str = "v1",
+    sid: int = SID,
+    pending: int = 5,
+) -> bytes:
+    return b"MSG %s %d %s %d\r\n%s\r\n" % (subject, sid, reply(seq, layout, pending), len(data), data)
+
+
+def hmsg(seq: int, header: bytes, data: bytes = b"h", subject: bytes = b"orders.new", layout: str = "v1") -> bytes:
+    total = len(header) + len(data)
+    return b"HMSG %s %d %s %d %d\r\n%s%s\r\n" % (subject, SID, reply(seq, layout), len(header), total, header, data)
+
+
+def status(header: bytes, subject: bytes = b"_INBOX.abc", reply_to: bytes = b"") -> bytes:
+    middle = b" " + reply_to if reply_to else b""
+    return b"HMSG %s %d%s %d %d\r\n%s\r\n" % (subject, SID, middle, len(header), len(header), header)
+
+
+REPEATED = b"NATS/1.0\r\nk: 1\r\nNats-Msg-Id: a\r\nk:  2 \r\nk:3\r\n\r\n"
+HEARTBEAT = b"NATS/1.0 100 Idle Heartbeat\r\nNats-Last-Consumer: 3\r\nNats-Last-Stream: 3\r\n\r\n"
+TIMEOUT = b"NATS/1.0 408 Request Timeout\r\nNats-Pending-Messages: 7\r\nNats-Pending-Bytes: 0\r\n\r\n"
+NO_MESSAGES = b"NATS/1.0 404 No Messages\r\n\r\n"
+CONFLICT = b"NATS/1.0 409 Consumer Deleted\r\n\r\n"
+FLOW = b"NATS/1.0 100 FlowControl Request\r\n\r\n"
+
+#: Every kind of frame, tapped and not, in one stream.
+WIRE = b"".join(
+    [
+        b'INFO {"server_id":"x","max_payload":1048576}\r\n',
+        msg(1),
+        b"PING\r\n",
+        msg(2, b"x" * 40, layout="v2"),
+        hmsg(3, REPEATED, layout="v2+"),
+        msg(4, b"", subject=b"a.very.long.subject.name.indeed"),
+        msg(99, b"other sid", sid=8),
+        msg(5, b"with\r\nCRLF\r\nMSG inside 7 x 1\r\n"),
+        status(HEARTBEAT),
+        b"+OK\r\n",
+        msg(6, b"z" * 300),
+        status(TIMEOUT),
+        status(NO_MESSAGES),
+        b"PONG\r\n",
+        status(CONFLICT),
+        status(FLOW, reply_to=b"$JS.FC.ORDERS.abc.1"),
+        msg(7, layout="v2+"),
+        b"-ERR 'Permissions Violation for Subscription to \"x\"'\r\n",
+    ]
+)
+
+
+_LOOP = asyncio.new_event_loop()
+
+
+def feed(pieces: list[bytes]) -> tuple[list[tuple[str, Any]], list[Any]]:
+    client, sink = _Client(), _Sink()
+    parser = TapParser(client)
+    parser.tap(SID, sink)
+
+    async def run() -> None:
+        for piece in pieces:
+            await parser.parse(piece)
+        parser.flush()
+
+    _LOOP.run_until_complete(run())
+    return sink.events, client.seen
+
+
+def _flatten(events: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """Events with data rows one by one (how rows are grouped into runs depends on the reads)."""
+    flat: list[tuple[str, Any]] = []
+    for kind, item in events:
+        flat.extend(("row", row) for row in item) if kind == "data" else flat.append((kind, item))
+    return flat
+
+
+EXPECTED_ROWS = [
+    ("orders.new", 1, 1700000000000000001, 5, "c1", b"hello", None),
+    ("orders.new", 2, 1700000000000000002, 5, "c1", b"x" * 40, None),
+    ("orders.new", 3, 1700000000000000003, 5, "c1", b"h", [("k", ["1", "2", "3"]), ("Nats-Msg-Id", ["a"])]),
+    ("a.very.long.subject.name.indeed", 4, 1700000000000000004, 5, "c1", b"", None),
+    ("orders.new", 5, 1700000000000000005, 5, "c1", b"with\r\nCRLF\r\nMSG inside 7 x 1\r\n", None),
+    ("orders.new", 6, 1700000000000000006, 5, "c1", b"z" * 300, None),
+    ("orders.new", 7, 1700000000000000007, 5, "c1", b"hello", None),
+]
+
+
+def test_every_frame_kind_in_one_read() -> None:
+    events, seen = feed([WIRE])
+    flat = _flatten(events)
+    assert [item for kind, item in flat if kind == "row"] == EXPECTED_ROWS
+    others = [item for kind, item in flat if kind == "other"]
+    assert [(o[0], o[1], o[2].get("Status"), o[2].get("Description")) for o in others] == [
+        (b"_INBOX.abc", b"", "100", "Idle Heartbeat"),
+        (b"_INBOX.abc", b"", "408", "Request Timeout"),
+        (b"_INBOX.abc", b"", "404", "No Messages"),
+        (b"_INBOX.abc", b"", "409", "Consumer Deleted"),
+        (b"_INBOX.abc", b"$JS.FC.ORDERS.abc.1", "100", "FlowControl Request"),
+    ]
+    assert others[0][2]["Nats-Last-Stream"] == "3"
+    assert others[1][2]["Nats-Pending-Messages"] == "7"
+    # Statuses come in wire order between the rows around them.
+    kinds = [kind if kind == "other" else item[1] for kind, item in flat]
+    assert kinds == [1, 2, 3, 4, 5, "other", 6, "other", "other", "other", "other", 7]
+    # Everything else reached nats-py's parser, in order.
+    assert seen == [
+        ("INFO", {"server_id": "x", "max_payload": 1048576}),
+        "PING",
+        ("MSG", 8, b"orders.new", reply(99), b"other sid", None),
+        "PONG",
+        ("ERR", "'permissions violation for subscription to \"x\"'"),
+    ]
+
+
+def test_a_stream_split_at_every_byte_offset_gives_the_same_frames() -> None:
+    events, seen = feed([WIRE])
+    whole = _flatten(events), seen
+    for cut in range(1, len(WIRE)):
+        events, seen = feed([WIRE[:cut], WIRE[cut:]])
+        assert (_flatten(events), seen) == whole, f"split at byte {cut}"
+
+
+def test_a_stream_read_byte_by_byte_and_in_odd_pieces() -> None:
+    events, seen = feed([WIRE])
+    whole = _flatten(events), seen
+    events, seen = feed([WIRE[i : i + 1] for i in range(len(WIRE))])
+    assert (_flatten(events), seen) == whole
+    for size in (3, 7, 64, 333):
+        pieces = [WIRE[i : i + size] for i in range(0, len(WIRE), size)]
+        events, seen = feed(pieces)
+        assert (_flatten(events), seen) == whole, f"pieces of {size} bytes"
+
+
+@pytest.mark.parametrize("layout", ["v1", "v2", "v2+"])
+def test_ack_reply_layouts(layout: str) -> None:
+    events, _ = feed([msg(41, layout=layout, pending=0)])
+    assert _flatten(events) == [("row", ("orders.new", 41, 1700000000000000041, 0, "c1", b"hello", None))]
+
+
+def test_an_unknown_ack_reply_layout_is_an_error() -> None:
+    bad = b"MSG s %d $JS.ACK.a.b.c 1\r\nx\r\n" % SID
+    with pytest.raises(ValueError, match="unexpected JetStream ack reply subject"):
+        feed([bad])
+
+
+def test_headers_keep_every_value_of_a_repeated_name_and_empty_blocks_are_null() -> None:
+    import pyarrow as pa
+
+    raw = pa.array(
+        [REPEATED, None, b"NATS/1.0\r\n\r\n", b"NATS/1.0\r\nb: 2\r\na: 1\r\nb: 3\r\nno colon\r\n\r\n"], pa.binary()
+    )
+    assert headers_to_map(raw).to_pylist() == [
+        [("k", ["1", "2", "3"]), ("Nats-Msg-Id", ["a"])],
+        None,
+        None,
+        [("b", ["2", "3"]), ("a", ["1"])],
+    ]
+
+
+def test_install_takes_over_a_half_read_frame_of_nats_py() -> None:
+    """Installed while nats-py's own parser holds half a frame: that frame still reaches nats-py."""
+    from nats.protocol.parser import Parser
+
+    client = _Client()
+    client._ps = Parser(client)  # type: ignore[attr-defined]
+    other = msg(1, b"0123456789", sid=8)
+    tapped = msg(2)
+    sink = _Sink()
+
+    async def run() -> None:
+        await client._ps.parse(other[:-6])  # type: ignore[attr-defined]  # control line read, payload half
+        parser = install(client)  # type: ignore[arg-type]
+        assert install(client) is parser  # type: ignore[arg-type]
+        parser.tap(SID, sink)
+        await parser.parse(other[-6:] + tapped[:10])
+        await parser.parse(tapped[10:])
+        parser.flush()
+
+    asyncio.run(run())
+    assert client.seen == [("MSG", 8, b"orders.new", reply(1), b"0123456789", None)]
+    assert [row[1] for _, row in _flatten(sink.events)] == [2]
+
+
+def test_untapped_frames_go_to_nats_py_and_reset_drops_a_partial_frame() -> None:
+    client, sink = _Client(), _Sink()
+    parser = TapParser(client)
+    parser.tap(SID, sink)
+
+    async def run() -> None:
+        await parser.parse(msg(1) + msg(2)[:15])
+        parser.reset()  # a reconnect: the half frame of the old socket is gone
+        parser.untap(SID)
+        await parser.parse(msg(3))
+
+    asyncio.run(run())
+    assert [row[1] for _, row in _flatten(sink.events)] == [1]
+    assert client.seen == [("MSG", SID, b"orders.new", reply(3), b"hello", None)]
