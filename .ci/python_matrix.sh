@@ -4,7 +4,7 @@
 # matrix does for nats-server releases: a bug that only one Python has (ack_timeout was a no-op on
 # 3.10) fails CI.
 #
-# Each Python gets its own venv, .venv/pythons/<version>, with the package and its [test,websocket,messaging]
+# Each Python gets its own venv, .venv/pythons/<version>, with the package and its [test,websocket,messaging,openlineage]
 # extras, installed with constraints-py<version>.txt when that file exists (a pin of
 # constraints.txt has no release for that Python: many pins need 3.11+), else with constraints.txt.
 # The interpreter is `python<version>` on PATH if it runs, else the newest pyenv install of that
@@ -97,7 +97,7 @@ for version in $VERSIONS; do
     if [ "${PYTHON_MATRIX_RELOCK:-}" = 1 ]; then
       grep -E "$DIRECT" constraints.txt >"$venv/direct-constraints.txt"
       "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -c "$venv/direct-constraints.txt" \
-        -e '.[test,websocket,messaging]'
+        -e '.[test,websocket,messaging,openlineage]'
       {
         echo "# CPython $version: constraints.txt's direct pins, the rest as resolved for $version (see .ci/python_matrix.sh)"
         "$venv/bin/python" -m pip freeze --exclude-editable --disable-pip-version-check | grep -v '^-e '
@@ -106,7 +106,7 @@ for version in $VERSIONS; do
       want="$(cat pyproject.toml "$constraints" | sha256sum | cut -d' ' -f1)"
     else
       if ! "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -c "$constraints" \
-        -e '.[test,websocket,messaging]'; then
+        -e '.[test,websocket,messaging,openlineage]'; then
         echo "python_matrix: $constraints does not resolve on CPython $version; relock (see the script's header)" >&2
         failed+=("$version (install)")
         continue

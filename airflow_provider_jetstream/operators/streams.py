@@ -6,6 +6,11 @@ logs the plan and changes nothing. Specs are plain dicts, validated when the DAG
 when they hold Jinja templates, before any request once rendered). Each returns an XCom dict:
 ``{"action": "created|updated|unchanged|recreated|planned", "changes": {...}, "domain": ...,
 "name": ..., "state": {...}}``.
+
+Lineage (:mod:`airflow_provider_jetstream.assets.lineage`): a create operator's OpenLineage output is
+the declared stream, its inputs the origins of its mirror and sources; unless ``outlets`` are given,
+its ``AssetAlias`` outlet gets an event for the stream's asset when the stream was created, updated
+or recreated.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ class JetStreamCreateStreamOperator(ReconcileOperator):
         self.stream = stream
         if not is_resolved_at_run_time(stream):
             self.build_spec()  # invalid specs fail when the DAG is parsed
+        self.declare_lineage_outlet()
 
     def build_spec(self) -> StreamSpec:
         return StreamSpec.from_dict(self.stream)
@@ -57,7 +63,9 @@ class JetStreamCreateStreamOperator(ReconcileOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         spec = self.build_spec()
         self.check_options()
-        return self.get_hook().ensure_stream(spec, **self.reconcile_kwargs())
+        result = self.get_hook().ensure_stream(spec, **self.reconcile_kwargs())
+        self.record_spec_lineage(context, spec, result)
+        return result
 
 
 def _overrides(overrides: Mapping[str, Any] | None, reserved: tuple[str, ...]) -> dict[str, Any]:
