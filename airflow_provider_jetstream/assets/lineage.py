@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_jetstream.assets.jetstream import NO_DOMAIN, SCHEME, StreamUri, parse_stream_uri
-from airflow_provider_jetstream.core.errors import JetStreamError
 from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
 from airflow_provider_jetstream.core.specs.names import domain_of
 
@@ -140,16 +139,13 @@ def spec_origins(values: Mapping[str, Any]) -> list[tuple[str, str | None]]:
 
 async def domains_of(nc: Any, prefixes: Iterable[str], timeout: float) -> dict[str, str | None]:
     """The JetStream domain behind each API prefix: ``$JS.<domain>.API`` names it; for ``$JS.API`` or
-    an imported prefix, the domain that JetStream reports in its account info (None if it has none
-    or does not answer: lineage never fails a task)."""
+    an imported prefix, the domain that JetStream reports in its account info (None: it has none).
+    A JetStream that does not answer raises (a guess would name another stream)."""
     found: dict[str, str | None] = {}
     for prefix in dict.fromkeys(prefixes):
         found[prefix] = domain_of(prefix)
         if found[prefix] is None:
-            try:
-                info = await JetStreamApi(nc, prefix, timeout=timeout).account_info()
-            except JetStreamError:
-                continue
+            info = await JetStreamApi(nc, prefix, timeout=timeout).account_info()
             found[prefix] = info.get("domain") or None
     return found
 

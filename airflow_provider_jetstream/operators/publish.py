@@ -144,8 +144,7 @@ class JetStreamPublishOperator(JetStreamBaseOperator):
         try:
             server = server_of(self.get_hook().get_conn_config())
             outputs = [stream_location(server, domain, name) for name in streams]
+            extra = {key: result.get(key) for key in ("subject", "first_seq", "last_seq")}
+            self.record_lineage(context, [], outputs, extra=extra)
         except Exception as err:
             self.log.warning("lineage not recorded: %s: %s", type(err).__name__, err)
-            return
-        extra = {key: result.get(key) for key in ("subject", "first_seq", "last_seq")}
-        self.record_lineage(context, [], outputs, extra=extra)
