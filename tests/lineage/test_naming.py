@@ -20,7 +20,6 @@ from airflow_provider_jetstream.assets.lineage import (
 from airflow_provider_jetstream.core.connection import JetStreamConnectionConfig
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.operators.publish import JetStreamPublishOperator
-from airflow_provider_jetstream.operators.spark import JetStreamSparkSubmitOperator
 from airflow_provider_jetstream.operators.streams import JetStreamCreateSourcedStreamOperator
 from tests.operators.conftest import Raw, uid
 
@@ -97,8 +96,6 @@ def test_outlets_given_by_the_dag_author_are_kept_as_given() -> None:
     assert op.outlets == given and op.lineage_alias is None
     default = JetStreamPublishOperator(task_id="p", subject="orders.x", messages=["a"])
     assert default.outlets == [AssetAlias("jetstream:p")] == [default.lineage_alias]
-    mine = JetStreamSparkSubmitOperator(task_id="s", application="/jobs/mine.py")
-    assert mine.outlets == [] and mine.get_openlineage_facets_on_complete(None) is None
 
 
 def test_operators_run_directly_name_the_connections_first_server(hub_leaf, hub_conn) -> None:

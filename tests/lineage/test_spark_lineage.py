@@ -48,3 +48,12 @@ def test_spark_copy_reads_the_stream_and_writes_the_parquet_asset(
     assert lineage_capture.datasets("copy_to_parquet", "outputs") == [("file", str(output))]
     assert [e["task_id"] for e in asset_events(f"file://{output}")] == ["copy_to_parquet"]
     assert queued_for("lineage_parquet_downstream") == [f"file://{output}"]
+
+
+def test_with_its_own_application_the_operator_declares_no_lineage() -> None:
+    from airflow_provider_jetstream.operators.spark import JetStreamSparkSubmitOperator
+
+    mine = JetStreamSparkSubmitOperator(task_id="s", application="/jobs/mine.py")
+    assert mine.outlets == [] and mine.get_openlineage_facets_on_complete(None) is None
+    packaged = JetStreamSparkSubmitOperator(task_id="p", stream="s", output_path="/o", checkpoint_bucket="b")
+    assert [alias.name for alias in packaged.outlets] == ["jetstream:p"]
