@@ -50,6 +50,8 @@ class Location:
     uri: str
     namespace: str
     name: str
+    #: OpenLineage lifecycle change of the dataset (``DROP``, ``TRUNCATE``), if the task made one.
+    lifecycle: str | None = None
 
     def asset(self) -> Asset:
         """The Airflow asset, named by its URI (what ``Asset("<uri>")`` in a schedule declares)."""
@@ -58,10 +60,18 @@ class Location:
         return Asset(uri=self.uri)
 
     def dataset(self) -> Any:
-        """The OpenLineage dataset (``namespace``, ``name``)."""
+        """The OpenLineage dataset (``namespace``, ``name``; a ``lifecycleStateChange`` facet if any)."""
         from airflow.providers.common.compat.openlineage.facet import Dataset
 
-        return Dataset(namespace=self.namespace, name=self.name)
+        if not self.lifecycle:
+            return Dataset(namespace=self.namespace, name=self.name)
+        from airflow.providers.common.compat.openlineage.facet import (
+            LifecycleStateChange,
+            LifecycleStateChangeDatasetFacet,
+        )
+
+        change = LifecycleStateChangeDatasetFacet(lifecycleStateChange=LifecycleStateChange[self.lifecycle])
+        return Dataset(namespace=self.namespace, name=self.name, facets={"lifecycleStateChange": change})
 
 
 def server_of(config: JetStreamConnectionConfig) -> str:

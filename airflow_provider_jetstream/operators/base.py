@@ -9,6 +9,7 @@ instance of its own class (``except SpecErrors`` keeps working): a subclass of b
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
@@ -200,6 +201,15 @@ class JetStreamBaseOperator(FailFastOnRefusal, OperatorLineageMixin, BaseOperato
             locations = stream_locations(self.get_hook(), [*written, *read], self.request_timeout)
             outputs, inputs = locations[: len(written)], locations[len(written) :]
             self.record_lineage(context, inputs, outputs, emit=None if emit else [], extra=extra)
+        except Exception as err:
+            self.log.warning("lineage not recorded: %s: %s", type(err).__name__, err)
+
+    def record_lifecycle_lineage(self, context: Any, stream: str, change: str) -> None:
+        """OpenLineage output: ``stream`` (in the target) with a ``lifecycleStateChange`` facet
+        (``DROP`` for a delete, ``TRUNCATE`` for a purge); no asset event. A failure is logged."""
+        try:
+            (location,) = stream_locations(self.get_hook(), [(stream, None)], self.request_timeout)
+            self.record_lineage(context, [], [dataclasses.replace(location, lifecycle=change)], emit=[])
         except Exception as err:
             self.log.warning("lineage not recorded: %s: %s", type(err).__name__, err)
 

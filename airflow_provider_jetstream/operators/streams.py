@@ -10,7 +10,8 @@ when they hold Jinja templates, before any request once rendered). Each returns 
 Lineage (:mod:`airflow_provider_jetstream.assets.lineage`): a create operator's OpenLineage output is
 the declared stream, its inputs the origins of its mirror and sources; unless ``outlets`` are given,
 its ``AssetAlias`` outlet gets an event for the stream's asset when the stream was created, updated
-or recreated.
+or recreated. Delete and purge report the stream as an OpenLineage output with a
+``lifecycleStateChange`` facet (``DROP``, ``TRUNCATE``), and emit no asset event.
 """
 
 from __future__ import annotations
@@ -221,7 +222,10 @@ class JetStreamDeleteStreamOperator(JetStreamBaseOperator):
                 self.log.info("stream %r does not exist in %s: nothing to delete", self.name, api.target)
             return {"deleted": deleted, "name": self.name, "domain": domain_of(api.prefix)}
 
-        return self.run_api(work)
+        result = self.run_api(work)
+        if result["deleted"]:
+            self.record_lifecycle_lineage(context, self.name, "DROP")
+        return result
 
 
 class JetStreamPurgeStreamOperator(JetStreamBaseOperator):
@@ -294,7 +298,9 @@ class JetStreamPurgeStreamOperator(JetStreamBaseOperator):
             )
             return {"purged": reply.get("purged", 0), "name": self.name, "domain": domain_of(api.prefix)}
 
-        return self.run_api(work)
+        result = self.run_api(work)
+        self.record_lifecycle_lineage(context, self.name, "TRUNCATE")
+        return result
 
     async def _check_sequence_bound(self, api: JetStreamApi, seq: int) -> None:
         """Refuse a purge up to a sequence past ``last_seq + 1``: the server would move the stream's

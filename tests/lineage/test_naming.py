@@ -20,7 +20,11 @@ from airflow_provider_jetstream.assets.lineage import (
 from airflow_provider_jetstream.core.connection import JetStreamConnectionConfig
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.operators.publish import JetStreamPublishOperator
-from airflow_provider_jetstream.operators.streams import JetStreamCreateSourcedStreamOperator
+from airflow_provider_jetstream.operators.streams import (
+    JetStreamCreateSourcedStreamOperator,
+    JetStreamDeleteStreamOperator,
+    JetStreamPurgeStreamOperator,
+)
 from tests.operators.conftest import Raw, uid
 
 
@@ -122,3 +126,19 @@ def test_operators_run_directly_name_the_connections_first_server(hub_leaf, hub_
     publish.execute({})  # no outlet_events (a bare call): lineage is still recorded
     outputs = publish.get_openlineage_facets_on_complete(None).outputs
     assert [(d.namespace, d.name) for d in outputs] == [(server, f"leaf/{origin}")]
+    # Purge and delete: the stream is an output whose lifecycle changed; no alias, no asset event.
+    for op, change in (
+        (
+            JetStreamPurgeStreamOperator(task_id="purge", jetstream_conn_id=hub_conn, name=origin, domain="leaf"),
+            "TRUNCATE",
+        ),
+        (
+            JetStreamDeleteStreamOperator(task_id="delete", jetstream_conn_id=hub_conn, name=origin, domain="leaf"),
+            "DROP",
+        ),
+    ):
+        assert op.outlets == []
+        op.execute({})
+        (dataset,) = op.get_openlineage_facets_on_complete(None).outputs
+        assert (dataset.namespace, dataset.name) == (server, f"leaf/{origin}")
+        assert dataset.facets["lifecycleStateChange"].lifecycleStateChange.value == change
