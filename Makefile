@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALL ?= editable
-EXTRAS := spark,postgres,test,websocket,messaging
+EXTRAS := spark,postgres,test,websocket,messaging,openlineage
 VERSION = $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' airflow_provider_jetstream/__init__.py)
 WHEEL = dist/airflow_provider_jetstream-$(VERSION)-py3-none-any.whl
 STAMP := $(VENV)/$(if $(filter wheel,$(INSTALL)),.installed-wheel-stamp,.installed-stamp)

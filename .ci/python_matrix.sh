@@ -5,9 +5,9 @@
 # 3.10) fails CI.
 #
 # Each Python gets its own venv, .venv/pythons/<version>, with the package, its
-# [test,websocket,messaging] extras and numpy and pyarrow (the vectorised reader needs them),
-# installed with constraints-py<version>.txt when that file exists (a pin of constraints.txt has
-# no release for that Python: many pins need 3.11+), else with constraints.txt.
+# [test,websocket,messaging,openlineage] extras and numpy and pyarrow (the vectorised reader
+# needs them), installed with constraints-py<version>.txt when that file exists (a pin of
+# constraints.txt has no release for that Python: many pins need 3.11+), else with constraints.txt.
 # The interpreter is `python<version>` on PATH if it runs, else the newest pyenv install of that
 # version (pyenv's root, or $PYENV_ROOT / ~/.pyenv when pyenv is not on PATH); if neither exists
 # the script fails and says so.
@@ -99,7 +99,7 @@ for version in $VERSIONS; do
     if [ "${PYTHON_MATRIX_RELOCK:-}" = 1 ]; then
       grep -E "$DIRECT" constraints.txt >"$venv/direct-constraints.txt"
       "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -c "$venv/direct-constraints.txt" \
-        -e '.[test,websocket,messaging]' numpy pyarrow
+        -e '.[test,websocket,messaging,openlineage]' numpy pyarrow
       {
         echo "# CPython $version: constraints.txt's direct pins, the rest as resolved for $version (see .ci/python_matrix.sh)"
         "$venv/bin/python" -m pip freeze --exclude-editable --disable-pip-version-check | grep -v '^-e '
@@ -108,7 +108,7 @@ for version in $VERSIONS; do
       want="$(cat pyproject.toml "$constraints" | sha256sum | cut -d' ' -f1)"
     else
       if ! "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -c "$constraints" \
-        -e '.[test,websocket,messaging]' numpy pyarrow; then
+        -e '.[test,websocket,messaging,openlineage]' numpy pyarrow; then
         echo "python_matrix: $constraints does not resolve on CPython $version; relock (see the script's header)" >&2
         failed+=("$version (install)")
         continue

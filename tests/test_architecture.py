@@ -91,7 +91,7 @@ MAY_IMPORT = {
     "hooks": {"core"},
     "triggers": {"core", "hooks"},
     "sensors": {"core", "hooks", "triggers", "utils"},
-    "operators": {"core", "hooks", "utils", "spark"},
+    "operators": {"core", "hooks", "utils", "spark", "assets"},
     "assets": {"core"},
     "queues": {"core", "triggers", "assets"},
     "testing": {"core"},

@@ -89,11 +89,17 @@ def parse_stream_uri(uri: str) -> StreamUri:
 
 
 def create_asset(*, server: str, stream: str, domain: str | None = None, extra: dict | None = None) -> Asset:
-    """An ``Asset``: ``jetstream://<server>/<domain or _>/<stream>``, named ``jetstream/<domain>/<stream>``."""
+    """An ``Asset``: ``jetstream://<server>/<domain or _>/<stream>``, named by that URI.
+
+    The name is the URI, as for ``Asset("jetstream://...")``: Airflow matches asset events by name
+    and URI together and keeps one active asset per URI, so the asset the operators emit at run time
+    (:mod:`airflow_provider_jetstream.assets.lineage`), this one and one a DAG author writes by URI
+    are the same asset.
+    """
     from airflow.sdk import Asset
 
     uri = str(parse_stream_uri(str(StreamUri(server, domain, stream))))
-    return Asset(uri=uri, name=f"jetstream/{domain or NO_DOMAIN}/{stream}", extra=extra or {})
+    return Asset(uri=uri, extra=extra or {})
 
 
 def convert_asset_to_openlineage(asset: Asset, lineage_context: Any) -> Any:

@@ -22,6 +22,7 @@ from airflow_provider_jetstream.core.connection_fields import (
     parse_servers,
     redact_url,
     validate_api_prefix,
+    validate_asset_server,
     validate_domain,
 )
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
@@ -81,6 +82,7 @@ class JetStreamConnectionConfig:
     tls_required: bool = False
     domain: str | None = None
     api_prefix: str | None = None
+    asset_server: str | None = None
     client_name: str | None = None
     connect_timeout: float = 5.0
     allow_reconnect: bool = True
@@ -135,6 +137,8 @@ class JetStreamConnectionConfig:
                 validate_domain(extra["domain"])
             if extra.get("api_prefix"):
                 extra["api_prefix"] = validate_api_prefix(extra["api_prefix"])
+            if "asset_server" in extra:
+                validate_asset_server(extra["asset_server"])
             if "token" in extra and (login or password):
                 raise JetStreamConfigError("token and login/password were both given: a server takes one of them")
             if "creds" in extra and "creds_file" in extra:

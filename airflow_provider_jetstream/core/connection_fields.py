@@ -80,6 +80,13 @@ EXTRA_FIELDS: dict[str, ExtraField] = {
         "boolean",
         False,
     ),
+    "asset_server": ExtraField(
+        "Asset server name",
+        "Server part of this connection's jetstream:// asset URIs and OpenLineage namespaces (host[:port]); give "
+        "every connection of one NATS system the same one, so a stream has one name whichever server reached it. "
+        "Default: the first server's host[:port].",
+        placeholder="nats-hub",
+    ),
     "client_name": ExtraField(
         "Client name", "Name shown for this client in the server's connection list.", placeholder="airflow"
     ),
@@ -100,6 +107,19 @@ def validate_domain(domain: str, field_name: str = "domain") -> str:
             "whitespace, '.', '*', '>' or path separators (e.g. 'hub', 'leaf-a')"
         )
     return domain
+
+
+def validate_asset_server(value: Any, field_name: str = "asset_server") -> str:
+    """Return ``value`` if it is a ``host[:port]`` for asset URIs (no scheme, user, path or whitespace)."""
+    text = value if isinstance(value, str) else ""
+    host, _, port = text.rpartition(":") if not text.endswith("]") and text.count(":") == 1 else (text, "", "")
+    bad_port = bool(port) and not (port.isdigit() and 0 < int(port) < 65536)
+    if not text or re.search(r"[\s/@?#]", text) or not host or bad_port:
+        raise JetStreamConfigError(
+            f"{field_name}={value!r} is not allowed: give a host name with an optional port, e.g. 'nats-hub' or "
+            "'nats-hub:4222' (no scheme, user or path)"
+        )
+    return text
 
 
 def validate_api_prefix(api_prefix: str, field_name: str = "api_prefix") -> str:

@@ -9,6 +9,7 @@ instance of its own class (``except SpecErrors`` keeps working): a subclass of b
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
@@ -17,10 +18,20 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 from nats.aio.client import Client
 
+from airflow_provider_jetstream.assets.lineage import (
+    Location,
+    OperatorLineageMixin,
+    domains_of,
+    server_of,
+    spec_origins,
+    stream_location,
+)
 from airflow_provider_jetstream.core.connection import api_prefix_for
 from airflow_provider_jetstream.core.errors import is_refusal
 from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
 from airflow_provider_jetstream.core.reconcile import check_if_exists
+from airflow_provider_jetstream.core.specs import StreamSpec
+from airflow_provider_jetstream.core.specs.names import domain_of
 from airflow_provider_jetstream.core.values import as_bool, positive_seconds
 from airflow_provider_jetstream.hooks.args import one_spec_error, peer_domains_arg
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
@@ -111,6 +122,9 @@ class FailFastOnRefusal:
 
 T = TypeVar("T")
 
+#: Reconcile actions that changed a stream or bucket: they emit an asset event.
+CHANGED = ("created", "updated", "recreated")
+
 
 def check_bool_args(**args: Any) -> None:
     """Validate boolean arguments now, unless Airflow still renders them (then at run time)."""
@@ -119,7 +133,24 @@ def check_bool_args(**args: Any) -> None:
             as_bool(name, value)
 
 
-class JetStreamBaseOperator(FailFastOnRefusal, BaseOperator):
+def stream_locations(hook: JetStreamHook, streams: Sequence[tuple[str, str | None]], timeout: float) -> list[Location]:
+    """The lineage locations of ``(stream, API prefix)`` pairs (prefix None: the hook's target), the
+    domain of each prefix taken from the prefix or, for ``$JS.API`` and imports, from the server."""
+    server = server_of(hook.get_conn_config())
+    target = hook.resolve_api_prefix()
+    prefixes = [prefix or target for _, prefix in streams]
+
+    async def resolve() -> dict[str, str | None]:
+        if all(domain_of(prefix) for prefix in prefixes):
+            return {prefix: domain_of(prefix) for prefix in prefixes}
+        async with hook.aconnect() as nc:
+            return await domains_of(nc, prefixes, timeout)
+
+    domains = hook.run(resolve())
+    return [stream_location(server, domains[prefix], name) for (name, _), prefix in zip(streams, prefixes, strict=True)]
+
+
+class JetStreamBaseOperator(FailFastOnRefusal, OperatorLineageMixin, BaseOperator):
     """Common arguments: where JetStream is, and how long to wait for its API.
 
     Refusals (bad arguments, refused changes, double store, rejected credentials) fail the task
@@ -154,6 +185,45 @@ class JetStreamBaseOperator(FailFastOnRefusal, BaseOperator):
 
     def get_hook(self) -> JetStreamHook:
         return JetStreamHook(self.jetstream_conn_id, domain=self.domain or None, api_prefix=self.api_prefix or None)
+
+    def record_stream_lineage(
+        self,
+        context: Any,
+        written: Sequence[tuple[str, str | None]],
+        read: Sequence[tuple[str, str | None]] = (),
+        emit: bool = True,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        """Record the streams this run wrote and read, ``(name, API prefix or None for the target)``,
+        for OpenLineage, and (``emit``) an asset event for each written one. A failure is logged:
+        the work is done, lineage never fails the task."""
+        try:
+            locations = stream_locations(self.get_hook(), [*written, *read], self.request_timeout)
+            outputs, inputs = locations[: len(written)], locations[len(written) :]
+            self.record_lineage(context, inputs, outputs, emit=None if emit else [], extra=extra)
+        except Exception as err:
+            self.log.warning("lineage not recorded: %s: %s", type(err).__name__, err)
+
+    def record_lifecycle_lineage(self, context: Any, stream: str, change: str) -> None:
+        """OpenLineage output: ``stream`` (in the target) with a ``lifecycleStateChange`` facet
+        (``DROP`` for a delete, ``TRUNCATE`` for a purge); no asset event. A failure is logged."""
+        try:
+            (location,) = stream_locations(self.get_hook(), [(stream, None)], self.request_timeout)
+            self.record_lineage(context, [], [dataclasses.replace(location, lifecycle=change)], emit=[])
+        except Exception as err:
+            self.log.warning("lineage not recorded: %s: %s", type(err).__name__, err)
+
+    def record_spec_lineage(self, context: Any, spec: StreamSpec, result: dict[str, Any]) -> None:
+        """Lineage of a declared stream: it is written, its mirror and sources are read; an asset event
+        only when its configuration changed (created, updated, recreated), not for unchanged or a dry run."""
+        action = result.get("action") if isinstance(result, dict) else None
+        self.record_stream_lineage(
+            context,
+            [(spec.name, None)],
+            spec_origins(spec.values),
+            emit=action in CHANGED,
+            extra={"action": action},
+        )
 
     def run_api(self, work: Callable[[Client, JetStreamApi, JetStreamHook], Awaitable[T]]) -> T:
         """Connect, build the API client for the target, and run ``work`` to completion (for what the

@@ -9,6 +9,10 @@ bucket's domain (``$JS.<domain>.API.$KV.<bucket>.<key>``, as nats.go does), so a
 domain X cannot land in a same-named bucket of domain Y; a mirror's writes go to its origin.
 The work is :class:`~airflow_provider_jetstream.hooks.jetstream.JetStreamHook`'s (``ensure_key_value``,
 ``kv_put``, ``kv_delete``).
+
+Lineage: a bucket is its stream ``KV_<bucket>`` (:mod:`airflow_provider_jetstream.assets.lineage`):
+the create operator writes it and reads the origins of its mirror or sources (an asset event when
+created, updated or recreated); put and delete write it (an asset event with the key and revision).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow_provider_jetstream.core.specs import KeyValueSpec, encode_kv_value, validate_bucket, validate_key
+from airflow_provider_jetstream.core.specs.kv import kv_stream_name
 from airflow_provider_jetstream.hooks.args import expected_revision_arg
 from airflow_provider_jetstream.operators.base import (
     JetStreamBaseOperator,
@@ -53,11 +58,14 @@ class JetStreamCreateKeyValueOperator(ReconcileOperator):
         self.bucket = bucket
         if not is_resolved_at_run_time(bucket):
             KeyValueSpec.from_dict(bucket)
+        self.declare_lineage_outlet()
 
     def execute(self, context: Any) -> dict[str, Any]:
         spec = KeyValueSpec.from_dict(self.bucket)
         self.check_options()
-        return self.get_hook().ensure_key_value(spec, **self.reconcile_kwargs())
+        result = self.get_hook().ensure_key_value(spec, **self.reconcile_kwargs())
+        self.record_spec_lineage(context, spec.stream_spec(), result)
+        return result
 
 
 class _KeyOperator(JetStreamBaseOperator):
@@ -70,6 +78,13 @@ class _KeyOperator(JetStreamBaseOperator):
         self.expected_revision = expected_revision
         if not is_resolved_at_run_time([bucket, key, expected_revision]):
             self._check()
+        self.declare_lineage_outlet()
+
+    def record_key_lineage(self, context: Any, revision: int) -> None:
+        """The bucket's stream ``KV_<bucket>`` is written; its asset event carries the key and revision."""
+        self.record_stream_lineage(
+            context, [(kv_stream_name(self.bucket), None)], extra={"key": self.key, "revision": revision}
+        )
 
     def _check(self) -> int | None:
         one_spec_error(validate_bucket, self.bucket, "bucket")
@@ -102,9 +117,11 @@ class JetStreamKeyValuePutOperator(_KeyOperator):
 
     def execute(self, context: Any) -> int:
         expected = self._check()
-        return self.get_hook().kv_put(
+        revision = self.get_hook().kv_put(
             self.bucket, self.key, self.value, expected_revision=expected, timeout=self.request_timeout
         )
+        self.record_key_lineage(context, revision)
+        return revision
 
 
 class JetStreamKeyValueDeleteOperator(_KeyOperator):
@@ -125,10 +142,12 @@ class JetStreamKeyValueDeleteOperator(_KeyOperator):
 
     def execute(self, context: Any) -> int:
         expected = self._check()
-        return self.get_hook().kv_delete(
+        revision = self.get_hook().kv_delete(
             self.bucket,
             self.key,
             purge=as_bool("purge", self.purge),
             expected_revision=expected,
             timeout=self.request_timeout,
         )
+        self.record_key_lineage(context, revision)
+        return revision

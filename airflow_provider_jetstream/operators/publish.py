@@ -6,6 +6,10 @@ the stream's duplicate window: the retry's acks come back ``duplicate`` and are 
 The work is :meth:`JetStreamHook.publish <airflow_provider_jetstream.hooks.jetstream.JetStreamHook.apublish>`:
 the shared engine :mod:`airflow_provider_jetstream.core.publisher` (the Spark writer's too), which
 refuses reserved subjects before sending and checks every ack.
+
+Lineage (:mod:`airflow_provider_jetstream.assets.lineage`): the OpenLineage output is the stream that
+stored the messages, in the domain its PubAcks name; unless ``outlets`` are given, the operator's
+``AssetAlias`` outlet gets an event for that stream's asset (extra: subject, first and last sequence).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+from airflow_provider_jetstream.assets.lineage import server_of, stream_location
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.core.subjects import check_publish_subject
 from airflow_provider_jetstream.core.values import positive_seconds
@@ -99,6 +104,7 @@ class JetStreamPublishOperator(JetStreamBaseOperator):
         self.expected_stream = expected_stream
         self.allow_double_store = allow_double_store
         self.peer_domains = peer_domains
+        self.declare_lineage_outlet()
 
     def _messages(self) -> Iterable[Any]:
         if self.messages_callable is not None:
@@ -110,7 +116,7 @@ class JetStreamPublishOperator(JetStreamBaseOperator):
         yield from self.messages_callable(**self.op_kwargs)  # type: ignore[misc]
 
     def execute(self, context: Any) -> dict[str, Any]:
-        return self.get_hook().publish(
+        result = self.get_hook().publish(
             self.subject,
             self._messages(),
             headers=self.headers,
@@ -123,3 +129,22 @@ class JetStreamPublishOperator(JetStreamBaseOperator):
             timeout=self.request_timeout,
             logger=self.log,
         )
+        self._record_publish_lineage(context, result)
+        return result
+
+    def _record_publish_lineage(self, context: Any, result: dict[str, Any]) -> None:
+        """Output: the stream the PubAcks name, in the domain they name (``_`` when the acks carry none:
+        a server without a domain). Stored in several streams of several domains (a double store forced
+        with ``allow_double_store``), the acks' stream/domain pairs are not in the summary: not recorded."""
+        streams, domain = result.get("stream"), result.get("domain")
+        streams = [streams] if isinstance(streams, str) else list(streams or [])
+        if not streams or isinstance(domain, list):
+            self.log.info("lineage not recorded: stored by %s in domains %s", streams or "no stream", domain)
+            return
+        try:
+            server = server_of(self.get_hook().get_conn_config())
+            outputs = [stream_location(server, domain, name) for name in streams]
+            extra = {key: result.get(key) for key in ("subject", "first_seq", "last_seq")}
+            self.record_lineage(context, [], outputs, extra=extra)
+        except Exception as err:
+            self.log.warning("lineage not recorded: %s: %s", type(err).__name__, err)

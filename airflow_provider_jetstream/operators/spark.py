@@ -22,10 +22,11 @@ from typing import Any
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
+from airflow_provider_jetstream.assets.lineage import OperatorLineageMixin, path_location
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.core.values import as_bool
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
-from airflow_provider_jetstream.operators.base import FailFastOnRefusal
+from airflow_provider_jetstream.operators.base import FailFastOnRefusal, stream_locations
 from airflow_provider_jetstream.spark.job_args import check_job_arguments, check_partition_by
 from airflow_provider_jetstream.utils.templates import is_resolved_at_run_time
 
@@ -141,7 +142,7 @@ class _ErrorLineWatch:
         return getattr(self._log, name)
 
 
-class JetStreamSparkSubmitOperator(FailFastOnRefusal, SparkSubmitOperator):
+class JetStreamSparkSubmitOperator(FailFastOnRefusal, OperatorLineageMixin, SparkSubmitOperator):
     """Run a Spark job on a JetStream stream; by default the packaged exactly-once Parquet copy.
 
     :param jetstream_conn_id: Airflow ``jetstream`` connection. Default ``jetstream_default``.
@@ -167,6 +168,13 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, SparkSubmitOperator):
     :param kwargs: every other ``SparkSubmitOperator`` argument (conf, executor_memory, ...).
         ``env_vars`` reach the spark-submit process, where the driver runs (client mode), on every
         master: never a ``--conf`` on the command line. ``deploy_mode='cluster'`` is refused.
+
+    Lineage (packaged job; :mod:`airflow_provider_jetstream.assets.lineage`): OpenLineage input the
+    stream read (``jetstream://<server>``, ``<domain>/<stream>``), output the Parquet directory
+    (``file`` + absolute path, ``hdfs://<namenode>`` + path...). Unless ``outlets`` are given, the
+    ``AssetAlias`` outlet ``jetstream:<dag_id>.<task_id>`` gets an event for the Parquet asset
+    (``file:///abs/path``, ``hdfs://nn:8020/path``) after each successful run, so a DAG scheduled on
+    that asset runs after each copy. With ``application``, give ``inlets``/``outlets`` yourself.
     """
 
     template_fields: Sequence[str] = (
@@ -262,6 +270,8 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, SparkSubmitOperator):
             name: value for name, value in {**kwargs, "conn_id": conn_id}.items() if name in _HOOK_PARAMETERS
         }
         self._found_spark_binary: str | None = None
+        if self._packaged:
+            self.declare_lineage_outlet()
 
     @staticmethod
     def _check_job_arguments(values: dict[str, Any], parsing: bool) -> None:
@@ -341,6 +351,18 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, SparkSubmitOperator):
             config.describe(),
         )
         super().execute(context)
+        if self._packaged:
+            self._record_copy_lineage(context)
+
+    def _record_copy_lineage(self, context: Any) -> None:
+        """Input: the stream read; output (and asset event): the Parquet directory. Logged if it fails."""
+        try:
+            hook = JetStreamHook(self.jetstream_conn_id, domain=self.domain or None, api_prefix=self.api_prefix or None)
+            config = hook.get_conn_config()
+            inputs = stream_locations(hook, [(str(self.stream), None)], config.connect_timeout)
+            self.record_lineage(context, inputs, [path_location(str(self.output_path))])
+        except Exception as err:
+            self.log.warning("lineage not recorded: %s: %s", type(err).__name__, err)
 
     def _get_hook(self) -> SparkSubmitHook:
         """The JetStream hook, with the arguments ``SparkSubmitOperator`` gives its hook: each

@@ -6,6 +6,12 @@ logs the plan and changes nothing. Specs are plain dicts, validated when the DAG
 when they hold Jinja templates, before any request once rendered). Each returns an XCom dict:
 ``{"action": "created|updated|unchanged|recreated|planned", "changes": {...}, "domain": ...,
 "name": ..., "state": {...}}``.
+
+Lineage (:mod:`airflow_provider_jetstream.assets.lineage`): a create operator's OpenLineage output is
+the declared stream, its inputs the origins of its mirror and sources; unless ``outlets`` are given,
+its ``AssetAlias`` outlet gets an event for the stream's asset when the stream was created, updated
+or recreated. Delete and purge report the stream as an OpenLineage output with a
+``lifecycleStateChange`` facet (``DROP``, ``TRUNCATE``), and emit no asset event.
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ class JetStreamCreateStreamOperator(ReconcileOperator):
         self.stream = stream
         if not is_resolved_at_run_time(stream):
             self.build_spec()  # invalid specs fail when the DAG is parsed
+        self.declare_lineage_outlet()
 
     def build_spec(self) -> StreamSpec:
         return StreamSpec.from_dict(self.stream)
@@ -57,7 +64,9 @@ class JetStreamCreateStreamOperator(ReconcileOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         spec = self.build_spec()
         self.check_options()
-        return self.get_hook().ensure_stream(spec, **self.reconcile_kwargs())
+        result = self.get_hook().ensure_stream(spec, **self.reconcile_kwargs())
+        self.record_spec_lineage(context, spec, result)
+        return result
 
 
 def _overrides(overrides: Mapping[str, Any] | None, reserved: tuple[str, ...]) -> dict[str, Any]:
@@ -213,7 +222,10 @@ class JetStreamDeleteStreamOperator(JetStreamBaseOperator):
                 self.log.info("stream %r does not exist in %s: nothing to delete", self.name, api.target)
             return {"deleted": deleted, "name": self.name, "domain": domain_of(api.prefix)}
 
-        return self.run_api(work)
+        result = self.run_api(work)
+        if result["deleted"]:
+            self.record_lifecycle_lineage(context, self.name, "DROP")
+        return result
 
 
 class JetStreamPurgeStreamOperator(JetStreamBaseOperator):
@@ -286,7 +298,9 @@ class JetStreamPurgeStreamOperator(JetStreamBaseOperator):
             )
             return {"purged": reply.get("purged", 0), "name": self.name, "domain": domain_of(api.prefix)}
 
-        return self.run_api(work)
+        result = self.run_api(work)
+        self.record_lifecycle_lineage(context, self.name, "TRUNCATE")
+        return result
 
     async def _check_sequence_bound(self, api: JetStreamApi, seq: int) -> None:
         """Refuse a purge up to a sequence past ``last_seq + 1``: the server would move the stream's

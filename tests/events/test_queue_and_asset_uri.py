@@ -101,7 +101,7 @@ def test_malformed_asset_uris_are_refused_naming_field_value_and_rule(uri: str, 
 
 def test_create_asset_and_parse_round_trip() -> None:
     asset = create_asset(server="Hub:4222", domain="leaf", stream="EDGE")
-    assert (asset.uri, asset.name) == ("jetstream://hub/leaf/EDGE", "jetstream/leaf/EDGE")
+    assert (asset.uri, asset.name) == ("jetstream://hub/leaf/EDGE", "jetstream://hub/leaf/EDGE")
     parsed = parse_stream_uri(asset.uri)
     assert (parsed.server, parsed.domain, parsed.stream) == ("hub", "leaf", "EDGE")
     assert parse_stream_uri(create_asset(server="h", stream="S").uri).domain is None
