@@ -27,8 +27,8 @@ streams are on the leaf, the triggerer connects to the hub with ``domain="leaf-a
    ``batch 1`` watcher, from publish to persisted event (p50 / p95).
 3. Memory: the triggerer is restarted (fresh heap), then watchers on one stream (one shared
    consumer; each watcher its own asset and subject) are added until there are ``--watchers``
-   of them; at each step, once idle, the triggerer process tree's RSS (supervisor and runner,
-   from ``/proc``) and the NATS connections it holds (hub ``connz``). Per watcher:
+   of them; at each step, once idle, the triggerer process tree's RSS (supervisor, runner and
+   its ``serve-logs``, from ``/proc``) and the NATS connections it holds (hub ``connz``). Per watcher:
    ``(RSS(W) - RSS(1)) / (W - 1)``. The three throughput watchers stay in the triggerer throughout.
 
 Airflow's triggerer persists each event in its own transaction (``Trigger.submit_event``: several
@@ -36,7 +36,7 @@ ORM queries), serially in its supervisor process: that, not NATS, bounds ``batch
 ``--messages`` modest (a batch-1 round of 1,000 messages takes 10-60 s on 2 busy cores).
 
     .venv/bin/python bench/events.py                       # 1,000 messages x 3 rounds, W = 1, 100, 500
-    .venv/bin/python bench/events.py --messages 20000 --rounds 5 --watchers 1,100
+    .venv/bin/python bench/events.py --messages 10000 --paths batched,wide --watchers "" --latency-messages 0
 """
 
 from __future__ import annotations
@@ -547,7 +547,7 @@ def report(args: argparse.Namespace, rounds: list[list[dict]], latencies: list[f
     baseline_rates = [r["rate"] for one in rounds for r in one if r["path"] == "baseline"]
     base = statistics.median(baseline_rates)
     rows = [["path", "msg/s (median)", "each round", "x baseline (median of rounds)"]]
-    for path in PATHS:
+    for path in args.measured:
         per_round = [next(r for r in one if r["path"] == path) for one in rounds]
         rate = statistics.median(r["rate"] for r in per_round)
         ratio = statistics.median(
@@ -561,7 +561,7 @@ def report(args: argparse.Namespace, rounds: list[list[dict]], latencies: list[f
     print("CPU ms per 1,000 messages (medians of rounds) and PostgreSQL commits per message:")
     names = list(rounds[0][0]["cpu_ms_per_1k"])
     rows = [["path", *names, "commits/msg"]]
-    for path in PATHS:
+    for path in args.measured:
         per_round = [next(r for r in one if r["path"] == path) for one in rounds]
         cells = [f"{statistics.median(r['cpu_ms_per_1k'][n] for r in per_round):.0f}" for n in names]
         commits = statistics.median(r["commits_per_message"] for r in per_round)
@@ -576,7 +576,9 @@ def report(args: argparse.Namespace, rounds: list[list[dict]], latencies: list[f
         )
     if memory:
         print()
-        print("triggerer RSS (supervisor + runner), idle, watchers on one stream (+3 throughput watchers):")
+        print(
+            "triggerer RSS (supervisor + runner + serve-logs), idle, watchers on one stream (+3 throughput watchers):"
+        )
         one = memory[0]
         rows = [["watchers", "RSS MiB", "KiB per watcher vs first", "processes", "NATS connections"]]
         for m in memory:
@@ -604,6 +606,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds, at least 3 (default 3)")
     parser.add_argument("--batch", type=int, default=100, help="batch_size of the batched watcher (default 100)")
     parser.add_argument(
+        "--paths",
+        default=",".join(TRIGGER_PATHS),
+        help=f"trigger paths to measure besides the baseline (default {','.join(TRIGGER_PATHS)})",
+    )
+    parser.add_argument(
         "--wide-ack-pending",
         type=int,
         default=4096,
@@ -614,13 +621,19 @@ def main() -> None:
     )
     parser.add_argument("--latency-rate", type=float, default=10.0, help="their rate, per second (default 10)")
     parser.add_argument(
-        "--watchers", default="1,100,500", help="watcher counts for the memory steps, rising (default 1,100,500)"
+        "--watchers",
+        default="1,100,500",
+        help='watcher counts for the memory steps, rising (default 1,100,500; "" skips them)',
     )
     parser.add_argument("--baseline-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.baseline_child:
         baseline_child(args.baseline_child, 100)
         return
+    paths = [p.strip() for p in args.paths.split(",") if p.strip()]
+    if not paths or set(paths) - set(TRIGGER_PATHS):
+        parser.error(f"--paths={args.paths!r} is not allowed: use some of {', '.join(TRIGGER_PATHS)}")
+    args.measured = ["baseline", *(p for p in TRIGGER_PATHS if p in paths)]
     steps = [int(x) for x in args.watchers.split(",") if x.strip()] if args.watchers else []
     if args.rounds < 3:
         parser.error(f"--rounds={args.rounds} is not allowed: use 3 or more (medians of interleaved rounds)")
@@ -640,18 +653,20 @@ def main() -> None:
         try:
             bench.start()
             say(f"ready after {time.monotonic() - begun:.0f} s; warming up each path ...")
-            for path in PATHS:
+            for path in args.measured:
                 bench.run_path(path, max(100, args.messages // 10))
             rounds = []
             for number in range(args.rounds):
-                order = list(PATHS)
+                order = list(args.measured)
                 if number % 2:
                     order.reverse()
                 one = [bench.run_path(path, args.messages) for path in order]
                 loads.append(os.getloadavg()[0])
                 say(f"round {number + 1}: " + ", ".join(f"{r['path']} {r['rate']:,.0f} msg/s" for r in one))
                 rounds.append(one)
-            latencies = bench.latency(args.latency_messages, args.latency_rate) if args.latency_messages else []
+            latencies = []
+            if args.latency_messages and "batch1" in args.measured:
+                latencies = bench.latency(args.latency_messages, args.latency_rate)
             memory: list[dict] = []
             if steps:
                 say("memory: restarting the triggerer, then adding watchers ...")
