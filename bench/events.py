@@ -33,7 +33,7 @@ streams are on the leaf, the triggerer connects to the hub with ``domain="leaf-a
 
 Airflow's triggerer persists each event in its own transaction (``Trigger.submit_event``: several
 ORM queries), serially in its supervisor process: that, not NATS, bounds ``batch 1``; keep
-``--messages`` modest (a batch-1 round of 1,000 messages takes 10-60 s on 2 busy cores).
+``--messages`` modest (a batch-1 round of 1,000 messages took about a minute on 2 busy cores).
 
     .venv/bin/python bench/events.py                       # 1,000 messages x 3 rounds, W = 1, 100, 500
     .venv/bin/python bench/events.py --messages 10000 --paths batched,wide --watchers "" --latency-messages 0
