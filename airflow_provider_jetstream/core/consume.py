@@ -160,6 +160,8 @@ class DurablePuller:
         self._backoff = 1.0
         self._sub: Any = None
         self._renewer: asyncio.Task[None] | None = None
+        self._next_rival_check = 0.0
+        self._rival_since: float | None = None
         # ack_policy all: the floor bookkeeping over in_flight (shared with it, as are the counts).
         self.floor = AckFloor(nc, api, stream, consumer, self.in_flight, self.counts) if ack_all else None
 
@@ -178,8 +180,10 @@ class DurablePuller:
         self._sub = await self.nc.subscribe(inbox, cb=self._on_msg, pending_msgs_limit=0, pending_bytes_limit=0)
         self._renewer = asyncio.create_task(self._renew(), name=f"jetstream-wpi[{self.stream}>{self.consumer}]")
         try:
+            self._next_rival_check = time.monotonic() + self.expires
             while True:
                 await self._maybe_request(inbox)
+                await self._check_rivals()
                 wait = self.heartbeat
                 if not self._request_open and self._retry_at:
                     wait = min(wait, max(0.01, self._retry_at - time.monotonic()))
@@ -218,6 +222,35 @@ class DurablePuller:
         await self.nc.publish(
             f"{self.api.prefix}.CONSUMER.MSG.NEXT.{self.stream}.{self.consumer}", json.dumps(body).encode(), reply=inbox
         )
+
+    async def _check_rivals(self) -> None:
+        """Refuse to share the consumer with another client (a second triggerer): each message would
+        reach only one of them, and the watchers of the other would miss it without a trace.
+
+        Every ``expires`` seconds the consumer's waiting pull requests are compared with this
+        puller's (at most one). A surplus seen on two checks at least ``expires`` apart (a request
+        a previous run left expires within that time) raises ``JetStreamConfigError``.
+        """
+        now = time.monotonic()
+        if now < self._next_rival_check:
+            return
+        self._next_rival_check = now + self.expires
+        try:
+            info = await self.api.consumer_info(self.stream, self.consumer)
+        except (JetStreamError, nats.errors.Error):
+            return  # unreachable now (a cut, a restart): the pull path reports and retries
+        others = int((info or {}).get("num_waiting", 0)) - (1 if self._request_open else 0)
+        if others <= 0:
+            self._rival_since = None
+        elif self._rival_since is None:
+            self._rival_since = now
+        elif now - self._rival_since >= self.expires:
+            raise JetStreamConfigError(
+                f"consumer {self.consumer!r} on stream {self.stream!r} in {self.api.target} is also pulled by "
+                f"another client ({others} more pull request(s) waiting for over {self.expires:g}s): each message "
+                "would reach only one of them, and watchers elsewhere would miss it. Keep the watchers of one "
+                "consumer in one triggerer, or give each watcher its own consumer name"
+            )
 
     def _check_stall(self) -> None:
         """No sign of the server for 3 heartbeats (a reconnect loses requests): ask again."""

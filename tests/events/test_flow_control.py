@@ -104,6 +104,34 @@ def test_watchers_disagreeing_on_one_consumer_are_refused_not_competing(hub_leaf
     asyncio.run(scenario())
 
 
+def test_a_second_triggerer_pulling_the_same_consumer_is_refused_not_splitting_messages(hub_leaf, hub_conn) -> None:
+    """Two triggerers (two managers, as two processes would have) on one consumer: each would get
+    part of the messages. The one that sees the other first fails its watchers with the reason; the
+    other then has the consumer alone and gets every message."""
+    stream = unique("rival").upper()
+
+    async def scenario() -> None:
+        await leaf_stream(hub_leaf.url("leaf"), stream)
+        first, second = Triggerer(), Triggerer()
+        first.start(1, trigger(hub_conn, stream))
+        second.start(2, trigger(hub_conn, stream))
+        try:
+            await eventually(lambda: len(first.errors) + len(second.errors), bool, timeout=90)
+            (refused,) = [e for runner in (first, second) for e in runner.errors.values()]
+            assert "is also pulled by another client" in str(refused)
+            assert "give each watcher its own consumer name" in str(refused)
+            survivor = second if first.errors else first
+            await publish(hub_leaf.url("leaf"), f"{stream}.x", [b"1", b"2", b"3"])
+            fired = await survivor.wait_fired(3)
+            assert sorted(f.event.payload["sequence"] for f in fired) == [1, 2, 3]
+            assert len(first.errors) + len(second.errors) == 1
+        finally:
+            await first.stop()
+            await second.stop()
+
+    asyncio.run(scenario())
+
+
 def test_a_message_failing_max_deliver_times_is_dead_lettered_and_terminated(hub_leaf, hub_conn) -> None:
     import json
 
