@@ -162,6 +162,7 @@ async def measure_checks(hub, streams: dict[int, str], rounds: int) -> dict[int,
             await hook.acheck_replication(watch_for(streams[n]), domain=HUB)
         for r in range(rounds):
             order = counts if r % 2 == 0 else counts[::-1]
+            progress(f"check round {r + 1}/{rounds}: origins {counts}")
             for n in order:
                 watch = watch_for(streams[n])
                 log.clear()
@@ -289,6 +290,9 @@ started = time.perf_counter()
 bag = DagBag(dag_folder=sys.argv[1])
 parse = time.perf_counter() - started
 assert not bag.import_errors, bag.import_errors
+del bag
+import gc
+gc.collect()
 started = time.perf_counter()
 bag = DagBag(dag_folder=sys.argv[1])
 warm = time.perf_counter() - started
@@ -300,6 +304,10 @@ serialize = time.perf_counter() - started
 result = {"parse": parse, "warm": warm, "tasks": len(dag.tasks), "serialized": size, "serialize": serialize}
 print("RESULT " + json.dumps(result))
 """
+
+
+def progress(text: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
 
 
 def parse_once(n: int, env: dict[str, str]) -> dict:
@@ -316,6 +324,7 @@ def measure_parse(counts: list[int], rounds: int, env: dict[str, str]) -> dict[i
     runs: dict[int, list[dict]] = {n: [] for n in counts}
     for r in range(rounds):
         for n in counts if r % 2 == 0 else counts[::-1]:
+            progress(f"parse N={n}, round {r + 1}/{rounds}")
             runs[n].append(parse_once(n, env))
     return {
         n: {
@@ -338,7 +347,7 @@ def rss_bytes() -> int:
     return psutil.Process().memory_info().rss
 
 
-async def run_trigger(n: int, window: float, ports: dict) -> dict:
+async def run_trigger(n: int, stream: str, window: float, ports: dict) -> dict:
     """The DAG's ``wait_replicated`` trigger for N leaves, as the triggerer rebuilds it, in this event
     loop for ``window`` seconds; started again each time it fires."""
     import gc
@@ -362,7 +371,7 @@ async def run_trigger(n: int, window: float, ports: dict) -> dict:
         task_id="wait_replicated",
         jetstream_conn_id="nats_hub",
         domain=HUB,
-        stream=aggregate_name(n),
+        stream=stream,
         max_lag=0,
         max_inactive="30s",
         verify_origin="auto",
@@ -432,15 +441,26 @@ def trigger_child(args: argparse.Namespace) -> None:
     import logging
 
     logging.getLogger("airflow").setLevel(logging.WARNING)
-    result = asyncio.run(run_trigger(int(args.child), args.window, json.loads(args.ports)))
+    result = asyncio.run(run_trigger(int(args.child), args.stream, args.window, json.loads(args.ports)))
     print("RESULT " + json.dumps(result))
 
 
-def measure_triggers(counts: list[int], rounds: int, window: float, ports: dict, env: dict) -> dict[int, dict]:
+def measure_triggers(streams: dict[int, str], rounds: int, window: float, ports: dict, env: dict) -> dict[int, dict]:
+    counts = sorted(streams)
     runs: dict[int, list[dict]] = {n: [] for n in counts}
     for r in range(rounds):
         for n in counts if r % 2 == 0 else counts[::-1]:
-            command = [sys.executable, __file__, "--child", str(n), "--ports", json.dumps(ports)]
+            progress(f"trigger N={n}, round {r + 1}/{rounds}")
+            command = [
+                sys.executable,
+                __file__,
+                "--child",
+                str(n),
+                "--stream",
+                streams[n],
+                "--ports",
+                json.dumps(ports),
+            ]
             command += ["--window", str(window)]
             out = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
             lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
@@ -477,7 +497,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--leaves", type=counts_arg, default=[2, 8, 16], help="N values; the smallest is the baseline")
     parser.add_argument(
-        "--parse-leaves", type=counts_arg, default=[], help="more N for the DAG parse only (no servers), e.g. 100,1000"
+        "--parse-leaves",
+        type=counts_arg,
+        default=[],
+        help="more N for the DAG parse only (no servers; one round each): 100,1000",
     )
     parser.add_argument("--messages", type=int, default=100, help="messages on each leaf's stream")
     parser.add_argument("--rounds", type=int, default=15, help="interleaved rounds of one check per N")
@@ -492,6 +515,7 @@ def main() -> None:
     )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--ports", help=argparse.SUPPRESS)
+    parser.add_argument("--stream", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         trigger_child(args)
@@ -513,7 +537,9 @@ def main() -> None:
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         }
         os.environ.update({k: env[k] for k in ("AIRFLOW_HOME", "AIRFLOW__CORE__LOAD_EXAMPLES")})
-        parse = measure_parse(sorted({*counts, *args.parse_leaves}), args.parse_rounds, env)
+        parse = measure_parse(counts, args.parse_rounds, env)
+        # Large N take long to parse: one round each, after the interleaved ones.
+        parse.update(measure_parse(sorted(set(args.parse_leaves) - set(counts)), 1, env))
         topology = LocalTopology(Path(work) / "topology", leaf_domains=[leaf_name(i) for i in range(max(counts))])
         t0 = time.monotonic()
         with topology:
@@ -529,7 +555,9 @@ def main() -> None:
                 "hub_http": topology.hub.http_port,
                 "leaves_http": [leaf.http_port for leaf in topology.leaves.values()],
             }
-            triggers = measure_triggers(counts, args.trigger_rounds, args.window, ports, env)
+            triggers = measure_triggers(
+                {n: aggregate_name(n) for n in counts}, args.trigger_rounds, args.window, ports, env
+            )
             hub_rss = server_rss(topology.hub)
             leaf_rss = statistics.median(server_rss(leaf) for leaf in topology.leaves.values())
             origins = None
@@ -540,6 +568,7 @@ def main() -> None:
                 origins["hub_rss_after"] = server_rss(topology.hub)
                 streams = {counts[0]: aggregate_name(counts[0]), args.origins: origins_name(args.origins)}
                 origins["checks"] = asyncio.run(measure_checks(topology.hub, streams, args.rounds))
+                origins["triggers"] = measure_triggers(streams, args.trigger_rounds, args.window, ports, env)
     report(
         args,
         counts,
@@ -651,6 +680,13 @@ def report(args, counts, checks, parse, triggers, run, origins) -> None:
             print(f"  {title}: {fmt.format(get(o))} vs {fmt.format(get(b))} ({get(o) / get(b):.1f}x)")
         kinds = ", ".join(f"{k}: {v[0]} req, {v[1]:,} B out, {v[2]:,} B in" for k, v in sorted(o["kinds"].items()))
         print(f"  requests by API: {kinds}; {o['wall_ms'] / max(o['requests'], 1):.2f} ms per request")
+        t, tb = origins["triggers"][m], origins["triggers"][base_n]
+        print(
+            f"  the DAG's trigger on it in one event loop: {t['connections_hub']} hub connection(s), "
+            f"{t['connections_leaves']} leaf connections; RSS growth {t['rss_first_kb']:.0f} KB after the first "
+            f"check (vs {tb['rss_first_kb']:.0f}), {t['rss_growth_kb']:.0f} KB over the window "
+            f"(vs {tb['rss_growth_kb']:.0f}); {t['checks']:.0f} checks in the window (vs {tb['checks']:.0f})"
+        )
         print(
             f"  hub idle CPU: {100 * origins['hub_cpu_before']:.1f}% of a core before, "
             f"{100 * origins['hub_cpu_after']:.1f}% with the {m} sources; hub RSS "
