@@ -537,12 +537,11 @@ def main() -> None:
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         }
         os.environ.update({k: env[k] for k in ("AIRFLOW_HOME", "AIRFLOW__CORE__LOAD_EXAMPLES")})
-        parse = measure_parse(counts, args.parse_rounds, env)
-        # Large N take long to parse: one round each, after the interleaved ones.
-        parse.update(measure_parse(sorted(set(args.parse_leaves) - set(counts)), 1, env))
         topology = LocalTopology(Path(work) / "topology", leaf_domains=[leaf_name(i) for i in range(max(counts))])
         t0 = time.monotonic()
-        with topology:
+        progress(f"starting the hub and {max(counts)} leaves")
+        # Many servers on a busy machine link slower than the default 30 s allows.
+        with topology.start(timeout=max(30.0, 4.0 * max(counts))):
             startup = time.monotonic() - t0
             register_connection("bench_setup", topology.hub.port, "bench-scale-setup")
             register_connection("bench_check", topology.hub.port, CHECK_CLIENT)
@@ -550,6 +549,7 @@ def main() -> None:
             asyncio.run(setup(topology, counts, args.messages, quiet))
             setup_seconds = time.monotonic() - t0
             checks = asyncio.run(measure_checks(topology.hub, {n: aggregate_name(n) for n in counts}, args.rounds))
+            progress("checks: " + json.dumps(checks))
             ports = {
                 "hub": topology.hub.port,
                 "hub_http": topology.hub.http_port,
@@ -558,6 +558,7 @@ def main() -> None:
             triggers = measure_triggers(
                 {n: aggregate_name(n) for n in counts}, args.trigger_rounds, args.window, ports, env
             )
+            progress("triggers: " + json.dumps(triggers))
             hub_rss = server_rss(topology.hub)
             leaf_rss = statistics.median(server_rss(leaf) for leaf in topology.leaves.values())
             origins = None
@@ -569,6 +570,10 @@ def main() -> None:
                 streams = {counts[0]: aggregate_name(counts[0]), args.origins: origins_name(args.origins)}
                 origins["checks"] = asyncio.run(measure_checks(topology.hub, streams, args.rounds))
                 origins["triggers"] = measure_triggers(streams, args.trigger_rounds, args.window, ports, env)
+        # Parsed after the servers stopped (they are not needed for it).
+        parse = measure_parse(counts, args.parse_rounds, env)
+        # Large N take long to parse: one round each, after the interleaved ones.
+        parse.update(measure_parse(sorted(set(args.parse_leaves) - set(counts)), 1, env))
     report(
         args,
         counts,
