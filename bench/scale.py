@@ -20,14 +20,17 @@ Measured for each N:
   (no servers are needed to parse);
 - **NATS connections and triggerer memory**: the DAG's waiting trigger (``wait_replicated``'s
   ``JetStreamReplicationLagTrigger``, rebuilt from its serialized form as the triggerer does) run in
-  one event loop of a fresh process for a window, started again each time it fires (each firing is
-  what the next DAG run would defer): the hub's and the leaves' connections from that client name,
-  RSS growth of the process, checks done.
+  one event loop of a fresh process for a window, started again 2 s (the sensor's poke_interval)
+  after each time it fires (each firing is what the next DAG run would defer): the hub's and the
+  leaves' connections from that client name, RSS growth of the process, checks done.
+- with ``--origins M``: one more hub aggregate sourcing M streams spread over the leaves (same shape),
+  its checks interleaved with the baseline's, the DAG's trigger on it, the hub's idle CPU and RSS
+  before and after: 1,000 origins measured where 1,000 leaf servers would not fit one machine.
 
 Every figure is printed with its ratio to the baseline N, and per leaf.
 
     python bench/scale.py                          # N = 2, 8, 16 (17 nats-server processes)
-    python bench/scale.py --leaves 2,8,16,32 --rounds 9
+    python bench/scale.py --leaves 2,8,16,32 --origins 1000 --parse-leaves 100,1000   # bench/README.md
 """
 
 from __future__ import annotations
