@@ -520,6 +520,11 @@ def main() -> None:
     parser.add_argument("--ports", help=argparse.SUPPRESS)
     parser.add_argument("--stream", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    for name, low in (("messages", 1), ("rounds", 1), ("parse_rounds", 1), ("trigger_rounds", 1), ("origins", 0)):
+        if getattr(args, name) < low:
+            parser.error(f"--{name.replace('_', '-')} {getattr(args, name)}: must be >= {low}")
+    if args.window <= 0:
+        parser.error(f"--window {args.window:g}: must be > 0 seconds")
     if args.child:
         trigger_child(args)
         return
