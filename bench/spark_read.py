@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 
 import nats
+import psutil
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, ExternalStream, StreamConfig, StreamSource
 
 from airflow_provider_jetstream.core.connection import JetStreamConnectionConfig
@@ -47,36 +48,25 @@ from airflow_provider_jetstream.testing.servers import USERS, LocalTopology
 
 STREAM = "BENCH"
 MIRROR = "BENCH_MIRROR"
-_TICK = os.sysconf("SC_CLK_TCK")
 
 
-def _proc_stat(pid: int) -> tuple[str, int, float] | None:
-    """(command name, parent pid, CPU seconds of the process and of the children it reaped), or None."""
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            head, _, rest = handle.read().rpartition(")")
-    except OSError:
-        return None
-    fields = rest.split()  # fields[0] is the state; ppid is stat's field 4, utime..cstime 14-17
-    return head.partition("(")[2], int(fields[1]), sum(int(v) for v in fields[11:15]) / _TICK
+def _cpu_seconds(process: psutil.Process) -> float:
+    """CPU seconds of ``process`` and of the children it reaped."""
+    times = process.cpu_times()
+    return times.user + times.system + times.children_user + times.children_system
 
 
 def cpu_by_kind(root: int, exclude: set[int]) -> dict[str, float]:
-    """CPU seconds of ``root``'s live descendants (not ``root``, not the subtrees of ``exclude``),
-    as ``jvm`` (java) and ``python`` (Spark's Python workers); reaped processes count in their parent."""
-    stats = {int(e): st for e in os.listdir("/proc") if e.isdigit() and (st := _proc_stat(int(e))) is not None}
-    children: dict[int, list[int]] = {}
-    for pid, (_, ppid, _) in stats.items():
-        children.setdefault(ppid, []).append(pid)
+    """CPU seconds of ``root``'s live descendants (not ``root``, not the ``exclude`` processes), as
+    ``jvm`` (java) and ``python`` (Spark's Python workers); reaped processes count in their parent."""
     used = {"jvm": 0.0, "python": 0.0}
-    todo = list(children.get(root, ()))
-    while todo:
-        pid = todo.pop()
-        if pid in exclude or pid not in stats:
+    for child in psutil.Process(root).children(recursive=True):
+        if child.pid in exclude:
             continue
-        name, _, seconds = stats[pid]
-        used["jvm" if name == "java" else "python"] += seconds
-        todo.extend(children.get(pid, ()))
+        try:
+            used["jvm" if child.name() == "java" else "python"] += _cpu_seconds(child)
+        except psutil.NoSuchProcess:
+            continue
     return used
 
 
@@ -91,8 +81,7 @@ class CpuMeter:
     def sample(self) -> dict[str, float]:
         out = cpu_by_kind(os.getpid(), exclude=set(self.servers.values()))
         for name, pid in self.servers.items():
-            stat = _proc_stat(pid)
-            out[name] = stat[2] if stat else 0.0
+            out[name] = _cpu_seconds(psutil.Process(pid))
         return out
 
     def __enter__(self) -> CpuMeter:
