@@ -19,7 +19,7 @@ class _Sink:
     def __init__(self) -> None:
         self.events: list[tuple[str, Any]] = []
 
-    def on_data(self, bufs: list[tuple[bytes, int]], records: list[int]) -> None:
+    def on_data(self, bufs: list[bytes], records: Any) -> None:
         frames = to_columns(bufs, records)
         rows = list(
             zip(
@@ -27,7 +27,7 @@ class _Sink:
                 frames.sequences.tolist(),
                 frames.timestamps_ns.tolist(),
                 frames.pending.tolist(),
-                frames.consumers.to_pylist(),
+                [frames.consumer(row) for row in range(len(frames))],
                 frames.payloads.to_pylist(),
                 headers_to_map(frames.headers).to_pylist(),
                 strict=True,
@@ -272,3 +272,140 @@ def test_untapped_frames_go_to_nats_py_and_reset_drops_a_partial_frame() -> None
     asyncio.run(run())
     assert [row[1] for _, row in _flatten(sink.events)] == [1]
     assert client.seen == [("MSG", SID, b"orders.new", reply(3), b"hello", None)]
+
+
+class _RawRows:
+    """Keeps each tapped data row as (subject, sequence, timestamp, pending, consumer, payload, raw
+    header block) and each status as ("other", subject, reply, header, payload)."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[Any, ...]] = []
+        self.arrived = asyncio.Event()
+
+    def on_data(self, bufs: list[bytes], records: Any) -> None:
+        frames = to_columns(bufs, records)
+        self.rows += zip(
+            frames.subjects.to_pylist(),
+            frames.sequences.tolist(),
+            frames.timestamps_ns.tolist(),
+            frames.pending.tolist(),
+            [frames.consumer(row) for row in range(len(frames))],
+            frames.payloads.to_pylist(),
+            frames.headers.to_pylist(),
+            strict=True,
+        )
+        self.arrived.set()
+
+    def on_other(self, subject: bytes, reply: bytes, header: bytes, payload: bytes) -> None:
+        self.rows.append(("other", subject, reply, header, payload))
+        self.arrived.set()
+
+
+def _oracle(wire: bytes) -> tuple[list[tuple[Any, ...]], list[Any]]:
+    """What nats-py's own parser makes of ``wire``: the tapped sid's frames as rows, the rest."""
+    from nats.protocol.parser import Parser
+
+    client = _Client()
+    _LOOP.run_until_complete(Parser(client).parse(wire))
+    rows: list[tuple[Any, ...]] = []
+    for item in client.seen:
+        if item[0] == "MSG" and item[1] == SID:
+            _, _, subject, reply_to, data, header = item
+            if reply_to.startswith(b"$JS.ACK."):
+                tokens = reply_to.split(b".")
+                shift = 2 if len(tokens) >= 11 else 0
+                consumer = tokens[3 + shift].decode()
+                seq, stamp, pending = (int(tokens[i + shift]) for i in (5, 7, 8))
+                rows.append((subject.decode(), seq, stamp, pending, consumer, data, header or None))
+            else:
+                rows.append(("other", subject, reply_to, header or b"", data))
+    return rows, [item for item in client.seen if not (item[0] == "MSG" and item[1] == SID)]
+
+
+def _random_wire(rng: Any, frames: int) -> bytes:
+    """Frames of every kind; payloads full of what a splitter could mistake for frame bytes."""
+    tricky = [b"\r\n", b" ", b".", b"MSG ", b"HMSG ", b"\r\nMSG ", b"\n", b"7", b"$JS.ACK."]
+    tricky += [msg(999), hmsg(998, REPEATED)]
+    parts = []
+    for seq in range(1, frames + 1):
+        data = b"".join(
+            rng.choice(tricky) if rng.random() < 0.3 else bytes([rng.randrange(256)])
+            for _ in range(rng.randrange(0, 60))
+        )
+        kind = rng.random()
+        layout = rng.choice(["v1", "v2", "v2+"])
+        subject = rng.choice([b"a", b"orders.new", b"x.y.z.%d" % seq])
+        if kind < 0.6:
+            parts.append(msg(seq, data, subject=subject, layout=layout, pending=rng.choice([0, 1, 123456789012])))
+        elif kind < 0.75:
+            parts.append(hmsg(seq, b"NATS/1.0\r\nk: %d\r\n\r\n" % seq, data, subject=subject, layout=layout))
+        elif kind < 0.85:
+            parts.append(msg(seq, data, sid=8))
+        elif kind < 0.9:
+            parts.append(status(rng.choice([HEARTBEAT, TIMEOUT, NO_MESSAGES, FLOW])))
+        else:
+            parts.append(rng.choice([b"PING\r\n", b"PONG\r\n", b"+OK\r\n"]))
+    return b"".join(parts)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_bulk_splitting_agrees_with_nats_py_on_random_frames_and_reads(seed: int) -> None:
+    """Random frames whose payloads hold CRLFs, spaces, dots and whole fake frames of the tapped
+    sid, read in random pieces (full 32 KiB reads are held and scanned together): the rows, the
+    statuses and what reaches nats-py are exactly what nats-py's own parser makes of the bytes."""
+    import random
+
+    rng = random.Random(seed)
+    wire = _random_wire(rng, 6000)
+    expected_rows, expected_seen = _oracle(wire)
+    assert len(expected_rows) > 4000
+    client, sink = _Client(), _RawRows()
+    parser = TapParser(client)
+    parser.tap(SID, sink)
+
+    async def run() -> None:
+        pos = 0
+        while pos < len(wire):
+            size = rng.choice([1, 17, 300, 4096, 32768, 32768, 32768, 70000])
+            await parser.parse(wire[pos : pos + size])
+            pos += size
+        await parser.parse(b"")  # a short read releases what is held
+
+    _LOOP.run_until_complete(run())
+    assert sink.rows == expected_rows
+    assert client.seen == expected_seen
+
+
+def test_a_held_full_read_is_handed_over_after_hold_seconds_without_more_data() -> None:
+    """A full read is held for more; when none comes, the timer hands its frames over."""
+    sink = _RawRows()
+    parser = TapParser(_Client(), hold_seconds=0.01)
+    parser.tap(SID, sink)
+    frames = b"".join(msg(seq, b"x" * 100) for seq in range(1, 400))
+    cut = 32768 - len(msg(1, b"x" * 100)) // 2  # the last frame of the read is incomplete
+
+    async def run() -> None:
+        await parser.parse(frames[:cut].ljust(32768, b"\0")[:cut] + frames[cut:32768])
+        assert sink.rows == []  # held
+        await asyncio.wait_for(sink.arrived.wait(), 10)
+
+    asyncio.run(run())
+    complete = frames[:32768].count(b"MSG ")
+    assert [row[1] for row in sink.rows] == list(range(1, complete))
+
+
+def test_reset_hands_over_the_held_frames_of_the_old_socket_and_drops_its_partial_frame() -> None:
+    client, sink = _Client(), _RawRows()
+    parser = TapParser(client)
+    parser.tap(SID, sink)
+    frames = b"".join(msg(seq, b"y" * 100) for seq in range(1, 400))
+
+    async def run() -> None:
+        await parser.parse(frames[:32768])
+        parser.reset()
+        await parser.parse(msg(1000))
+
+    asyncio.run(run())
+    sequences = [row[1] for row in sink.rows]
+    held = frames[:32768].count(b"MSG ") - 1  # the last one is cut
+    assert sequences == [*range(1, held + 1), 1000]

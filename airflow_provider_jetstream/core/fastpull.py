@@ -8,7 +8,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from airflow_provider_jetstream.core.pull import _RangePull
 from airflow_provider_jetstream.core.wire import install, parse_status_header
@@ -127,7 +126,7 @@ class VectorisedRangePull(_RangePull):
 
     # -- frames from the tap ---------------------------------------------------------------
 
-    def on_data(self, bufs: list[tuple[bytes, int]], records: list[int]) -> None:
+    def on_data(self, bufs: list[bytes], records: np.ndarray) -> None:
         frames = to_columns(bufs, records)
         count = len(frames)
         self.activity += count
@@ -168,13 +167,13 @@ class VectorisedRangePull(_RangePull):
         else:
             good = seq == self.next_seq + np.arange(len(seq))
         good &= (seq < self.end) & (frames.pending[start:] != 0)
-        good &= pc.equal(frames.consumers.slice(start), self.consumer).to_numpy(zero_copy_only=False)
+        good &= frames.consumer_is(self.consumer, start)
         return len(seq) if good.all() else int(np.argmin(good))
 
     def _one(self, frames: DataFrames, row: int) -> None:
         """One row by the nats-py reader's per-message rules."""
         seq = int(frames.sequences[row])
-        if seq != self.next_seq and not self._in_order(seq, frames.consumers[row].as_py()):
+        if seq != self.next_seq and not self._in_order(seq, frames.consumer(row)):
             return
         self._append(frames.slice(row, row + 1))
         if seq >= self.end:

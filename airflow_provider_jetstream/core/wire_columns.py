@@ -1,4 +1,4 @@
-"""Frame offsets (from :mod:`.wire`) to Arrow columns, vectorised: no Python object per message."""
+"""Data frame rows (from :mod:`.wire`) to Arrow columns, vectorised: no Python object per message."""
 
 from __future__ import annotations
 
@@ -8,7 +8,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_provider_jetstream.core.wire import RECORD_FIELDS
+from airflow_provider_jetstream.core.wire import (
+    CONSUMER,
+    CONSUMER_LEN,
+    HEADER_SIZE,
+    LINE_END,
+    PENDING,
+    SEQUENCE,
+    SIZE,
+    SUBJECT,
+    SUBJECT_END,
+    TIMESTAMP,
+)
 
 #: Arrow type of the headers column: every value of a repeated header name, in order.
 HEADERS_TYPE = pa.map_(pa.string(), pa.list_(pa.string()))
@@ -21,21 +32,41 @@ class DataFrames:
     """A run of JetStream data messages, column by column (Arrow arrays, numpy for numbers).
 
     ``sequences``, ``timestamps_ns``, ``pending`` and ``sizes`` are numpy int64 arrays;
-    ``consumers`` the consumer name of each ack reply; ``headers`` the raw header blocks (null
-    for messages without headers).
+    ``headers`` the raw header blocks (null for messages without headers); the consumer name of
+    each ack reply is read with :meth:`consumer` and :meth:`consumer_is`.
     """
 
     subjects: pa.Array
     sequences: np.ndarray
     timestamps_ns: np.ndarray
     pending: np.ndarray
-    consumers: pa.Array
     payloads: pa.Array
     headers: pa.Array
     sizes: np.ndarray
+    blob: np.ndarray
+    consumer_starts: np.ndarray
+    consumer_lengths: np.ndarray
 
     def __len__(self) -> int:
         return len(self.sequences)
+
+    def consumer(self, row: int) -> str:
+        """The consumer name in row ``row``'s ack reply."""
+        start = int(self.consumer_starts[row])
+        return self.blob[start : start + int(self.consumer_lengths[row])].tobytes().decode()
+
+    def consumer_is(self, name: str, start: int = 0) -> np.ndarray:
+        """Whether each row from ``start`` on was delivered by consumer ``name``."""
+        wanted = name.encode()
+        same = self.consumer_lengths[start:] == len(wanted)
+        # Compared 4 bytes at a time (the last group overlaps the one before it).
+        words = _int32s(self.blob)
+        starts = self.consumer_starts[start:]
+        for offset in sorted({*range(0, len(wanted) - 3, 4), max(len(wanted) - 4, 0)}):
+            piece = wanted[offset : offset + 4]
+            mask = np.frombuffer(b"\xff" * len(piece) + b"\0" * (4 - len(piece)), "<i4")[0]
+            same &= (words[starts + offset] & mask) == np.frombuffer(piece.ljust(4, b"\0"), "<i4")[0]
+        return same
 
     def slice(self, start: int, stop: int) -> DataFrames:
         """Rows ``[start, stop)``."""
@@ -44,10 +75,12 @@ class DataFrames:
             self.sequences[start:stop],
             self.timestamps_ns[start:stop],
             self.pending[start:stop],
-            self.consumers.slice(start, stop - start),
             self.payloads.slice(start, stop - start),
             self.headers.slice(start, stop - start),
             self.sizes[start:stop],
+            self.blob,
+            self.consumer_starts[start:stop],
+            self.consumer_lengths[start:stop],
         )
 
 
@@ -57,20 +90,27 @@ def _rows(blob: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:
 
 
 def _views(blob: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Arrow binary-view structs (16 bytes each) for ``blob[start:start+length]``."""
+    """Arrow binary-view structs (16 bytes each) for ``blob[start:start+length]``: up to 12 bytes
+    inline, longer ones as their first 4 bytes and an offset into buffer 0."""
     count = len(starts)
     views = np.zeros((count, 16), np.uint8)
-    inline = _rows(blob, starts, 12)
-    short = lengths <= 12
-    if short.any():
-        inline[short] *= (lengths[short, None] > _INLINE).astype(np.uint8)
-    views[:, 4:] = inline
     words = views.view(np.int32)
     words[:, 0] = lengths
-    long_rows = ~short
-    words[long_rows, 2] = 0
-    words[long_rows, 3] = starts[long_rows]
+    short = lengths <= 12
+    if short.any():
+        inline = _rows(blob, starts[short], 12)
+        inline *= (lengths[short, None] > _INLINE).astype(np.uint8)
+        views[short, 4:] = inline
+    if not short.all():
+        long_rows = ~short
+        words[long_rows, 1] = _int32s(blob)[starts[long_rows]]
+        words[long_rows, 3] = starts[long_rows]
     return views
+
+
+def _int32s(blob: np.ndarray) -> np.ndarray:
+    """``blob`` as overlapping int32 words: element i is bytes i..i+3 (no copy)."""
+    return np.ndarray((len(blob) - 3,), np.dtype("<i4"), buffer=blob, strides=(1,))
 
 
 def _binary(blob_np: np.ndarray, blob: pa.Buffer, starts: np.ndarray, lengths: np.ndarray, kind: str) -> pa.Array:
@@ -80,21 +120,16 @@ def _binary(blob_np: np.ndarray, blob: pa.Buffer, starts: np.ndarray, lengths: n
     return array.cast(pa.string() if kind == "string" else pa.binary())
 
 
-def to_columns(bufs: list[tuple[bytes, int]], records: list[int]) -> DataFrames:
-    """Columns of the data frames that :func:`.wire.split_frames` recorded."""
-    rec = np.array(records, np.int64).reshape(-1, RECORD_FIELDS)
-    count = len(rec)
-    blob_bytes = b"".join(b for b, _ in bufs)
+def to_columns(bufs: list[bytes], records: np.ndarray) -> DataFrames:
+    """Columns of the data frames :func:`.wire.split_frames` recorded (offsets into ``bufs`` joined)."""
+    count = len(records)
+    blob_bytes = b"".join([*bufs, _PAD])
     if len(blob_bytes) >= 2**31:
         raise ValueError("a run of frames over 2 GiB")
-    bases = np.zeros(len(bufs), np.int64)
-    np.cumsum([len(b) for b, _ in bufs[:-1]], out=bases[1:])
-    firsts = np.array([first for _, first in bufs] + [count], np.int64)
-    base = np.repeat(bases, np.diff(firsts))
-    blob_np = np.frombuffer(blob_bytes + _PAD, np.uint8)
+    blob_np = np.frombuffer(blob_bytes, np.uint8)
     blob = pa.py_buffer(blob_bytes)
-    start, s1, s2, r_end, eol, hsize, size = (rec[:, i] + (base if i < 5 else 0) for i in range(RECORD_FIELDS))
-    subjects = _binary(blob_np, blob, start, s1 - start, "string")
+    start, eol, hsize, size = records[:, SUBJECT], records[:, LINE_END], records[:, HEADER_SIZE], records[:, SIZE]
+    subjects = _binary(blob_np, blob, start, records[:, SUBJECT_END] - start, "string")
     payloads = _binary(blob_np, blob, eol + 2 + hsize, size - hsize, "binary")
     has_headers = hsize > 0
     if has_headers.any():
@@ -102,30 +137,18 @@ def to_columns(bufs: list[tuple[bytes, int]], records: list[int]) -> DataFrames:
         headers = pc.if_else(pa.array(has_headers), headers, pa.scalar(None, pa.binary()))
     else:
         headers = pa.nulls(count, pa.binary())
-    replies = _binary(blob_np, blob, s2 + 1, r_end - s2 - 1, "string")
-    sequences, timestamps, pending, consumers = parse_ack_replies(replies)
-    return DataFrames(subjects, sequences, timestamps, pending, consumers, payloads, headers, size - hsize)
-
-
-def parse_ack_replies(replies: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray, pa.Array]:
-    """Stream sequence, timestamp (ns), pending count and consumer name of each ack reply subject.
-
-    ``$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>`` (v1, 9 tokens), or with
-    ``<domain>.<account hash>`` after ``ACK`` (v2, 11 tokens, 12 with a trailing random token).
-    """
-    tokens = pc.split_pattern(replies, ".")
-    counts = pc.list_value_length(tokens).to_numpy(zero_copy_only=False)
-    if not np.isin(counts, (9, 11, 12)).all():
-        bad = replies[int(np.flatnonzero(~np.isin(counts, (9, 11, 12)))[0])]
-        raise ValueError(f"unexpected JetStream ack reply subject {bad}")
-    offsets = tokens.offsets.to_numpy()[:-1].astype(np.int64) + np.where(counts >= 11, 2, 0)
-    flat = tokens.values
-
-    def number(index: int) -> np.ndarray:
-        return pc.cast(flat.take(pa.array(offsets + index)), pa.int64()).to_numpy()
-
-    consumers = flat.take(pa.array(offsets + 3))
-    return number(5), number(7), number(8), consumers
+    return DataFrames(
+        subjects,
+        records[:, SEQUENCE],
+        records[:, TIMESTAMP],
+        records[:, PENDING],
+        payloads,
+        headers,
+        size - hsize,
+        blob_np,
+        records[:, CONSUMER],
+        records[:, CONSUMER_LEN],
+    )
 
 
 def headers_to_map(raw: pa.Array) -> pa.Array:

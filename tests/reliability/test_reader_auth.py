@@ -109,7 +109,7 @@ class _Rows:
         self.rows: list[tuple[int, bytes, Any]] = []
         self.arrived = asyncio.Event()
 
-    def on_data(self, bufs: list[tuple[bytes, int]], records: list[int]) -> None:
+    def on_data(self, bufs: list[bytes], records: Any) -> None:
         from airflow_provider_jetstream.core.wire_columns import headers_to_map, to_columns
 
         frames = to_columns(bufs, records)
