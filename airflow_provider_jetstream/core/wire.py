@@ -42,7 +42,10 @@ from nats.protocol.parser import AWAITING_MSG_PAYLOAD, Parser
 RECORD_FIELDS = 12
 OFFSET_FIELDS = 6
 _ACK = b"$JS.ACK."
-_ACK_NP = np.frombuffer(_ACK, np.uint8)
+# Little-endian words of the bytes they stand for.
+_ACK_WORD = np.frombuffer(_ACK, "<u8")[0]
+_MSG_WORD = np.frombuffer(b"MSG ", "<u4")[0]
+_HMSG_WORD = np.frombuffer(b"HMSG", "<u4")[0]
 _INT64_MAX = np.uint64(2**63 - 1)
 
 
@@ -65,9 +68,10 @@ _LEADING = np.array([(1 << (8 * j)) - 1 for j in range(9)], np.uint64)
 _SCALE = [np.uint64(10 ** (8 * c)) for c in range(3)]
 
 
-def _words(buf: bytes) -> np.ndarray:
-    """``buf`` as overlapping little-endian uint64 words: element i is bytes i..i+7."""
-    return np.ndarray((max(len(buf) - 7, 0),), np.dtype("<u8"), buffer=buf, strides=(1,))
+def _words(buf: bytes, size: int = 8) -> np.ndarray:
+    """``buf`` as overlapping little-endian unsigned words of ``size`` bytes: element i is bytes
+    i..i+size-1 (no copy)."""
+    return np.ndarray((max(len(buf) - size + 1, 0),), np.dtype(f"<u{size}"), buffer=buf, strides=(1,))
 
 
 def _uints(words: np.ndarray, begin: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -84,8 +88,8 @@ def _uints(words: np.ndarray, begin: np.ndarray, end: np.ndarray) -> tuple[np.nd
     chunks = int(-(-length.max() // 8)) if len(length) else 0
     for c in range(min(chunks, 3)):
         first = end - 8 * (c + 1)
-        leading = _LEADING[np.clip(begin - first, 0, 8)]
-        word = words[np.clip(first, 0, len(words) - 1)]
+        leading = _LEADING[np.minimum(np.maximum(begin - first, 0), 8)]
+        word = words[np.maximum(first, 0)]
         word = (word & ~leading) | (_ZEROS & leading)
         ok &= ((word & _HIGH_NIBBLES) == _ZEROS) & (((word + _SIXES) & _HIGH_NIBBLES) == _ZEROS)
         ok &= (first >= 0) | (begin >= first + 8)
@@ -120,9 +124,9 @@ def scan_data_frames(buf: bytes, sids: list[bytes]) -> tuple[np.ndarray, np.ndar
     if not len(starts) or not len(sp) or not len(dots):
         empty = np.zeros(0, np.int64)
         return empty, empty, np.zeros((0, RECORD_FIELDS), np.int64), empty
-    c0, c1, c2, c3 = arr[starts], arr[starts + 1], arr[starts + 2], arr[starts + 3]
-    headed = (c0 == 72) & (c1 == 77) & (c2 == 83) & (c3 == 71) & (arr[starts + 4] == 32)  # "HMSG "
-    keep = headed | ((c0 == 77) & (c1 == 83) & (c2 == 71) & (c3 == 32))  # "MSG "
+    op = _words(buf, 4)[starts]
+    headed = (op == _HMSG_WORD) & (arr[starts + 4] == 32)
+    keep = headed | (op == _MSG_WORD)
     starts, hm = starts[keep], headed[keep].astype(np.int64)
     subject = starts + 4 + hm
     line = np.searchsorted(lf, subject)
@@ -146,7 +150,7 @@ def scan_data_frames(buf: bytes, sids: list[bytes]) -> tuple[np.ndarray, np.ndar
     tail = np.minimum(end, n)
     ok &= (s1 > subject) & (r_end - s2 > len(_ACK)) & (hsize <= size) & (end <= n)
     ok &= (arr[tail - 2] == 13) & (arr[tail - 1] == 10)
-    ok &= (np.lib.stride_tricks.sliding_window_view(arr, 8)[np.minimum(s2 + 1, n - 8)] == _ACK_NP).all(axis=1)
+    ok &= words[np.minimum(s2 + 1, len(words) - 1)] == _ACK_WORD
     # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending> (9 tokens), or with
     # <domain>.<account hash> after ACK (11), and a trailing random token (12).
     first_dot = np.searchsorted(dots, s2)
@@ -170,11 +174,13 @@ def scan_data_frames(buf: bytes, sids: list[bytes]) -> tuple[np.ndarray, np.ndar
         for k, byte in enumerate(sid):
             match &= arr[np.minimum(s1 + 1 + k, n - 1)] == byte
         which[match] = index
-    found = which >= 0
     records = np.stack(
         (subject, s1, s2, r_end, eol, consumer, hsize, size, dot(3) - consumer, sequence, stamp, pending), axis=1
-    )[found]
-    return starts[found], end[found], records, which[found]
+    )
+    found = which >= 0
+    if found.all():
+        return starts, end, records, which
+    return starts[found], end[found], records[found], which[found]
 
 
 class _Tap:

@@ -24,7 +24,6 @@ from airflow_provider_jetstream.core.wire import (
 #: Arrow type of the headers column: every value of a repeated header name, in order.
 HEADERS_TYPE = pa.map_(pa.string(), pa.list_(pa.string()))
 _PAD = b"\0" * 16
-_INLINE = np.arange(12)
 
 
 @dataclass
@@ -60,12 +59,12 @@ class DataFrames:
         wanted = name.encode()
         same = self.consumer_lengths[start:] == len(wanted)
         # Compared 4 bytes at a time (the last group overlaps the one before it).
-        words = _int32s(self.blob)
+        words = _unaligned(self.blob, 4)
         starts = self.consumer_starts[start:]
         for offset in sorted({*range(0, len(wanted) - 3, 4), max(len(wanted) - 4, 0)}):
             piece = wanted[offset : offset + 4]
-            mask = np.frombuffer(b"\xff" * len(piece) + b"\0" * (4 - len(piece)), "<i4")[0]
-            same &= (words[starts + offset] & mask) == np.frombuffer(piece.ljust(4, b"\0"), "<i4")[0]
+            mask = np.frombuffer(b"\xff" * len(piece) + b"\0" * (4 - len(piece)), "<u4")[0]
+            same &= (words[starts + offset] & mask) == np.frombuffer(piece.ljust(4, b"\0"), "<u4")[0]
         return same
 
     def slice(self, start: int, stop: int) -> DataFrames:
@@ -84,33 +83,31 @@ class DataFrames:
         )
 
 
-def _rows(blob: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:
-    """``blob[start:start+width]`` for each start, as rows of a 2-D array (one row copy each)."""
-    return np.lib.stride_tricks.sliding_window_view(blob, width)[starts]
+#: Masks keeping the first j bytes of a little-endian word.
+_KEEP32 = np.array([(1 << (8 * j)) - 1 for j in range(5)], np.uint64)
+_KEEP64 = np.array([(1 << (8 * j)) - 1 for j in range(9)], np.uint64)
 
 
 def _views(blob: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Arrow binary-view structs (16 bytes each) for ``blob[start:start+length]``: up to 12 bytes
-    inline, longer ones as their first 4 bytes and an offset into buffer 0."""
-    count = len(starts)
-    views = np.zeros((count, 16), np.uint8)
-    words = views.view(np.int32)
-    words[:, 0] = lengths
+    """Arrow binary-view structs (16 bytes each) for ``blob[start:start+length]``.
+
+    As two little-endian words: the length and the first 4 bytes, then either bytes 4-11 (a
+    value of up to 12 bytes is inline, zero-padded) or buffer 0 and the offset.
+    """
+    starts = starts.astype(np.uint64)
+    lengths = lengths.astype(np.uint64)
+    views = np.empty((len(starts), 2), np.uint64)
+    first4 = _unaligned(blob, 4)[starts] & _KEEP32[np.minimum(lengths, 4)]
+    views[:, 0] = lengths | (first4 << np.uint64(32))
     short = lengths <= 12
-    if short.any():
-        inline = _rows(blob, starts[short], 12)
-        inline *= (lengths[short, None] > _INLINE).astype(np.uint8)
-        views[short, 4:] = inline
-    if not short.all():
-        long_rows = ~short
-        words[long_rows, 1] = _int32s(blob)[starts[long_rows]]
-        words[long_rows, 3] = starts[long_rows]
+    inline = _unaligned(blob, 8)[starts + np.uint64(4)] & _KEEP64[np.clip(lengths, 4, 12) - np.uint64(4)]
+    views[:, 1] = np.where(short, inline, starts << np.uint64(32))
     return views
 
 
-def _int32s(blob: np.ndarray) -> np.ndarray:
-    """``blob`` as overlapping int32 words: element i is bytes i..i+3 (no copy)."""
-    return np.ndarray((len(blob) - 3,), np.dtype("<i4"), buffer=blob, strides=(1,))
+def _unaligned(blob: np.ndarray, size: int) -> np.ndarray:
+    """``blob`` as overlapping little-endian unsigned words: element i is bytes i..i+size-1."""
+    return np.ndarray((len(blob) - size + 1,), np.dtype(f"<u{size}"), buffer=blob, strides=(1,))
 
 
 def _binary(blob_np: np.ndarray, blob: pa.Buffer, starts: np.ndarray, lengths: np.ndarray, kind: str) -> pa.Array:
