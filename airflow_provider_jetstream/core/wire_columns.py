@@ -94,14 +94,18 @@ def _views(blob: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndar
     As two little-endian words: the length and the first 4 bytes, then either bytes 4-11 (a
     value of up to 12 bytes is inline, zero-padded) or buffer 0 and the offset.
     """
-    starts = starts.astype(np.uint64)
-    lengths = lengths.astype(np.uint64)
+    sizes = lengths.astype(np.uint64)
     views = np.empty((len(starts), 2), np.uint64)
     first4 = _unaligned(blob, 4)[starts] & _KEEP32[np.minimum(lengths, 4)]
-    views[:, 0] = lengths | (first4 << np.uint64(32))
+    views[:, 0] = sizes | (first4.astype(np.uint64) << np.uint64(32))
     short = lengths <= 12
-    inline = _unaligned(blob, 8)[starts + np.uint64(4)] & _KEEP64[np.clip(lengths, 4, 12) - np.uint64(4)]
-    views[:, 1] = np.where(short, inline, starts << np.uint64(32))
+    if short.all():
+        views[:, 1] = _unaligned(blob, 8)[starts + 4] & _KEEP64[np.maximum(lengths, 4) - 4]
+    else:
+        views[:, 1] = starts.astype(np.uint64) << np.uint64(32)
+        if short.any():
+            rows = starts[short] + 4
+            views[short, 1] = _unaligned(blob, 8)[rows] & _KEEP64[np.maximum(lengths[short], 4) - 4]
     return views
 
 
