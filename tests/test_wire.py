@@ -13,6 +13,24 @@ from airflow_provider_jetstream.core.wire_columns import headers_to_map, to_colu
 SID = 7
 
 
+def _rows(bufs: list[bytes], records: Any, raw_headers: bool = False) -> list[tuple[Any, ...]]:
+    """(subject, sequence, timestamp, pending, consumer, payload, headers) per data frame; headers
+    as the map column, or the raw header block."""
+    frames = to_columns(bufs, records)
+    return list(
+        zip(
+            frames.subjects.to_pylist(),
+            frames.sequences.tolist(),
+            frames.timestamps_ns.tolist(),
+            frames.pending.tolist(),
+            [frames.consumer(row) for row in range(len(frames))],
+            frames.payloads.to_pylist(),
+            (frames.headers if raw_headers else headers_to_map(frames.headers)).to_pylist(),
+            strict=True,
+        )
+    )
+
+
 class _Sink:
     """Collects what the tap hands over, in order: ("data", rows) and ("other", frame)."""
 
@@ -20,19 +38,7 @@ class _Sink:
         self.events: list[tuple[str, Any]] = []
 
     def on_data(self, bufs: list[bytes], records: Any) -> None:
-        frames = to_columns(bufs, records)
-        rows = list(
-            zip(
-                frames.subjects.to_pylist(),
-                frames.sequences.tolist(),
-                frames.timestamps_ns.tolist(),
-                frames.pending.tolist(),
-                [frames.consumer(row) for row in range(len(frames))],
-                frames.payloads.to_pylist(),
-                headers_to_map(frames.headers).to_pylist(),
-                strict=True,
-            )
-        )
+        rows = _rows(bufs, records)
         if self.events and self.events[-1][0] == "data":
             self.events[-1][1].extend(rows)
         else:
@@ -283,17 +289,7 @@ class _RawRows:
         self.arrived = asyncio.Event()
 
     def on_data(self, bufs: list[bytes], records: Any) -> None:
-        frames = to_columns(bufs, records)
-        self.rows += zip(
-            frames.subjects.to_pylist(),
-            frames.sequences.tolist(),
-            frames.timestamps_ns.tolist(),
-            frames.pending.tolist(),
-            [frames.consumer(row) for row in range(len(frames))],
-            frames.payloads.to_pylist(),
-            frames.headers.to_pylist(),
-            strict=True,
-        )
+        self.rows += _rows(bufs, records, raw_headers=True)
         self.arrived.set()
 
     def on_other(self, subject: bytes, reply: bytes, header: bytes, payload: bytes) -> None:
