@@ -155,7 +155,7 @@ class DurablePuller:
         self._room.set()
         self._requested = 0  # messages asked for by the open pull request and not yet received
         self._request_open = False
-        self._last_sign = 0.0
+        self._last_sign = self._request_sent_at = 0.0
         self._retry_at = 0.0
         self._backoff = 1.0
         self._sub: Any = None
@@ -218,7 +218,7 @@ class DurablePuller:
             await self._room.wait()
         body = {"batch": room, "expires": int(self.expires * 1e9), "idle_heartbeat": int(self.heartbeat * 1e9)}
         self._request_open, self._requested = True, room
-        self._last_sign = time.monotonic()
+        self._last_sign = self._request_sent_at = time.monotonic()
         await self.nc.publish(
             f"{self.api.prefix}.CONSUMER.MSG.NEXT.{self.stream}.{self.consumer}", json.dumps(body).encode(), reply=inbox
         )
@@ -227,12 +227,16 @@ class DurablePuller:
         """Refuse to share the consumer with another client (a second triggerer): each message would
         reach only one of them, and the watchers of the other would miss it without a trace.
 
-        Every ``expires`` seconds the consumer's waiting pull requests are compared with this
-        puller's (at most one). A surplus seen on two checks at least ``expires`` apart (a request
-        a previous run left expires within that time) raises ``JetStreamConfigError``.
+        Every ``expires`` seconds (half-way through this puller's open request where possible) the
+        consumer's waiting pull requests are compared with this puller's (at most one). A surplus
+        seen on two checks at least ``expires`` apart (a request a previous run left expires within
+        that time) raises ``JetStreamConfigError``.
         """
         now = time.monotonic()
-        if now < self._next_rival_check:
+        # At a request's end, ours and a rival's started alongside turn over together (expire and are
+        # asked again), and a check then can miss either: half-way through, both are waiting.
+        mid_request = self._request_open and now - self._request_sent_at >= self.expires / 2
+        if now < self._next_rival_check or not (mid_request or now >= self._next_rival_check + self.expires / 2):
             return
         self._next_rival_check = now + self.expires
         try:
