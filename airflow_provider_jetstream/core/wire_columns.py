@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_provider_jetstream.core.wire import (
+from airflow_provider_jetstream.core.wire_scan import (
     CONSUMER,
     CONSUMER_LEN,
     HEADER_SIZE,
