@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 from airflow_provider_jetstream.core.wire_scan import (
     CONSUMER,
     CONSUMER_LEN,
+    FIRST_BYTES,
     HEADER_SIZE,
     LINE_END,
     PENDING,
@@ -19,6 +20,7 @@ from airflow_provider_jetstream.core.wire_scan import (
     SUBJECT,
     SUBJECT_END,
     TIMESTAMP,
+    unaligned_words,
 )
 
 #: Arrow type of the headers column: every value of a repeated header name, in order.
@@ -60,10 +62,10 @@ class DataFrames:
         same = self.consumer_lengths[start:] == len(wanted)
         starts = self.consumer_starts[start:]
         # 8 bytes at a time (the last group overlaps the one before it; a name under 8 bytes masked).
-        words = _unaligned(self.blob, 8)
+        words = unaligned_words(self.blob, 8)
         for offset in sorted({*range(0, len(wanted) - 7, 8), max(len(wanted) - 8, 0)}):
             piece = wanted[offset : offset + 8]
-            mask = _KEEP64[len(piece)]
+            mask = FIRST_BYTES[len(piece)]
             same &= (words[starts + offset] & mask) == np.frombuffer(piece.ljust(8, b"\0"), "<u8")[0]
         return same
 
@@ -83,11 +85,6 @@ class DataFrames:
         )
 
 
-#: Masks keeping the first j bytes of a little-endian word.
-_KEEP32 = np.array([(1 << (8 * j)) - 1 for j in range(5)], np.uint64)
-_KEEP64 = np.array([(1 << (8 * j)) - 1 for j in range(9)], np.uint64)
-
-
 def _views(blob: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Arrow binary-view structs (16 bytes each) for ``blob[start:start+length]``.
 
@@ -96,22 +93,17 @@ def _views(blob: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndar
     """
     sizes = lengths.astype(np.uint64)
     views = np.empty((len(starts), 2), np.uint64)
-    first4 = _unaligned(blob, 4)[starts] & _KEEP32[np.minimum(lengths, 4)]
+    first4 = unaligned_words(blob, 4)[starts] & FIRST_BYTES[np.minimum(lengths, 4)]
     views[:, 0] = sizes | (first4.astype(np.uint64) << np.uint64(32))
     short = lengths <= 12
     if short.all():
-        views[:, 1] = _unaligned(blob, 8)[starts + 4] & _KEEP64[np.maximum(lengths, 4) - 4]
+        views[:, 1] = unaligned_words(blob, 8)[starts + 4] & FIRST_BYTES[np.maximum(lengths, 4) - 4]
     else:
         views[:, 1] = starts.astype(np.uint64) << np.uint64(32)
         if short.any():
             rows = starts[short] + 4
-            views[short, 1] = _unaligned(blob, 8)[rows] & _KEEP64[np.maximum(lengths[short], 4) - 4]
+            views[short, 1] = unaligned_words(blob, 8)[rows] & FIRST_BYTES[np.maximum(lengths[short], 4) - 4]
     return views
-
-
-def _unaligned(blob: np.ndarray, size: int) -> np.ndarray:
-    """``blob`` as overlapping little-endian unsigned words: element i is bytes i..i+size-1."""
-    return np.ndarray((len(blob) - size + 1,), np.dtype(f"<u{size}"), buffer=blob, strides=(1,))
 
 
 def _binary(blob_np: np.ndarray, blob: pa.Buffer, starts: np.ndarray, lengths: np.ndarray, kind: str) -> pa.Array:

@@ -31,19 +31,19 @@ _INT64_MAX = np.uint64(2**63 - 1)
 _ZEROS = np.uint64(0x3030303030303030)  # "00000000"
 _HIGH_NIBBLES = np.uint64(0xF0F0F0F0F0F0F0F0)
 _SIXES = np.uint64(0x0606060606060606)
-#: _LEADING[j]: the lowest j bytes of a little-endian word (its first j characters).
-_LEADING = np.array([(1 << (8 * j)) - 1 for j in range(9)], np.uint64)
+#: FIRST_BYTES[j] keeps the lowest j bytes of a little-endian word (its first j characters).
+FIRST_BYTES = np.array([(1 << (8 * j)) - 1 for j in range(9)], np.uint64)
 _SCALE = [np.uint64(10 ** (8 * c)) for c in range(3)]
 
 
-def _words(buf: bytes, size: int = 8) -> np.ndarray:
+def unaligned_words(buf: bytes | np.ndarray, size: int = 8) -> np.ndarray:
     """``buf`` as overlapping little-endian unsigned words of ``size`` bytes: element i is bytes
     i..i+size-1 (no copy)."""
     return np.ndarray((max(len(buf) - size + 1, 0),), np.dtype(f"<u{size}"), buffer=buf, strides=(1,))
 
 
 def _uints(words: np.ndarray, begin: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The decimal numbers ``buf[begin:end]`` (``words`` from :func:`_words`) as int64, and which
+    """The decimal numbers ``buf[begin:end]`` (``words`` from :func:`unaligned_words`) as int64, and which
     are valid (1 to 19 digits, all digits, below 2**63); an invalid one's value is 0.
 
     Eight digits at a time with SWAR: the 8 bytes ending at a chunk's last digit are one word,
@@ -56,7 +56,7 @@ def _uints(words: np.ndarray, begin: np.ndarray, end: np.ndarray) -> tuple[np.nd
     chunks = int(-(-length.max() // 8)) if len(length) else 0
     for c in range(min(chunks, 3)):
         first = end - 8 * (c + 1)
-        leading = _LEADING[np.minimum(np.maximum(begin - first, 0), 8)]
+        leading = FIRST_BYTES[np.minimum(np.maximum(begin - first, 0), 8)]
         word = words[np.maximum(first, 0)]
         word = (word & ~leading) | (_ZEROS & leading)
         ok &= ((word & _HIGH_NIBBLES) == _ZEROS) & (((word + _SIXES) & _HIGH_NIBBLES) == _ZEROS)
@@ -81,7 +81,7 @@ def scan_data_frames(buf: bytes, sids: list[bytes]) -> tuple[np.ndarray, np.ndar
     """
     n = len(buf)
     arr = np.frombuffer(buf, np.uint8)
-    words = _words(buf)
+    words = unaligned_words(buf)
     marks = np.flatnonzero((arr == 10) | (arr == 32) | (arr == 46))
     kinds = arr[marks]
     lf, sp, dots = marks[kinds == 10], marks[kinds == 32], marks[kinds == 46]
@@ -92,7 +92,7 @@ def scan_data_frames(buf: bytes, sids: list[bytes]) -> tuple[np.ndarray, np.ndar
     if not len(starts) or not len(sp) or not len(dots):
         empty = np.zeros(0, np.int64)
         return empty, empty, np.zeros((0, RECORD_FIELDS), np.int64), empty
-    op = _words(buf, 4)[starts]
+    op = unaligned_words(buf, 4)[starts]
     headed = (op == _HMSG_WORD) & (arr[starts + 4] == 32)
     keep = headed | (op == _MSG_WORD)
     starts, hm = starts[keep], headed[keep].astype(np.int64)
