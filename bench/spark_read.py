@@ -21,8 +21,10 @@ own server, and the hub when reading through it).
 
 Prints medians, reader CPU per message (this process's CPU time / messages) and the ratios
 c1/c0, c1/f, d1/d0, h1/h0, e1/e0 taken within each round (so a busy machine slows both sides).
+With ``--readers-only`` no Spark session is started: the readers are timed (a, b, c, f) without a
+Spark JVM sharing the machine.
 
-    python bench/spark_read.py [--messages 1000000] [--fetch-messages 200000] [--rounds 3]
+    python bench/spark_read.py [--messages 1000000] [--fetch-messages 200000] [--rounds 3] [--readers-only]
 """
 
 from __future__ import annotations
@@ -310,11 +312,19 @@ def main() -> None:
         "--fetch-messages", type=int, default=200_000, help="messages read by the slow fetch loop (b); its rate"
     )
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; medians are reported")
+    parser.add_argument(
+        "--readers-only",
+        action="store_true",
+        help="only a, b, c0, c1 and f: no Spark JVM on the machine while the readers are timed",
+    )
     ns = parser.parse_args()
     count = ns.messages
-    rates: dict[str, list[float]] = {key: [] for key in LABELS}
+    keys = [key for key in LABELS if not (ns.readers_only and key in SPARK_KEYS)]
+    rates: dict[str, list[float]] = {key: [] for key in keys}
     cpu: dict[str, list[float]] = {"c0": [], "c1": [], "f": []}
-    ratios: dict[str, list[float]] = {"c1/c0": [], "c1/f": [], "d1/d0": [], "h1/h0": [], "e1/e0": []}
+    ratios: dict[str, list[float]] = {
+        ratio: [] for ratio in ("c1/c0", "c1/f", "d1/d0", "h1/h0", "e1/e0") if ratio.split("/")[0] in keys
+    }
     # CPU us per message of each Spark read: the JVM, the Python workers, the leaf server, the hub server.
     costs = {key: {side: [] for side in ("jvm", "python", "leaf", "hub")} for key in SPARK_KEYS}
     load = os.getloadavg()
@@ -325,9 +335,9 @@ def main() -> None:
             print(f"{count:,} messages of 100 bytes in leaf stream {STREAM!r}; {ns.rounds} interleaved rounds")
             filled = asyncio.run(fill_leaf_stream(topology, count))
             print(f"  publish to the leaf (core NATS, for setup)  {filled:>10,.0f} msg/s")
-            spark = spark_session(topology)
+            spark = None if ns.readers_only else spark_session(topology)
             # Warm up the JVM, the workers and the Parquet writer (its JIT keeps warming for minutes).
-            for reader in ("vectorised", "nats-py"):
+            for reader in ("vectorised", "nats-py") if spark else ():
                 spark_count(spark, min(count, 50_000), reader)
                 packaged_job(spark, min(count, 200_000), workdir, reader, f"warm-{reader}")
             for round_no in range(ns.rounds):
@@ -344,7 +354,7 @@ def main() -> None:
                 runs = []
                 # Either reader goes first in every other round: what warms up over the run favours neither.
                 order = (("0", "nats-py"), ("1", "vectorised"))
-                for index, reader in order if round_no % 2 == 0 else order[::-1]:
+                for index, reader in (order if round_no % 2 == 0 else order[::-1]) if spark else ():
                     job_run = f"{round_no}-{reader}"
                     runs += [
                         ("d" + index, lambda r=reader: spark_count(spark, count, r, leaf_port=leaf)),
@@ -360,11 +370,13 @@ def main() -> None:
                     top, bottom = ratio.split("/")
                     ratios[ratio].append(rates[top][-1] / rates[bottom][-1])
                 print(f"  round {round_no + 1}: " + ", ".join(f"{k} {v[-1]:,.0f}" for k, v in rates.items()))
-            spark.stop()
+            if spark:
+                spark.stop()
     median = {key: statistics.median(values) for key, values in rates.items()}
     print(f"\nload average at start: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} (2 cores)")
     print(f"\n{'':5}{'reader':50}{'msg/s':>11}{'x (a)':>8}{'CPU us/msg':>12}")
-    for key, label in LABELS.items():
+    for key in keys:
+        label = LABELS[key]
         per_msg = f"{statistics.median(cpu[key]):.2f}" if key in cpu else ""
         print(f"({key:>2}) {label:50}{median[key]:>11,.0f}{median[key] / median['a']:>8.2f}{per_msg:>12}")
     print("\nratios within a round (median of rounds):")
@@ -376,6 +388,8 @@ def main() -> None:
         print(f"  {ratio:6} {value:5.2f}x  (target >= {targets[ratio]}x: {verdict}; rounds {rounds})")
     c1_cpu = statistics.median(cpu["c1"])
     print(f"  vectorised reader CPU {c1_cpu:.2f} us/msg (target <= 2: {'met' if c1_cpu <= 2 else 'MISSED'})")
+    if ns.readers_only:
+        return
     print("\ncost per core, CPU us per message (median of rounds): Spark's JVM and Python workers, each server")
     print(f"{'':5}{'read':50}{'JVM':>8}{'Python':>8}{'leaf':>8}{'hub':>8}")
     for key in SPARK_KEYS:

@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_jetstream.core.wire import TapParser, install, parse_status_header
+from airflow_provider_jetstream.core.wire import BULK_READ, TapParser, install, parse_status_header
 from airflow_provider_jetstream.core.wire_columns import headers_to_map, to_columns
 
 SID = 7
 
 
 def _rows(bufs: list[bytes], records: Any, raw_headers: bool = False) -> list[tuple[Any, ...]]:
-    """(subject, sequence, timestamp, pending, consumer, payload, headers) per data frame; headers
+    """(subject, sequence, timestamp, drained, consumer, payload, headers) per data frame; headers
     as the map column, or the raw header block."""
     frames = to_columns(bufs, records)
     return list(
@@ -22,7 +22,7 @@ def _rows(bufs: list[bytes], records: Any, raw_headers: bool = False) -> list[tu
             frames.subjects.to_pylist(),
             frames.sequences.tolist(),
             frames.timestamps_ns.tolist(),
-            frames.pending.tolist(),
+            frames.drained.tolist(),
             [frames.consumer(row) for row in range(len(frames))],
             frames.payloads.to_pylist(),
             (frames.headers if raw_headers else headers_to_map(frames.headers)).to_pylist(),
@@ -158,13 +158,13 @@ def _flatten(events: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
 
 
 EXPECTED_ROWS = [
-    ("orders.new", 1, 1700000000000000001, 5, "c1", b"hello", None),
-    ("orders.new", 2, 1700000000000000002, 5, "c1", b"x" * 40, None),
-    ("orders.new", 3, 1700000000000000003, 5, "c1", b"h", [("k", ["1", "2", "3"]), ("Nats-Msg-Id", ["a"])]),
-    ("a.very.long.subject.name.indeed", 4, 1700000000000000004, 5, "c1", b"", None),
-    ("orders.new", 5, 1700000000000000005, 5, "c1", b"with\r\nCRLF\r\nMSG inside 7 x 1\r\n", None),
-    ("orders.new", 6, 1700000000000000006, 5, "c1", b"z" * 300, None),
-    ("orders.new", 7, 1700000000000000007, 5, "c1", b"hello", None),
+    ("orders.new", 1, 1700000000000000001, False, "c1", b"hello", None),
+    ("orders.new", 2, 1700000000000000002, False, "c1", b"x" * 40, None),
+    ("orders.new", 3, 1700000000000000003, False, "c1", b"h", [("k", ["1", "2", "3"]), ("Nats-Msg-Id", ["a"])]),
+    ("a.very.long.subject.name.indeed", 4, 1700000000000000004, False, "c1", b"", None),
+    ("orders.new", 5, 1700000000000000005, False, "c1", b"with\r\nCRLF\r\nMSG inside 7 x 1\r\n", None),
+    ("orders.new", 6, 1700000000000000006, False, "c1", b"z" * 300, None),
+    ("orders.new", 7, 1700000000000000007, False, "c1", b"hello", None),
 ]
 
 
@@ -217,13 +217,23 @@ def test_a_stream_read_byte_by_byte_and_in_odd_pieces() -> None:
 @pytest.mark.parametrize("layout", ["v1", "v2", "v2+"])
 def test_ack_reply_layouts(layout: str) -> None:
     events, _ = feed([msg(41, layout=layout, pending=0)])
-    assert _flatten(events) == [("row", ("orders.new", 41, 1700000000000000041, 0, "c1", b"hello", None))]
+    assert _flatten(events) == [("row", ("orders.new", 41, 1700000000000000041, True, "c1", b"hello", None))]
 
 
-def test_an_unknown_ack_reply_layout_is_an_error() -> None:
-    bad = b"MSG s %d $JS.ACK.a.b.c 1\r\nx\r\n" % SID
+@pytest.mark.parametrize(
+    "reply_to",
+    [
+        b"$JS.ACK.a.b.c",  # too few tokens
+        b"$JS.ACK.ORDERS.c1.1.4x.4.1700000000000000004.0",  # not a number
+        b"$JS.ACK.ORDERS.c1.1.4.4.99999999999999999999.0",  # over int64
+        b"$JS.ACK.ORDERS.c1.1.4.4..0",  # empty
+    ],
+)
+def test_an_unknown_ack_reply_layout_is_an_error(reply_to: bytes) -> None:
+    good = msg(3)
+    bad = b"MSG s %d %s 1\r\nx\r\n" % (SID, reply_to)
     with pytest.raises(ValueError, match="unexpected JetStream ack reply subject"):
-        feed([bad])
+        feed([good + bad + good])
 
 
 def test_headers_keep_every_value_of_a_repeated_name_and_empty_blocks_are_null() -> None:
@@ -281,7 +291,7 @@ def test_untapped_frames_go_to_nats_py_and_reset_drops_a_partial_frame() -> None
 
 
 class _RawRows:
-    """Keeps each tapped data row as (subject, sequence, timestamp, pending, consumer, payload, raw
+    """Keeps each tapped data row as (subject, sequence, timestamp, drained, consumer, payload, raw
     header block) and each status as ("other", subject, reply, header, payload)."""
 
     def __init__(self) -> None:
@@ -311,8 +321,9 @@ def _oracle(wire: bytes) -> tuple[list[tuple[Any, ...]], list[Any]]:
                 tokens = reply_to.split(b".")
                 shift = 2 if len(tokens) >= 11 else 0
                 consumer = tokens[3 + shift].decode()
-                seq, stamp, pending = (int(tokens[i + shift]) for i in (5, 7, 8))
-                rows.append((subject.decode(), seq, stamp, pending, consumer, data, header or None))
+                seq, stamp = (int(tokens[i + shift]) for i in (5, 7))
+                drained = tokens[8 + shift] == b"0"
+                rows.append((subject.decode(), seq, stamp, drained, consumer, data, header or None))
             else:
                 rows.append(("other", subject, reply_to, header or b"", data))
     return rows, [item for item in client.seen if not (item[0] == "MSG" and item[1] == SID)]
@@ -365,15 +376,36 @@ def test_bulk_splitting_agrees_with_nats_py_on_random_frames_and_reads(seed: int
             size = rng.choice([1, 17, 300, 4096, 32768, 32768, 32768, 70000])
             await parser.parse(wire[pos : pos + size])
             pos += size
-        await parser.parse(b"")  # a short read releases what is held
+        await parser.parse(b"")  # an empty read releases what is held
 
     _LOOP.run_until_complete(run())
     assert sink.rows == expected_rows
     assert client.seen == expected_seen
 
 
+def test_a_small_read_is_handed_over_at_once_and_bulk_reads_are_held_together() -> None:
+    """A read under BULK_READ with nothing held (a status, a few frames) reaches the sink at once;
+    a bulk read is held, and a small read after it joins it; an empty read releases them."""
+    sink = _RawRows()
+    parser = TapParser(_Client(), hold_seconds=60)
+    parser.tap(SID, sink)
+    bulk = b"".join(msg(seq, b"x" * 100) for seq in range(2, 60))
+    assert len(bulk) >= BULK_READ
+
+    async def run() -> None:
+        await parser.parse(msg(1))
+        assert [row[1] for row in sink.rows] == [1]
+        await parser.parse(bulk)
+        await parser.parse(msg(60))
+        assert [row[1] for row in sink.rows] == [1]
+        await parser.parse(b"")
+        assert [row[1] for row in sink.rows] == list(range(1, 61))
+
+    asyncio.run(run())
+
+
 def test_a_held_full_read_is_handed_over_after_hold_seconds_without_more_data() -> None:
-    """A full read is held for more; when none comes, the timer hands its frames over."""
+    """A bulk read is held for more; when none comes, the timer hands its frames over."""
     sink = _RawRows()
     parser = TapParser(_Client(), hold_seconds=0.01)
     parser.tap(SID, sink)

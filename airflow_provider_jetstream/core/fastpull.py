@@ -94,7 +94,8 @@ class VectorisedRangePull(_RangePull):
 
     The consumer, pull requests, in-flight accounting, statuses, gap and resume handling are the
     nats-py reader's own code; only message intake differs. A run whose rows are all "plain"
-    (this consumer, next sequences in order, before ``end``, more pending) is taken in bulk; any
+    (the next sequences in order, before ``end``, more pending; with a subject filter, sequences may
+    jump, from this consumer only) is taken in bulk; any
     other row goes through the same per-message decisions as the nats-py reader.
     """
 
@@ -162,12 +163,12 @@ class VectorisedRangePull(_RangePull):
         if self.consumer is None:
             return 0
         if self.filter_subjects:
+            # Sequences may jump here; as in the nats-py reader, a jump counts only from this consumer.
             previous = np.concatenate(([self.next_seq - 1], seq[:-1]))
-            good = seq > previous
+            good = (seq > previous) & frames.consumer_is(self.consumer, start)
         else:
             good = seq == self.next_seq + np.arange(len(seq))
-        good &= (seq < self.end) & (frames.pending[start:] != 0)
-        good &= frames.consumer_is(self.consumer, start)
+        good &= (seq < self.end) & ~frames.drained[start:]
         return len(seq) if good.all() else int(np.argmin(good))
 
     def _one(self, frames: DataFrames, row: int) -> None:
@@ -178,7 +179,7 @@ class VectorisedRangePull(_RangePull):
         self._append(frames.slice(row, row + 1))
         if seq >= self.end:
             self._complete(None)
-        elif frames.pending[row] == 0:
+        elif frames.drained[row]:
             if not self.filter_subjects:
                 self._lost(seq + 1, self.end)
             self._complete(None)

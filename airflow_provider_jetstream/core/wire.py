@@ -9,17 +9,18 @@ loop starts or through that same ``parse`` call. So :class:`TapParser` replaces 
 ``_ps`` with a ``Parser`` subclass. It finds the MSG/HMSG frames of *tapped* subscription ids
 whose reply is a JetStream ack reply with numpy over the whole buffer
 (:func:`~airflow_provider_jetstream.core.wire_scan.scan_data_frames`: no Python step per frame),
-keeps those that chain from a known frame boundary, records them as rows of integers (offsets into the received buffers,
-and the sequence, timestamp and pending count from the ack reply), and hands every other frame,
+keeps those that chain from a known frame boundary, records them as rows of integers (offsets into
+the received buffers and sizes), and hands every other frame,
 byte for byte, to nats-py's own ``Parser.parse`` in order. The subscription itself is a normal
 nats-py subscription (so reconnects re-subscribe it); only its frames never reach nats-py. The
 hooks used are the ``_ps`` attribute and the ``Parser`` class (stable since nats-py 2.0), and
 ``Parser.reset`` (called by nats-py on reconnect) clears the partial frame here too.
 
-Bulk work has a fixed cost per call, so while a subscription is tapped, full reads (nats-py's
-32 KiB, which means more bytes are waiting) are held and scanned together, up to ``hold_bytes``
-or ``hold_seconds`` after the first one; a shorter read (the socket is drained) releases them at
-once.
+Bulk work has a fixed cost per call (a scan is ~0.4 ms however few frames it finds), so while a
+subscription is tapped, reads of bulk data (:data:`BULK_READ` bytes or more, and any read once some
+are held) are held and scanned together, up to ``hold_bytes`` or ``hold_seconds`` after the first
+one. A smaller read with nothing held (a PONG, an API reply, a heartbeat) and an empty one (the
+socket closed) are handed over at once.
 
 Rows become Arrow columns in :mod:`airflow_provider_jetstream.core.wire_columns`.
 """
@@ -30,10 +31,13 @@ import asyncio
 from typing import Any, Protocol
 
 import numpy as np
-from nats.aio.client import DEFAULT_BUFFER_SIZE, Client
+from nats.aio.client import Client
 from nats.protocol.parser import AWAITING_MSG_PAYLOAD, Parser
 
 from airflow_provider_jetstream.core.wire_scan import ACK_PREFIX, OFFSET_FIELDS, scan_data_frames
+
+#: Reads of at least this many bytes are bulk data: held while a subscription is tapped.
+BULK_READ = 4096
 
 
 class FrameSink(Protocol):
@@ -109,7 +113,7 @@ class TapParser(Parser):
     """nats-py's parser, except that frames of tapped subscription ids go to a :class:`FrameSink`.
 
     :param nc: the client whose parser this replaces (see :func:`install`).
-    :param hold_bytes: full reads held, at most, before they are scanned together. Default 1 MiB.
+    :param hold_bytes: bytes of reads held, at most, before they are scanned together. Default 1 MiB.
     :param hold_seconds: how long the first held read waits at most. Default 0.002.
     """
 
@@ -190,7 +194,8 @@ class TapParser(Parser):
                 await super().parse(head)
                 if not data:
                     return
-            if self._taps and len(data) >= DEFAULT_BUFFER_SIZE and self._held_bytes + len(data) < self._hold_bytes:
+            bulk = self._held or len(data) >= BULK_READ
+            if self._taps and data and bulk and self._held_bytes + len(data) < self._hold_bytes:
                 self._held.append(data)
                 self._held_bytes += len(data)
                 if self._timer is None:

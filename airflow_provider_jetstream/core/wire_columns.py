@@ -15,24 +15,27 @@ from airflow_provider_jetstream.core.wire_scan import (
     HEADER_SIZE,
     LINE_END,
     PENDING,
+    PENDING_END,
+    REPLY_END,
     SEQUENCE,
+    SID_END,
     SIZE,
     SUBJECT,
     SUBJECT_END,
-    TIMESTAMP,
+    TIMESTAMP_END,
     unaligned_words,
 )
 
 #: Arrow type of the headers column: every value of a repeated header name, in order.
 HEADERS_TYPE = pa.map_(pa.string(), pa.list_(pa.string()))
-_PAD = b"\0" * 16
 
 
 @dataclass
 class DataFrames:
     """A run of JetStream data messages, column by column (Arrow arrays, numpy for numbers).
 
-    ``sequences``, ``timestamps_ns``, ``pending`` and ``sizes`` are numpy int64 arrays;
+    ``sequences``, ``timestamps_ns`` and ``sizes`` are numpy int64 arrays, ``drained`` a numpy
+    bool array (the ack reply's pending count is 0: nothing more is stored after that message);
     ``headers`` the raw header blocks (null for messages without headers); the consumer name of
     each ack reply is read with :meth:`consumer` and :meth:`consumer_is`.
     """
@@ -40,7 +43,7 @@ class DataFrames:
     subjects: pa.Array
     sequences: np.ndarray
     timestamps_ns: np.ndarray
-    pending: np.ndarray
+    drained: np.ndarray
     payloads: pa.Array
     headers: pa.Array
     sizes: np.ndarray
@@ -75,7 +78,7 @@ class DataFrames:
             self.subjects.slice(start, stop - start),
             self.sequences[start:stop],
             self.timestamps_ns[start:stop],
-            self.pending[start:stop],
+            self.drained[start:stop],
             self.payloads.slice(start, stop - start),
             self.headers.slice(start, stop - start),
             self.sizes[start:stop],
@@ -85,56 +88,62 @@ class DataFrames:
         )
 
 
-def _views(blob: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Arrow binary-view structs (16 bytes each) for ``blob[start:start+length]``.
+def _slices(blob: pa.Buffer, bounds: np.ndarray, value_type: pa.DataType) -> pa.Array:
+    """``blob[begin:end]`` for each ``(begin, end)`` row of ``bounds`` (in increasing order, not
+    overlapping), as an Arrow array of ``value_type`` (binary, string or a number parsed from text).
 
-    As two little-endian words: the length and the first 4 bytes, then either bytes 4-11 (a
-    value of up to 12 bytes is inline, zero-padded) or buffer 0 and the offset.
+    The bounds, one after another, are the offsets of a large binary array over the blob whose odd
+    elements (the bytes between two wanted ones) are null; dropping those copies the wanted bytes
+    out in one Arrow call, and a cast gives them their type.
     """
-    sizes = lengths.astype(np.uint64)
-    views = np.empty((len(starts), 2), np.uint64)
-    first4 = unaligned_words(blob, 4)[starts] & FIRST_BYTES[np.minimum(lengths, 4)]
-    views[:, 0] = sizes | (first4.astype(np.uint64) << np.uint64(32))
-    short = lengths <= 12
-    if short.all():
-        views[:, 1] = unaligned_words(blob, 8)[starts + 4] & FIRST_BYTES[np.maximum(lengths, 4) - 4]
-    else:
-        views[:, 1] = starts.astype(np.uint64) << np.uint64(32)
-        if short.any():
-            rows = starts[short] + 4
-            views[short, 1] = unaligned_words(blob, 8)[rows] & FIRST_BYTES[np.maximum(lengths[short], 4) - 4]
-    return views
+    count = len(bounds)
+    offsets = np.empty(2 * count + 1, np.int64)
+    offsets[:-1] = bounds.ravel()
+    offsets[-1] = offsets[-2] if count else 0
+    every_other = pa.py_buffer(np.full((2 * count + 7) // 8, 0x55, np.uint8))
+    spaced = pa.Array.from_buffers(pa.large_binary(), 2 * count, [every_other, pa.py_buffer(offsets), blob], count)
+    return pc.drop_null(spaced).cast(value_type)
 
 
-def _binary(blob_np: np.ndarray, blob: pa.Buffer, starts: np.ndarray, lengths: np.ndarray, kind: str) -> pa.Array:
-    views = _views(blob_np, starts, lengths)
-    view_type = pa.string_view() if kind == "string" else pa.binary_view()
-    array = pa.Array.from_buffers(view_type, len(starts), [None, pa.py_buffer(views), blob])
-    return array.cast(pa.string() if kind == "string" else pa.binary())
+def _ack_numbers(blob: pa.Buffer, records: np.ndarray) -> np.ndarray:
+    """The stream sequence and timestamp of each row's ack reply: int64, 2 columns."""
+    try:
+        values = _slices(blob, records[:, SEQUENCE : TIMESTAMP_END + 1].reshape(-1, 2), pa.int64())
+    except pa.ArrowInvalid:
+        raw = blob.to_pybytes()
+        for row in records:
+            sequence, _, timestamp = raw[row[SEQUENCE] : row[TIMESTAMP_END]].split(b".")
+            if not all(number.isdigit() and int(number) < 2**63 for number in (sequence, timestamp)):
+                reply = raw[row[SID_END] + 1 : row[REPLY_END]]
+                raise ValueError(f"unexpected JetStream ack reply subject {reply[:200]!r}") from None
+        raise
+    # The values buffer as is: to_numpy() goes element by element when a validity bitmap is present.
+    return np.frombuffer(values.buffers()[1], np.int64, len(values), values.offset * 8).reshape(-1, 2)
 
 
 def to_columns(bufs: list[bytes], records: np.ndarray) -> DataFrames:
     """Columns of the data frames :func:`.wire.split_frames` recorded (offsets into ``bufs`` joined)."""
-    count = len(records)
-    blob_bytes = b"".join([*bufs, _PAD])
-    if len(blob_bytes) >= 2**31:
-        raise ValueError("a run of frames over 2 GiB")
-    blob_np = np.frombuffer(blob_bytes, np.uint8)
+    blob_bytes = bufs[0] if len(bufs) == 1 else b"".join(bufs)
     blob = pa.py_buffer(blob_bytes)
-    start, eol, hsize, size = records[:, SUBJECT], records[:, LINE_END], records[:, HEADER_SIZE], records[:, SIZE]
-    subjects = _binary(blob_np, blob, start, records[:, SUBJECT_END] - start, "string")
-    payloads = _binary(blob_np, blob, eol + 2 + hsize, size - hsize, "binary")
+    eol, hsize, size = records[:, LINE_END], records[:, HEADER_SIZE], records[:, SIZE]
+    subjects = _slices(blob, records[:, SUBJECT : SUBJECT_END + 1], pa.string())
+    body = eol + 2 + hsize
+    payloads = _slices(blob, np.stack((body, body + size - hsize), axis=1), pa.binary())
     has_headers = hsize > 0
     if has_headers.any():
-        headers = _binary(blob_np, blob, eol + 2, hsize, "binary")
+        headers = _slices(blob, np.stack((eol + 2, body), axis=1), pa.binary())
         headers = pc.if_else(pa.array(has_headers), headers, pa.scalar(None, pa.binary()))
     else:
-        headers = pa.nulls(count, pa.binary())
+        headers = pa.nulls(len(records), pa.binary())
+    numbers = _ack_numbers(blob, records)
+    blob_np = np.frombuffer(blob_bytes, np.uint8)
+    # As the nats-py reader: a pending count of "0", not parsed.
+    drained = (records[:, PENDING_END] - records[:, PENDING] == 1) & (blob_np[records[:, PENDING]] == ord("0"))
     return DataFrames(
         subjects,
-        records[:, SEQUENCE],
-        records[:, TIMESTAMP],
-        records[:, PENDING],
+        numbers[:, 0],
+        numbers[:, 1],
+        drained,
         payloads,
         headers,
         size - hsize,

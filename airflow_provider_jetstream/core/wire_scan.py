@@ -1,10 +1,13 @@
 """Finding JetStream data frames in a buffer of NATS wire bytes with numpy: no Python step per frame.
 
 :func:`scan_data_frames` parses every offset after a LF as if a frame began there, all at once:
-one pass over the bytes for LF, space and dot positions, then the control line's fields, the sid
-and the ``$JS.ACK.`` prefix compared as whole words, and the ack reply's numbers parsed eight digits
-at a time (SWAR on unaligned uint64 words). Which candidates are real frames is decided by the
-caller, :mod:`airflow_provider_jetstream.core.wire`, by chaining them from a known frame boundary.
+one pass over the bytes for LF, space and dot positions, then the control line's fields found by
+counting spaces (a control line has a fixed number), the sid and the ``$JS.ACK.`` prefix compared
+as whole words, and the frame sizes parsed eight digits at a time (SWAR on unaligned uint64 words).
+Which candidates are real frames is decided by the caller,
+:mod:`airflow_provider_jetstream.core.wire`, by chaining them from a known frame boundary. The
+ack reply's numbers are only located here: :mod:`airflow_provider_jetstream.core.wire_columns`
+parses them for the frames that chain, in one Arrow cast.
 """
 
 from __future__ import annotations
@@ -13,13 +16,15 @@ import numpy as np
 
 #: The columns of a data frame row. The first :data:`OFFSET_FIELDS` are byte offsets into the
 #: buffers handed over with it: subject start and end, sid end, reply end, control line end (its
-#: CR) and the consumer name's start in the ack reply. Then header size and total size (0 and the
-#: payload size without headers), the consumer name's length, and from the ack reply the stream
-#: sequence, the timestamp (ns) and the pending count.
-(SUBJECT, SUBJECT_END, SID_END, REPLY_END, LINE_END, CONSUMER,
- HEADER_SIZE, SIZE, CONSUMER_LEN, SEQUENCE, TIMESTAMP, PENDING) = range(12)  # fmt: skip
-RECORD_FIELDS = 12
-OFFSET_FIELDS = 6
+#: CR), the consumer name's start in the ack reply, and the start and end of the stream sequence,
+#: the timestamp (ns) and the pending count in the ack reply (in wire order, so that columns
+#: ``SEQUENCE`` to ``PENDING_END`` are the bounds of the three numbers, one after another). Then
+#: header size and total size (0 and the payload size without headers) and the consumer name's
+#: length.
+(SUBJECT, SUBJECT_END, SID_END, REPLY_END, LINE_END, CONSUMER, SEQUENCE, SEQUENCE_END, TIMESTAMP,
+ TIMESTAMP_END, PENDING, PENDING_END, HEADER_SIZE, SIZE, CONSUMER_LEN) = range(15)  # fmt: skip
+RECORD_FIELDS = 15
+OFFSET_FIELDS = 12
 ACK_PREFIX = b"$JS.ACK."
 # Little-endian words of the bytes they stand for.
 _ACK_WORD = np.frombuffer(ACK_PREFIX, "<u8")[0]
@@ -76,37 +81,40 @@ def scan_data_frames(buf: bytes, sids: list[bytes]) -> tuple[np.ndarray, np.ndar
     Vectorised: each position after a LF (and 0) that starts with ``MSG `` or ``HMSG `` is a
     candidate, parsed as if a frame started there. A payload can hold bytes that look like a frame,
     so the caller only trusts a candidate at an offset where the previous frame ended (see
-    :class:`_Runs`). Returns the candidates' start and end offsets, their records (columns as in
-    :data:`RECORD_FIELDS`) and the index in ``sids`` of each one's sid.
+    :class:`~airflow_provider_jetstream.core.wire._Runs`). Returns the candidates' start and end
+    offsets, their records (columns as in :data:`RECORD_FIELDS`) and the index in ``sids`` of each
+    one's sid.
     """
     n = len(buf)
     arr = np.frombuffer(buf, np.uint8)
     words = unaligned_words(buf)
-    marks = np.flatnonzero((arr == 10) | (arr == 32) | (arr == 46))
-    kinds = arr[marks]
-    lf, sp, dots = marks[kinds == 10], marks[kinds == 32], marks[kinds == 46]
-    starts = lf + 1
-    starts = starts[starts + 8 <= n]
-    if n >= 8:
-        starts = np.concatenate((np.zeros(1, np.int64), starts))
-    if not len(starts) or not len(sp) or not len(dots):
+    found = np.flatnonzero((arr == 10) | (arr == 32) | (arr == 46))
+    # The marks, and a LF just before the buffer (a frame may start at 0).
+    marks = np.empty(len(found) + 1, np.int64)
+    marks[0], marks[1:] = -1, found
+    kinds = np.empty(len(marks), np.uint8)
+    kinds[0], kinds[1:] = 10, arr[found]
+    lf_at, sp_at = np.flatnonzero(kinds == 10), np.flatnonzero(kinds == 32)
+    starts = marks[lf_at] + 1
+    if not len(sp_at) or n < 8:
         empty = np.zeros(0, np.int64)
         return empty, empty, np.zeros((0, RECORD_FIELDS), np.int64), empty
-    op = unaligned_words(buf, 4)[starts]
-    headed = (op == _HMSG_WORD) & (arr[starts + 4] == 32)
-    keep = headed | (op == _MSG_WORD)
-    starts, hm = starts[keep], headed[keep].astype(np.int64)
-    subject = starts + 4 + hm
-    line = np.searchsorted(lf, subject)
-    complete = line < len(lf)
-    starts, hm, subject, line = starts[complete], hm[complete], subject[complete], line[complete]
-    eol = lf[line] - 1
-    first, past = np.searchsorted(sp, subject), np.searchsorted(sp, eol)
-    # MSG <subject> <sid> <reply> <size> / HMSG <subject> <sid> <reply> <header size> <size>
-    shaped = (past - first == 3 + hm) & (arr[eol] == 13)
-    starts, hm, subject, eol, first, past = (a[shaped] for a in (starts, hm, subject, eol, first, past))
-    s1, s2, last = sp[first], sp[first + 1], sp[past - 1]
-    r_end = np.where(hm == 1, sp[np.maximum(past - 2, 0)], last)
+    op = unaligned_words(buf, 4)[np.minimum(starts, n - 8)]
+    headed = (op == _HMSG_WORD) & (arr[np.minimum(starts + 4, n - 1)] == 32)
+    line = np.flatnonzero((headed | (op == _MSG_WORD)) & (starts + 8 <= n))
+    at, starts, hm = lf_at[line], starts[line], headed[line].astype(np.int64)
+    # MSG <subject> <sid> <reply> <size> / HMSG <subject> <sid> <reply> <header size> <size>: the
+    # candidate's spaces are the next 4 or 5 after its LF, and the mark after its last space must
+    # be the next LF.
+    first = np.searchsorted(sp_at, at)
+    top = len(sp_at) - 1
+    last_at = sp_at[np.minimum(first + 3 + hm, top)]
+    shaped = (first + 3 + hm <= top) & (last_at + 1 == lf_at[np.minimum(line + 1, len(lf_at) - 1)])
+    starts, hm, first, last_at = (a[shaped] for a in (starts, hm, first, last_at))
+    eol_at = last_at + 1
+    sid_at, reply_at = sp_at[first + 2], sp_at[first + 3]
+    subject, eol = starts + 4 + hm, marks[eol_at] - 1
+    s1, s2, r_end, last = marks[sp_at[first + 1]], marks[sid_at], marks[reply_at], marks[last_at]
     size, ok = _uints(words, last + 1, eol)
     if hm.any():
         hsize, ok_h = _uints(words, r_end + 1, last)
@@ -116,25 +124,22 @@ def scan_data_frames(buf: bytes, sids: list[bytes]) -> tuple[np.ndarray, np.ndar
         hsize = np.zeros_like(size)
     end = eol + 4 + size
     tail = np.minimum(end, n)
-    ok &= (s1 > subject) & (r_end - s2 > len(ACK_PREFIX)) & (hsize <= size) & (end <= n)
+    ok &= (arr[eol] == 13) & (s1 > subject) & (r_end - s2 > len(ACK_PREFIX)) & (hsize <= size) & (end <= n)
     ok &= (arr[tail - 2] == 13) & (arr[tail - 1] == 10)
     ok &= words[np.minimum(s2 + 1, len(words) - 1)] == _ACK_WORD
-    # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending> (9 tokens), or with
-    # <domain>.<account hash> after ACK (11), and a trailing random token (12).
-    first_dot = np.searchsorted(dots, s2)
-    dot_count = np.searchsorted(dots, r_end) - first_dot
+    # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending> (8 dots), or with
+    # <domain>.<account hash> after ACK (10), and a trailing random token (11). The marks between
+    # the reply's two spaces are its dots.
+    dot_count = reply_at - sid_at - 1
     ok &= (dot_count == 8) | (dot_count == 10) | (dot_count == 11)
-    base = first_dot + np.where(dot_count >= 10, 2, 0)
-    top = len(dots) - 1
+    base = sid_at + 1 + np.where(dot_count >= 10, 2, 0)
+    top = len(marks) - 1
 
     def dot(j: int) -> np.ndarray:
-        return dots[np.minimum(base + j, top)]
+        return marks[np.minimum(base + j, top)]
 
-    consumer = dot(2) + 1
-    sequence, ok_s = _uints(words, dot(4) + 1, dot(5))
-    stamp, ok_t = _uints(words, dot(6) + 1, dot(7))
-    pending, ok_p = _uints(words, dot(7) + 1, np.where(dot_count == 11, dot(8), r_end))
-    ok &= ok_s & ok_t & ok_p
+    consumer, sequence, timestamp = dot(2) + 1, dot(4), dot(6)
+    pending_end = np.where(dot_count == 11, dot(8), r_end)
     which = np.full(len(starts), -1, np.int64)
     sid_len = s2 - s1 - 1
     for index, sid in enumerate(sids):
@@ -142,9 +147,12 @@ def scan_data_frames(buf: bytes, sids: list[bytes]) -> tuple[np.ndarray, np.ndar
         for k, byte in enumerate(sid):
             match &= arr[np.minimum(s1 + 1 + k, n - 1)] == byte
         which[match] = index
-    records = np.stack(
-        (subject, s1, s2, r_end, eol, consumer, hsize, size, dot(3) - consumer, sequence, stamp, pending), axis=1
-    )
+    # fmt: off
+    records = np.stack((
+        subject, s1, s2, r_end, eol, consumer, sequence + 1, dot(5), timestamp + 1, dot(7), dot(7) + 1,
+        pending_end, hsize, size, dot(3) - consumer,
+    ), axis=1)
+    # fmt: on
     found = which >= 0
     if found.all():
         return starts, end, records, which
