@@ -358,7 +358,7 @@ def _random_wire(rng: Any, frames: int) -> bytes:
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_bulk_splitting_agrees_with_nats_py_on_random_frames_and_reads(seed: int) -> None:
     """Random frames whose payloads hold CRLFs, spaces, dots and whole fake frames of the tapped
-    sid, read in random pieces (full 32 KiB reads are held and scanned together): the rows, the
+    sid, read in random pieces (bulk reads are held and scanned together): the rows, the
     statuses and what reaches nats-py are exactly what nats-py's own parser makes of the bytes."""
     import random
 
