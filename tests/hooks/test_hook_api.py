@@ -299,6 +299,11 @@ def test_async_methods_share_one_connection_per_event_loop(quiet_server: QuietSe
     name = uid("api")
     hook.ensure_stream({"name": name, "subjects": [name]})
     hook.ensure_consumer(name, {"name": "dur"})
+    publisher = JetStreamHook(quiet_conn)
+    # Its connection settings loaded first, as the other hook's are: all four calls then join the
+    # shared connection before the first is done (a user still looking up the Airflow connection
+    # after the others left would rightly open a new one).
+    publisher.get_conn_config()
     connections_before = quiet_server.traffic()[0]
 
     async def together() -> list[Any]:
@@ -306,7 +311,7 @@ def test_async_methods_share_one_connection_per_event_loop(quiet_server: QuietSe
             hook.astream_info(name),
             hook.aensure_stream({"name": name, "subjects": [name]}),
             hook.aconsumer_lag(name, "dur"),
-            JetStreamHook(quiet_conn).apublish(name, ["a", "b"]),
+            publisher.apublish(name, ["a", "b"]),
         )
 
     info, ensured, lag, published = asyncio.run(together())
