@@ -10,8 +10,8 @@ loop starts or through that same ``parse`` call. So :class:`TapParser` replaces 
 whose reply is a JetStream ack reply with numpy over the whole buffer
 (:func:`~airflow_provider_jetstream.core.wire_scan.scan_data_frames`: no Python step per frame),
 keeps those that chain from a known frame boundary, records them as rows of integers (offsets into
-the received buffers and sizes), and hands every other frame,
-byte for byte, to nats-py's own ``Parser.parse`` in order. The subscription itself is a normal
+the received buffers and sizes), and hands every other frame, byte for byte, to nats-py's own
+``Parser.parse`` in order. The subscription itself is a normal
 nats-py subscription (so reconnects re-subscribe it); only its frames never reach nats-py. The
 hooks used are the ``_ps`` attribute and the ``Parser`` class (stable since nats-py 2.0), and
 ``Parser.reset`` (called by nats-py on reconnect) clears the partial frame here too.
@@ -34,7 +34,12 @@ import numpy as np
 from nats.aio.client import Client
 from nats.protocol.parser import AWAITING_MSG_PAYLOAD, Parser
 
-from airflow_provider_jetstream.core.wire_scan import ACK_PREFIX, OFFSET_FIELDS, scan_data_frames
+from airflow_provider_jetstream.core.wire_scan import (
+    ACK_PREFIX,
+    OFFSET_FIELDS,
+    scan_data_frames,
+    unexpected_ack_reply,
+)
 
 #: Reads of at least this many bytes are bulk data: held while a subscription is tapped.
 BULK_READ = 4096
@@ -259,7 +264,7 @@ def split_frames(buf: bytes, taps: dict[bytes, _Tap]) -> tuple[list[bytes], int]
                 passthrough.append(buf[pos:end])
             elif r_end > s2 and startswith(ACK_PREFIX, s2 + 1):
                 # Every well-formed one was found in bulk.
-                raise ValueError(f"unexpected JetStream ack reply subject {buf[s2 + 1 : r_end][:200]!r}")
+                raise unexpected_ack_reply(buf[s2 + 1 : r_end])
             else:
                 tap.flush()
                 tap.sink.on_other(

@@ -24,6 +24,7 @@ from airflow_provider_jetstream.core.wire_scan import (
     SUBJECT_END,
     TIMESTAMP_END,
     unaligned_words,
+    unexpected_ack_reply,
 )
 
 #: Arrow type of the headers column: every value of a repeated header name, in order.
@@ -115,7 +116,7 @@ def _ack_numbers(blob: pa.Buffer, records: np.ndarray) -> np.ndarray:
             sequence, _, timestamp = raw[row[SEQUENCE] : row[TIMESTAMP_END]].split(b".")
             if not all(number.isdigit() and int(number) < 2**63 for number in (sequence, timestamp)):
                 reply = raw[row[SID_END] + 1 : row[REPLY_END]]
-                raise ValueError(f"unexpected JetStream ack reply subject {reply[:200]!r}") from None
+                raise unexpected_ack_reply(reply) from None
         raise
     # The values buffer as is: to_numpy() goes element by element when a validity bitmap is present.
     return np.frombuffer(values.buffers()[1], np.int64, len(values), values.offset * 8).reshape(-1, 2)

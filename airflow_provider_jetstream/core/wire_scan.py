@@ -41,6 +41,11 @@ FIRST_BYTES = np.array([(1 << (8 * j)) - 1 for j in range(9)], np.uint64)
 _SCALE = [np.uint64(10 ** (8 * c)) for c in range(3)]
 
 
+def unexpected_ack_reply(reply: bytes) -> ValueError:
+    """The error for a tapped frame whose ``$JS.ACK.`` reply is not one of the known layouts."""
+    return ValueError(f"unexpected JetStream ack reply subject {reply[:200]!r}")
+
+
 def unaligned_words(buf: bytes | np.ndarray, size: int = 8) -> np.ndarray:
     """``buf`` as overlapping little-endian unsigned words of ``size`` bytes: element i is bytes
     i..i+size-1 (no copy)."""
@@ -107,9 +112,9 @@ def scan_data_frames(buf: bytes, sids: list[bytes]) -> tuple[np.ndarray, np.ndar
     # candidate's spaces are the next 4 or 5 after its LF, and the mark after its last space must
     # be the next LF.
     first = np.searchsorted(sp_at, at)
-    top = len(sp_at) - 1
-    last_at = sp_at[np.minimum(first + 3 + hm, top)]
-    shaped = (first + 3 + hm <= top) & (last_at + 1 == lf_at[np.minimum(line + 1, len(lf_at) - 1)])
+    last_space = len(sp_at) - 1
+    last_at = sp_at[np.minimum(first + 3 + hm, last_space)]
+    shaped = (first + 3 + hm <= last_space) & (last_at + 1 == lf_at[np.minimum(line + 1, len(lf_at) - 1)])
     starts, hm, first, last_at = (a[shaped] for a in (starts, hm, first, last_at))
     eol_at = last_at + 1
     sid_at, reply_at = sp_at[first + 2], sp_at[first + 3]
@@ -133,10 +138,10 @@ def scan_data_frames(buf: bytes, sids: list[bytes]) -> tuple[np.ndarray, np.ndar
     dot_count = reply_at - sid_at - 1
     ok &= (dot_count == 8) | (dot_count == 10) | (dot_count == 11)
     base = sid_at + 1 + np.where(dot_count >= 10, 2, 0)
-    top = len(marks) - 1
+    last_mark = len(marks) - 1
 
     def dot(j: int) -> np.ndarray:
-        return marks[np.minimum(base + j, top)]
+        return marks[np.minimum(base + j, last_mark)]
 
     consumer, sequence, timestamp = dot(2) + 1, dot(4), dot(6)
     pending_end = np.where(dot_count == 11, dot(8), r_end)
