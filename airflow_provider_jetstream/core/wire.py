@@ -20,7 +20,9 @@ Bulk work has a fixed cost per call (a scan is ~0.4 ms however few frames it fin
 subscription is tapped, reads of bulk data (:data:`BULK_READ` bytes or more, and any read once some
 are held) are held and scanned together, up to ``hold_bytes`` or ``hold_seconds`` after the first
 one. A smaller read with nothing held (a PONG, an API reply, a heartbeat) and an empty one (the
-socket closed) are handed over at once.
+socket closed) are handed over at once. The time limit suits data that arrives slower than the
+reader can take it: read through a hub (50-150k msg/s), a 2 ms limit gave ~1,700 frames per scan
+and 20 ms ~4,300, for ~18 % less reader CPU per message. A fast stream fills ``hold_bytes`` first.
 
 Rows become Arrow columns in :mod:`airflow_provider_jetstream.core.wire_columns`.
 """
@@ -119,10 +121,10 @@ class TapParser(Parser):
 
     :param nc: the client whose parser this replaces (see :func:`install`).
     :param hold_bytes: bytes of reads held, at most, before they are scanned together. Default 1 MiB.
-    :param hold_seconds: how long the first held read waits at most. Default 0.002.
+    :param hold_seconds: how long the first held read waits at most. Default 0.02.
     """
 
-    def __init__(self, nc: Any = None, hold_bytes: int = 1 << 20, hold_seconds: float = 0.002) -> None:
+    def __init__(self, nc: Any = None, hold_bytes: int = 1 << 20, hold_seconds: float = 0.02) -> None:
         self._taps: dict[bytes, _Tap] = {}
         self._rest = b""
         self._raw_left = 0

@@ -158,7 +158,9 @@ def scan_data_frames(buf: bytes, sids: list[bytes]) -> tuple[np.ndarray, np.ndar
         pending_end, hsize, size, dot(3) - consumer,
     ), axis=1)
     # fmt: on
-    found = which >= 0
-    if found.all():
-        return starts, end, records, which
+    found = np.flatnonzero(which >= 0)
+    if len(found) and found[-1] == len(found) - 1:
+        # Usually only the buffer's last frame is incomplete: a prefix, no copy.
+        count = len(found)
+        return starts[:count], end[:count], records[:count], which[:count]
     return starts[found], end[found], records[found], which[found]

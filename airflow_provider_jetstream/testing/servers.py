@@ -241,11 +241,21 @@ class LocalTopology:
     :param workdir: where configs, logs and stores go (created if missing).
     :param hub_domain: JetStream domain of the hub. Default ``"hub"``.
     :param leaf_domains: one leaf server per domain. Default ``["leaf"]``.
+    :param leaf_compression: the leaf links' ``compression`` mode (``off``, ``s2_fast``...). Default
+        None: the server's default, ``s2_auto``, which starts compressing what a leaf sends once it
+        measures a round trip over 10 ms (a saturated machine's loopback can).
     """
 
-    def __init__(self, workdir: Path | str, hub_domain: str = "hub", leaf_domains: list[str] | None = None):
+    def __init__(
+        self,
+        workdir: Path | str,
+        hub_domain: str = "hub",
+        leaf_domains: list[str] | None = None,
+        leaf_compression: str | None = None,
+    ):
         self.workdir = Path(workdir)
         self.hub_domain = hub_domain
+        self.leaf_compression = leaf_compression
         self.workdir.mkdir(parents=True, exist_ok=True)
         (self.workdir / "accounts.conf").write_text(accounts_config(hub_domain))
         self.leafnode_port = free_port()
@@ -265,9 +275,10 @@ class LocalTopology:
     def _leaf_body(self, domain: str, linked: bool) -> str:
         body = _jetstream_block(self.workdir / f"store_{domain}", domain)
         if linked:
+            compression = f", compression: {json.dumps(self.leaf_compression)}" if self.leaf_compression else ""
             remotes = ",\n".join(
                 f'    {{ urls: ["nats-leaf://{USERS[acc][0]}:{USERS[acc][1]}@{LOOPBACK}:{self.leafnode_port}"],'
-                f' account: "{acc}" }}'
+                f' account: "{acc}"{compression} }}'
                 for acc in ("SYS", "ACC")
             )
             body += f"leafnodes {{\n  remotes: [\n{remotes}\n  ]\n}}\n"

@@ -33,6 +33,12 @@ def test_topology_links_domains_and_stops_without_leaks(tmp_path) -> None:
     assert all(port_is_free(port) for port in ports)
 
 
+def test_leaf_links_keep_a_pinned_compression_mode(tmp_path) -> None:
+    with LocalTopology(tmp_path, leaf_compression="off") as topology:
+        links = topology.leaves["leaf"].monitor("leafz")["leafs"]
+        assert sorted(link["compression"] for link in links) == ["off", "off"]
+
+
 def test_teardown_happens_when_the_body_fails(tmp_path) -> None:
     topology = LocalTopology(tmp_path)
     with pytest.raises(ZeroDivisionError), topology:
