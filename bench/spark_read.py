@@ -343,8 +343,8 @@ def main() -> None:
     load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="jetstream-bench-") as tmp:
         workdir = Path(tmp)
-        compression = None if ns.leaf_compression == "s2_auto" else ns.leaf_compression
-        with LocalTopology(workdir / "servers", leaf_domains=["leaf"], leaf_compression=compression) as topology:
+        servers = workdir / "servers"
+        with LocalTopology(servers, leaf_domains=["leaf"], leaf_compression=ns.leaf_compression) as topology:
             leaf = topology.leaves["leaf"].port
             print(f"{count:,} messages of 100 bytes in leaf stream {STREAM!r}; {ns.rounds} interleaved rounds")
             print(f"  leaf link compression: {ns.leaf_compression}")
