@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -64,11 +65,40 @@ def nats_server_version(binary: str | None = None) -> tuple[int, int, int]:
     return tuple(int(d) for d in digits[:3])  # type: ignore[return-value]
 
 
+_handed_out_ports: set[int] = set()
+
+
+def _ephemeral_port_range() -> tuple[int, int]:
+    """The range the kernel takes outgoing connections' local ports from (Linux's, else IANA's)."""
+    with contextlib.suppress(OSError, ValueError):
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    return 49152, 65535
+
+
 def free_port() -> int:
-    """A TCP port on loopback that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((LOOPBACK, 0))
-        return sock.getsockname()[1]
+    """A TCP port on loopback that nothing listens on right now, and that no client will take.
+
+    Ports are picked below the kernel's ephemeral range: a port the kernel hands out (``bind`` to
+    port 0) can also become the local port of any outgoing connection, such as a leaf's link to
+    its hub, before the server that was meant to listen on it starts. No port is handed out twice
+    by one process.
+    """
+    low, _ = _ephemeral_port_range()
+    candidates = range(max(1024, low - 12_000), low)
+    for _ in range(200):
+        port = random.choice(candidates) if len(candidates) > 100 else 0
+        if port in _handed_out_ports:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((LOOPBACK, port))
+            except OSError:
+                continue
+            port = sock.getsockname()[1]
+        _handed_out_ports.add(port)
+        return port
+    raise NatsServerError(f"no free TCP port on {LOOPBACK} below {low}")
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec

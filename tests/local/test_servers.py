@@ -5,16 +5,31 @@ from __future__ import annotations
 import socket
 import stat
 import time
+from pathlib import Path
 
 import pytest
 
 from airflow_provider_jetstream.core.errors import NatsServerError
-from airflow_provider_jetstream.testing.servers import LocalTopology, NatsServer, nats_server_binary
+from airflow_provider_jetstream.testing.servers import LocalTopology, NatsServer, free_port, nats_server_binary
 
 
 def port_is_free(port: int) -> bool:
     with socket.socket() as sock:
         return sock.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_listening_ports_are_ones_no_outgoing_connection_can_take() -> None:
+    """A leaf's link to the hub took the port picked for the next leaf once: ports now come from
+    below the kernel's ephemeral range, and one process never gets the same port twice."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = [free_port() for _ in range(200)]
+    assert len(set(ports)) == len(ports)
+    assert all(1024 <= port < low for port in ports)
+    with socket.socket() as client:  # a connection's local port comes from the ephemeral range
+        listener = socket.create_server(("127.0.0.1", ports[0]))
+        with listener:
+            client.connect(("127.0.0.1", ports[0]))
+            assert client.getsockname()[1] >= low
 
 
 def test_topology_links_domains_and_stops_without_leaks(tmp_path) -> None:
