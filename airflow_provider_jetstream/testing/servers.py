@@ -68,12 +68,12 @@ def nats_server_version(binary: str | None = None) -> tuple[int, int, int]:
 _handed_out_ports: set[int] = set()
 
 
-def _ephemeral_port_range() -> tuple[int, int]:
-    """The range the kernel takes outgoing connections' local ports from (Linux's, else IANA's)."""
-    with contextlib.suppress(OSError, ValueError):
-        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
-        return int(low), int(high)
-    return 49152, 65535
+def _first_ephemeral_port() -> int:
+    """Where the range the kernel takes outgoing connections' local ports from starts (Linux's
+    setting, else IANA's 49152)."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    return 49152
 
 
 def free_port() -> int:
@@ -84,7 +84,7 @@ def free_port() -> int:
     its hub, before the server that was meant to listen on it starts. No port is handed out twice
     by one process.
     """
-    low, _ = _ephemeral_port_range()
+    low = _first_ephemeral_port()
     candidates = range(max(1024, low - 12_000), low)
     for _ in range(200):
         port = random.choice(candidates) if len(candidates) > 100 else 0
