@@ -343,8 +343,9 @@ def main() -> None:
     load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="jetstream-bench-") as tmp:
         workdir = Path(tmp)
-        servers = workdir / "servers"
-        with LocalTopology(servers, leaf_domains=["leaf"], leaf_compression=ns.leaf_compression) as topology:
+        with LocalTopology(
+            workdir / "servers", leaf_domains=["leaf"], leaf_compression=ns.leaf_compression
+        ) as topology:
             leaf = topology.leaves["leaf"].port
             print(f"{count:,} messages of 100 bytes in leaf stream {STREAM!r}; {ns.rounds} interleaved rounds")
             print(f"  leaf link compression: {ns.leaf_compression}")

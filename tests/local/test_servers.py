@@ -25,11 +25,10 @@ def test_listening_ports_are_ones_no_outgoing_connection_can_take() -> None:
     ports = [free_port() for _ in range(200)]
     assert len(set(ports)) == len(ports)
     assert all(1024 <= port < low for port in ports)
-    with socket.socket() as client:  # a connection's local port comes from the ephemeral range
-        listener = socket.create_server(("127.0.0.1", ports[0]))
-        with listener:
-            client.connect(("127.0.0.1", ports[0]))
-            assert client.getsockname()[1] >= low
+    # A connection's local port comes from the ephemeral range.
+    with socket.create_server(("127.0.0.1", ports[0])), socket.socket() as client:
+        client.connect(("127.0.0.1", ports[0]))
+        assert client.getsockname()[1] >= low
 
 
 def test_topology_links_domains_and_stops_without_leaks(tmp_path) -> None:
