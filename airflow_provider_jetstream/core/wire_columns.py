@@ -89,27 +89,30 @@ class DataFrames:
         )
 
 
-def _slices(blob: pa.Buffer, bounds: np.ndarray, value_type: pa.DataType) -> pa.Array:
-    """``blob[begin:end]`` for each ``(begin, end)`` row of ``bounds`` (in increasing order, not
-    overlapping), as an Arrow array of ``value_type`` (binary, string or a number parsed from text).
-
-    The bounds, one after another, are the offsets of a large binary array over the blob whose odd
-    elements (the bytes between two wanted ones) are null; dropping those copies the wanted bytes
-    out in one Arrow call, and a cast gives them their type.
-    """
+def _spaced(blob: pa.Buffer, bounds: np.ndarray) -> pa.Array:
+    """A large binary array over ``blob`` whose even elements are ``blob[begin:end]`` for each
+    ``(begin, end)`` row of ``bounds`` (in increasing order, not overlapping) and whose odd
+    elements (the bytes between two wanted ones) are null. No copy."""
     count = len(bounds)
     offsets = np.empty(2 * count + 1, np.int64)
-    offsets[:-1] = bounds.ravel()
+    offsets[:-1].reshape(count, 2)[...] = bounds
     offsets[-1] = offsets[-2] if count else 0
     every_other = pa.py_buffer(np.full((2 * count + 7) // 8, 0x55, np.uint8))
-    spaced = pa.Array.from_buffers(pa.large_binary(), 2 * count, [every_other, pa.py_buffer(offsets), blob], count)
-    return pc.drop_null(spaced).cast(value_type)
+    return pa.Array.from_buffers(pa.large_binary(), 2 * count, [every_other, pa.py_buffer(offsets), blob], count)
+
+
+def _slices(blob: pa.Buffer, bounds: np.ndarray, value_type: pa.DataType) -> pa.Array:
+    """``blob[begin:end]`` for each ``(begin, end)`` row of ``bounds`` (as :func:`_spaced`), as an
+    Arrow array of ``value_type`` (binary or string): dropping the nulls of :func:`_spaced` copies the
+    wanted bytes out in one Arrow call, and a cast gives them their type."""
+    return pc.drop_null(_spaced(blob, bounds)).cast(value_type)
 
 
 def _ack_numbers(blob: pa.Buffer, records: np.ndarray) -> np.ndarray:
     """The stream sequence and timestamp of each row's ack reply: int64, 2 columns."""
     try:
-        values = _slices(blob, records[:, SEQUENCE : TIMESTAMP_END + 1].reshape(-1, 2), pa.int64())
+        # Cast as spaced: Arrow parses only the valid (even) elements, and nothing is copied first.
+        values = _spaced(blob, records[:, SEQUENCE : TIMESTAMP_END + 1].reshape(-1, 2)).cast(pa.int64())
     except pa.ArrowInvalid:
         raw = blob.to_pybytes()
         for row in records:
@@ -118,8 +121,10 @@ def _ack_numbers(blob: pa.Buffer, records: np.ndarray) -> np.ndarray:
                 reply = raw[row[SID_END] + 1 : row[REPLY_END]]
                 raise unexpected_ack_reply(reply) from None
         raise
-    # The values buffer as is: to_numpy() goes element by element when a validity bitmap is present.
-    return np.frombuffer(values.buffers()[1], np.int64, len(values), values.offset * 8).reshape(-1, 2)
+    # The values buffer as is (to_numpy() goes element by element when a validity bitmap is present),
+    # its even elements.
+    parsed = np.frombuffer(values.buffers()[1], np.int64, len(values), values.offset * 8)
+    return parsed[::2].reshape(-1, 2)
 
 
 def to_columns(bufs: list[bytes], records: np.ndarray) -> DataFrames:

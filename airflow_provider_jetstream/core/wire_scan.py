@@ -152,11 +152,12 @@ def scan_data_frames(buf: bytes, sids: list[bytes]) -> tuple[np.ndarray, np.ndar
         for k, byte in enumerate(sid):
             match &= arr[np.minimum(s1 + 1 + k, n - 1)] == byte
         which[match] = index
+    # Built field by field (contiguous copies), used row by row through the transposed view.
     # fmt: off
     records = np.stack((
         subject, s1, s2, r_end, eol, consumer, sequence + 1, dot(5), timestamp + 1, dot(7), dot(7) + 1,
         pending_end, hsize, size, dot(3) - consumer,
-    ), axis=1)
+    )).T
     # fmt: on
     found = np.flatnonzero(which >= 0)
     if len(found) and found[-1] == len(found) - 1:
