@@ -143,7 +143,7 @@ def scan_data_frames(buf: bytes, sids: list[bytes]) -> tuple[np.ndarray, np.ndar
     def dot(j: int) -> np.ndarray:
         return marks[np.minimum(base + j, last_mark)]
 
-    consumer, sequence, timestamp = dot(2) + 1, dot(4), dot(6)
+    consumer, sequence, timestamp, timestamp_end = dot(2) + 1, dot(4), dot(6), dot(7)
     pending_end = np.where(dot_count == 11, dot(8), r_end)
     which = np.full(len(starts), -1, np.int64)
     sid_len = s2 - s1 - 1
@@ -155,7 +155,7 @@ def scan_data_frames(buf: bytes, sids: list[bytes]) -> tuple[np.ndarray, np.ndar
     # Built field by field (contiguous copies), used row by row through the transposed view.
     # fmt: off
     records = np.stack((
-        subject, s1, s2, r_end, eol, consumer, sequence + 1, dot(5), timestamp + 1, dot(7), dot(7) + 1,
+        subject, s1, s2, r_end, eol, consumer, sequence + 1, dot(5), timestamp + 1, timestamp_end, timestamp_end + 1,
         pending_end, hsize, size, dot(3) - consumer,
     )).T
     # fmt: on
