@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from typing import Any
 
 import pytest
 
 from airflow_provider_jetstream.core.wire import BULK_READ, TapParser, install, parse_status_header
 from airflow_provider_jetstream.core.wire_columns import headers_to_map, to_columns
+from airflow_provider_jetstream.core.wire_scan import scan_data_frames
 
 SID = 7
 
@@ -381,6 +383,20 @@ def test_bulk_splitting_agrees_with_nats_py_on_random_frames_and_reads(seed: int
     _LOOP.run_until_complete(run())
     assert sink.rows == expected_rows
     assert client.seen == expected_seen
+
+
+def test_frames_across_the_scans_steps_are_found_whole() -> None:
+    """A buffer several times the scan's step (frames straddle every step boundary) gives the
+    same frames as scanning each frame alone."""
+    frames = [msg(seq, b"p. q\r\n" * (seq % 40)) for seq in range(1, 6000)]
+    wire = b"".join(frames)
+    assert len(wire) > 4 * (1 << 17)
+    starts, ends, records, which = scan_data_frames(wire, [str(SID).encode()])
+    sizes = [len(frame) for frame in frames]
+    assert ends.tolist() == list(itertools.accumulate(sizes))
+    assert starts.tolist() == [0, *ends[:-1].tolist()]
+    assert [row[1] for row in _rows([wire], records)] == list(range(1, 6000))
+    assert set(which.tolist()) == {0}
 
 
 def test_a_small_read_is_handed_over_at_once_and_bulk_reads_are_held_together() -> None:
