@@ -386,8 +386,8 @@ def test_bulk_splitting_agrees_with_nats_py_on_random_frames_and_reads(seed: int
 
 
 def test_frames_across_the_scans_steps_are_found_whole() -> None:
-    """A buffer several times the scan's step (frames straddle every step boundary) gives the
-    same frames as scanning each frame alone."""
+    """In a buffer several times the scan's step, with payloads full of CRLFs, spaces and dots and
+    frames straddling every step boundary, every frame is found whole: its bounds and its row."""
     frames = [msg(seq, b"p. q\r\n" * (seq % 40)) for seq in range(1, 6000)]
     wire = b"".join(frames)
     assert len(wire) > 4 * (1 << 17)

@@ -1,9 +1,10 @@
 """Finding JetStream data frames in a buffer of NATS wire bytes with numpy: no Python step per frame.
 
 :func:`scan_data_frames` parses every offset after a LF as if a frame began there, all at once:
-one pass over the bytes for LF, space and dot positions (in cache-sized steps), then the control line's fields found by
-counting spaces (a control line has a fixed number), the sid and the ``$JS.ACK.`` prefix compared
-as whole words, and the frame sizes parsed eight digits at a time (SWAR on unaligned uint64 words).
+one pass over the bytes for LF, space and dot positions (in cache-sized steps), then the control
+line's fields found by counting spaces (a control line has a fixed number), the sid and the
+``$JS.ACK.`` prefix compared as whole words, and the frame sizes parsed eight digits at a time
+(SWAR on unaligned uint64 words).
 Which candidates are real frames is decided by the caller,
 :mod:`airflow_provider_jetstream.core.wire`, by chaining them from a known frame boundary. The
 ack reply's numbers are only located here: :mod:`airflow_provider_jetstream.core.wire_columns`
@@ -128,7 +129,7 @@ def scan_data_frames(buf: bytes, sids: list[bytes]) -> tuple[np.ndarray, np.ndar
     words = unaligned_words(buf)
     marks = _marks(arr)
     kinds = arr[marks]
-    kinds[0] = 10
+    kinds[0] = 10  # the -1 mark: a LF just before the buffer (a frame may start at 0)
     lf_at, sp_at = np.flatnonzero(kinds == 10), np.flatnonzero(kinds == 32)
     if not len(sp_at):
         return _no_frames()
