@@ -10,7 +10,7 @@ import pytest
 
 from airflow_provider_jetstream.core.wire import BULK_READ, TapParser, install, parse_status_header
 from airflow_provider_jetstream.core.wire_columns import headers_to_map, to_columns
-from airflow_provider_jetstream.core.wire_scan import scan_data_frames
+from airflow_provider_jetstream.core.wire_scan import _MARK_CHUNK, scan_data_frames
 
 SID = 7
 
@@ -390,7 +390,7 @@ def test_frames_across_the_scans_steps_are_found_whole() -> None:
     frames straddling every step boundary, every frame is found whole: its bounds and its row."""
     frames = [msg(seq, b"p. q\r\n" * (seq % 40)) for seq in range(1, 6000)]
     wire = b"".join(frames)
-    assert len(wire) > 4 * (1 << 17)
+    assert len(wire) > 4 * _MARK_CHUNK
     starts, ends, records, which = scan_data_frames(wire, [str(SID).encode()])
     sizes = [len(frame) for frame in frames]
     assert ends.tolist() == list(itertools.accumulate(sizes))

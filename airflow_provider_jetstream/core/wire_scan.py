@@ -87,11 +87,6 @@ def _uints(words: np.ndarray, begin: np.ndarray, end: np.ndarray) -> tuple[np.nd
 _MARK_CHUNK = 1 << 17
 
 
-def _no_frames() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    none = np.zeros(0, np.int64)
-    return none, none, np.zeros((0, RECORD_FIELDS), np.int64), none
-
-
 def _marks(arr: np.ndarray) -> np.ndarray:
     """The offsets of every LF, space and dot in ``arr``, after a -1 (a LF just before it)."""
     chunk = min(len(arr), _MARK_CHUNK)
@@ -110,6 +105,11 @@ def _marks(arr: np.ndarray) -> np.ndarray:
         offsets += begin
         pieces.append(offsets)
     return np.concatenate(pieces)
+
+
+def _no_frames() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    none = np.zeros(0, np.int64)
+    return none, none, np.zeros((0, RECORD_FIELDS), np.int64), none
 
 
 def scan_data_frames(buf: bytes, sids: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
