@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_provider_jetstream import __version__
-from airflow_provider_jetstream.core.connection_fields import EXTRA_FIELDS
+from airflow_provider_jetstream.core.connection.fields import EXTRA_FIELDS
 
 INTEGRATION = "NATS JetStream"
 #: The jetstream://<server>/<domain>/<stream> asset URI scheme.

@@ -150,7 +150,7 @@ async def consumer_waiting(hub_url: str, stream: str, consumer: str) -> bool:
     """Whether the consumer exists and a pull request of it waits on the server (its reader is up)."""
     import nats
 
-    from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
+    from airflow_provider_jetstream.core.api import JetStreamApi
 
     nc = await nats.connect(hub_url)
     try:

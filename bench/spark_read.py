@@ -50,9 +50,9 @@ import nats
 import psutil
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, ExternalStream, StreamConfig, StreamSource
 
-from airflow_provider_jetstream.core.connection import JetStreamConnectionConfig
-from airflow_provider_jetstream.core.pull import read_range
-from airflow_provider_jetstream.core.wire import install
+from airflow_provider_jetstream.core.connection.settings import JetStreamConnectionConfig
+from airflow_provider_jetstream.core.read.range import read_range
+from airflow_provider_jetstream.core.read.vectorised.tap import install
 from airflow_provider_jetstream.testing.servers import USERS, LocalTopology
 
 STREAM = "BENCH"

@@ -97,7 +97,7 @@ def process_announcements(payloads: list[dict]) -> list[dict]:
     """Read each announced range from its leaf and record it done; announcements already done are skipped."""
     from nats.js.errors import KeyWrongLastSequenceError
 
-    from airflow_provider_jetstream.core.pull import read_range
+    from airflow_provider_jetstream.core.read.range import read_range
     from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 
     hook = JetStreamHook(NATS_CONN_ID)

@@ -146,10 +146,10 @@ with DAG(
         import datetime as dt
         import logging
 
-        from airflow_provider_jetstream.core.connection_fields import api_prefix_for
+        from airflow_provider_jetstream.core.connection.fields import api_prefix_for
         from airflow_provider_jetstream.core.errors import JetStreamError
-        from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
-        from airflow_provider_jetstream.core.specs.names import domain_of
+        from airflow_provider_jetstream.core.api import JetStreamApi
+        from airflow_provider_jetstream.core.manage.specs.names import domain_of
         from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 
         log = logging.getLogger("airflow.task")

@@ -70,7 +70,7 @@ with DAG(
     @task
     def process_batch(entry: dict, params: dict | None = None) -> dict:
         """Count and average the batch's readings per sensor, reading the leaf stream through the hub."""
-        from airflow_provider_jetstream.core.pull import read_range
+        from airflow_provider_jetstream.core.read.range import read_range
         from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 
         batch = json.loads(entry["value"])

@@ -64,7 +64,7 @@ with DAG(
     @task(trigger_rule="none_failed")
     def report_consumer_lag() -> dict:
         """Every consumer of the hub's streams with its unprocessed and outstanding-ack counts."""
-        from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
+        from airflow_provider_jetstream.core.api import JetStreamApi
         from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 
         hook = JetStreamHook(NATS_CONN_ID, domain=HUB_DOMAIN)

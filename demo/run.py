@@ -60,9 +60,9 @@ async def publish_edge_readings(topology: LocalTopology) -> dict[str, int]:
     """Each edge process publishes to its own leaf server, as an edge app would (no hub needed)."""
     import nats
 
-    from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
-    from airflow_provider_jetstream.core.reconcile import reconcile_stream
-    from airflow_provider_jetstream.core.specs import StreamSpec
+    from airflow_provider_jetstream.core.api import JetStreamApi
+    from airflow_provider_jetstream.core.manage.reconcile import reconcile_stream
+    from airflow_provider_jetstream.core.manage.specs import StreamSpec
 
     published = {}
     for leaf in cfg.LEAF_DOMAINS:
@@ -93,8 +93,8 @@ async def publish_edge_readings(topology: LocalTopology) -> dict[str, int]:
 async def summary(topology: LocalTopology) -> list[str]:
     import nats
 
-    from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
-    from airflow_provider_jetstream.core.replication import ReplicationWatch
+    from airflow_provider_jetstream.core.api import JetStreamApi
+    from airflow_provider_jetstream.core.status.replication import ReplicationWatch
 
     lines = []
     nc = await nats.connect(topology.url())

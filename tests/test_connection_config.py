@@ -6,8 +6,8 @@ import ssl
 
 import pytest
 
-from airflow_provider_jetstream.core.connection import JetStreamConnectionConfig
-from airflow_provider_jetstream.core.connection_fields import api_prefix_for, redact_url, validate_domain
+from airflow_provider_jetstream.core.connection.settings import JetStreamConnectionConfig
+from airflow_provider_jetstream.core.connection.fields import api_prefix_for, redact_url, validate_domain
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 
 
@@ -145,7 +145,7 @@ def test_uri_form_with_several_servers_and_extras() -> None:
 def test_readme_documents_every_extra_field() -> None:
     from pathlib import Path
 
-    from airflow_provider_jetstream.core.connection_fields import EXTRA_FIELDS
+    from airflow_provider_jetstream.core.connection.fields import EXTRA_FIELDS
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     assert [name for name in EXTRA_FIELDS if f"`{name}`" not in readme] == []

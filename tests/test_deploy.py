@@ -11,7 +11,7 @@ import pytest
 import yaml
 from airflow.sdk import Connection
 
-from airflow_provider_jetstream.core.connection import JetStreamConnectionConfig
+from airflow_provider_jetstream.core.connection.settings import JetStreamConnectionConfig
 from airflow_provider_jetstream.testing.servers import LocalTopology, NatsServer, accounts_config
 
 REPO = Path(__file__).resolve().parents[1]

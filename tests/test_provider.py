@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_jetstream.core.connection import EXTRA_FIELDS
+from airflow_provider_jetstream.core.connection.settings import EXTRA_FIELDS
 from airflow_provider_jetstream.get_provider_info import get_provider_info
 
 AIRFLOW = str(Path(sys.executable).parent / "airflow")

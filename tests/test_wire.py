@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_jetstream.core.wire import BULK_READ, TapParser, install, parse_status_header
-from airflow_provider_jetstream.core.wire_columns import headers_to_map, to_columns
-from airflow_provider_jetstream.core.wire_scan import _MARK_CHUNK, scan_data_frames
+from airflow_provider_jetstream.core.read.vectorised.tap import BULK_READ, TapParser, install, parse_status_header
+from airflow_provider_jetstream.core.read.vectorised.columns import headers_to_map, to_columns
+from airflow_provider_jetstream.core.read.vectorised.scan import _MARK_CHUNK, scan_data_frames
 
 SID = 7
 

@@ -29,13 +29,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_jetstream.assets.jetstream import NO_DOMAIN, SCHEME, StreamUri, parse_stream_uri
-from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
-from airflow_provider_jetstream.core.specs.names import domain_of
+from airflow_provider_jetstream.core.api import JetStreamApi
+from airflow_provider_jetstream.core.manage.specs.names import domain_of
 
 if TYPE_CHECKING:
     from airflow.sdk import Asset, AssetAlias
 
-    from airflow_provider_jetstream.core.connection import JetStreamConnectionConfig
+    from airflow_provider_jetstream.core.connection.settings import JetStreamConnectionConfig
 
 #: Prefix of the ``AssetAlias`` an operator declares as its outlet: ``jetstream:<dag_id>.<task_id>``.
 ALIAS_PREFIX = "jetstream:"

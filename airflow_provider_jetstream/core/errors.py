@@ -38,7 +38,7 @@ leaf link that is down, a write not stored, an object not there (yet)::
     └── CheckpointConflictError                  another run moved the Spark job's checkpoint
 
 Outside this tree: :class:`TlsNotStartedError` (a nats-py error the TLS-only transport raises
-inside nats-py; :mod:`.connect` turns it into a :class:`JetStreamConnectionError`), and the test
+inside nats-py; :mod:`.connection.client` turns it into a :class:`JetStreamConnectionError`), and the test
 topology's :class:`NatsServerError` and :class:`StackError` (``RuntimeError``; never raised by a task).
 """
 

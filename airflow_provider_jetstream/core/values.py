@@ -1,5 +1,5 @@
 """Plain values as DAG authors, connection forms and job arguments write them: one parser each for
-booleans and numbers (durations are :mod:`airflow_provider_jetstream.core.specs.durations`)."""
+booleans and numbers (durations are :mod:`airflow_provider_jetstream.core.manage.specs.durations`)."""
 
 from __future__ import annotations
 

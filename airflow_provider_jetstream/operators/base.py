@@ -26,12 +26,12 @@ from airflow_provider_jetstream.assets.lineage import (
     spec_origins,
     stream_location,
 )
-from airflow_provider_jetstream.core.connection import api_prefix_for
+from airflow_provider_jetstream.core.connection.settings import api_prefix_for
 from airflow_provider_jetstream.core.errors import is_refusal
-from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
-from airflow_provider_jetstream.core.reconcile import check_if_exists
-from airflow_provider_jetstream.core.specs import StreamSpec
-from airflow_provider_jetstream.core.specs.names import domain_of
+from airflow_provider_jetstream.core.api import JetStreamApi
+from airflow_provider_jetstream.core.manage.reconcile import check_if_exists
+from airflow_provider_jetstream.core.manage.specs import StreamSpec
+from airflow_provider_jetstream.core.manage.specs.names import domain_of
 from airflow_provider_jetstream.core.values import as_bool, positive_seconds
 from airflow_provider_jetstream.hooks.args import one_spec_error, peer_domains_arg
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook

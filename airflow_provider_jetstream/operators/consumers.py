@@ -7,15 +7,15 @@ from typing import Any
 
 from nats.aio.client import Client
 
-from airflow_provider_jetstream.core.jetstream_api import (
+from airflow_provider_jetstream.core.api import (
     CONSUMER_NOT_FOUND,
     STREAM_NOT_FOUND,
     JetStreamApi,
     JetStreamApiError,
     domain_of,
 )
-from airflow_provider_jetstream.core.reconcile import check_if_exists
-from airflow_provider_jetstream.core.specs import ConsumerSpec, validate_name
+from airflow_provider_jetstream.core.manage.reconcile import check_if_exists
+from airflow_provider_jetstream.core.manage.specs import ConsumerSpec, validate_name
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.operators.base import JetStreamBaseOperator, as_bool, check_bool_args, one_spec_error
 from airflow_provider_jetstream.utils.templates import is_resolved_at_run_time

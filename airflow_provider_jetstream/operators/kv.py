@@ -1,10 +1,10 @@
 """Operators for KV buckets: create/update (mirrors and sources across domains), put, delete.
 
 Buckets are KV streams built by the KV conventions exactly as nats.go and nats.js build them
-(:mod:`airflow_provider_jetstream.core.keyvalue`), so those clients read them, mirrors of other domains'
+(:mod:`airflow_provider_jetstream.core.manage.buckets`), so those clients read them, mirrors of other domains'
 buckets included (under the origin's ``$KV.<origin>.`` prefix, ADR-8). nats-py's
 ``js.key_value(bucket)`` reads buckets and sourced buckets but not that mirror layout:
-:func:`airflow_provider_jetstream.core.keyvalue.open_key_value` reads all three. Puts and deletes address the
+:func:`airflow_provider_jetstream.core.manage.buckets.open_key_value` reads all three. Puts and deletes address the
 bucket's domain (``$JS.<domain>.API.$KV.<bucket>.<key>``, as nats.go does), so a write aimed at
 domain X cannot land in a same-named bucket of domain Y; a mirror's writes go to its origin.
 The work is :class:`~airflow_provider_jetstream.hooks.jetstream.JetStreamHook`'s (``ensure_key_value``,
@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow_provider_jetstream.core.specs import KeyValueSpec, encode_kv_value, validate_bucket, validate_key
-from airflow_provider_jetstream.core.specs.kv import kv_stream_name
+from airflow_provider_jetstream.core.manage.specs import KeyValueSpec, encode_kv_value, validate_bucket, validate_key
+from airflow_provider_jetstream.core.manage.specs.kv import kv_stream_name
 from airflow_provider_jetstream.hooks.args import expected_revision_arg
 from airflow_provider_jetstream.operators.base import (
     JetStreamBaseOperator,

@@ -4,7 +4,7 @@ Each message carries a ``Nats-Msg-Id`` derived from ``msg_id`` (templated; by de
 ``<dag_id>/<run_id>/<task_id>/<map_index>/<index>``), so a retried task stores nothing twice within
 the stream's duplicate window: the retry's acks come back ``duplicate`` and are counted as such.
 The work is :meth:`JetStreamHook.publish <airflow_provider_jetstream.hooks.jetstream.JetStreamHook.apublish>`:
-the shared engine :mod:`airflow_provider_jetstream.core.publisher` (the Spark writer's too), which
+the shared engine :mod:`airflow_provider_jetstream.core.publish.engine` (the Spark writer's too), which
 refuses reserved subjects before sending and checks every ack.
 
 Lineage (:mod:`airflow_provider_jetstream.assets.lineage`): the OpenLineage output is the stream that
@@ -19,7 +19,7 @@ from typing import Any
 
 from airflow_provider_jetstream.assets.lineage import server_of, stream_location
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
-from airflow_provider_jetstream.core.subjects import check_publish_subject
+from airflow_provider_jetstream.core.publish.subjects import check_publish_subject
 from airflow_provider_jetstream.core.values import positive_seconds
 from airflow_provider_jetstream.hooks.args import INDEX, check_headers, msg_id_parts
 from airflow_provider_jetstream.operators.base import JetStreamBaseOperator, as_bool

@@ -1,6 +1,6 @@
 """Operators that manage streams declaratively: create/update (plain, mirror, sourced), delete, purge.
 
-Every "create" operator reconciles (see :mod:`airflow_provider_jetstream.core.reconcile`):
+Every "create" operator reconciles (see :mod:`airflow_provider_jetstream.core.manage.reconcile`):
 ``if_exists`` is ``"update"`` (default), ``"skip"``, ``"fail"`` or ``"recreate"``; ``dry_run=True``
 logs the plan and changes nothing. Specs are plain dicts, validated when the DAG is parsed (or,
 when they hold Jinja templates, before any request once rendered). Each returns an XCom dict:
@@ -22,8 +22,8 @@ from typing import Any
 from nats.aio.client import Client
 
 from airflow_provider_jetstream.core.errors import SpecError, SpecErrors
-from airflow_provider_jetstream.core.jetstream_api import STREAM_NOT_FOUND, JetStreamApi, JetStreamApiError, domain_of
-from airflow_provider_jetstream.core.specs import StreamSpec, validate_name, validate_subject
+from airflow_provider_jetstream.core.api import STREAM_NOT_FOUND, JetStreamApi, JetStreamApiError, domain_of
+from airflow_provider_jetstream.core.manage.specs import StreamSpec, validate_name, validate_subject
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.operators.base import (
     JetStreamBaseOperator,

@@ -11,7 +11,7 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from airflow.triggers.base import BaseTrigger
 
-from airflow_provider_jetstream.core.connection_fields import api_prefix_for
+from airflow_provider_jetstream.core.connection.fields import api_prefix_for
 from airflow_provider_jetstream.core.errors import (
     JetStreamConfigError,
     JetStreamError,
@@ -19,7 +19,7 @@ from airflow_provider_jetstream.core.errors import (
     JetStreamPermissionError,
     JetStreamReplicationError,
 )
-from airflow_provider_jetstream.core.specs.durations import optional_duration_seconds
+from airflow_provider_jetstream.core.manage.specs.durations import optional_duration_seconds
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.triggers.base import TRANSIENT_ERRORS, UnreachableClock, transient_reason
 from airflow_provider_jetstream.utils.templates import is_resolved_at_run_time

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow_provider_jetstream.core.specs.names import validate_name
+from airflow_provider_jetstream.core.manage.specs.names import validate_name
 from airflow_provider_jetstream.core.values import validate_count
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.sensors.base import BaseJetStreamSensor, templated

@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 from airflow_provider_jetstream.core.errors import JetStreamReplicationError
-from airflow_provider_jetstream.core.replication import ReplicationWatch
+from airflow_provider_jetstream.core.status.replication import ReplicationWatch
 from airflow_provider_jetstream.core.values import validate_count
 from airflow_provider_jetstream.hooks.args import replication_watch
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook

@@ -20,11 +20,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_jetstream.core.connection import JetStreamConnectionConfig
-from airflow_provider_jetstream.core.connection_fields import api_prefix_for, validate_api_prefix, validate_domain
+from airflow_provider_jetstream.core.connection.settings import JetStreamConnectionConfig
+from airflow_provider_jetstream.core.connection.fields import api_prefix_for, validate_api_prefix, validate_domain
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
-from airflow_provider_jetstream.core.pull import DEFAULT_READER, READERS, PullSettings
-from airflow_provider_jetstream.core.subjects import check_publish_subject
+from airflow_provider_jetstream.core.read.range import DEFAULT_READER, READERS, PullSettings
+from airflow_provider_jetstream.core.publish.subjects import check_publish_subject
 from airflow_provider_jetstream.core.values import as_bool, as_number
 
 #: Environment variable holding the whole NATS connection as JSON (host, port, login, password,
@@ -137,7 +137,7 @@ def _float(options: dict[str, str], name: str, default: float, minimum: float) -
 
 def connection_fields(config: JetStreamConnectionConfig) -> dict[str, Any]:
     """The ``from_fields`` arguments that rebuild ``config`` (secrets included: never log them)."""
-    from airflow_provider_jetstream.core.connection_fields import EXTRA_FIELDS
+    from airflow_provider_jetstream.core.connection.fields import EXTRA_FIELDS
 
     extra = {}
     for name, spec in EXTRA_FIELDS.items():

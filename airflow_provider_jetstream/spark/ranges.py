@@ -19,8 +19,8 @@ from airflow_provider_jetstream.core.errors import (
     JetStreamDataLossError,
     JetStreamNotFoundError,
 )
-from airflow_provider_jetstream.core.jetstream_api import JetStreamApi, describe_prefix
-from airflow_provider_jetstream.core.pull import first_sequence_at
+from airflow_provider_jetstream.core.api import JetStreamApi, describe_prefix
+from airflow_provider_jetstream.core.read.range import first_sequence_at
 from airflow_provider_jetstream.spark.options import ReadOptions
 
 log = logging.getLogger(__name__)

@@ -18,8 +18,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from airflow_provider_jetstream.core.fastpull import ColumnChunk
-from airflow_provider_jetstream.core.pull import MessageChunk
+from airflow_provider_jetstream.core.read.vectorised.reader import ColumnChunk
+from airflow_provider_jetstream.core.read.range import MessageChunk
 
 #: The data source's schema, as Spark DDL.
 SCHEMA_DDL = (

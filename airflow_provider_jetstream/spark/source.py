@@ -6,7 +6,7 @@
 
 Offsets are stream sequences. The driver reads the stream's bounds, fixes the range, and splits it
 into sequence ranges; each task reads exactly its range with the fast pull path
-(:mod:`airflow_provider_jetstream.core.pull`) and yields Arrow record batches. Airflow-free: Spark
+(:mod:`airflow_provider_jetstream.core.read.range`) and yields Arrow record batches. Airflow-free: Spark
 executors import only this package's Airflow-free modules and nats-py.
 """
 
@@ -31,9 +31,9 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
-from airflow_provider_jetstream.core.connect import open_connection, release
+from airflow_provider_jetstream.core.connection.client import open_connection, release
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
-from airflow_provider_jetstream.core.pull import iterate_blocking, read_range_with_config, run_blocking
+from airflow_provider_jetstream.core.read.range import iterate_blocking, read_range_with_config, run_blocking
 from airflow_provider_jetstream.spark.options import ReadOptions, WriteOptions
 from airflow_provider_jetstream.spark.ranges import (
     StreamBounds,

@@ -5,7 +5,7 @@ binary or string), headers (a ``map<string, string>`` or ``map<string, array<str
 and, with ``msgIdColumn``, the ``Nats-Msg-Id`` header, so that the stream drops a message it
 already stored within its duplicate window: a retried task or a re-run job stores nothing twice.
 
-The shared publish engine (:mod:`airflow_provider_jetstream.core.publisher`, the publish operator's
+The shared publish engine (:mod:`airflow_provider_jetstream.core.publish.engine`, the publish operator's
 too) sends them: a task keeps at most ``maxInFlight`` publishes unacknowledged; a subject in a
 reserved space (``$JS.``, ``$KV.``, ``$O.``, ``$SYS.``, ``_INBOX.``, the account's API prefixes) is
 refused before it is sent; after the last ack, a task fails if any row was refused or stored by
@@ -25,12 +25,12 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from airflow_provider_jetstream.core.connect import open_connection, release
+from airflow_provider_jetstream.core.connection.client import open_connection, release
 from airflow_provider_jetstream.core.errors import JetStreamError
-from airflow_provider_jetstream.core.jetstream_api import describe_prefix
-from airflow_provider_jetstream.core.publisher import Outgoing, ack_problems, publish_messages
-from airflow_provider_jetstream.core.pull import iterate_blocking
-from airflow_provider_jetstream.core.specs.names import domain_of
+from airflow_provider_jetstream.core.api import describe_prefix
+from airflow_provider_jetstream.core.publish.engine import Outgoing, ack_problems, publish_messages
+from airflow_provider_jetstream.core.read.range import iterate_blocking
+from airflow_provider_jetstream.core.manage.specs.names import domain_of
 from airflow_provider_jetstream.spark.options import WriteOptions
 
 log = logging.getLogger(__name__)

@@ -170,9 +170,9 @@ async def _publish_sample_readings(stack: LocalStack, per_leaf: int) -> None:
     """An edge process on each leaf publishes readings to its own stream (created if missing)."""
     import nats
 
-    from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
-    from airflow_provider_jetstream.core.reconcile import reconcile_stream
-    from airflow_provider_jetstream.core.specs import StreamSpec
+    from airflow_provider_jetstream.core.api import JetStreamApi
+    from airflow_provider_jetstream.core.manage.reconcile import reconcile_stream
+    from airflow_provider_jetstream.core.manage.specs import StreamSpec
 
     for leaf in stack.leaf_domains:
         nc = await nats.connect(stack.nats.url(leaf))

@@ -1,7 +1,7 @@
 """``JetStreamConsumerLagTrigger``: polls :meth:`JetStreamHook.aconsumer_lag` until a consumer is within bounds.
 
 The check (shared with the sensor's poke and the hook) is
-:func:`airflow_provider_jetstream.core.checks.check_consumer_lag`: the nats CLI's ``nats server check
+:func:`airflow_provider_jetstream.core.status.checks.check_consumer_lag`: the nats CLI's ``nats server check
 consumer --unprocessed-critical --outstanding-ack-critical``.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 
 from airflow.triggers.base import TriggerEvent
 
-from airflow_provider_jetstream.core.connect import wait_task
+from airflow_provider_jetstream.core.connection.client import wait_task
 from airflow_provider_jetstream.triggers.base import (
     FINAL_ERRORS,
     TRANSIENT_ERRORS,

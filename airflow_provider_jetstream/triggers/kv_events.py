@@ -5,9 +5,9 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from airflow_provider_jetstream.core.deliveries import Delivery, decode_payload
+from airflow_provider_jetstream.core.consume.deliveries import Delivery, decode_payload
 from airflow_provider_jetstream.core.errors import JetStreamConfigError, SpecError
-from airflow_provider_jetstream.core.specs.names import validate_bucket, validate_key
+from airflow_provider_jetstream.core.manage.specs.names import validate_bucket, validate_key
 from airflow_provider_jetstream.triggers.messages import JetStreamMessageTrigger
 
 #: Where a new watch starts: only changes from now on, or the current value of each key first.

@@ -1,9 +1,9 @@
 """``JetStreamReplicationLagTrigger``: polls :meth:`JetStreamHook.acheck_replication` until a stream caught up.
 
 The check (shared with the sensor's poke and the hook) is
-:func:`airflow_provider_jetstream.core.checks.check_replication`: it asks each origin, in its own
+:func:`airflow_provider_jetstream.core.status.checks.check_replication`: it asks each origin, in its own
 domain, for its last sequence, then reads the stream and judges every origin (see
-:mod:`airflow_provider_jetstream.core.replication` for what "caught up" means).
+:mod:`airflow_provider_jetstream.core.status.replication` for what "caught up" means).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import Any
 
 from airflow.triggers.base import TriggerEvent
 
-from airflow_provider_jetstream.core.connect import wait_task
-from airflow_provider_jetstream.core.replication import UNREACHABLE_ORIGINS, VERIFY_ORIGIN, ReplicationWatch
-from airflow_provider_jetstream.core.specs.durations import duration_seconds
+from airflow_provider_jetstream.core.connection.client import wait_task
+from airflow_provider_jetstream.core.status.replication import UNREACHABLE_ORIGINS, VERIFY_ORIGIN, ReplicationWatch
+from airflow_provider_jetstream.core.manage.specs.durations import duration_seconds
 from airflow_provider_jetstream.core.values import validate_choice
 from airflow_provider_jetstream.triggers.base import (
     FINAL_ERRORS,
@@ -32,7 +32,7 @@ class JetStreamReplicationLagTrigger(JetStreamWaitTrigger):
 
     Polls every ``poll_interval`` seconds over the triggerer's one shared NATS connection for
     ``jetstream_conn_id``: asks each origin for its last sequence in the origin's own domain, then
-    reads the stream (see :mod:`airflow_provider_jetstream.core.replication`). Logs the replication table
+    reads the stream (see :mod:`airflow_provider_jetstream.core.status.replication`). Logs the replication table
     when it changes, and once a minute while it does not. Fires ``{"status": "success",
     "replication": {...}}``, or ``{"status": "error", "reason": ..., "message": ...}`` when the stream
     does not exist, has no such origin, a request is refused, an origin's replication error outlasts

@@ -103,9 +103,9 @@ def running(pid: int, created: float) -> bool:
 
 async def _publish(stack: LocalStack, leaf: str, count: int) -> tuple[int, int]:
     """An edge process publishes ``count`` readings on its own leaf server; returns their sequences."""
-    from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
-    from airflow_provider_jetstream.core.reconcile import reconcile_stream
-    from airflow_provider_jetstream.core.specs import StreamSpec
+    from airflow_provider_jetstream.core.api import JetStreamApi
+    from airflow_provider_jetstream.core.manage.reconcile import reconcile_stream
+    from airflow_provider_jetstream.core.manage.specs import StreamSpec
 
     nc = await nats.connect(stack.nats.url(leaf))
     try:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import nats
 import pytest
 
-from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
+from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.testing.processes import ManagedProcess, wait_until
 from airflow_provider_jetstream.testing.servers import USERS, LocalTopology
 from airflow_provider_jetstream.testing.stack import LocalAirflow, LocalPostgres
@@ -147,7 +147,7 @@ class AckMonitor(threading.Thread):
         asyncio.run(self._watch())
 
     async def _watch(self) -> None:
-        from airflow_provider_jetstream.core.deliveries import parse_ack_reply
+        from airflow_provider_jetstream.core.consume.deliveries import parse_ack_reply
 
         db = self.postgres.connect()
         db.autocommit = True

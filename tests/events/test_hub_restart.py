@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from nats.js.api import StreamConfig
 
-from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
+from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.testing.servers import USERS
 from airflow_provider_jetstream.triggers.messages import JetStreamMessageTrigger
 from tests.events.harness import Triggerer

@@ -17,7 +17,7 @@ def test_a_leaf_cut_loses_nothing_and_fires_nothing_twice(make_topology, jetstre
     stream = unique("cut").upper()
 
     async def info() -> dict:
-        from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
+        from airflow_provider_jetstream.core.api import JetStreamApi
 
         nc = await connect(topology.url("leaf"))  # the leaf's own view: it answers while cut off
         try:

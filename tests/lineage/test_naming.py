@@ -17,7 +17,7 @@ from airflow_provider_jetstream.assets.lineage import (
     server_of,
     stream_location,
 )
-from airflow_provider_jetstream.core.connection import JetStreamConnectionConfig
+from airflow_provider_jetstream.core.connection.settings import JetStreamConnectionConfig
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.operators.publish import JetStreamPublishOperator
 from airflow_provider_jetstream.operators.streams import (

@@ -16,7 +16,7 @@ from airflow_provider_jetstream.core.errors import (
     ReconcileError,
     SpecErrors,
 )
-from airflow_provider_jetstream.core.keyvalue import BucketLayout, bucket_layout, open_key_value, write_target
+from airflow_provider_jetstream.core.manage.buckets import BucketLayout, bucket_layout, open_key_value, write_target
 from airflow_provider_jetstream.operators.kv import (
     JetStreamCreateKeyValueOperator,
     JetStreamKeyValueDeleteOperator,

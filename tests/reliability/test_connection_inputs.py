@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 import pytest
 
 from airflow_provider_jetstream.core.errors import JetStreamConfigError, JetStreamPublishError
-from airflow_provider_jetstream.core.publisher import PublishSummary, publish_messages
+from airflow_provider_jetstream.core.publish.engine import PublishSummary, publish_messages
 from airflow_provider_jetstream.core.sync import run_sync
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.operators.publish import JetStreamPublishOperator

@@ -28,9 +28,9 @@ from airflow_provider_jetstream.core.errors import (
     SpecErrors,
     is_refusal,
 )
-from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
-from airflow_provider_jetstream.core.specs import encode_kv_value
-from airflow_provider_jetstream.core.topology_guard import reply_problem
+from airflow_provider_jetstream.core.api import JetStreamApi
+from airflow_provider_jetstream.core.manage.specs import encode_kv_value
+from airflow_provider_jetstream.core.manage.double_store import reply_problem
 from airflow_provider_jetstream.operators.consumers import (
     JetStreamCreateConsumerOperator,
     JetStreamDeleteConsumerOperator,

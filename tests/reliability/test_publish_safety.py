@@ -65,7 +65,7 @@ def test_the_operators_api_prefix_is_reserved_too_and_ordinary_subjects_pass() -
         JetStreamPublishOperator(
             task_id="p", subject="JS.acc@hub.API.STREAM.DELETE.x", messages=["x"], api_prefix="JS.acc@hub.API"
         )
-    from airflow_provider_jetstream.core.subjects import publish_subject_problem
+    from airflow_provider_jetstream.core.publish.subjects import publish_subject_problem
 
     for subject in ("orders.created", "JS.other", "KV.x", "$JSX.a", "inbox.a"):
         assert publish_subject_problem(subject, ["JS.acc@hub.API"]) is None, subject
@@ -103,7 +103,7 @@ def test_the_connections_configured_api_prefix_is_refused(hub_leaf, jetstream_co
 def test_the_shared_engine_refuses_before_sending(hub_leaf, raw) -> None:
     import nats
 
-    from airflow_provider_jetstream.core.publisher import publish_messages
+    from airflow_provider_jetstream.core.publish.engine import publish_messages
 
     victim = uid("victim")
     raw.create("leaf", {"name": victim, "subjects": [f"{victim}.>"]})

@@ -21,7 +21,7 @@ from airflow_provider_jetstream.core.errors import (
     JetStreamDomainUnavailableError,
     JetStreamError,
 )
-from airflow_provider_jetstream.core.pull import READERS, MissingRange, PullSettings, read_range
+from airflow_provider_jetstream.core.read.range import READERS, MissingRange, PullSettings, read_range
 from airflow_provider_jetstream.testing.servers import USERS, LocalTopology
 from tests.operators.conftest import uid
 
@@ -34,7 +34,7 @@ SETTINGS = PullSettings(max_buffered_messages=200, chunk_messages=100, heartbeat
 @pytest.fixture(params=READERS, autouse=True)
 def reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Every fault is tried on both range readers: the vectorised one and nats-py's."""
-    monkeypatch.setattr("airflow_provider_jetstream.core.pull.DEFAULT_READER", request.param)
+    monkeypatch.setattr("airflow_provider_jetstream.core.read.range.DEFAULT_READER", request.param)
     return request.param
 
 

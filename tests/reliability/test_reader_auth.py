@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from nats.js.api import StreamConfig
 
-from airflow_provider_jetstream.core.connect import open_connection, release
-from airflow_provider_jetstream.core.connection import JetStreamConnectionConfig
-from airflow_provider_jetstream.core.pull import READERS, read_range_with_config
+from airflow_provider_jetstream.core.connection.client import open_connection, release
+from airflow_provider_jetstream.core.connection.settings import JetStreamConnectionConfig
+from airflow_provider_jetstream.core.read.range import READERS, read_range_with_config
 
 COUNT = 400
 
@@ -110,7 +110,7 @@ class _Rows:
         self.arrived = asyncio.Event()
 
     def on_data(self, bufs: list[bytes], records: Any) -> None:
-        from airflow_provider_jetstream.core.wire_columns import headers_to_map, to_columns
+        from airflow_provider_jetstream.core.read.vectorised.columns import headers_to_map, to_columns
 
         frames = to_columns(bufs, records)
         headers = headers_to_map(frames.headers).to_pylist()
@@ -126,7 +126,7 @@ def test_the_vectorised_splitter_reads_a_cross_account_pull_through_an_imported_
     the frames it gets (reply subjects of another account's consumer) split into the same columns."""
     import nats
 
-    from airflow_provider_jetstream.core.wire import install
+    from airflow_provider_jetstream.core.read.vectorised.tap import install
     from airflow_provider_jetstream.testing.servers import USERS
 
     topology = make_topology()

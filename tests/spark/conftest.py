@@ -47,7 +47,7 @@ def spark(hub_leaf: LocalTopology) -> Iterator[Any]:
     """
     from pyspark.sql import SparkSession
 
-    from airflow_provider_jetstream.core.connection import JetStreamConnectionConfig
+    from airflow_provider_jetstream.core.connection.settings import JetStreamConnectionConfig
     from airflow_provider_jetstream.spark import register
     from airflow_provider_jetstream.spark.options import connection_env
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 
 from airflow_provider_jetstream.core.errors import JetStreamDataLossError
-from airflow_provider_jetstream.core.pull import READERS, MissingRange, PullSettings, read_range
+from airflow_provider_jetstream.core.read.range import READERS, MissingRange, PullSettings, read_range
 from tests.spark.conftest import delete_messages, hub_client, publish, publish_many, run
 
 
 @pytest.fixture(params=READERS, autouse=True)
 def reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Every test runs with both range readers: the vectorised one and nats-py's."""
-    monkeypatch.setattr("airflow_provider_jetstream.core.pull.DEFAULT_READER", request.param)
+    monkeypatch.setattr("airflow_provider_jetstream.core.read.range.DEFAULT_READER", request.param)
     return request.param
 
 

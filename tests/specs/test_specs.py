@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 
 from airflow_provider_jetstream.core.errors import SpecErrors
-from airflow_provider_jetstream.core.specs import (
+from airflow_provider_jetstream.core.manage.specs import (
     STREAM,
     ConsumerSpec,
     KeyValueSpec,
@@ -19,7 +19,7 @@ from airflow_provider_jetstream.core.specs import (
     parse_instant,
     subjects_collide,
 )
-from airflow_provider_jetstream.core.specs.consumer import CONSUMER
+from airflow_provider_jetstream.core.manage.specs.consumer import CONSUMER
 
 S = 1_000_000_000
 

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from nats.js.api import AckPolicy, ConsumerConfig, ExternalStream, StreamConfig, StreamSource
 
-from airflow_provider_jetstream.core.jetstream_api import JetStreamApi
+from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.testing.servers import USERS
 from airflow_provider_jetstream.triggers.consumer_lag import JetStreamConsumerLagTrigger
 from airflow_provider_jetstream.triggers.replication_lag import JetStreamReplicationLagTrigger

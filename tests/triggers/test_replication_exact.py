@@ -18,8 +18,8 @@ from airflow.sdk.exceptions import AirflowFailException
 from nats.js.api import ExternalStream, StreamConfig, StreamSource, SubjectTransform
 
 from airflow_provider_jetstream.core import checks as checks_module
-from airflow_provider_jetstream.core.replication import ReplicationWatch
-from airflow_provider_jetstream.core.replication_status import (
+from airflow_provider_jetstream.core.status.replication import ReplicationWatch
+from airflow_provider_jetstream.core.status.origins import (
     server_hash,
     stream_source_seq,
     subject_matches,

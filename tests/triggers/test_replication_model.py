@@ -7,10 +7,10 @@ from datetime import timedelta
 import pytest
 
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
-from airflow_provider_jetstream.core.replication import ReplicationWatch
-from airflow_provider_jetstream.core.replication_report import format_seconds
-from airflow_provider_jetstream.core.replication_status import statuses_from_stream_info
-from airflow_provider_jetstream.core.specs.durations import duration_seconds
+from airflow_provider_jetstream.core.status.replication import ReplicationWatch
+from airflow_provider_jetstream.core.status.report import format_seconds
+from airflow_provider_jetstream.core.status.origins import statuses_from_stream_info
+from airflow_provider_jetstream.core.manage.specs.durations import duration_seconds
 
 
 @pytest.mark.parametrize(
@@ -233,7 +233,7 @@ def test_the_watch_state_survives_a_json_round_trip_between_processes() -> None:
     the relink rule, the error grace and the unreachable clock carry over."""
     import json
 
-    from airflow_provider_jetstream.core.replication import OriginProbe
+    from airflow_provider_jetstream.core.status.replication import OriginProbe
 
     def source(active_s: float, error: dict | None = None) -> dict:
         entry = {"name": "test", "lag": 0, "active": int(active_s * 1e9), "external": LEAF}

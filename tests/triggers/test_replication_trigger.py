@@ -7,7 +7,7 @@ import time
 
 from nats.js.api import ExternalStream, StreamConfig, StreamSource
 
-from airflow_provider_jetstream.core.replication import ReplicationWatch
+from airflow_provider_jetstream.core.status.replication import ReplicationWatch
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.sensors.replication_lag import JetStreamReplicationLagSensor
 from airflow_provider_jetstream.testing.servers import USERS

@@ -51,10 +51,10 @@ from urllib.parse import urlsplit
 import nats.js.errors
 from nats.js.api import KeyValueConfig
 
-from airflow_provider_jetstream.core.connect import open_connection, release
-from airflow_provider_jetstream.core.connection_fields import api_prefix_for
+from airflow_provider_jetstream.core.connection.client import open_connection, release
+from airflow_provider_jetstream.core.connection.fields import api_prefix_for
 from airflow_provider_jetstream.core.errors import CheckpointConflictError, JetStreamConfigError, JetStreamError
-from airflow_provider_jetstream.core.pull import READERS, run_blocking
+from airflow_provider_jetstream.core.read.range import READERS, run_blocking
 from airflow_provider_jetstream.spark.job_args import (
     PARTITION_COLUMNS,
     check_api_prefix,

@@ -1,0 +1,426 @@
+"""At-least-once consumption: ensure a durable pull consumer, pull a bounded in-flight window, settle each message."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal, NamedTuple
+
+import nats.errors
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+
+from airflow_provider_jetstream.core.consume.ack_floor import AckFloor
+from airflow_provider_jetstream.core.consume.deliveries import Delivery, headers_from_api, parse_ack_reply
+from airflow_provider_jetstream.core.errors import JetStreamConfigError, JetStreamError
+from airflow_provider_jetstream.core.api import JetStreamApi, domain_of
+from airflow_provider_jetstream.core.manage.reconcile import reconcile_consumer
+from airflow_provider_jetstream.core.manage.specs.consumer import ConsumerSpec
+
+log = logging.getLogger(__name__)
+
+#: What became of one message: stored by every watcher, refused by one, not stored, nobody listening.
+Settlement = Literal["ack", "reject", "fail", "idle"]
+
+#: Consumer fields that only apply when the consumer is created ("first start").
+FIRST_START_ONLY = ("deliver_policy", "start_seq", "start_time")
+
+
+#: Ack policies a durable consumer of Airflow's may have: each message acked, or a floor acked.
+ACK_POLICIES = ("explicit", "all")
+
+
+class EnsuredConsumer(NamedTuple):
+    """What :func:`ensure_consumer` did (``created``, ``updated``, ``unchanged``) and the consumer's ack policy."""
+
+    action: str
+    ack_policy: str
+
+
+async def ensure_consumer(
+    api: JetStreamApi, stream: str, spec: ConsumerSpec, *, logger: logging.Logger | logging.LoggerAdapter = log
+) -> EnsuredConsumer:
+    """Create the durable pull consumer ``spec`` on ``stream``, or reconcile an existing one.
+
+    The ack policy (``explicit``, default, or ``all``), the deliver policy and the start position
+    apply only on creation: an existing consumer keeps them and its ack floor (it is never
+    recreated). An existing consumer with ``ack_policy`` ``none`` (nothing can be acked after
+    Airflow stored it), or another change the server would only make by recreating it (push
+    fields), raises ``JetStreamConfigError``. Returns the action and the consumer's ack policy.
+    """
+    info = await api.consumer_info(stream, spec.name)
+    if info is None:
+        result = await reconcile_consumer(api, stream, spec, if_exists="update", logger=logger)
+        return EnsuredConsumer(result.action, str(spec.values.get("ack_policy", "explicit")))
+    ack_policy = (info.get("config") or {}).get("ack_policy", "explicit")
+    if ack_policy not in ACK_POLICIES:
+        raise JetStreamConfigError(
+            f"consumer {spec.name!r} on stream {stream!r} in {api.target} has ack_policy={ack_policy!r}: "
+            "acking each message only after Airflow stored it needs ack_policy 'explicit' or 'all'; "
+            "use another consumer name"
+        )
+    values = {k: v for k, v in spec.values.items() if k not in FIRST_START_ONLY}
+    if values.get("ack_policy", "explicit") != ack_policy:
+        logger.info("consumer %r on stream %r keeps its ack_policy %r", spec.name, stream, ack_policy)
+    values["ack_policy"] = ack_policy
+    kept = ConsumerSpec(values=values, path=spec.path)
+    result = await reconcile_consumer(api, stream, kept, if_exists="update", logger=logger)
+    return EnsuredConsumer(result.action, ack_policy)
+
+
+@dataclass
+class Ticket:
+    """A message handed to the caller and not yet settled: where to send its ack, how often it came.
+
+    ``state`` is used with ``ack_policy: all`` only: ``out`` (handed out), ``ack`` / ``reject``
+    (settled, waiting for the ack floor to reach it), ``fail`` (naked, waiting for its redelivery).
+    """
+
+    sequence: int
+    reply: str
+    delivered: int
+    delivery: Delivery
+    consumer_sequence: int = 0
+    state: str = "out"
+
+
+class DurablePuller:
+    """Pulls a durable consumer and keeps every message it hands out alive until it is settled.
+
+    At most ``max_in_flight`` messages are handed out and unsettled at any time: the caller's
+    consumers have bounded queues. While a message is unsettled a ``+WPI`` renews it every
+    ``ack_wait / 3`` seconds, so the server does not redeliver it while Airflow persists it.
+
+    With ``ack_all`` (a consumer with ``ack_policy: all``, where an ack of stream sequence S acks
+    every pending message up to S) one ack covers a floor: the highest S such that every message
+    this puller holds up to S is settled as stored or rejected. A failed message holds the floor
+    until it comes back and is settled; the stored ones after it stay held (kept alive, counted in
+    ``max_in_flight``: they are pending on the server) and are acked with it. :attr:`floor` (an
+    :class:`~airflow_provider_jetstream.core.consume.ack_floor.AckFloor`) keeps that bookkeeping.
+
+    :param nc: a connected client (shared: the puller never closes it).
+    :param api: the JetStream API (domain or prefix) of the stream.
+    :param stream: stream name. :param consumer: durable consumer name.
+    :param max_in_flight: unsettled messages at most (with ``ack_all``: held ones, settled or not).
+        Default 256.
+    :param ack_wait: the consumer's ack wait in seconds (drives the ``+WPI`` period). Default 30.
+    :param expires: seconds one pull request waits on the server. Default 10: after a stop, what
+        the server still sends to the last request comes back only after ``ack_wait``.
+    :param heartbeat: idle heartbeat seconds; 3 missed heartbeats re-issue the request. Default 2.5.
+    :param nak_delay: first redelivery delay after a failure; doubles per delivery. Default 1.
+    :param nak_max_delay: the largest redelivery delay. Default 60.
+    :param idle_delay: redelivery delay of a message nobody was listening for. Default 5.
+    :param all_header_values: look repeated headers up with ``STREAM.MSG.GET`` (nats-py keeps the
+        last value only). Default True; turned off after the first refused lookup.
+    :param ack_all: the consumer has ``ack_policy: all`` (acks cover a floor). Default False.
+    """
+
+    def __init__(
+        self,
+        nc: Client,
+        api: JetStreamApi,
+        stream: str,
+        consumer: str,
+        *,
+        max_in_flight: int = 256,
+        ack_wait: float = 30.0,
+        expires: float = 10.0,
+        heartbeat: float = 2.5,
+        nak_delay: float = 1.0,
+        nak_max_delay: float = 60.0,
+        idle_delay: float = 5.0,
+        all_header_values: bool = True,
+        ack_all: bool = False,
+    ) -> None:
+        if max_in_flight < 1:
+            raise JetStreamConfigError(f"max_in_flight={max_in_flight} must be >= 1")
+        self.nc, self.api, self.stream, self.consumer = nc, api, stream, consumer
+        self.domain = domain_of(api.prefix)
+        self.max_in_flight = max_in_flight
+        self.ack_wait, self.expires, self.heartbeat = ack_wait, expires, heartbeat
+        self.nak_delay, self.nak_max_delay, self.idle_delay = nak_delay, nak_max_delay, idle_delay
+        self.all_header_values = all_header_values
+        self.ack_all = ack_all
+        self.in_flight: dict[int, Ticket] = {}
+        self.recently_acked: collections.OrderedDict[int, None] = collections.OrderedDict()
+        self.counts: collections.Counter[str] = collections.Counter()
+        self._incoming: asyncio.Queue[Msg] = asyncio.Queue()
+        self._room = asyncio.Event()
+        self._room.set()
+        self._requested = 0  # messages asked for by the open pull request and not yet received
+        self._request_open = False
+        self._last_sign = self._request_sent_at = 0.0
+        self._retry_at = 0.0
+        self._backoff = 1.0
+        self._sub: Any = None
+        self._renewer: asyncio.Task[None] | None = None
+        self._next_rival_check = 0.0
+        self._rival_since: float | None = None
+        # ack_policy all: the floor bookkeeping over in_flight (shared with it, as are the counts).
+        self.floor = AckFloor(nc, api, stream, consumer, self.in_flight, self.counts) if ack_all else None
+
+    # -- pulling ----------------------------------------------------------------------------
+
+    async def deliveries(self) -> AsyncIterator[Ticket]:
+        """Messages in delivery order, each as a :class:`Ticket`, forever (or until an error).
+
+        A message redelivered while still unsettled here is not handed out again (its ack
+        subject is updated); one redelivered after it was acked is acked again. With ``ack_all``
+        a failed message is handed out again when it comes back.
+        """
+        if self.floor is not None:
+            await self.floor.sync()
+        inbox = self.nc.new_inbox()
+        self._sub = await self.nc.subscribe(inbox, cb=self._on_msg, pending_msgs_limit=0, pending_bytes_limit=0)
+        self._renewer = asyncio.create_task(self._renew(), name=f"jetstream-wpi[{self.stream}>{self.consumer}]")
+        try:
+            self._next_rival_check = time.monotonic() + self.expires
+            while True:
+                await self._maybe_request(inbox)
+                await self._check_rivals()
+                wait = self.heartbeat
+                if not self._request_open and self._retry_at:
+                    wait = min(wait, max(0.01, self._retry_at - time.monotonic()))
+                try:
+                    msg = await asyncio.wait_for(self._incoming.get(), timeout=wait)
+                except asyncio.TimeoutError:
+                    self._check_stall()
+                    continue
+                ticket = await self._accept(msg)
+                if ticket is not None:
+                    yield ticket
+        finally:
+            await self.stop()
+
+    async def _on_msg(self, msg: Msg) -> None:
+        self._last_sign = time.monotonic()
+        self._incoming.put_nowait(msg)
+
+    def _room_now(self) -> int:
+        if self.floor is not None:
+            return self.floor.room(self.max_in_flight)
+        return self.max_in_flight - len(self.in_flight)
+
+    async def _maybe_request(self, inbox: str) -> None:
+        while True:
+            if self._request_open or time.monotonic() < self._retry_at:
+                return
+            room = self._room_now()
+            if room > 0:
+                break
+            self._room.clear()  # full: wait until messages are settled
+            await self._room.wait()
+        body = {"batch": room, "expires": int(self.expires * 1e9), "idle_heartbeat": int(self.heartbeat * 1e9)}
+        self._request_open, self._requested = True, room
+        self._last_sign = self._request_sent_at = time.monotonic()
+        await self.nc.publish(
+            f"{self.api.prefix}.CONSUMER.MSG.NEXT.{self.stream}.{self.consumer}", json.dumps(body).encode(), reply=inbox
+        )
+
+    async def _check_rivals(self) -> None:
+        """Refuse to share the consumer with another client (a second triggerer): each message would
+        reach only one of them, and the watchers of the other would miss it without a trace.
+
+        Every ``expires`` seconds (half-way through this puller's open request where possible) the
+        consumer's waiting pull requests are compared with this puller's (at most one). A surplus
+        seen on two checks at least ``expires`` apart (a request a previous run left expires within
+        that time) raises ``JetStreamConfigError``.
+        """
+        now = time.monotonic()
+        # At a request's end, ours and a rival's started alongside turn over together (expire and are
+        # asked again), and a check then can miss either: half-way through, both are waiting.
+        mid_request = self._request_open and now - self._request_sent_at >= self.expires / 2
+        if now < self._next_rival_check or not (mid_request or now >= self._next_rival_check + self.expires / 2):
+            return
+        self._next_rival_check = now + self.expires
+        try:
+            info = await self.api.consumer_info(self.stream, self.consumer)
+        except (JetStreamError, nats.errors.Error):
+            return  # unreachable now (a cut, a restart): the pull path reports and retries
+        others = int((info or {}).get("num_waiting", 0)) - (1 if self._request_open else 0)
+        if others <= 0:
+            self._rival_since = None
+        elif self._rival_since is None:
+            self._rival_since = now
+        elif now - self._rival_since >= self.expires:
+            raise JetStreamConfigError(
+                f"consumer {self.consumer!r} on stream {self.stream!r} in {self.api.target} is also pulled by "
+                f"another client ({others} more pull request(s) waiting for over {self.expires:g}s): each message "
+                "would reach only one of them, and watchers elsewhere would miss it. Keep the watchers of one "
+                "consumer in one triggerer, or give each watcher its own consumer name"
+            )
+
+    def _check_stall(self) -> None:
+        """No sign of the server for 3 heartbeats (a reconnect loses requests): ask again."""
+        if self._request_open and time.monotonic() - self._last_sign > 3 * self.heartbeat:
+            log.info("%s > %s: no sign of the server; pulling again", self.stream, self.consumer)
+            self._request_open, self._requested = False, 0
+
+    def _on_status(self, msg: Msg) -> None:
+        status = (msg.headers or {}).get("Status", "")
+        description = (msg.headers or {}).get("Description", "")
+        if status == "100":
+            return
+        self._request_open, self._requested = False, 0
+        if status == "409" and "Consumer Deleted" in description:
+            raise JetStreamError(f"consumer {self.consumer!r} on stream {self.stream!r} was deleted while pulling")
+        if status in ("404", "408") or (status == "409" and "Exceeded" not in description):
+            self._backoff = 1.0
+            return
+        # 503 (no JetStream answered: a leaf cut off, a hub restarting) or a refused request: back off.
+        log.warning(
+            "%s > %s in %s: pull answered %s %s; retrying in %.0fs",
+            self.stream, self.consumer, self.api.target, status or "?", description, self._backoff,
+        )  # fmt: skip
+        self._retry_at = time.monotonic() + self._backoff
+        self._backoff = min(self._backoff * 2, self.expires)  # a relinked leaf is heard from soon
+
+    async def _accept(self, msg: Msg) -> Ticket | None:
+        meta = parse_ack_reply(msg.reply)
+        if meta is None:
+            self._on_status(msg)
+            return None
+        if self._requested > 0:
+            self._requested -= 1
+            if self._requested == 0:
+                self._request_open = False
+        self._backoff = 1.0
+        if self.floor is not None:
+            self.floor.received(meta.consumer_sequence)
+        held = self.in_flight.get(meta.sequence)
+        if held is not None and held.state == "fail":  # ack_policy all: the failed message is back, hand it out
+            delivery = replace(held.delivery, delivered=meta.delivered, pending=meta.pending)
+            ticket = Ticket(meta.sequence, msg.reply, meta.delivered, delivery, meta.consumer_sequence)
+            self.in_flight[meta.sequence] = ticket
+            self.counts["redelivered"] += 1
+            return ticket
+        if held is not None:  # redelivered while we still hold it: keep one copy, ack via the newest subject
+            held.reply, held.delivered, held.consumer_sequence = msg.reply, meta.delivered, meta.consumer_sequence
+            self.counts["redelivered_in_flight"] += 1
+            return None
+        if self.floor is not None and await self.floor.covered(msg.reply, meta.sequence, meta.consumer_sequence):
+            return None  # below the floor acked already (that ack was lost)
+        if meta.sequence in self.recently_acked:  # our ack was lost (a link cut): ack again, no second event
+            await self.nc.publish(msg.reply, b"+ACK")
+            self.counts["reacked"] += 1
+            return None
+        headers = None
+        if msg.headers:
+            headers = {k: [v] for k, v in msg.headers.items()}
+            if self.all_header_values:
+                headers = await self._all_header_values(meta.sequence) or headers
+        delivery = Delivery(
+            stream=self.stream,
+            consumer=self.consumer,
+            subject=msg.subject,
+            sequence=meta.sequence,
+            delivered=meta.delivered,
+            timestamp_ns=meta.timestamp_ns,
+            data=msg.data,
+            headers=headers,
+            domain=self.domain,
+            pending=meta.pending,
+        )
+        ticket = Ticket(meta.sequence, msg.reply, meta.delivered, delivery, meta.consumer_sequence)
+        self.in_flight[meta.sequence] = ticket
+        return ticket
+
+    async def _all_header_values(self, sequence: int) -> dict[str, list[str]] | None:
+        try:
+            stored = await self.api.msg(self.stream, sequence)
+        except (JetStreamError, nats.errors.Error) as err:
+            log.warning("%s: cannot read repeated header values (%s); keeping the last value of each", self.stream, err)
+            self.all_header_values = False
+            return None
+        return headers_from_api(stored) if stored else None
+
+    # -- settling ---------------------------------------------------------------------------
+
+    def redelivery_delay(self, delivered: int) -> float:
+        """Seconds before a failed message comes back: ``nak_delay * 2**(delivered-1)``, at most ``nak_max_delay``."""
+        return min(self.nak_max_delay, self.nak_delay * 2 ** max(0, delivered - 1))
+
+    async def settle(self, items: Sequence[tuple[Ticket, Settlement]]) -> None:
+        """Send each message's verdict, then flush once.
+
+        ``ack`` → ``+ACK``; ``reject`` → ``+TERM`` (dead-lettering is the caller's, before this);
+        ``fail`` → ``-NAK`` with the backoff delay; ``idle`` (nobody was listening) → ``-NAK`` with
+        ``idle_delay``. Raises if the connection is closed: the server then redelivers.
+
+        With ``ack_all`` the naks go out at once, and stored or rejected messages wait for the
+        floor: one ``+ACK`` (``+TERM`` when the message at the floor was rejected) covers them all.
+        """
+        if self.floor is not None:
+            await self.floor.settle(items, self._nak)
+        else:
+            for ticket, verdict in items:
+                if verdict == "ack":
+                    body = b"+ACK"
+                    self.recently_acked[ticket.sequence] = None
+                    while len(self.recently_acked) > 10_000:
+                        self.recently_acked.popitem(last=False)
+                elif verdict == "reject":
+                    body = b"+TERM"
+                else:
+                    body = self._nak(ticket, verdict)
+                await self.nc.publish(ticket.reply, body)
+                self.counts[verdict] += 1
+                self.in_flight.pop(ticket.sequence, None)
+        await self.nc.flush()
+        self._room.set()
+
+    def _nak(self, ticket: Ticket, verdict: Settlement) -> bytes:
+        delay = self.redelivery_delay(ticket.delivered) if verdict == "fail" else self.idle_delay
+        return b"-NAK " + json.dumps({"delay": int(delay * 1e9)}).encode()
+
+    async def _renew(self) -> None:
+        """``+WPI`` every unsettled message every ``ack_wait / 3`` seconds (with ``ack_all``, every held
+        one but the failed ones, and retry moving the floor)."""
+        period = max(0.1, self.ack_wait / 3)
+        while True:
+            await asyncio.sleep(period)
+            if not self.in_flight or not self.nc.is_connected:
+                continue
+            with contextlib.suppress(nats.errors.Error):
+                renewed = 0
+                for ticket in list(self.in_flight.values()):
+                    if self.floor is not None and not self.floor.renews(ticket):
+                        continue
+                    await self.nc.publish(ticket.reply, b"+WPI")
+                    renewed += 1
+                self.counts["wpi"] += renewed
+                if self.floor is not None:
+                    try:
+                        await self.floor.advance()
+                        await self.nc.flush()
+                    except JetStreamError as err:
+                        log.warning("%s > %s: cannot ack the floor now: %s", self.stream, self.consumer, err)
+
+    async def stop(self) -> None:
+        """Stop renewing; ``-NAK`` what is still unsettled so it comes back at once (best effort).
+
+        With ``ack_all`` that includes the stored messages above the floor: they come back, and fire again.
+        """
+        if self._renewer is not None:
+            self._renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._renewer
+            self._renewer = None
+        if self._sub is not None:  # first: what the naks bring back must not go to this inbox (it would be lost)
+            with contextlib.suppress(Exception):
+                await self._sub.unsubscribe()
+            self._sub = None
+        if self.in_flight and self.nc.is_connected:
+            with contextlib.suppress(Exception):
+                await self.nc.flush()
+                for ticket in list(self.in_flight.values()):
+                    if ticket.state != "fail":  # a failed one was naked with its delay already
+                        await self.nc.publish(ticket.reply, b"-NAK")
+                await self.nc.flush()
+        self.in_flight.clear()

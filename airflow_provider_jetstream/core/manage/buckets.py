@@ -1,0 +1,317 @@
+"""What nats-py's KV API lacks, in one place: buckets with mirrors/sources across domains,
+mirror-aware reads, and domain-aware puts, deletes and compare-and-set.
+
+Buckets are built on the stream layer by the KV conventions
+(:meth:`airflow_provider_jetstream.core.manage.specs.KeyValueSpec.stream_spec`), exactly as nats.go and nats.js
+build them. A mirror bucket keeps its origin's subjects (``$KV.<origin>.<key>``, ADR-8: no subject
+transform, ``mirror_direct``): nats.go and nats.js read it under the origin's prefix when the origin is
+in another domain or account. nats-py 2.16's ``js.key_value(b)`` does not know that layout (it reads
+``$KV.<b>.``): :func:`open_key_value` does, and also reads the older layout this provider made before
+(a transform ``$KV.<origin>.> -> $KV.<b>.>``), taking the layout from the bucket's stream config
+(:func:`bucket_layout`). The KV sensor and trigger read through it.
+
+Writes: nats-py publishes a put to ``$KV.<bucket>.<key>`` whatever the context's domain, so a put
+"to domain leaf" from a client attached to the hub lands in the hub's bucket of that name, or
+nowhere. nats.go addresses a KV in another domain by putting its API prefix in front:
+``$JS.<domain>.API.$KV.<bucket>.<key>``, a subject every domain-enabled server maps to its own
+``$KV.<bucket>.<key>``; and a mirror bucket's writes go to its origin,
+``<origin api>.$KV.<origin bucket>.<key>`` (either layout). This module does the same with nats-py's
+public ``JetStreamContext.publish``, and checks the ack names the expected stream and domain.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import nats.errors
+import nats.js.errors
+from nats.aio.client import Client
+from nats.js.api import StreamConfig
+from nats.js.client import JetStreamContext
+from nats.js.kv import KeyValue
+
+from airflow_provider_jetstream.core.errors import (
+    JetStreamDomainUnavailableError,
+    KeyValueConflictError,
+    KeyValueError,
+)
+from airflow_provider_jetstream.core.api import WRONG_LAST_SEQUENCE, JetStreamApi, describe_prefix
+from airflow_provider_jetstream.core.manage.reconcile import ReconcileResult, reconcile_stream
+from airflow_provider_jetstream.core.manage.specs import KeyValueSpec, describe_source, validate_bucket, validate_key
+from airflow_provider_jetstream.core.manage.specs.kv import KV_STREAM_PREFIX, kv_stream_name, kv_subjects
+from airflow_provider_jetstream.core.manage.specs.names import domain_of
+
+log = logging.getLogger(__name__)
+
+KV_OPERATION = "KV-Operation"
+EXPECTED_LAST_SUBJECT_SEQUENCE = "Nats-Expected-Last-Subject-Sequence"
+ROLLUP = "Nats-Rollup"
+
+
+@dataclass(frozen=True)
+class WriteTarget:
+    """Where a write to a bucket goes: the subject, and the stream (and domain) that must ack it."""
+
+    subject: str
+    stream: str
+    domain: str | None
+    via_origin: bool = False
+
+
+def write_target(bucket: str, key: str, api_prefix: str, config: dict[str, Any] | None = None) -> WriteTarget:
+    """The subject for a write to ``bucket`` reached through ``api_prefix`` (as nats.go builds it).
+
+    ``config`` is the bucket stream's config: a mirror bucket takes no writes, so they go to its
+    origin (through the origin's external API when it has one).
+    """
+    prefix = api_prefix.rstrip(".")
+    mirror = (config or {}).get("mirror")
+    if mirror:
+        origin = mirror["name"].removeprefix(KV_STREAM_PREFIX)
+        external = (mirror.get("external") or {}).get("api")
+        if external:
+            return WriteTarget(f"{external.rstrip('.')}.$KV.{origin}.{key}", mirror["name"], domain_of(external), True)
+        pre = "" if prefix == "$JS.API" else f"{prefix}."
+        return WriteTarget(f"{pre}$KV.{origin}.{key}", mirror["name"], domain_of(prefix), True)
+    pre = "" if prefix == "$JS.API" else f"{prefix}."
+    return WriteTarget(f"{pre}$KV.{bucket}.{key}", kv_stream_name(bucket), domain_of(prefix))
+
+
+@dataclass(frozen=True)
+class BucketLayout:
+    """Where a bucket's keys are stored in its stream, read from the stream's config.
+
+    ``key_prefix`` starts every key's subject in the bucket's stream: ``$KV.<bucket>.`` for a
+    bucket with subjects, ``$KV.<origin>.`` for a mirror made as nats.go and nats.js make it
+    (``origin`` is the mirrored bucket), ``$KV.<bucket>.`` again for a ``legacy_mirror``: one this
+    provider made before it followed the official layout (a subject transform on the mirror).
+    """
+
+    bucket: str
+    stream: str
+    key_prefix: str
+    origin: str | None = None
+    legacy_mirror: bool = False
+
+
+def bucket_layout(bucket: str, config: Mapping[str, Any]) -> BucketLayout:
+    """The layout of ``bucket`` from its stream's config (the JSON API form)."""
+    stream = config.get("name") or kv_stream_name(bucket)
+    mirror = config.get("mirror")
+    if not mirror:
+        return BucketLayout(bucket, stream, f"$KV.{bucket}.")
+    origin = str(mirror.get("name") or "").removeprefix(KV_STREAM_PREFIX)
+    transforms = mirror.get("subject_transforms") or []
+    if not transforms:
+        return BucketLayout(bucket, stream, f"$KV.{origin}.", origin)
+    for transform in transforms:
+        dest = transform.get("dest") or ""
+        if transform.get("src") == kv_subjects(origin) and dest.startswith("$KV.") and dest.endswith(".>"):
+            return BucketLayout(bucket, stream, dest[:-1], origin, legacy_mirror=True)
+    raise KeyValueError(
+        f"bucket {bucket!r} mirrors {origin!r} through subject transforms "
+        f"{[(t.get('src'), t.get('dest')) for t in transforms]}: no KV client can tell where its keys are"
+    )
+
+
+def _config_json(config: StreamConfig) -> dict[str, Any]:
+    """The parts of nats-py's typed stream config that decide a bucket's layout, as JSON."""
+    out: dict[str, Any] = {"name": config.name}
+    mirror = config.mirror
+    if mirror is not None:
+        out["mirror"] = {
+            "name": mirror.name,
+            "subject_transforms": [{"src": t.src, "dest": t.dest} for t in mirror.subject_transforms or []],
+        }
+    return out
+
+
+async def open_key_value(js: JetStreamContext, bucket: str) -> KeyValue:
+    """nats-py's KV client for ``bucket`` in ``js``'s domain, reading keys where its stream stores them.
+
+    Like ``js.key_value(bucket)`` (one ``STREAM.INFO`` request, the same errors:
+    ``BucketNotFoundError``, ``BadBucketError``), but a mirror bucket is read under its origin's
+    prefix (the layout nats.go and nats.js create and read), or under its own for a mirror made by
+    this provider's older releases (see :func:`bucket_layout`). Use it for gets and watches; write
+    with :func:`kv_put` / :func:`kv_delete`, which send a mirror's writes to its origin.
+    """
+    validate_bucket(bucket, "bucket")
+    try:
+        info = await js.stream_info(kv_stream_name(bucket))
+    except nats.js.errors.NotFoundError:
+        raise nats.js.errors.BucketNotFoundError from None
+    if (info.config.max_msgs_per_subject or 0) < 1:
+        raise nats.js.errors.BadBucketError
+    layout = bucket_layout(bucket, _config_json(info.config))
+    return KeyValue(
+        name=bucket, stream=layout.stream, pre=layout.key_prefix, js=js, direct=bool(info.config.allow_direct)
+    )
+
+
+def _mirror_spec(wire: Mapping[str, Any]) -> dict[str, Any]:
+    """A KV mirror in the operator's spec form, from its API form."""
+    out: dict[str, Any] = {"bucket": wire.get("name")}
+    external = wire.get("external") or {}
+    if external.get("api"):
+        domain = domain_of(external["api"])
+        out.update({"domain": domain} if domain else {"api_prefix": external["api"]})
+    if external.get("deliver"):
+        out["deliver_prefix"] = external["deliver"]
+    for key, wire_key in (("start_seq", "opt_start_seq"), ("start_time", "opt_start_time")):
+        if wire.get(wire_key):
+            out[key] = wire[wire_key]
+    return out
+
+
+def legacy_mirror_advice(spec: KeyValueSpec, target: str, config: Mapping[str, Any]) -> str | None:
+    """The migration recipe for a mirror bucket made in the older layout, or None if it is not one."""
+    try:
+        layout = bucket_layout(spec.bucket, config)
+    except KeyValueError:
+        return None
+    if not layout.legacy_mirror:
+        return None
+    bucket, stream, origin = spec.bucket, layout.stream, layout.origin
+    wanted = spec.values.get("mirror") or {}
+    where = describe_source({**wanted, "name": wanted.get("name", origin)})
+    return (
+        f"bucket {bucket!r} is a mirror made by an older release of this provider: it stores the keys of "
+        f"{origin!r} under $KV.{bucket}.> (a subject transform), where nats.go and nats.js do not look (they "
+        f"read a mirror of another domain's bucket under $KV.{origin}.>, as this provider now creates it). A "
+        f"mirror's configuration cannot be changed in place. This provider's own reads, sensors and triggers "
+        f"still read the old layout. To migrate, either\n"
+        f"  (a) run this operator with if_exists='recreate': it deletes the stream {stream!r} in {target} (its "
+        f"consumers and watches too) and creates the mirror again; the new mirror copies again everything the "
+        f"origin {where} still holds, with the same revisions, so what only the old mirror holds (revisions "
+        f"beyond the origin's history or past its ttl) is lost, and the bucket stays empty until the origin's "
+        f"domain is reachable; or\n"
+        f"  (b) create a mirror under a new name with this operator, e.g. "
+        f"bucket={{'bucket': '{bucket}-v2', 'mirror': {_mirror_spec(wanted)!r}}} (and this spec's other "
+        f"settings), move readers to it once it has caught up "
+        f"(JetStreamReplicationLagSensor), then delete the old one with "
+        f"JetStreamDeleteStreamOperator(name={stream!r}) in {target}"
+    )
+
+
+async def reconcile_bucket(api: JetStreamApi, spec: KeyValueSpec, **kwargs: Any) -> ReconcileResult:
+    """Create or update a bucket (mirrors and sources across domains included) as its KV stream.
+
+    A mirror bucket made by this provider's older releases (see :class:`BucketLayout`) cannot be
+    changed into the official layout in place: the error (or, with ``if_exists='recreate'``, the
+    result's notes) spells out how to migrate it and what happens to its data.
+    """
+    result = await reconcile_stream(
+        api,
+        spec.stream_spec(),
+        kind="bucket",
+        label=spec.bucket,
+        replace_advice=lambda config: legacy_mirror_advice(spec, api.target, config),
+        **kwargs,
+    )
+    result.name = spec.bucket
+    return result
+
+
+async def bucket_config(api: JetStreamApi, bucket: str) -> dict[str, Any]:
+    validate_bucket(bucket, "bucket")
+    info = await api.stream_info(kv_stream_name(bucket))
+    if info is None:
+        raise KeyValueError(f"bucket {bucket!r} does not exist in {api.target}")
+    config = info.get("config") or {}
+    if (config.get("max_msgs_per_subject") or 0) < 1:
+        raise KeyValueError(f"stream {kv_stream_name(bucket)!r} in {api.target} is not a KV bucket")
+    return config
+
+
+async def _write(
+    nc: Client,
+    api: JetStreamApi,
+    bucket: str,
+    key: str,
+    payload: bytes,
+    headers: dict[str, str],
+    expected_revision: int | None,
+    timeout: float,
+) -> tuple[int, WriteTarget]:
+    validate_key(key, "key")
+    config = await bucket_config(api, bucket)
+    target = write_target(bucket, key, api.prefix, config)
+    if expected_revision is not None:
+        headers[EXPECTED_LAST_SUBJECT_SEQUENCE] = str(int(expected_revision))
+    js = nc.jetstream(prefix=api.prefix, timeout=timeout)
+    try:
+        ack = await js.publish(target.subject, payload, headers=headers or None, timeout=timeout)
+    except nats.js.errors.APIError as err:
+        if err.err_code == WRONG_LAST_SEQUENCE:
+            raise KeyValueConflictError(
+                f"bucket {bucket!r} key {key!r} in {api.target}: compare-and-set failed, the latest revision is not "
+                f"{expected_revision} ({err.description})"
+            ) from None
+        raise KeyValueError(f"bucket {bucket!r} key {key!r} in {api.target}: {err.description}") from None
+    except (nats.js.errors.NoStreamResponseError, nats.errors.NoRespondersError):
+        raise JetStreamDomainUnavailableError(
+            f"no stream took the write to {target.subject!r} for bucket {bucket!r} in {api.target}"
+        ) from None
+    if ack.stream != target.stream or (target.domain and ack.domain and ack.domain != target.domain):
+        raise KeyValueError(
+            f"write for bucket {bucket!r} in {api.target} was stored by stream {ack.stream!r} in domain "
+            f"{ack.domain!r}, not {target.stream!r} in {describe_prefix(api.prefix)}"
+        )
+    return ack.seq, target
+
+
+async def kv_put(
+    nc: Client,
+    api: JetStreamApi,
+    bucket: str,
+    key: str,
+    value: bytes,
+    *,
+    expected_revision: int | None = None,
+    timeout: float = 5.0,
+) -> int:
+    """Put ``value`` under ``key`` in the bucket of ``api``'s domain; the new revision.
+
+    ``expected_revision`` makes it a compare-and-set: the put is stored only if the key's latest
+    revision is that one (0: only if the key does not exist yet).
+    """
+    revision, target = await _write(nc, api, bucket, key, value, {}, expected_revision, timeout)
+    log.info("put %s (bucket %r in %s) -> revision %d", target.subject, bucket, api.target, revision)
+    return revision
+
+
+async def kv_delete(
+    nc: Client,
+    api: JetStreamApi,
+    bucket: str,
+    key: str,
+    *,
+    purge: bool = False,
+    expected_revision: int | None = None,
+    timeout: float = 5.0,
+) -> int:
+    """Delete ``key`` (a delete marker; ``purge`` also drops its history); the marker's revision."""
+    headers = {KV_OPERATION: "PURGE", ROLLUP: "sub"} if purge else {KV_OPERATION: "DEL"}
+    revision, target = await _write(nc, api, bucket, key, b"", headers, expected_revision, timeout)
+    log.info(
+        "%s %s (bucket %r in %s) -> revision %d",
+        "purged" if purge else "deleted",
+        target.subject,
+        bucket,
+        api.target,
+        revision,
+    )
+    return revision
+
+
+def encode_value(value: Any) -> bytes:
+    """Bytes for a KV value or message: bytes as is, str as UTF-8, anything else as JSON."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode()
+    return json.dumps(value, separators=(",", ":"), default=str).encode()

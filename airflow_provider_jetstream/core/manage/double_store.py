@@ -1,0 +1,240 @@
+"""Refuse writes that connected domains would store twice, or in the wrong domain.
+
+The NATS docs (JetStream on leaf nodes): "if the same subject is subscribed to by different
+streams in the same account in different domains, as long as the underlying leaf node was
+connected at the time, each stream will store the message." KV buckets are the same kind of
+trap: a bucket of one name in two connected domains of one account takes puts in whichever domain
+the writer's server belongs to (nats-py's KV writes ``$KV.<bucket>.<key>`` whatever its domain).
+
+Before a stream or bucket is created (or its subjects change), and before a publish, the guard
+asks the other domains it knows (the connection's own, the domains named by the spec's mirrors and
+sources, the domains the target's existing streams mirror or source from, and ``peer_domains``)
+which streams of this account listen on overlapping subjects, and refuses
+with the docs' advice unless the caller opts in (``allow_double_store=True``).
+
+It fails closed: a domain that cannot be checked (no answer, an error reply such as a permissions
+error, a listing cut short) may store the same messages, so the write is refused too, naming the
+domain and the reason, unless ``allow_double_store=True`` (then it is logged). Listings are read
+page by page to the end.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from nats.aio.client import Client
+
+from airflow_provider_jetstream.core.errors import (
+    DoubleStoreError,
+    DoubleStoreUnreachableError,
+    DoubleStoreUnverifiedError,
+    JetStreamApiError,
+    JetStreamDomainUnavailableError,
+    JetStreamPermissionError,
+    JetStreamTimeoutError,
+)
+from airflow_provider_jetstream.core.api import JetStreamApi, describe_prefix, parse_reply
+from airflow_provider_jetstream.core.manage.specs.names import domain_of
+
+log = logging.getLogger(__name__)
+
+#: The seed's advice, quoted from the NATS docs ("JetStream on leaf nodes").
+DOCS_ADVICE = (
+    '"if the same subject is subscribed to by different streams in the same account in different domains, '
+    "as long as the underlying leaf node was connected at the time, each stream will store the message. "
+    "This can be resolved by using the same account but use different subjects in each domain or use "
+    'different accounts in each domain or isolate accounts used in leaf nodes." (NATS docs, JetStream on '
+    "leaf nodes)"
+)
+OPT_IN = "allow_double_store=True"
+#: How the reasons for an unchecked domain start when nobody answered (maybe transient).
+_NO_ANSWER = ("no JetStream answered", "no answer within")
+
+
+@dataclass(frozen=True)
+class Overlap:
+    domain: str
+    stream: str
+    subject: str
+
+
+#: JetStream's answer "JetStream is not enabled for this account" there: verified, no streams.
+NOT_ENABLED_FOR_ACCOUNT = 10039
+#: What JetStreamApi raises for a question it got no answer to that can be trusted.
+_UNANSWERED = (JetStreamApiError, JetStreamPermissionError, JetStreamDomainUnavailableError, ValueError)
+
+
+def unanswered(err: BaseException, timeout: float) -> str:
+    """Why a JetStream API question raising ``err`` was not answered, in the guard's words; ``""``
+    when it was (only "JetStream not enabled for this account" is an answer: no streams).
+
+    An error reply is not an empty answer: it means the question was not answered (permissions,
+    a server problem).
+    """
+    if isinstance(err, JetStreamApiError):
+        if err.err_code == NOT_ENABLED_FOR_ACCOUNT:
+            return ""
+        return f"an error: {err.description or 'no description'} (code {err.code}, err_code {err.err_code})"
+    if isinstance(err, JetStreamPermissionError):
+        return err.refusal or str(err)
+    if isinstance(err, JetStreamTimeoutError):
+        return f"no answer within {timeout:g}s (leaf link down, or no permission to ask?)"
+    if isinstance(err, JetStreamDomainUnavailableError):
+        return "no JetStream answered (leaf link down, or wrong domain?)"
+    return str(err)
+
+
+def reply_problem(data: bytes) -> tuple[dict[str, Any] | None, str]:
+    """Classify a JetStream API reply: ``(reply, "")`` if it can be trusted, else ``(None, why)``."""
+    try:
+        return parse_reply(data), ""
+    except (JetStreamApiError, ValueError) as err:
+        why = unanswered(err, 0)
+        return (None if why else {"streams": [], "total": 0}), why
+
+
+async def _listing(api: JetStreamApi, suffix: str, body: dict[str, Any]) -> tuple[list[Any], str]:
+    """Every item of a paged listing (``STREAM.LIST``, ``STREAM.NAMES``), or why it is incomplete."""
+    items: list[Any] = []
+    try:
+        async for page in api.pages(suffix, body):
+            items.extend(page)
+    except _UNANSWERED as err:
+        return items, unanswered(err, api.timeout)
+    return items, ""
+
+
+async def local_domain(nc: Client, timeout: float) -> tuple[str | None, str]:
+    """The JetStream domain of the server this connection is attached to (None if it has none),
+    and why it is unknown when the server gave no usable answer.
+
+    No responders, or "JetStream not enabled for this account", is an answer: no JetStream here.
+    """
+    try:
+        info = await JetStreamApi(nc, "$JS.API", timeout=timeout).account_info()
+    except _UNANSWERED as err:
+        no_responders = isinstance(err, JetStreamDomainUnavailableError) and not isinstance(err, JetStreamTimeoutError)
+        return None, "" if no_responders else unanswered(err, timeout)
+    return info.get("domain") or None, ""
+
+
+async def replication_domains(nc: Client, prefix: str, timeout: float) -> tuple[list[str], str]:
+    """Domains that the streams behind ``prefix`` mirror or source from (connected peers, found for
+    free in their configs, every page of ``STREAM.LIST``); and why the list may be incomplete."""
+    streams, problem = await _listing(JetStreamApi(nc, prefix, timeout=timeout), "STREAM.LIST", {})
+    found: list[str] = []
+    for info in streams:
+        config = info.get("config") or {}
+        for origin in [config.get("mirror"), *(config.get("sources") or [])]:
+            domain = domain_of(((origin or {}).get("external") or {}).get("api", "").rstrip("."))
+            if domain:
+                found.append(domain)
+    return found, problem
+
+
+async def find_overlaps(
+    nc: Client, domains: Iterable[str], subjects: Iterable[str], *, timeout: float = 2.0
+) -> tuple[list[Overlap], dict[str, str]]:
+    """Streams in ``domains`` listening on subjects that overlap ``subjects``; and the domains that
+    could not be checked, with why (no answer, an error reply)."""
+    found: list[Overlap] = []
+    unchecked: dict[str, str] = {}
+    for domain in domains:
+        for subject in subjects:
+            api = JetStreamApi(nc, f"$JS.{domain}.API", timeout=timeout)
+            names, problem = await _listing(api, "STREAM.NAMES", {"subject": subject})
+            found.extend(Overlap(domain, name, subject) for name in names)
+            if problem:
+                unchecked[domain] = f"STREAM.NAMES: {problem}"
+                break
+    return found, unchecked
+
+
+async def guard_double_store(
+    nc: Client,
+    *,
+    target_prefix: str,
+    subjects: list[str],
+    what: str,
+    peer_domains: Iterable[str] = (),
+    allow: bool = False,
+    bucket: str | None = None,
+    timeout: float = 2.0,
+    logger: logging.Logger | logging.LoggerAdapter = log,
+) -> list[Overlap]:
+    """Raise :class:`DoubleStoreError` if another known domain stores ``subjects`` too.
+
+    ``what`` names the write in the message (``"stream 'test'"``, ``"publish to 'test'"``). A target
+    reached through an imported API prefix (another account) is not checked: the advice's "different
+    accounts" already holds.
+    """
+    if not subjects:
+        return []
+    target = domain_of(target_prefix)
+    if target is None and target_prefix != "$JS.API":
+        logger.debug("double-store guard: %s is another account's API; not checked", describe_prefix(target_prefix))
+        return []
+    own, own_problem = await local_domain(nc, timeout)
+    if target is None:
+        target = own
+    known = [*((own and [own]) or []), *peer_domains]
+    unchecked: dict[str, str] = {}
+    if own_problem:
+        unchecked["the connection's own server"] = f"INFO: {own_problem}"
+    if target:
+        found, problem = await replication_domains(nc, f"$JS.{target}.API", timeout)
+        known.extend(found)
+        if problem:
+            unchecked[f"domain {target!r}"] = f"STREAM.LIST (which domains its streams copy from): {problem}"
+    peers = [d for d in dict.fromkeys(known) if d and d != target]
+    overlaps, problems = await find_overlaps(nc, peers, subjects, timeout=timeout)
+    unchecked.update({f"domain {domain!r}": why for domain, why in problems.items()})
+    if not overlaps:
+        if unchecked:
+            _unverified(what, target, unchecked, allow, logger)
+        return []
+    listing = "; ".join(f"stream {o.stream!r} in domain {o.domain!r} listens on {o.subject!r}" for o in overlaps)
+    if bucket is not None:
+        problem = (
+            f"bucket {bucket!r} also exists in {', '.join(repr(o.domain) for o in overlaps)} ({listing}): with the "
+            f"same bucket in two connected domains of one account, a put that does not name its domain "
+            f"(nats-py's KV always writes $KV.{bucket}.<key>) lands in whichever domain the writer's server "
+            "belongs to, so writes meant for one domain are stored in the other"
+        )
+    else:
+        problem = (
+            f"{what} in domain {target!r}: {listing}; while the leaf link is up, every message on these subjects is "
+            f"stored in both domains (or only there, when no stream in domain {target!r} listens)"
+        )
+    if allow:
+        logger.warning("double-store guard (allowed by %s): %s", OPT_IN, problem)
+        return overlaps
+    raise DoubleStoreError(f"{problem}. The docs' advice: {DOCS_ADVICE}. Pass {OPT_IN} to do it anyway.")
+
+
+def _unverified(
+    what: str,
+    target: str | None,
+    unchecked: dict[str, str],
+    allow: bool,
+    logger: logging.Logger | logging.LoggerAdapter,
+) -> None:
+    """Fail closed: a domain that could not be checked may store the same messages."""
+    reasons = "; ".join(f"{where}: {why}" for where, why in unchecked.items())
+    problem = (
+        f"cannot verify that {what} in domain {target!r} is not also stored by another connected domain ({reasons})"
+    )
+    if allow:
+        logger.warning("double-store guard (not checked, allowed by %s): %s", OPT_IN, problem)
+        return
+    message = (
+        f"{problem}; refused, since an unchecked domain may store every message too. Fix the link or the "
+        f"permissions and retry, or pass {OPT_IN} to go ahead without the check."
+    )
+    logger.error("double-store guard: %s", message)
+    if all(why.split(": ", 1)[-1].startswith(_NO_ANSWER) for why in unchecked.values()):
+        raise DoubleStoreUnreachableError(message)
+    raise DoubleStoreUnverifiedError(message)

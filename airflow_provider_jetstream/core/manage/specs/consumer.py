@@ -1,0 +1,290 @@
+"""Durable pull consumer specs: plain dicts in, validated JetStream API consumer config out."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_provider_jetstream.core.errors import SpecError, SpecErrors
+from airflow_provider_jetstream.core.manage.specs import fields as F
+from airflow_provider_jetstream.core.manage.specs.fields import Field, Spec, Struct
+from airflow_provider_jetstream.core.manage.specs.names import validate_name
+
+_ACK = {"explicit": "explicit", "all": "all", "none": "none"}
+_DELIVER = {
+    "all": "all",
+    "last": "last",
+    "new": "new",
+    "by_start_sequence": "by_start_sequence",
+    "start_sequence": "by_start_sequence",
+    "by_start_time": "by_start_time",
+    "start_time": "by_start_time",
+    "last_per_subject": "last_per_subject",
+}
+_REPLAY = {"instant": "instant", "original": "original"}
+_PRIORITY = {"none": "none", "overflow": "overflow", "pinned_client": "pinned_client", "prioritized": "prioritized"}
+
+#: Push-consumer fields: refused with a pointer to pull consumers.
+PUSH_FIELDS = ("deliver_subject", "deliver_group", "flow_control", "idle_heartbeat", "rate_limit_bps", "rate_limit")
+
+
+def _pending(value: Any, path: str) -> int:
+    number = F.integer(-1)(value, path)
+    if number == 0:
+        raise SpecError(path, value, "use -1 (unlimited) or a positive number (0 would mean the server default)")
+    return number
+
+
+def _backoff(value: Any, path: str) -> list[int]:
+    return F.list_of(F.duration(allow_zero=False), min_items=1)(value, path)
+
+
+CONSUMER = Struct(
+    "consumer",
+    (
+        Field(
+            "name",
+            "durable_name",
+            lambda v, p: validate_name(v, p, "consumer"),
+            "durable name",
+            aliases=("durable",),
+            editable=F.IMMUTABLE,
+        ),
+        Field("description", "description", F.text, "free text", normalize=F.norm_text),
+        Field(
+            "ack_policy",
+            "ack_policy",
+            F.choice(_ACK),
+            "explicit | all | none",
+            editable=F.IMMUTABLE,
+            normalize=lambda v: v or "explicit",
+        ),
+        Field(
+            "ack_wait", "ack_wait", F.duration(allow_zero=False), "redelivery delay (default 30s)", show=F.show_duration
+        ),
+        Field(
+            "max_deliver",
+            "max_deliver",
+            F.limit,
+            "deliveries per message, -1: unlimited",
+            normalize=F.norm_limit,
+            show=F.show_limit,
+        ),
+        Field(
+            "backoff",
+            "backoff",
+            _backoff,
+            "redelivery delays, one per attempt",
+            since="2.7.1",
+            show=lambda v: "[" + ", ".join(F.show_duration(x) for x in v or []) + "]",
+            normalize=lambda v: list(v) if v else None,
+        ),
+        Field("filter_subject", "filter_subject", F.subject(), "deliver only these subjects", normalize=F.norm_text),
+        Field(
+            "filter_subjects",
+            "filter_subjects",
+            F.subject_list,
+            "several filters",
+            since="2.10",
+            normalize=F.norm_sorted,
+        ),
+        Field(
+            "deliver_policy",
+            "deliver_policy",
+            F.choice(_DELIVER),
+            "all | last | new | by_start_sequence | by_start_time | last_per_subject",
+            editable=F.IMMUTABLE,
+            normalize=lambda v: v or "all",
+        ),
+        Field(
+            "start_seq",
+            "opt_start_seq",
+            F.integer(1),
+            "first stream sequence (deliver by_start_sequence)",
+            editable=F.IMMUTABLE,
+        ),
+        Field(
+            "start_time",
+            "opt_start_time",
+            F.instant_field,
+            "first instant (deliver by_start_time)",
+            editable=F.IMMUTABLE,
+            normalize=F.norm_instant,
+        ),
+        Field("max_ack_pending", "max_ack_pending", _pending, "unacked messages in flight, -1: unlimited"),
+        Field("max_waiting", "max_waiting", F.integer(1), "pull requests waiting (default 512)", editable=F.IMMUTABLE),
+        Field(
+            "max_batch",
+            "max_request_batch",
+            F.integer(0),
+            "largest pull batch",
+            normalize=F.norm_zero_none,
+        ),
+        Field(
+            "max_expires",
+            "max_request_expires",
+            F.duration(),
+            "longest pull expiry",
+            normalize=F.norm_zero_none,
+            show=F.show_duration,
+        ),
+        Field(
+            "max_bytes",
+            "max_request_max_bytes",
+            F.integer(0),
+            "largest pull in bytes",
+            normalize=F.norm_zero_none,
+        ),
+        Field(
+            "inactive_threshold",
+            "inactive_threshold",
+            F.duration(),
+            "delete after this long unused",
+            normalize=F.norm_zero_none,
+            show=F.show_duration,
+        ),
+        Field(
+            "replicas",
+            "num_replicas",
+            F.integer(0, 5),
+            "0: as the stream",
+            normalize=F.norm_zero_none,
+        ),
+        F.flag("mem_storage", "mem_storage", "keep state in memory", editable=F.IMMUTABLE),
+        F.flag("headers_only", "headers_only", "deliver headers only"),
+        Field(
+            "replay_policy",
+            "replay_policy",
+            F.choice(_REPLAY),
+            "instant | original",
+            editable=F.IMMUTABLE,
+            normalize=lambda v: v or "instant",
+        ),
+        Field("sample_freq", "sample_freq", F.text, "ack sampling, e.g. '100%'", normalize=F.norm_text),
+        Field("metadata", "metadata", F.string_map, "string -> string", since="2.10", normalize=F.norm_metadata),
+        Field(
+            "pause_until",
+            "pause_until",
+            F.instant_field,
+            "paused until this instant",
+            since="2.11",
+            level=1,
+            normalize=F.norm_instant,
+        ),
+        Field(
+            "priority_groups",
+            "priority_groups",
+            F.list_of(F.text, min_items=1),
+            "pull priority groups",
+            since="2.11",
+            level=1,
+            normalize=F.norm_sorted,
+        ),
+        Field(
+            "priority_policy",
+            "priority_policy",
+            F.choice(_PRIORITY),
+            "none | overflow | pinned_client",
+            since="2.11",
+            level=1,
+            active=lambda v: v not in (None, "none"),
+            normalize=lambda v: v or "none",
+        ),
+        Field(
+            "pinned_ttl",
+            "priority_timeout",
+            F.duration(),
+            "pinned client TTL",
+            since="2.11",
+            level=1,
+            normalize=F.norm_zero_none,
+            show=F.show_duration,
+        ),
+    ),
+)
+
+
+def consumer_server_view(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The server's consumer config with one filter form filled from the other, for comparison."""
+    view = dict(config)
+    subjects = view.get("filter_subjects") or []
+    if not view.get("filter_subject") and len(subjects) == 1:
+        view["filter_subject"] = subjects[0]
+    if view.get("filter_subject") and not subjects:
+        view["filter_subjects"] = [view["filter_subject"]]
+    return view
+
+
+@dataclass(frozen=True)
+class ConsumerSpec(Spec):
+    """A validated durable pull consumer spec (fields given only, in API form)."""
+
+    path: str = "consumer"
+
+    struct = CONSUMER
+
+    @classmethod
+    def from_dict(cls, data: Any, path: str = "consumer") -> ConsumerSpec:
+        if isinstance(data, ConsumerSpec):
+            return data
+        errors: list[SpecError] = []
+        if isinstance(data, Mapping):
+            push = [k for k in data if k in PUSH_FIELDS]
+            if push:
+                errors.append(
+                    SpecError(
+                        f"{path}.{push[0]}",
+                        data[push[0]],
+                        "push consumers are not managed here: a durable pull consumer works across domains "
+                        "and accounts (the NATS docs: cross-account, only pull consumers are supported)",
+                    )
+                )
+                data = {k: v for k, v in data.items() if k not in PUSH_FIELDS}
+        try:
+            values = CONSUMER.parse(data, path)
+        except SpecErrors as many:
+            raise SpecErrors(errors + many.errors) from None
+        if "name" not in values:
+            errors.append(SpecError(f"{path}.name", None, "a durable consumer needs a name"))
+        _check_consumer(values, path, errors)
+        F.raise_all(errors)
+        return cls(values=values, path=path)
+
+    @property
+    def name(self) -> str:
+        return self.values["name"]
+
+
+def _check_consumer(values: dict[str, Any], path: str, errors: list[SpecError]) -> None:
+    if "filter_subject" in values and "filter_subjects" in values:
+        errors.append(
+            SpecError(f"{path}.filter_subject", values["filter_subject"], "give filter_subject or filter_subjects")
+        )
+    policy = values.get("deliver_policy")
+    for key, wanted in (("opt_start_seq", "by_start_sequence"), ("opt_start_time", "by_start_time")):
+        name = "start_seq" if key == "opt_start_seq" else "start_time"
+        if name in values:
+            if policy is None:
+                values["deliver_policy"] = policy = wanted
+            elif policy != wanted:
+                errors.append(
+                    SpecError(f"{path}.{name}", values[name], f"it goes with deliver_policy {wanted!r}, not {policy!r}")
+                )
+    for name, wanted in (("start_seq", "by_start_sequence"), ("start_time", "by_start_time")):
+        if policy == wanted and name not in values:
+            errors.append(SpecError(f"{path}.deliver_policy", policy, f"deliver_policy {wanted!r} needs {name}"))
+    backoff = values.get("backoff")
+    max_deliver = values.get("max_deliver")
+    if backoff and max_deliver not in (None, -1) and max_deliver <= len(backoff):
+        errors.append(
+            SpecError(
+                f"{path}.max_deliver",
+                max_deliver,
+                f"with {len(backoff)} backoff delays, max_deliver must be > {len(backoff)} (or -1)",
+            )
+        )
+    if backoff and "ack_wait" in values:
+        errors.append(SpecError(f"{path}.ack_wait", "...", "with backoff, the first backoff delay is the ack wait"))
+    if values.get("priority_policy", "none") != "none" and not values.get("priority_groups"):
+        errors.append(SpecError(f"{path}.priority_policy", values["priority_policy"], "it needs priority_groups"))

@@ -1,0 +1,335 @@
+"""The field engine behind every spec: one :class:`Field` per key, one :class:`Struct` per dict.
+
+A field knows its spec key and aliases, its JSON key in the JetStream API, how to validate and
+convert a value (plain dict values, as templated DAG arguments give them: numbers may come as
+strings), whether the server can change it in place, the JetStream API level and server version
+that introduced it, and how to normalise the server's representation for comparison.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from airflow_provider_jetstream.core.errors import SpecError, SpecErrors, unknown_key
+from airflow_provider_jetstream.core.manage.specs.durations import format_duration, instant, parse_duration, parse_instant
+from airflow_provider_jetstream.core.manage.specs.names import validate_subject
+from airflow_provider_jetstream.core.values import bool_or_none
+
+Parser = Callable[[Any, str], Any]
+
+#: How a field may change on an existing object.
+EDITABLE = "yes"  # updated in place
+IMMUTABLE = "no"  # only by deleting and creating again
+ENABLE_ONLY = "enable"  # false -> true in place; true -> false needs a new object
+ONCE = "once"  # like ENABLE_ONLY, and only through an update (sealed)
+CREATE_ONLY = "create"  # used when creating; ignored on an existing object (first_seq)
+
+#: JetStream API level -> the first nats-server release that reports it.
+API_LEVEL_VERSIONS = {0: "2.10", 1: "2.11", 2: "2.12"}
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    wire: str
+    parse: Parser
+    doc: str = ""
+    #: Other keys it is accepted under, besides its name and its API name (``wire``).
+    aliases: tuple[str, ...] = ()
+    editable: str = EDITABLE
+    level: int = 0
+    since: str = "2.2"
+    normalize: Callable[[Any], Any] = field(default=lambda v: v)
+    show: Callable[[Any], str] = field(default=lambda v: repr(v))
+    #: True if the value uses the feature (only then does it need ``level``).
+    active: Callable[[Any], bool] = field(default=bool)
+
+
+@dataclass(frozen=True)
+class Struct:
+    """The fields of one kind of dict (a stream, a source, a placement...)."""
+
+    kind: str
+    fields: tuple[Field, ...]
+
+    def by_key(self) -> dict[str, Field]:
+        keys: dict[str, Field] = {}
+        for f in self.fields:
+            for key in (f.name, f.wire, *f.aliases):
+                keys[key] = f
+        return keys
+
+    def by_wire(self) -> dict[str, Field]:
+        return {f.wire: f for f in self.fields}
+
+    def parse(self, data: Any, path: str) -> dict[str, Any]:
+        """``{field name: wire value}`` for the keys given; every invalid key reported at once."""
+        if not isinstance(data, Mapping):
+            raise SpecError(path, data, f"a {self.kind} is a dict of fields")
+        keys = self.by_key()
+        values: dict[str, Any] = {}
+        errors: list[SpecError] = []
+        for key, value in data.items():
+            f = keys.get(key)
+            if f is None:
+                errors.append(unknown_key(path, key, [x.name for x in self.fields]))
+                continue
+            if f.name in values:
+                errors.append(SpecError(f"{path}.{key}", value, f"{f.name!r} was given twice (by an alias)"))
+                continue
+            if value is None:
+                continue  # None means "not set": templated specs often carry empty optionals
+            try:
+                values[f.name] = f.parse(value, f"{path}.{f.name}")
+            except SpecErrors as many:
+                errors.extend(many.errors)
+            except SpecError as err:
+                errors.append(err)
+        if errors:
+            raise SpecErrors(errors)
+        return values
+
+    def to_wire(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        keys = self.by_key()
+        return {keys[name].wire: value for name, value in values.items()}
+
+
+def raise_all(errors: list[SpecError]) -> None:
+    if errors:
+        raise SpecErrors(errors)
+
+
+# -- parsers ---------------------------------------------------------------------------------------
+
+
+def text(value: Any, path: str) -> str:
+    if not isinstance(value, str):
+        raise SpecError(path, value, "use a string")
+    return value
+
+
+def boolean(value: Any, path: str) -> bool:
+    parsed = bool_or_none(value)
+    if parsed is None:
+        raise SpecError(path, value, "use true or false")
+    return parsed
+
+
+def integer(minimum: int, maximum: int | None = None, hint: str = "") -> Parser:
+    def parse(value: Any, path: str) -> int:
+        number: int | None = None
+        if isinstance(value, int) and not isinstance(value, bool):
+            number = value
+        elif isinstance(value, float) and value.is_integer():
+            number = int(value)
+        elif isinstance(value, str):
+            try:
+                number = int(value.strip())
+            except ValueError:
+                number = None
+        if number is None or number < minimum or (maximum is not None and number > maximum):
+            bounds = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
+            raise SpecError(path, value, f"use an integer {bounds}{hint}")
+        return number
+
+    return parse
+
+
+#: A limit where -1 means unlimited (the server's default).
+limit = integer(-1, hint=" (-1: unlimited)")
+
+
+def duration(allow_zero: bool = True) -> Parser:
+    def parse(value: Any, path: str) -> int:
+        return parse_duration(value, path, allow_zero=allow_zero)
+
+    return parse
+
+
+def choice(options: Mapping[str, str]) -> Parser:
+    """One of ``options`` (spelling -> wire value), case-insensitive."""
+
+    def parse(value: Any, path: str) -> str:
+        if isinstance(value, str) and value.strip().lower() in options:
+            return options[value.strip().lower()]
+        allowed = sorted(set(options.values()))
+        raise SpecError(path, value, f"use one of {', '.join(repr(a) for a in allowed)}")
+
+    return parse
+
+
+def subject(wildcards: bool = True) -> Parser:
+    def parse(value: Any, path: str) -> str:
+        return validate_subject(value, path, wildcards=wildcards)
+
+    return parse
+
+
+def subject_list(value: Any, path: str) -> list[str]:
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or not items:
+        raise SpecError(path, value, "use a subject or a non-empty list of subjects")
+    out = [validate_subject(s, f"{path}[{i}]") for i, s in enumerate(items)]
+    if len(set(out)) != len(out):
+        raise SpecError(path, value, "each subject once")
+    return out
+
+
+def string_map(value: Any, path: str) -> dict[str, str]:
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) and k for k in value):
+        raise SpecError(path, value, "use a dict of string keys to string values")
+    bad = [k for k, v in value.items() if not isinstance(v, str)]
+    if bad:
+        raise SpecError(f"{path}.{bad[0]}", value[bad[0]], "metadata values are strings")
+    reserved = [k for k in value if k.startswith("_nats.")]
+    if reserved:
+        raise SpecError(f"{path}.{reserved[0]}", value[reserved[0]], "keys starting with '_nats.' belong to the server")
+    return dict(value)
+
+
+def list_of(parse_item: Parser, *, min_items: int = 0) -> Parser:
+    def parse(value: Any, path: str) -> list[Any]:
+        if not isinstance(value, (list, tuple)) or len(value) < min_items:
+            raise SpecError(path, value, f"use a list{f' of at least {min_items}' if min_items else ''}")
+        errors: list[SpecError] = []
+        out = []
+        for i, item in enumerate(value):
+            try:
+                out.append(parse_item(item, f"{path}[{i}]"))
+            except SpecErrors as many:
+                errors.extend(many.errors)
+            except SpecError as err:
+                errors.append(err)
+        raise_all(errors)
+        return out
+
+    return parse
+
+
+def nested(struct: Struct, check: Callable[[dict[str, Any], str], None] | None = None) -> Parser:
+    """A dict of ``struct``'s fields, returned in wire form."""
+
+    def parse(value: Any, path: str) -> dict[str, Any]:
+        values = struct.parse(value, path)
+        if check is not None:
+            check(values, path)
+        return struct.to_wire(values)
+
+    return parse
+
+
+def instant_field(value: Any, path: str) -> str:
+    return parse_instant(value, path)
+
+
+# -- normalisers (server form vs desired form) ----------------------------------------------------
+
+
+def norm_limit(value: Any) -> Any:
+    """-1, 0 and absent all mean unlimited."""
+    return -1 if value in (None, 0) or (isinstance(value, int) and value < 0) else value
+
+
+def norm_bool(value: Any) -> bool:
+    return bool(value)
+
+
+def show_bool(value: Any) -> str:
+    return "true" if value else "false"
+
+
+def flag(name: str, api_name: str, help: str, **options: Any) -> Field:
+    """A boolean field (absent counts as false)."""
+    return Field(name, api_name, boolean, help, normalize=norm_bool, show=show_bool, **options)
+
+
+def norm_text(value: Any) -> Any:
+    return value or None
+
+
+def norm_sorted(value: Any) -> Any:
+    return sorted(value) if value else None
+
+
+def norm_metadata(value: Any) -> Any:
+    if not value:
+        return None
+    user = {k: v for k, v in value.items() if not k.startswith("_nats.")}
+    return user or None
+
+
+def norm_instant(value: Any) -> Any:
+    moment = instant(value) if value else None
+    if moment is None or moment.year <= 1:
+        return None
+    return moment
+
+
+def norm_zero_none(value: Any) -> Any:
+    return value or None
+
+
+def norm_struct(value: Any) -> Any:
+    """A nested dict without its empty / default members (``{}`` and None are equal)."""
+    if not value:
+        return None
+    if isinstance(value, Mapping):
+        out = {k: norm_struct(v) for k, v in value.items()}
+        out = {k: v for k, v in out.items() if v not in (None, False, "", 0, [], {})}
+        return out or None
+    if isinstance(value, list):
+        return [norm_struct(v) for v in value] or None
+    return value
+
+
+# -- display ---------------------------------------------------------------------------------------
+
+
+def show_duration(value: Any) -> str:
+    return format_duration(value) if isinstance(value, int) else repr(value)
+
+
+def show_limit(value: Any) -> str:
+    return "unlimited" if value in (None, -1, 0) else repr(value)
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """A field that needs a newer server than JetStream API level 0."""
+
+    path: str
+    level: int
+    since: str
+
+    def message(self, target: str, level: int) -> str:
+        return f"{self.path} needs nats-server >= {self.since}; {target} reports API level {level}"
+
+
+def requirements(struct: Struct, values: Mapping[str, Any], path: str) -> list[Requirement]:
+    keys = struct.by_key()
+    return [
+        Requirement(f"{path}.{name}" if path else name, keys[name].level, keys[name].since)
+        for name, value in values.items()
+        if keys[name].level > 0 and keys[name].active(value)
+    ]
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A validated spec: ``values`` maps field names to API values, for the fields given; ``struct``
+    (set by each kind of spec) says which fields there are."""
+
+    values: Mapping[str, Any]
+    path: str
+
+    struct: ClassVar[Struct]
+
+    def wire(self) -> dict[str, Any]:
+        """The API config: exactly the fields given (never a default the user did not set)."""
+        return self.struct.to_wire(self.values)
+
+    def requirements(self) -> list[Requirement]:
+        """The fields given that need a newer server than API level 0."""
+        return requirements(self.struct, self.values, self.path)

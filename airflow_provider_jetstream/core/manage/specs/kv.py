@@ -1,0 +1,167 @@
+"""Key-value bucket specs, and the stream each one is stored in (the KV stream conventions).
+
+A bucket ``b`` is the stream ``KV_b`` listening on ``$KV.b.>``, one message per key revision:
+``max_msgs_per_subject`` is the history, ``max_age`` the TTL, rollups allowed, deletes denied,
+direct get on, discard new. A mirror bucket has no subjects and mirrors ``KV_<origin>`` as is
+(``mirror_direct``, no subject transform: it stores ``$KV.<origin>.<key>``); a sourced bucket
+transforms ``$KV.<origin>.>`` into ``$KV.b.>`` (unless the origin is a same-named bucket in another
+domain). That is field for field what nats.go's and nats.js's ``CreateKeyValue`` send (ADR-8), so
+nats.go and nats.js open these buckets, across domains, with ``KeyValue(b)`` / ``views.kv(b)``; they
+read a mirror of a bucket in another domain or account under its origin's prefix, as does
+:func:`airflow_provider_jetstream.core.manage.buckets.open_key_value`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_provider_jetstream.core.errors import SpecError
+from airflow_provider_jetstream.core.manage.specs import fields as F
+from airflow_provider_jetstream.core.manage.specs.fields import Field, Spec, Struct
+from airflow_provider_jetstream.core.manage.specs.names import validate_bucket
+from airflow_provider_jetstream.core.manage.specs.sources import parse_source
+from airflow_provider_jetstream.core.manage.specs.stream import PLACEMENT, REPUBLISH, STREAM, StreamSpec
+
+KV_STREAM_PREFIX = "KV_"
+MAX_HISTORY = 64
+DEFAULT_DUPLICATE_WINDOW = 120 * 1_000_000_000
+
+
+def kv_stream_name(bucket: str) -> str:
+    return f"{KV_STREAM_PREFIX}{bucket}"
+
+
+def kv_subjects(bucket: str) -> str:
+    return f"$KV.{bucket}.>"
+
+
+def _origin(value: Any, path: str) -> dict[str, Any]:
+    """A KV mirror/source: the origin ``bucket`` (or ``name``) and where it lives."""
+    if not isinstance(value, Mapping):
+        raise SpecError(path, value, "a KV mirror or source is a dict like {'bucket': 'config', 'domain': 'leaf'}")
+    data = dict(value)
+    if "bucket" in data:
+        if "name" in data:
+            raise SpecError(f"{path}.bucket", data["bucket"], "give bucket or name, not both")
+        data["name"] = data.pop("bucket")
+    if "name" in data:
+        validate_bucket(data["name"], f"{path}.bucket")
+    if "filter_subject" in data or "subject_transforms" in data:
+        raise SpecError(f"{path}.filter_subject", "...", "KV mirrors and sources copy whole buckets")
+    return parse_source(data, path)
+
+
+KV = Struct(
+    "bucket",
+    (
+        Field("bucket", "bucket", validate_bucket, "bucket name", aliases=("name",)),
+        Field("description", "description", F.text, "free text"),
+        Field("history", "history", F.integer(1, MAX_HISTORY), f"revisions kept per key, 1-{MAX_HISTORY}"),
+        Field("ttl", "ttl", F.duration(), "how long a value lives, 0: forever", aliases=("max_age",)),
+        Field("max_value_size", "max_value_size", F.limit, "-1: unlimited", aliases=("max_msg_size",)),
+        Field("max_bytes", "max_bytes", F.limit, "-1: unlimited"),
+        Field("storage", "storage", F.choice({"file": "file", "memory": "memory", "mem": "memory"}), "file | memory"),
+        Field("replicas", "replicas", F.integer(1, 5), "1-5", aliases=("num_replicas",)),
+        Field("placement", "placement", F.nested(PLACEMENT), "cluster / tags"),
+        Field("compression", "compression", F.boolean, "s2 compression on disk", since="2.10"),
+        Field("republish", "republish", F.nested(REPUBLISH), "src / dest / headers_only"),
+        Field("metadata", "metadata", F.string_map, "string -> string", since="2.10"),
+        Field("mirror", "mirror", _origin, "the origin bucket of a read-only copy"),
+        Field("sources", "sources", F.list_of(_origin, min_items=1), "origin buckets to aggregate"),
+        Field(
+            "limit_marker_ttl",
+            "limit_marker_ttl",
+            F.duration(allow_zero=False),
+            "keep a delete marker this long when a key's TTL removes it",
+            since="2.11",
+            level=1,
+        ),
+    ),
+)
+
+
+@dataclass(frozen=True)
+class KeyValueSpec(Spec):
+    """A validated KV bucket spec; :meth:`stream_spec` is the stream that stores it."""
+
+    path: str = "bucket"
+
+    struct = KV
+
+    @classmethod
+    def from_dict(cls, data: Any, path: str = "bucket") -> KeyValueSpec:
+        if isinstance(data, KeyValueSpec):
+            return data
+        if isinstance(data, str):
+            data = {"bucket": data}
+        values = KV.parse(data, path)
+        errors: list[SpecError] = []
+        if "bucket" not in values:
+            errors.append(SpecError(f"{path}.bucket", None, "a bucket needs a name"))
+        if "mirror" in values and "sources" in values:
+            errors.append(SpecError(f"{path}.sources", "...", "a mirror bucket has one origin: give mirror or sources"))
+        if "mirror" in values and "republish" in values:
+            errors.append(SpecError(f"{path}.republish", "...", "a mirror bucket does not republish"))
+        F.raise_all(errors)
+        return cls(values=values, path=path)
+
+    @property
+    def bucket(self) -> str:
+        return self.values["bucket"]
+
+    @property
+    def stream_name(self) -> str:
+        return kv_stream_name(self.bucket)
+
+    def stream_spec(self) -> StreamSpec:
+        """The ``KV_<bucket>`` stream, configured by the KV conventions."""
+        v = self.values
+        bucket = self.bucket
+        ttl = v.get("ttl", 0)
+        stream: dict[str, Any] = {
+            "name": kv_stream_name(bucket),
+            "max_msgs_per_subject": v.get("history", 1),
+            "max_bytes": v.get("max_bytes", -1),
+            "max_age": ttl,
+            "max_msg_size": v.get("max_value_size", -1),
+            "storage": v.get("storage", "file"),
+            "replicas": v.get("replicas", 1),
+            "allow_rollup": True,
+            "deny_delete": True,
+            "allow_direct": True,
+            "discard": "new",
+            "max_msgs": -1,
+            "max_consumers": -1,
+            "duplicate_window": min(ttl, DEFAULT_DUPLICATE_WINDOW) if ttl else DEFAULT_DUPLICATE_WINDOW,
+        }
+        for key in ("description", "placement", "republish", "metadata"):
+            if key in v:
+                stream[key] = v[key]
+        if v.get("compression"):
+            stream["compression"] = "s2"
+        if "limit_marker_ttl" in v:
+            stream["allow_msg_ttl"] = True
+            stream["subject_delete_marker_ttl"] = v["limit_marker_ttl"]
+        if "mirror" in v:
+            # As nats.go / nats.js: the origin's subjects are kept; clients read them under the
+            # origin's prefix (a transform here would hide the keys from those clients).
+            mirror = dict(v["mirror"])
+            mirror["name"] = kv_stream_name(mirror["name"])
+            stream["mirror"] = mirror
+            stream["mirror_direct"] = True
+        else:
+            stream["subjects"] = [kv_subjects(bucket)]
+            if "sources" in v:
+                sources = []
+                for source in v["sources"]:
+                    source = dict(source)
+                    origin = source["name"]
+                    source["name"] = kv_stream_name(origin)
+                    if origin != bucket or not source.get("external"):
+                        source["subject_transforms"] = [{"src": kv_subjects(origin), "dest": kv_subjects(bucket)}]
+                    sources.append(source)
+                stream["sources"] = sources
+        values = {STREAM.by_key()[k].name: val for k, val in stream.items()}
+        return StreamSpec(values=values, path=self.path)

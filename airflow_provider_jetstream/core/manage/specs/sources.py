@@ -1,0 +1,176 @@
+"""Sources and mirrors of a stream: where the origin lives (``domain``, or ``api_prefix`` and
+``deliver_prefix`` for a cross-account import), validated, described and compared.
+
+``{"name": "test", "domain": "leaf"}`` means the external API ``$JS.leaf.API``; an imported API is
+``{"name": "test", "api_prefix": "JS.acc@hub.API", "deliver_prefix": ...}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from airflow_provider_jetstream.core.errors import SpecError
+from airflow_provider_jetstream.core.manage.specs import fields as F
+from airflow_provider_jetstream.core.manage.specs.fields import Field, Struct
+from airflow_provider_jetstream.core.manage.specs.names import domain_of, validate_name
+
+
+def _domain(value: Any, path: str) -> str:
+    return validate_name(value, path, what="domain")
+
+
+def _api_prefix(value: Any, path: str) -> str:
+    prefix = value.rstrip(".") if isinstance(value, str) else value
+    F.subject(wildcards=False)(prefix, path)
+    return prefix
+
+
+TRANSFORM = Struct(
+    "subject transform",
+    (
+        Field("src", "src", F.subject(), "subjects to transform", aliases=("source",)),
+        Field("dest", "dest", F.subject(), "destination subject (mapping)", aliases=("destination",)),
+    ),
+)
+
+
+def check_transform(values: dict[str, Any], path: str) -> None:
+    if "dest" not in values:
+        raise SpecError(f"{path}.dest", None, "a subject transform needs 'dest' (and usually 'src')")
+
+
+transform = F.nested(TRANSFORM, check_transform)
+
+SOURCE = Struct(
+    "source",
+    (
+        Field("name", "name", lambda v, p: validate_name(v, p), "name of the origin stream"),
+        Field("domain", "domain", _domain, "JetStream domain of the origin: external API $JS.<domain>.API"),
+        Field("api_prefix", "api_prefix", _api_prefix, "external API prefix, e.g. the imported JS.acc@hub.API"),
+        Field("deliver_prefix", "deliver_prefix", F.subject(wildcards=False), "delivery subject prefix (imports)"),
+        Field("filter_subject", "filter_subject", F.subject(), "copy only messages on these subjects"),
+        Field(
+            "subject_transforms",
+            "subject_transforms",
+            F.list_of(transform, min_items=1),
+            "filter and transform subjects while copying",
+            since="2.10",
+        ),
+        Field("start_seq", "opt_start_seq", F.integer(1), "first origin sequence to copy"),
+        Field("start_time", "opt_start_time", F.instant_field, "copy from this instant"),
+    ),
+)
+
+
+def parse_source(value: Any, path: str) -> dict[str, Any]:
+    """A source/mirror spec in API form: ``{"name", ..., "external": {"api", "deliver"}}``."""
+    values = SOURCE.parse(value, path)
+    errors: list[SpecError] = []
+    if "name" not in values:
+        errors.append(SpecError(f"{path}.name", None, "a source or mirror names its origin stream"))
+    if "domain" in values and "api_prefix" in values:
+        errors.append(
+            SpecError(
+                f"{path}.domain",
+                values["domain"],
+                f"give domain or api_prefix, not both: domain {values['domain']!r} means the API prefix "
+                f"'$JS.{values['domain']}.API'",
+            )
+        )
+    if "deliver_prefix" in values and not ("domain" in values or "api_prefix" in values):
+        errors.append(
+            SpecError(
+                f"{path}.deliver_prefix",
+                values["deliver_prefix"],
+                "a delivery prefix goes with an external origin: give api_prefix (or domain) too",
+            )
+        )
+    if "filter_subject" in values and "subject_transforms" in values:
+        errors.append(
+            SpecError(
+                f"{path}.filter_subject",
+                values["filter_subject"],
+                "give filter_subject or subject_transforms, not both (each transform's 'src' is its filter)",
+            )
+        )
+    if "start_seq" in values and "start_time" in values:
+        errors.append(SpecError(f"{path}.start_seq", values["start_seq"], "give start_seq or start_time, not both"))
+    F.raise_all(errors)
+    wire: dict[str, Any] = {"name": values["name"]}
+    for key, wire_key in (
+        ("start_seq", "opt_start_seq"),
+        ("start_time", "opt_start_time"),
+        ("filter_subject", "filter_subject"),
+        ("subject_transforms", "subject_transforms"),
+    ):
+        if key in values:
+            wire[wire_key] = values[key]
+    api = f"$JS.{values['domain']}.API" if "domain" in values else values.get("api_prefix")
+    if api:
+        wire["external"] = {"api": api}
+        if values.get("deliver_prefix"):
+            wire["external"]["deliver"] = values["deliver_prefix"]
+    return wire
+
+
+def source_key(source: Mapping[str, Any]) -> tuple[str, str]:
+    """What identifies a source: its origin stream and the API it is reached through."""
+    external = source.get("external") or {}
+    return source.get("name", ""), (external.get("api") or "").rstrip(".")
+
+
+def describe_source(source: Mapping[str, Any]) -> str:
+    name, api = source_key(source)
+    if not api:
+        return repr(name)
+    domain = domain_of(api)
+    if domain:
+        return f"{name!r} in domain {domain!r}"
+    return f"{name!r} via {api!r}"
+
+
+def norm_source(source: Any) -> Any:
+    """A source/mirror without server-filled defaults, comparable with a desired one."""
+    if not source:
+        return None
+    out: dict[str, Any] = {"name": source.get("name")}
+    if source.get("opt_start_seq"):
+        out["opt_start_seq"] = source["opt_start_seq"]
+    moment = F.norm_instant(source.get("opt_start_time"))
+    if moment is not None:
+        out["opt_start_time"] = moment
+    if source.get("filter_subject") and source.get("filter_subject") != ">":
+        out["filter_subject"] = source["filter_subject"]
+    transforms = [
+        {"src": t.get("src") or ">", "dest": t.get("dest") or ""} for t in source.get("subject_transforms") or []
+    ]
+    if transforms:
+        out["subject_transforms"] = transforms
+    external = source.get("external") or {}
+    if external.get("api"):
+        out["api"] = external["api"].rstrip(".")
+    if external.get("deliver"):
+        out["deliver"] = external["deliver"]
+    return out
+
+
+def norm_sources(sources: Any) -> Any:
+    if not sources:
+        return None
+    return sorted((norm_source(s) for s in sources), key=lambda s: (s["name"], s.get("api", ""), repr(s)))
+
+
+def show_source(source: Any) -> str:
+    if not source:
+        return "none"
+    parts = [describe_source(source)]
+    for key in ("filter_subject", "opt_start_seq", "opt_start_time"):
+        if source.get(key):
+            parts.append(f"{key}={source[key]!r}")
+    if source.get("subject_transforms"):
+        parts.append("transforms=" + ",".join(f"{t.get('src')}->{t.get('dest')}" for t in source["subject_transforms"]))
+    deliver = (source.get("external") or {}).get("deliver")
+    if deliver:
+        parts.append(f"deliver={deliver!r}")
+    return " ".join(parts)

@@ -1,0 +1,195 @@
+"""What the server reports about the origins of a stream (its mirror, or each source), and the subject
+transforms needed to find an origin's messages in the copy. Judged by :mod:`.replication`."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_provider_jetstream.core.manage.specs.names import domain_of
+
+
+@dataclass(frozen=True)
+class ReplicationStatus:
+    """What the server reports about one origin of a stream.
+
+    :param kind: ``"mirror"`` or ``"source"``.
+    :param origin: name of the origin stream.
+    :param api_prefix: JetStream API prefix of the origin (``$JS.leaf.API``, ``JS.acc@hub.API``);
+        None when the origin is in the stream's own domain.
+    :param lag: messages the origin had that this stream had not, at last contact.
+    :param active: seconds since the last contact with the origin; None if never contacted.
+    :param error: the last replication error reported, or None.
+    :param filter_subject: the source's subject filter, if any.
+    :param subject_transforms: the source's ``(src, dest)`` subject transforms, if any.
+    :param seq: the last origin sequence this stream holds from the source, when the server says
+        (nats-server >= 2.15 reports it per source); None otherwise.
+    :param external_api: the configured external API prefix, exactly as written (the server names
+        the origin in ``Nats-Stream-Source`` headers with a hash of it).
+    """
+
+    kind: str
+    origin: str
+    api_prefix: str | None
+    lag: int
+    active: float | None
+    error: str | None = None
+    filter_subject: str | None = None
+    subject_transforms: tuple[tuple[str, str], ...] = ()
+    seq: int | None = None
+    external_api: str | None = None
+
+    @property
+    def key(self) -> str:
+        """Identifies the origin in the watch's state: ``kind:origin:api prefix``."""
+        return f"{self.kind}:{self.origin}:{self.api_prefix or ''}"
+
+    @property
+    def domain(self) -> str | None:
+        return domain_of(self.api_prefix)
+
+    @property
+    def where(self) -> str:
+        """The origin's location in words for the table: ``leaf``, ``JS.acc@hub.API`` or ``(local)``."""
+        if self.api_prefix is None:
+            return "(local)"
+        return self.domain or self.api_prefix
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind} {self.origin!r} in {self.where}"
+
+    @property
+    def origin_filters(self) -> list[str]:
+        """The subjects of the origin this copy takes: the transforms' sources, the filter, or all."""
+        if self.subject_transforms:
+            return [src or ">" for src, _ in self.subject_transforms]
+        return [self.filter_subject or ">"]
+
+    @property
+    def copy_patterns(self) -> list[str]:
+        """Subject patterns the copies of this origin land on in the stream (transforms applied)."""
+        if not self.subject_transforms:
+            return [self.filter_subject or ">"]
+        return [transform_pattern(src, dest) for src, dest in self.subject_transforms]
+
+    @property
+    def index_name(self) -> str:
+        """How the server names this origin in a ``Nats-Stream-Source`` header: ``name:<hash of the
+        external API prefix>``, or the bare name for an origin in the same domain."""
+        if not self.external_api:
+            return self.origin
+        return f"{self.origin}:{server_hash(self.external_api)}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "origin": self.origin,
+            "domain": self.domain,
+            "api_prefix": self.api_prefix,
+            "lag": self.lag,
+            "active": self.active,
+            "error": self.error,
+        }
+
+
+_HASH_DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+_WILDCARD_REF = re.compile(r"^(\$\d+|\{\{\s*wildcard\s*\(\s*\d+\s*\)\s*\}\})$", re.IGNORECASE)
+
+
+def server_hash(text: str) -> str:
+    """nats-server's ``getHash``: 8 base-62 digits of the SHA-256 of ``text`` (seen in
+    ``Nats-Stream-Source: orig:mSx7q4yJ 9 ...`` for ``$JS.leaf.API`` on 2.10, 2.12 and 2.15)."""
+    digest = hashlib.sha256(text.encode()).digest()
+    return "".join(_HASH_DIGITS[b % 62] for b in digest[:8])
+
+
+def transform_pattern(src: str, dest: str) -> str:
+    """The subjects a transform ``src -> dest`` can produce, as a pattern: ``$1`` / ``{{wildcard(1)}}``
+    become ``*``; any other mapping function (partition, split...) and what follows become ``>``."""
+    if not dest:
+        return src or ">"
+    tokens = []
+    for token in dest.split("."):
+        if _WILDCARD_REF.match(token.strip()):
+            tokens.append("*")
+        elif "{{" in token or "$" in token:
+            tokens.append(">")
+            break
+        else:
+            tokens.append(token)
+    return ".".join(tokens)
+
+
+def subject_matches(subject: str, pattern: str) -> bool:
+    """NATS subject matching: ``*`` one token, ``>`` one or more trailing tokens."""
+    tokens, parts = subject.split("."), pattern.split(".")
+    for i, part in enumerate(parts):
+        if part == ">":
+            return len(tokens) > i
+        if i >= len(tokens) or (part != "*" and part != tokens[i]):
+            return False
+    return len(tokens) == len(parts)
+
+
+def stream_source_seq(message: dict[str, Any], index_name: str) -> int | None:
+    """The origin sequence in a raw stored message's ``Nats-Stream-Source`` header, if that header
+    names ``index_name`` (``orig:mSx7q4yJ 9 o.a.* > [o.a.0 [hash]]``: the trailing fields vary by
+    server version, the first two do not); None for a message from another origin or none."""
+    raw = message.get("hdrs")
+    if not raw:
+        return None
+    for line in base64.b64decode(raw).decode(errors="replace").split("\r\n"):
+        name, _, value = line.partition(":")
+        if name.strip().lower() == "nats-stream-source":
+            fields = value.split()
+            if len(fields) >= 2 and fields[0] == index_name and fields[1].isdigit():
+                return int(fields[1])
+    return None
+
+
+def statuses_from_stream_info(info: dict[str, Any]) -> list[ReplicationStatus]:
+    """The mirror's or every source's status, from a raw ``STREAM.INFO`` response.
+
+    The response carries each origin's ``external.api``; when it does not (older servers), it is
+    taken from the stream config's mirror/source of the same name.
+    """
+    config = info.get("config") or {}
+    configured = ([config["mirror"]] if config.get("mirror") else []) + list(config.get("sources") or [])
+    external_by_name = {c.get("name"): (c.get("external") or {}).get("api") for c in configured}
+    config_by_name = {c.get("name"): c for c in configured}
+    reported = [("mirror", info["mirror"])] if info.get("mirror") else []
+    # The server lists sources in no fixed order: keep the configured one, so tables compare.
+    order = {c.get("name"): i for i, c in enumerate(configured)}
+    reported += sorted(
+        (("source", s) for s in info.get("sources") or []), key=lambda r: order.get(r[1].get("name"), 1 << 30)
+    )
+    statuses = []
+    for kind, entry in reported:
+        name = entry.get("name", "?")
+        external = entry.get("external") or {}
+        api = external.get("api") if "external" in entry else external_by_name.get(name)
+        active_ns = entry.get("active", -1)
+        error = entry.get("error")
+        configured_entry = config_by_name.get(name) or {}
+        transforms = entry.get("subject_transforms") or configured_entry.get("subject_transforms") or []
+        statuses.append(
+            ReplicationStatus(
+                kind=kind,
+                origin=name,
+                api_prefix=api.rstrip(".") if api else None,
+                lag=int(entry.get("lag", 0)),
+                active=None if active_ns is None or active_ns < 0 else active_ns / 1e9,
+                error=(
+                    f"{error.get('description')} (code {error.get('err_code', error.get('code'))})" if error else None
+                ),
+                filter_subject=entry.get("filter_subject") or configured_entry.get("filter_subject"),
+                subject_transforms=tuple((t.get("src", ""), t.get("dest", "")) for t in transforms),
+                seq=entry.get("seq") if kind == "source" and isinstance(entry.get("seq"), int) else None,
+                external_api=api or None,
+            )
+        )
+    return statuses

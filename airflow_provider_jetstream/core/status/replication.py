@@ -1,0 +1,319 @@
+"""Replication status of a stream (its mirror, or each of its sources) and the "caught up" judgement.
+
+A stream in one domain copies from origins in other domains through a mirror or sources. The
+server reports, per origin, the last lag it knew, the time since it last heard from the origin
+(``active``) and the last replication error. Across leaf nodes that report lies: right after a leaf
+is cut off the hub keeps reporting ``lag=0``, no error and a small ``active`` while the leaf holds
+messages the hub never got. The hub cannot know; the origin can, and one connection reaches every
+domain. So each origin is judged by one of these rules (the table's "Check" column says which):
+
+- **exact** (``verify_origin="auto"`` or ``"required"``, the origin answers): the origin's last
+  (matching) sequence is read in the origin's own domain first, then the stream: a mirror is caught
+  up when it holds that sequence (mirrors keep sequences); a source when the newest copy from that
+  origin carries an origin sequence (``Nats-Stream-Source`` header, or the server's ``seq`` of the
+  source on nats-server >= 2.15) at least as high.
+- **unreachable**: no JetStream answers in the origin's domain (a leaf that is offline, or a wrong
+  domain name): never caught up. With ``unreachable_origins="proceed"`` such an origin does not hold
+  the sensor back; it is reported under ``"unreachable"``.
+- **lag/active rule**: with ``verify_origin="off"``, or ``"auto"`` where this account cannot call
+  the origin's API by design (an imported prefix such as ``JS.acc@hub.API`` that exports only the
+  consumer API): caught up when ``lag <= max_lag``, ``active <= max_inactive`` and no error; after a
+  silence the lag is trusted only after ``max_inactive`` of contact again.
+
+What a check must remember across checks (since when an error or an unreachable origin lasts, the
+silences seen, what was last logged) is a small JSON dict (:meth:`ReplicationWatch.state`), kept by
+the sensor between reschedules and handed to the trigger when it defers.
+
+Pure logic: the sensor's poke and the trigger read the servers and judge what they read with this.
+What the server reports is :mod:`.origins`; what a check found, :mod:`.report`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_provider_jetstream.core.errors import JetStreamConfigError
+from airflow_provider_jetstream.core.api import unavailable_hint
+from airflow_provider_jetstream.core.status.report import OriginVerdict, ReplicationCheck, format_seconds
+from airflow_provider_jetstream.core.status.origins import ReplicationStatus, statuses_from_stream_info
+from airflow_provider_jetstream.core.manage.specs.names import domain_of
+
+#: ``verify_origin`` values: probe each origin where it can be (auto), everywhere (required), never (off).
+VERIFY_ORIGIN = ("auto", "required", "off")
+#: ``unreachable_origins`` values: an unreachable origin holds the sensor back (wait), or not (proceed).
+UNREACHABLE_ORIGINS = ("wait", "proceed")
+#: Seconds between two logs of an unchanged replication table.
+LOG_HEARTBEAT = 60.0
+
+
+@dataclass(frozen=True)
+class OriginProbe:
+    """What the origin's own domain said when asked for its last (matching) sequence.
+
+    :param state: ``"ok"`` (answered: ``last_seq``), ``"unreachable"`` (no JetStream answered in
+        its domain), ``"unverifiable"`` (this account cannot call the origin's API: an imported
+        prefix without that import), ``"missing"`` (the origin stream does not exist) or ``"off"``
+        (not probed).
+    :param last_seq: the origin's last sequence among the subjects the copy takes (0: none).
+    :param reason: why it could not be read, in words.
+    """
+
+    state: str
+    last_seq: int | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class HeldSeq:
+    """The highest origin sequence the stream holds from one origin (None: could not tell, ``reason``)."""
+
+    seq: int | None
+    reason: str = ""
+
+
+@dataclass
+class ReplicationWatch:
+    """Judges successive reads of one stream's replication against the thresholds and policies.
+
+    Keeps, between checks (see :meth:`state` / :meth:`restore`): since when each origin has reported
+    an error, so that an error fails the task only once it has lasted ``error_grace`` seconds (a
+    source created before its origin stream reports "stream not found" until the origin exists);
+    since when each origin has been unreachable; which origins it has seen silent (for the
+    lag/active rule: once such an origin is heard from again, its lag is trusted only after
+    ``max_inactive`` of contact, because right after a relink the server reports fresh contact with
+    the lag it knew before the outage, seen on nats-server 2.10); and what it last logged.
+
+    :param stream: the stream that mirrors or sources (in the sensor's domain).
+    :param max_lag: most messages an origin may be behind (lag/active rule). Default 0.
+    :param max_inactive: most seconds since the last contact with an origin (lag/active rule). Default 10.
+    :param error_grace: seconds a replication error may last before the check fails. Default 30.
+    :param sources: only these origin stream names (None: the mirror or every source).
+    :param verify_origin: ``"auto"`` (default), ``"required"`` or ``"off"``: see the module doc.
+    :param unreachable_origins: ``"wait"`` (default) or ``"proceed"``: see the module doc.
+    :param unreachable_timeout: seconds an origin may stay unreachable before the check fails
+        (with ``"wait"``); None (default) waits until the sensor's own timeout.
+    """
+
+    stream: str
+    max_lag: int = 0
+    max_inactive: float = 10.0
+    error_grace: float = 30.0
+    sources: list[str] | None = None
+    target: str = ""
+    verify_origin: str = "auto"
+    unreachable_origins: str = "wait"
+    unreachable_timeout: float | None = None
+    _errors_since: dict[str, float] = field(default_factory=dict, repr=False)
+    # Origins seen silent: None while silent, then the time contact resumed.
+    _back_since: dict[str, float | None] = field(default_factory=dict, repr=False)
+    _unreachable_since: dict[str, float] = field(default_factory=dict, repr=False)
+    _logged: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    # -- state across checks ------------------------------------------------------------------------
+
+    def state(self) -> dict[str, Any]:
+        """What the next check needs to know, as plain JSON (wall-clock times in epoch seconds)."""
+        return {
+            "errors_since": dict(self._errors_since),
+            "back_since": dict(self._back_since),
+            "unreachable_since": dict(self._unreachable_since),
+            "logged": dict(self._logged),
+        }
+
+    def restore(self, state: dict[str, Any] | None) -> ReplicationWatch:
+        """Take up the state an earlier check (another process, the sensor before deferring) left."""
+        state = state or {}
+        self._errors_since = {str(k): float(v) for k, v in (state.get("errors_since") or {}).items()}
+        self._back_since = {
+            str(k): (None if v is None else float(v)) for k, v in (state.get("back_since") or {}).items()
+        }
+        self._unreachable_since = {str(k): float(v) for k, v in (state.get("unreachable_since") or {}).items()}
+        self._logged = dict(state.get("logged") or {})
+        return self
+
+    def should_log(self, check: ReplicationCheck, now: float | None = None, heartbeat: float = LOG_HEARTBEAT) -> bool:
+        """Log the table when what it says changed, or ``heartbeat`` seconds after the last log."""
+        now = time.time() if now is None else now
+        fingerprint = check.fingerprint()
+        if fingerprint != self._logged.get("fingerprint") or now - float(self._logged.get("at", 0)) >= heartbeat:
+            self._logged = {"fingerprint": fingerprint, "at": now}
+            return True
+        return False
+
+    # -- the rules ------------------------------------------------------------------------------------
+
+    def select(self, info: dict[str, Any]) -> list[ReplicationStatus]:
+        """The watched origins of a raw ``STREAM.INFO``. Raises :class:`JetStreamConfigError` when the
+        stream has no mirror or sources, or lacks a named source."""
+        statuses = statuses_from_stream_info(info)
+        if not statuses:
+            raise JetStreamConfigError(
+                f"stream {self.stream!r} in {self.target or 'its domain'} has no mirror and no sources: "
+                "there is no replication to wait for"
+            )
+        if self.sources:
+            known = sorted({s.origin for s in statuses})
+            missing = [name for name in self.sources if name not in known]
+            if missing:
+                raise JetStreamConfigError(
+                    f"sources={self.sources!r}: stream {self.stream!r} has no mirror or source named "
+                    f"{', '.join(map(repr, missing))}; its origins are {', '.join(map(repr, known))}"
+                )
+            statuses = [s for s in statuses if s.origin in self.sources]
+        return statuses
+
+    def lag_active_rule(self, status: ReplicationStatus, now: float, why: str = "") -> OriginVerdict:
+        """``lag <= max_lag and active <= max_inactive and no error``, trusting the lag after a silence
+        only after ``max_inactive`` of contact. ``why`` says why this rule applies."""
+        prefix = f"{why}: " if why else ""
+
+        def verdict(caught_up: bool, reason: str) -> OriginVerdict:
+            return OriginVerdict(status, caught_up, prefix + reason, "lag/active")
+
+        key = status.key
+        if status.active is not None and status.active > self.max_inactive:
+            self._back_since[key] = None
+        elif key in self._back_since and status.active is not None:
+            back = self._back_since[key]
+            back = self._back_since[key] = now if back is None else back
+            if now - back < self.max_inactive:
+                return verdict(
+                    False,
+                    f"origin heard from again {format_seconds(now - back)} ago after a silence: its lag "
+                    f"{status.lag} is trusted after {format_seconds(self.max_inactive)} of contact",
+                )
+            del self._back_since[key]
+        if status.error:
+            return verdict(False, f"replication error: {status.error}")
+        if status.active is None:
+            return verdict(False, "never heard from the origin yet (is its domain reachable?)")
+        if status.active > self.max_inactive:
+            return verdict(
+                False,
+                f"origin silent for {format_seconds(status.active)} > max_inactive "
+                f"{format_seconds(self.max_inactive)}: its domain may be cut off, so the last known "
+                f"lag {status.lag} cannot be trusted",
+            )
+        if status.lag > self.max_lag:
+            return verdict(False, f"lag {status.lag} > max_lag {self.max_lag}")
+        return verdict(True, "caught up")
+
+    # Kept for callers of the former API: the lag/active rule alone.
+    judge_origin = lag_active_rule
+
+    def judge_exact(self, status: ReplicationStatus, probe: OriginProbe, held: HeldSeq, now: float) -> OriginVerdict:
+        """The origin answered: caught up iff the stream holds the origin's last sequence."""
+        origin_last = probe.last_seq or 0
+        if held.seq is None:
+            verdict = self.lag_active_rule(status, now, f"exact check impossible ({held.reason}): lag/active rule")
+            return OriginVerdict(status, verdict.caught_up, verdict.reason, "lag/active", origin_last, None)
+        if held.seq >= origin_last:
+            reason = (
+                f"holds origin seq {held.seq} >= the origin's last {origin_last}"
+                if origin_last
+                else "the origin has no message to copy"
+            )
+            return OriginVerdict(status, True, reason, "exact", origin_last, held.seq)
+        return OriginVerdict(
+            status,
+            False,
+            f"holds origin seq {held.seq} < the origin's last {origin_last}: copy not complete",
+            "exact",
+            origin_last,
+            held.seq,
+        )
+
+    def judge(
+        self,
+        info: dict[str, Any],
+        now: float | None = None,
+        probes: dict[str, OriginProbe] | None = None,
+        held: dict[str, HeldSeq] | None = None,
+    ) -> ReplicationCheck:
+        """Judge a raw ``STREAM.INFO`` (read after the probes) with the origins' probes and the
+        sequences the stream holds from each (both keyed by :attr:`ReplicationStatus.key`; without
+        probes every origin gets the lag/active rule). ``now`` is wall-clock seconds since the epoch.
+
+        Raises :class:`JetStreamConfigError` when the stream has no mirror or sources, or lacks a
+        named source."""
+        now = time.time() if now is None else now
+        statuses = self.select(info)
+        verdicts = []
+        failed = []
+        unreachable_failures = 0
+        for status in statuses:
+            probe = (probes or {}).get(status.key) or OriginProbe("off")
+            if probe.state != "unreachable":
+                self._unreachable_since.pop(status.key, None)
+            if probe.state == "ok":
+                verdicts.append(
+                    self.judge_exact(status, probe, (held or {}).get(status.key) or HeldSeq(None, "?"), now)
+                )
+            elif probe.state == "unreachable":
+                since = self._unreachable_since.setdefault(status.key, now)
+                verdicts.append(OriginVerdict(status, False, probe.reason, "unreachable", unreachable_since=since))
+                # An unreachable origin keeps the silence rule primed for when it comes back.
+                self._back_since[status.key] = None
+                if (
+                    self.unreachable_origins == "wait"
+                    and self.unreachable_timeout is not None
+                    and now - since > self.unreachable_timeout
+                ):
+                    unreachable_failures += 1
+                    failed.append(
+                        f"{status.label} unreachable for {format_seconds(now - since)} > unreachable_timeout "
+                        f"{format_seconds(self.unreachable_timeout)}: {probe.reason}"
+                    )
+            elif probe.state == "missing":
+                verdicts.append(OriginVerdict(status, False, probe.reason, "missing"))
+            elif probe.state == "unverifiable":
+                if self.verify_origin == "required":
+                    failed.append(f"{status.label} cannot be verified (verify_origin='required'): {probe.reason}")
+                verdicts.append(self.lag_active_rule(status, now, probe.reason))
+            else:
+                verdicts.append(self.lag_active_rule(status, now))
+        seen = set()
+        unreachable = {v.status.key for v in verdicts if v.unreachable}
+        for status in statuses:
+            # An unreachable origin's error (it cannot be reached) is ruled by unreachable_timeout.
+            if status.error and status.key not in unreachable:
+                seen.add(status.key)
+                since = self._errors_since.setdefault(status.key, now)
+                if now - since >= self.error_grace:
+                    failed.append(
+                        f"{status.label} reports a replication error for {format_seconds(now - since)} "
+                        f"(grace {format_seconds(self.error_grace)}): {status.error}"
+                    )
+        for key in set(self._errors_since) - seen:
+            del self._errors_since[key]
+        caught_up = all(v.caught_up for v in verdicts)
+        if self.unreachable_origins == "proceed":
+            ready = all(v.caught_up for v in verdicts if not v.unreachable)
+        else:
+            ready = caught_up
+        state = info.get("state") or {}
+        return ReplicationCheck(
+            stream=self.stream,
+            target=self.target,
+            verdicts=verdicts,
+            caught_up=caught_up,
+            failed="; ".join(failed) or None,
+            messages=state.get("messages"),
+            last_seq=state.get("last_seq"),
+            ready=ready,
+            failed_reason="unreachable" if failed and unreachable_failures == len(failed) else "replication_error",
+        )
+
+    @property
+    def errors_pending(self) -> bool:
+        """Some origin reports an error that has not yet outlasted the grace period."""
+        return bool(self._errors_since)
+
+
+def unreachable_reason(prefix: str) -> str:
+    """Why an origin counts as unreachable, in words: ``domain 'leaf-a' did not answer: ...``."""
+    domain = domain_of(prefix)
+    where = f"domain {domain!r}" if domain else f"API prefix {prefix!r}"
+    return f"{where} did not answer: {unavailable_hint(prefix)}"

@@ -1,0 +1,162 @@
+"""What a replication check found: a verdict per origin, the check as a whole, and how both read
+(the log table, the XCom, the trigger's event). Made by :class:`.replication.ReplicationWatch`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from airflow_provider_jetstream.core.status.origins import ReplicationStatus
+
+
+def iso_utc(epoch: float | None) -> str | None:
+    """ISO-8601 UTC text for a wall-clock time (seconds since the epoch); None stays None."""
+    if epoch is None:
+        return None
+    return datetime.fromtimestamp(epoch, tz=timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def format_seconds(seconds: float | None) -> str:
+    """``0.59s``, ``18.2s``, ``2m05s``; ``never`` for an origin never heard from."""
+    if seconds is None:
+        return "never"
+    if seconds < 10:
+        return f"{seconds:.2f}s"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, rest = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{rest:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+@dataclass(frozen=True)
+class OriginVerdict:
+    """One origin's status and whether it is caught up; ``reason`` says why not.
+
+    :param check: the rule applied: ``"exact"``, ``"lag/active"``, ``"unreachable"`` or ``"missing"``.
+    :param origin_last_seq: the origin's last sequence as probed (exact rule), else None.
+    :param held_seq: the highest origin sequence the stream holds (exact rule), else None.
+    :param unreachable_since: wall-clock time the origin was first seen unreachable, if it is.
+    """
+
+    status: ReplicationStatus
+    caught_up: bool
+    reason: str
+    check: str = "lag/active"
+    origin_last_seq: int | None = None
+    held_seq: int | None = None
+    unreachable_since: float | None = None
+
+    @property
+    def unreachable(self) -> bool:
+        return self.check == "unreachable"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self.status.to_dict(),
+            "caught_up": self.caught_up,
+            "reason": self.reason,
+            "check": self.check,
+            "origin_last_seq": self.origin_last_seq,
+            "held_seq": self.held_seq,
+        }
+
+
+@dataclass(frozen=True)
+class ReplicationCheck:
+    """The result of one check of a stream's replication.
+
+    :param caught_up: every watched origin is caught up.
+    :param ready: the sensor may succeed: every origin is caught up, or with
+        ``unreachable_origins="proceed"`` every reachable one is.
+    :param failed: set when waiting cannot help (a replication error that outlasted the grace period,
+        an origin unreachable for longer than ``unreachable_timeout``, an origin that cannot be
+        verified with ``verify_origin="required"``): the reason.
+    :param failed_reason: ``"unreachable"`` when only unreachable origins failed the check, else
+        ``"replication_error"`` (the trigger's error event ``reason``).
+    """
+
+    stream: str
+    target: str
+    verdicts: list[OriginVerdict]
+    caught_up: bool
+    failed: str | None = None
+    messages: int | None = None
+    last_seq: int | None = None
+    ready: bool | None = None
+    failed_reason: str = "replication_error"
+
+    @property
+    def done(self) -> bool:
+        return self.caught_up if self.ready is None else self.ready
+
+    def table(self) -> str:
+        """A small text table like ``nats stream report``'s replication report."""
+        return replication_table(self.stream, self.verdicts)
+
+    def waiting_for(self) -> str:
+        """Why the stream is not caught up, one clause per origin that is not."""
+        return "; ".join(f"{v.status.label}: {v.reason}" for v in self.verdicts if not v.caught_up)
+
+    def unreachable(self) -> list[dict[str, Any]]:
+        """The origins no JetStream answered for, as the XCom's ``"unreachable"`` entries."""
+        return [
+            {
+                "origin": v.status.origin,
+                "kind": v.status.kind,
+                "domain": v.status.domain,
+                "api_prefix": v.status.api_prefix,
+                "reason": v.reason,
+                "since": iso_utc(v.unreachable_since),
+            }
+            for v in self.verdicts
+            if v.unreachable
+        ]
+
+    def to_xcom(self) -> dict[str, Any]:
+        return {
+            "stream": self.stream,
+            "target": self.target,
+            "messages": self.messages,
+            "last_seq": self.last_seq,
+            "caught_up": self.caught_up,
+            "origins": [v.to_dict() for v in self.verdicts],
+            "unreachable": self.unreachable(),
+        }
+
+    def fingerprint(self) -> str:
+        """What the table says apart from the ticking ``active`` times: a change is news worth a log."""
+        rows = [
+            [v.status.key, v.caught_up, v.check, v.origin_last_seq, v.held_seq, v.status.lag, v.status.error]
+            for v in self.verdicts
+        ]
+        return json.dumps([rows, self.failed, self.done], default=str)
+
+
+def replication_table(stream: str, verdicts: Iterable[OriginVerdict]) -> str:
+    """Stream, kind, origin, domain / API prefix, lag, active, error, state and the check made (the
+    rule and its reason): one row per origin."""
+    header = ["Stream", "Kind", "Origin", "Domain / API prefix", "Lag", "Active", "Error", "State", "Check"]
+    rows = [
+        [
+            stream,
+            v.status.kind.capitalize(),
+            v.status.origin + (f" ({v.status.filter_subject})" if v.status.filter_subject else ""),
+            v.status.where,
+            str(v.status.lag),
+            format_seconds(v.status.active),
+            v.status.error or "",
+            "caught up" if v.caught_up else ("UNREACHABLE" if v.unreachable else "WAITING"),
+            f"{v.check}: {v.reason}",
+        ]
+        for v in verdicts
+    ]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    lines = [" | ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in [header, *rows]]
+    lines.insert(1, "-+-".join("-" * w for w in widths))
+    return "\n".join(lines)
