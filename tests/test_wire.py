@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_jetstream.core.read.vectorised.tap import BULK_READ, TapParser, install, parse_status_header
+from airflow_provider_jetstream.core.protocol import status_headers
 from airflow_provider_jetstream.core.read.vectorised.columns import headers_to_map, to_columns
 from airflow_provider_jetstream.core.read.vectorised.scan import _MARK_CHUNK, scan_data_frames
+from airflow_provider_jetstream.core.read.vectorised.tap import BULK_READ, TapParser, install
 
 SID = 7
 
@@ -47,7 +48,7 @@ class _Sink:
             self.events.append(("data", rows))
 
     def on_other(self, subject: bytes, reply: bytes, header: bytes, payload: bytes) -> None:
-        self.events.append(("other", (subject, reply, parse_status_header(header) if header else {}, payload)))
+        self.events.append(("other", (subject, reply, status_headers(header) if header else {}, payload)))
 
 
 class _Client:

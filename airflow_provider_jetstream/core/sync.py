@@ -1,28 +1,82 @@
-"""The one bridge from synchronous Airflow code (operators, sensors' poke) to nats-py's asyncio."""
+"""The one bridge from synchronous code (operators, sensors' pokes, Spark tasks) to nats-py's asyncio.
+
+Two shapes, one mechanism: :func:`run_sync` runs one coroutine, :func:`iterate_blocking` drives an
+async iterator one item at a time. Each runs a private event loop in the calling thread, driven only
+while the caller waits for the result or the next item, so a slow Spark task leaves unread data in the
+socket (bounded by the pull buffer) instead of in memory. Inside a running event loop (a trigger, an
+async task) blocking would deadlock: they refuse, and the coroutine is to be awaited instead.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Coroutine, Iterator
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 
+def _refuse_inside_a_loop(what: str) -> None:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise RuntimeError(
+        f"{what} was called from inside a running event loop; await the coroutine instead "
+        "(use the hook's async methods in triggers and async tasks)"
+    )
+
+
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` to completion on a fresh event loop and return its result.
+    """Run ``coro`` to completion on a private event loop (through :func:`iterate_blocking`) and return
+    its result.
 
     Raises ``RuntimeError`` when called from a thread that already runs an event loop (a trigger,
     an async task): blocking there would deadlock, so ``await`` the coroutine instead.
     """
     try:
-        asyncio.get_running_loop()
+        _refuse_inside_a_loop("run_sync()")
     except RuntimeError:
-        pass  # no loop here: run outside the except block, so a failure's traceback stays clean
-    else:
         coro.close()
-        raise RuntimeError(
-            "run_sync() was called from inside a running event loop; await the coroutine instead "
-            "(use the hook's async methods in triggers and async tasks)"
-        )
-    return asyncio.run(coro)
+        raise
+
+    async def once() -> AsyncIterator[T]:
+        yield await coro
+
+    return next(iterate_blocking(once()))
+
+
+def iterate_blocking(source: AsyncIterator[T]) -> Iterator[T]:
+    """Iterate an async iterator from synchronous code, on a private event loop.
+
+    Closing the iterator early (``limit()``, a task failure) closes ``source`` so it can delete its
+    consumer and close its connection. At the end, tasks the work left behind are cancelled, as
+    ``asyncio.run`` does.
+    """
+    _refuse_inside_a_loop("iterate_blocking()")
+    loop = asyncio.new_event_loop()
+    try:
+        while True:
+            try:
+                item = loop.run_until_complete(source.__anext__())  # type: ignore[arg-type]
+            except StopAsyncIteration:
+                break
+            yield item
+    finally:
+        try:
+            aclose = getattr(source, "aclose", None)
+            if aclose is not None:
+                loop.run_until_complete(aclose())
+            _cancel_left_over_tasks(loop)
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+        finally:
+            loop.close()
+
+
+def _cancel_left_over_tasks(loop: asyncio.AbstractEventLoop) -> None:
+    tasks = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))

@@ -23,6 +23,7 @@ from airflow.sdk import BaseHook
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
+from airflow_provider_jetstream.core.api import JetStreamApi, describe_prefix, is_imported_prefix
 from airflow_provider_jetstream.core.connection.client import open_connection, refusal_since, release
 from airflow_provider_jetstream.core.connection.settings import JetStreamConnectionConfig, api_prefix_for
 from airflow_provider_jetstream.core.errors import (
@@ -31,7 +32,6 @@ from airflow_provider_jetstream.core.errors import (
     JetStreamImportMissingError,
     JetStreamPermissionError,
 )
-from airflow_provider_jetstream.core.api import JetStreamApi, describe_prefix, is_imported_prefix
 from airflow_provider_jetstream.core.sync import run_sync
 from airflow_provider_jetstream.core.values import positive_seconds
 

@@ -19,6 +19,12 @@ from typing import Any
 
 from nats.js.kv import KeyValue
 
+from airflow_provider_jetstream.core.api import domain_of
+from airflow_provider_jetstream.core.errors import JetStreamConfigError
+from airflow_provider_jetstream.core.manage.buckets import kv_delete, kv_put
+from airflow_provider_jetstream.core.manage.specs import encode_kv_value, validate_bucket, validate_key, validate_name
+from airflow_provider_jetstream.core.publish.engine import JetStreamPublishError, ack_problems, publish_messages
+from airflow_provider_jetstream.core.publish.subjects import check_publish_subject
 from airflow_provider_jetstream.core.status.checks import (
     ConsumerLagCheck,
     KeyCheck,
@@ -27,13 +33,7 @@ from airflow_provider_jetstream.core.status.checks import (
     judge_entry,
     read_key,
 )
-from airflow_provider_jetstream.core.errors import JetStreamConfigError
-from airflow_provider_jetstream.core.api import domain_of
-from airflow_provider_jetstream.core.manage.buckets import kv_delete, kv_put
-from airflow_provider_jetstream.core.publish.engine import JetStreamPublishError, ack_problems, publish_messages
 from airflow_provider_jetstream.core.status.replication import ReplicationCheck, ReplicationWatch
-from airflow_provider_jetstream.core.manage.specs import encode_kv_value, validate_bucket, validate_key, validate_name
-from airflow_provider_jetstream.core.publish.subjects import check_publish_subject
 from airflow_provider_jetstream.core.values import positive_seconds, validate_count
 from airflow_provider_jetstream.hooks.args import (
     check_headers,

@@ -26,9 +26,9 @@ from airflow_provider_jetstream.assets.lineage import (
     spec_origins,
     stream_location,
 )
+from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.connection.settings import api_prefix_for
 from airflow_provider_jetstream.core.errors import is_refusal
-from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.manage.reconcile import check_if_exists
 from airflow_provider_jetstream.core.manage.specs import StreamSpec
 from airflow_provider_jetstream.core.manage.specs.names import domain_of

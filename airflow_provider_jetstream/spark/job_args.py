@@ -15,7 +15,12 @@ from urllib.parse import urlsplit
 
 from airflow_provider_jetstream.core.connection.fields import validate_api_prefix, validate_domain
 from airflow_provider_jetstream.core.errors import JetStreamConfigError, SpecError
-from airflow_provider_jetstream.core.manage.specs.names import subject_problem, validate_bucket, validate_key, validate_name
+from airflow_provider_jetstream.core.manage.specs.names import (
+    subject_problem,
+    validate_bucket,
+    validate_key,
+    validate_name,
+)
 from airflow_provider_jetstream.core.values import as_bool
 
 #: Columns the output may be partitioned by.

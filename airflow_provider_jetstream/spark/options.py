@@ -20,11 +20,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_jetstream.core.connection.settings import JetStreamConnectionConfig
 from airflow_provider_jetstream.core.connection.fields import api_prefix_for, validate_api_prefix, validate_domain
+from airflow_provider_jetstream.core.connection.settings import JetStreamConnectionConfig
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
-from airflow_provider_jetstream.core.read.range import DEFAULT_READER, READERS, PullSettings
 from airflow_provider_jetstream.core.publish.subjects import check_publish_subject
+from airflow_provider_jetstream.core.read.range import READERS, PullSettings, default_reader
 from airflow_provider_jetstream.core.values import as_bool, as_number
 
 #: Environment variable holding the whole NATS connection as JSON (host, port, login, password,
@@ -263,7 +263,7 @@ def _subjects(value: str | None) -> tuple[str, ...]:
 
 
 def _reader(options: dict[str, str]) -> str:
-    value = options.get("reader", DEFAULT_READER).strip().lower()
+    value = options.get("reader", default_reader()).strip().lower()
     if value not in READERS:
         raise JetStreamConfigError(
             f"jetstream option reader={options['reader']!r} is not allowed: use {' or '.join(READERS)}"
@@ -292,7 +292,7 @@ class ReadOptions:
     fail_on_data_loss: bool
     include_headers: bool
     pull: PullSettings
-    reader: str = DEFAULT_READER
+    reader: str = "vectorised"
 
     @classmethod
     def parse(cls, options: Mapping[str, str], streaming: bool = False) -> ReadOptions:

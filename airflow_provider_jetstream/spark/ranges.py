@@ -15,11 +15,11 @@ from dataclasses import dataclass
 
 from nats.aio.client import Client
 
+from airflow_provider_jetstream.core.api import JetStreamApi, describe_prefix
 from airflow_provider_jetstream.core.errors import (
     JetStreamDataLossError,
     JetStreamNotFoundError,
 )
-from airflow_provider_jetstream.core.api import JetStreamApi, describe_prefix
 from airflow_provider_jetstream.core.read.range import first_sequence_at
 from airflow_provider_jetstream.spark.options import ReadOptions
 

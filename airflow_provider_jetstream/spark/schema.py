@@ -18,8 +18,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from airflow_provider_jetstream.core.read.vectorised.reader import ColumnChunk
 from airflow_provider_jetstream.core.read.range import MessageChunk
+from airflow_provider_jetstream.core.read.vectorised.reader import ColumnChunk
 
 #: The data source's schema, as Spark DDL.
 SCHEMA_DDL = (

@@ -33,7 +33,8 @@ from pyspark.sql.types import StructType
 
 from airflow_provider_jetstream.core.connection.client import open_connection, release
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
-from airflow_provider_jetstream.core.read.range import iterate_blocking, read_range_with_config, run_blocking
+from airflow_provider_jetstream.core.read.range import read_range_with_config
+from airflow_provider_jetstream.core.sync import iterate_blocking, run_sync
 from airflow_provider_jetstream.spark.options import ReadOptions, WriteOptions
 from airflow_provider_jetstream.spark.ranges import (
     StreamBounds,
@@ -104,7 +105,7 @@ def _with_connection(options: ReadOptions, work: Any) -> Any:
         finally:
             await release(nc, drain=False)
 
-    return run_blocking(run)
+    return run_sync(run())
 
 
 class JetStreamBatchReader(DataSourceReader):

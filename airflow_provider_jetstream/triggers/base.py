@@ -19,8 +19,8 @@ from airflow_provider_jetstream.core.errors import (
     JetStreamNotFoundError,
     JetStreamPermissionError,
 )
-from airflow_provider_jetstream.core.status.report import format_seconds
 from airflow_provider_jetstream.core.manage.specs.durations import optional_duration_seconds
+from airflow_provider_jetstream.core.status.report import format_seconds
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 
 #: Errors after which a later check may succeed: the domain answers again, the client reconnected.

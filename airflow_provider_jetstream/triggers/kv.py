@@ -18,10 +18,10 @@ import nats.errors
 import nats.js.errors
 from airflow.triggers.base import TriggerEvent
 
-from airflow_provider_jetstream.core.status.checks import KeyCheck, judge_entry, open_bucket
+from airflow_provider_jetstream.core.api import is_imported_prefix
 from airflow_provider_jetstream.core.connection.client import refusal_since, wait_task
 from airflow_provider_jetstream.core.errors import JetStreamPermissionError
-from airflow_provider_jetstream.core.api import is_imported_prefix
+from airflow_provider_jetstream.core.status.checks import KeyCheck, judge_entry, open_bucket
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.triggers.base import (
     FINAL_ERRORS,

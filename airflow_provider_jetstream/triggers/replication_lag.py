@@ -14,8 +14,8 @@ from typing import Any
 from airflow.triggers.base import TriggerEvent
 
 from airflow_provider_jetstream.core.connection.client import wait_task
-from airflow_provider_jetstream.core.status.replication import UNREACHABLE_ORIGINS, VERIFY_ORIGIN, ReplicationWatch
 from airflow_provider_jetstream.core.manage.specs.durations import duration_seconds
+from airflow_provider_jetstream.core.status.replication import UNREACHABLE_ORIGINS, VERIFY_ORIGIN, ReplicationWatch
 from airflow_provider_jetstream.core.values import validate_choice
 from airflow_provider_jetstream.triggers.base import (
     FINAL_ERRORS,

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from airflow_provider_jetstream.core.consume.deliveries import parse_ack_reply
-from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.core.api import JetStreamApi
+from airflow_provider_jetstream.core.errors import JetStreamConfigError
+from airflow_provider_jetstream.core.protocol import parse_ack_reply
 from airflow_provider_jetstream.triggers.messages import JetStreamMessageTrigger
 from tests.events.harness import Triggerer
 from tests.events.test_message_trigger import acked_through, consumer_state, leaf_stream, publish, trigger

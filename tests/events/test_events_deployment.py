@@ -147,7 +147,7 @@ class AckMonitor(threading.Thread):
         asyncio.run(self._watch())
 
     async def _watch(self) -> None:
-        from airflow_provider_jetstream.core.consume.deliveries import parse_ack_reply
+        from airflow_provider_jetstream.core.protocol import parse_ack_reply
 
         db = self.postgres.connect()
         db.autocommit = True

@@ -7,8 +7,8 @@ import asyncio
 import pytest
 from nats.js.api import KeyValueConfig
 
-from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.core.api import JetStreamApi
+from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.triggers.kv_events import JetStreamKeyValueEventTrigger, kv_consumer_name
 from tests.events.harness import Triggerer
 from tests.triggers.natsutil import connect, eventually, rebuild, unique

@@ -8,8 +8,8 @@ import json
 import pytest
 from nats.js.api import StreamConfig
 
-from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.core.api import JetStreamApi
+from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.testing.servers import USERS
 from airflow_provider_jetstream.triggers.messages import JetStreamMessageTrigger
 from tests.events.harness import Triggerer, publish_raw_headers

@@ -16,10 +16,10 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_jetstream.core.errors import JetStreamConfigError, JetStreamNotFoundError
 from airflow_provider_jetstream.core.manage.buckets import KeyValueConflictError, KeyValueError
-from airflow_provider_jetstream.core.publish.engine import JetStreamPublishError
-from airflow_provider_jetstream.core.manage.reconcile import ReconcileError
-from airflow_provider_jetstream.core.status.replication import ReplicationWatch
 from airflow_provider_jetstream.core.manage.double_store import DoubleStoreError
+from airflow_provider_jetstream.core.manage.reconcile import ReconcileError
+from airflow_provider_jetstream.core.publish.engine import JetStreamPublishError
+from airflow_provider_jetstream.core.status.replication import ReplicationWatch
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from tests.operators.conftest import QuietServer, Raw, uid
 

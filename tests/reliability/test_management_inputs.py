@@ -18,6 +18,7 @@ from typing import Any
 import nats
 import pytest
 
+from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.errors import (
     DoubleStoreError,
     DoubleStoreUnreachableError,
@@ -28,9 +29,8 @@ from airflow_provider_jetstream.core.errors import (
     SpecErrors,
     is_refusal,
 )
-from airflow_provider_jetstream.core.api import JetStreamApi
-from airflow_provider_jetstream.core.manage.specs import encode_kv_value
 from airflow_provider_jetstream.core.manage.double_store import reply_problem
+from airflow_provider_jetstream.core.manage.specs import encode_kv_value
 from airflow_provider_jetstream.operators.consumers import (
     JetStreamCreateConsumerOperator,
     JetStreamDeleteConsumerOperator,

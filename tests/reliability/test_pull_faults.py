@@ -34,7 +34,7 @@ SETTINGS = PullSettings(max_buffered_messages=200, chunk_messages=100, heartbeat
 @pytest.fixture(params=READERS, autouse=True)
 def reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Every fault is tried on both range readers: the vectorised one and nats-py's."""
-    monkeypatch.setattr("airflow_provider_jetstream.core.read.range.DEFAULT_READER", request.param)
+    monkeypatch.setattr("airflow_provider_jetstream.core.read.range.default_reader", lambda: request.param)
     return request.param
 
 

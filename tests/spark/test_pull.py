@@ -12,7 +12,7 @@ from tests.spark.conftest import delete_messages, hub_client, publish, publish_m
 @pytest.fixture(params=READERS, autouse=True)
 def reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Every test runs with both range readers: the vectorised one and nats-py's."""
-    monkeypatch.setattr("airflow_provider_jetstream.core.read.range.DEFAULT_READER", request.param)
+    monkeypatch.setattr("airflow_provider_jetstream.core.read.range.default_reader", lambda: request.param)
     return request.param
 
 

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 from nats.aio.client import Client
 
-from airflow_provider_jetstream.core.errors import JetStreamError
 from airflow_provider_jetstream.core.api import JetStreamApi
+from airflow_provider_jetstream.core.errors import JetStreamError
 
 if TYPE_CHECKING:
     from airflow_provider_jetstream.core.consume.durable import Settlement, Ticket

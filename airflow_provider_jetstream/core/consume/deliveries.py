@@ -1,83 +1,15 @@
-"""One JetStream delivery as plain data: ack-reply metadata, every header value, the JSON payload of its event."""
+"""One JetStream delivery as plain data, and the JSON payload of its event (the wire layouts are :mod:`..protocol`)."""
 
 from __future__ import annotations
 
 import base64
-import binascii
 import datetime
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-ACK_PREFIX = "$JS.ACK."
-
 #: How a payload may be decoded: ``auto`` tries JSON, then UTF-8 text, then base64.
 DECODINGS = ("auto", "json", "text", "base64")
-
-
-@dataclass(frozen=True)
-class AckReply:
-    """The metadata JetStream puts in a delivery's reply subject."""
-
-    stream: str
-    consumer: str
-    delivered: int
-    sequence: int
-    consumer_sequence: int
-    timestamp_ns: int
-    pending: int
-    domain: str | None = None
-
-
-def parse_ack_reply(reply: str) -> AckReply | None:
-    """Parse a JetStream ack subject into its metadata.
-
-    ``$JS.ACK.[<domain>.<account hash>.]<stream>.<consumer>.<delivered>.<sseq>.<dseq>.<ts>.<pending>[.<rand>]``.
-
-    Returns None for a reply that is not a JetStream ack subject (a status message, a plain reply).
-    The 9-token form is the old one; servers >= 2.9 send 12 tokens (domain ``_`` means none).
-    """
-    if not reply or not reply.startswith(ACK_PREFIX):
-        return None
-    tokens = reply.split(".")
-    try:
-        if len(tokens) == 9:
-            _, _, stream, consumer, delivered, sseq, dseq, ts, pending = tokens
-            domain = None
-        elif len(tokens) >= 11:
-            domain = None if tokens[2] == "_" else tokens[2]
-            stream, consumer, delivered, sseq, dseq, ts, pending = tokens[4:11]
-        else:
-            return None
-        return AckReply(stream, consumer, int(delivered), int(sseq), int(dseq), int(ts), int(pending), domain)
-    except ValueError:
-        return None
-
-
-def parse_header_block(raw: bytes) -> dict[str, list[str]]:
-    """Every value of every header of a raw ``NATS/1.0`` header block (repeated names keep all values, in order)."""
-    headers: dict[str, list[str]] = {}
-    lines = raw.split(b"\r\n")
-    for line in lines[1:]:  # the first line is NATS/1.0 [status]
-        if not line:
-            continue
-        name, sep, value = line.partition(b":")
-        if not sep:
-            continue
-        headers.setdefault(name.decode("utf-8", "replace").strip(), []).append(value.decode("utf-8", "replace").strip())
-    return headers
-
-
-def headers_from_api(message: Mapping[str, Any]) -> dict[str, list[str]]:
-    """All header values of a ``STREAM.MSG.GET`` answer (its ``hdrs`` field is the base64 raw block)."""
-    raw = message.get("hdrs")
-    if not raw:
-        return {}
-    try:
-        return parse_header_block(base64.b64decode(raw))
-    except (binascii.Error, ValueError):
-        return {}
 
 
 @dataclass(frozen=True)

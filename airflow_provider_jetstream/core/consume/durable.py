@@ -10,18 +10,28 @@ import logging
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal, NamedTuple
+from typing import Literal, NamedTuple
 
 import nats.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from airflow_provider_jetstream.core.consume.ack_floor import AckFloor
-from airflow_provider_jetstream.core.consume.deliveries import Delivery, headers_from_api, parse_ack_reply
-from airflow_provider_jetstream.core.errors import JetStreamConfigError, JetStreamError
 from airflow_provider_jetstream.core.api import JetStreamApi, domain_of
+from airflow_provider_jetstream.core.consume.ack_floor import AckFloor
+from airflow_provider_jetstream.core.consume.deliveries import Delivery
+from airflow_provider_jetstream.core.errors import JetStreamConfigError, JetStreamError
 from airflow_provider_jetstream.core.manage.reconcile import reconcile_consumer
 from airflow_provider_jetstream.core.manage.specs.consumer import ConsumerSpec
+from airflow_provider_jetstream.core.protocol import (
+    FATAL,
+    HEARTBEAT,
+    REQUEST_DONE,
+    RESUME,
+    PullStatus,
+    headers_from_api,
+    parse_ack_reply,
+)
+from airflow_provider_jetstream.core.read.pull import Backoff, PullRequests
 
 log = logging.getLogger(__name__)
 
@@ -153,12 +163,12 @@ class DurablePuller:
         self._incoming: asyncio.Queue[Msg] = asyncio.Queue()
         self._room = asyncio.Event()
         self._room.set()
-        self._requested = 0  # messages asked for by the open pull request and not yet received
-        self._request_open = False
-        self._last_sign = self._request_sent_at = 0.0
+        # One pull request at a time, for the room left: at most max_in_flight unsettled.
+        self.requests = PullRequests(
+            nc, api.prefix, stream, consumer, expires=expires, heartbeat=heartbeat, pipelined=False
+        )
         self._retry_at = 0.0
-        self._backoff = 1.0
-        self._sub: Any = None
+        self._backoff = Backoff(first=1.0, cap=expires)  # a relinked leaf is heard from soon
         self._renewer: asyncio.Task[None] | None = None
         self._next_rival_check = 0.0
         self._rival_since: float | None = None
@@ -176,21 +186,22 @@ class DurablePuller:
         """
         if self.floor is not None:
             await self.floor.sync()
-        inbox = self.nc.new_inbox()
-        self._sub = await self.nc.subscribe(inbox, cb=self._on_msg, pending_msgs_limit=0, pending_bytes_limit=0)
+        await self.requests.listen(self._on_msg)
         self._renewer = asyncio.create_task(self._renew(), name=f"jetstream-wpi[{self.stream}>{self.consumer}]")
         try:
             self._next_rival_check = time.monotonic() + self.expires
             while True:
-                await self._maybe_request(inbox)
+                await self._maybe_request()
                 await self._check_rivals()
                 wait = self.heartbeat
-                if not self._request_open and self._retry_at:
+                if not self.requests.outstanding and self._retry_at:
                     wait = min(wait, max(0.01, self._retry_at - time.monotonic()))
                 try:
                     msg = await asyncio.wait_for(self._incoming.get(), timeout=wait)
                 except asyncio.TimeoutError:
-                    self._check_stall()
+                    if self.requests.stalled():  # a reconnect loses pull requests: ask again
+                        log.info("%s > %s: no sign of the server; pulling again", self.stream, self.consumer)
+                        self.requests.forget()
                     continue
                 ticket = await self._accept(msg)
                 if ticket is not None:
@@ -199,7 +210,7 @@ class DurablePuller:
             await self.stop()
 
     async def _on_msg(self, msg: Msg) -> None:
-        self._last_sign = time.monotonic()
+        self.requests.heard()  # a sign of the server now; the message counts when it is taken
         self._incoming.put_nowait(msg)
 
     def _room_now(self) -> int:
@@ -207,21 +218,16 @@ class DurablePuller:
             return self.floor.room(self.max_in_flight)
         return self.max_in_flight - len(self.in_flight)
 
-    async def _maybe_request(self, inbox: str) -> None:
+    async def _maybe_request(self) -> None:
         while True:
-            if self._request_open or time.monotonic() < self._retry_at:
+            if self.requests.outstanding or time.monotonic() < self._retry_at:
                 return
             room = self._room_now()
             if room > 0:
                 break
             self._room.clear()  # full: wait until messages are settled
             await self._room.wait()
-        body = {"batch": room, "expires": int(self.expires * 1e9), "idle_heartbeat": int(self.heartbeat * 1e9)}
-        self._request_open, self._requested = True, room
-        self._last_sign = self._request_sent_at = time.monotonic()
-        await self.nc.publish(
-            f"{self.api.prefix}.CONSUMER.MSG.NEXT.{self.stream}.{self.consumer}", json.dumps(body).encode(), reply=inbox
-        )
+        await self.requests.ask(room)
 
     async def _check_rivals(self) -> None:
         """Refuse to share the consumer with another client (a second triggerer): each message would
@@ -235,7 +241,8 @@ class DurablePuller:
         now = time.monotonic()
         # At a request's end, ours and a rival's started alongside turn over together (expire and are
         # asked again), and a check then can miss either: half-way through, both are waiting.
-        mid_request = self._request_open and now - self._request_sent_at >= self.expires / 2
+        request_open = self.requests.outstanding > 0
+        mid_request = request_open and now - self.requests.sent_at >= self.expires / 2
         if now < self._next_rival_check or not (mid_request or now >= self._next_rival_check + self.expires / 2):
             return
         self._next_rival_check = now + self.expires
@@ -243,7 +250,7 @@ class DurablePuller:
             info = await self.api.consumer_info(self.stream, self.consumer)
         except (JetStreamError, nats.errors.Error):
             return  # unreachable now (a cut, a restart): the pull path reports and retries
-        others = int((info or {}).get("num_waiting", 0)) - (1 if self._request_open else 0)
+        others = int((info or {}).get("num_waiting", 0)) - (1 if request_open else 0)
         if others <= 0:
             self._rival_since = None
         elif self._rival_since is None:
@@ -256,41 +263,34 @@ class DurablePuller:
                 "consumer in one triggerer, or give each watcher its own consumer name"
             )
 
-    def _check_stall(self) -> None:
-        """No sign of the server for 3 heartbeats (a reconnect loses requests): ask again."""
-        if self._request_open and time.monotonic() - self._last_sign > 3 * self.heartbeat:
-            log.info("%s > %s: no sign of the server; pulling again", self.stream, self.consumer)
-            self._request_open, self._requested = False, 0
-
-    def _on_status(self, msg: Msg) -> None:
-        status = (msg.headers or {}).get("Status", "")
-        description = (msg.headers or {}).get("Description", "")
-        if status == "100":
+    def _on_status(self, status: PullStatus) -> None:
+        """What a status means for this consumer (its effect on the request is the engine's)."""
+        where = f"consumer {self.consumer!r} on stream {self.stream!r}"
+        if status.outcome in (HEARTBEAT, REQUEST_DONE):
+            if status.outcome == REQUEST_DONE:
+                self._backoff.reset()
             return
-        self._request_open, self._requested = False, 0
-        if status == "409" and "Consumer Deleted" in description:
-            raise JetStreamError(f"consumer {self.consumer!r} on stream {self.stream!r} was deleted while pulling")
-        if status in ("404", "408") or (status == "409" and "Exceeded" not in description):
-            self._backoff = 1.0
-            return
-        # 503 (no JetStream answered: a leaf cut off, a hub restarting) or a refused request: back off.
+        if status.outcome == RESUME:
+            raise JetStreamError(f"{where} was deleted while pulling")
+        if status.outcome == FATAL:
+            raise JetStreamError(f"{where} in {self.api.target}: the server refused the pull: {status.reason}")
+        # Retry after a pause: no JetStream answered (a leaf cut off, a hub restarting), or too busy now.
+        delay = self._backoff.next()
         log.warning(
-            "%s > %s in %s: pull answered %s %s; retrying in %.0fs",
-            self.stream, self.consumer, self.api.target, status or "?", description, self._backoff,
+            "%s > %s in %s: pull answered %s; retrying in %.0fs", self.stream, self.consumer, self.api.target,
+            status.reason, delay,
         )  # fmt: skip
-        self._retry_at = time.monotonic() + self._backoff
-        self._backoff = min(self._backoff * 2, self.expires)  # a relinked leaf is heard from soon
+        self._retry_at = time.monotonic() + delay
 
     async def _accept(self, msg: Msg) -> Ticket | None:
         meta = parse_ack_reply(msg.reply)
         if meta is None:
-            self._on_status(msg)
+            status = self.requests.status(msg.headers)
+            if status is not None:
+                self._on_status(status)
             return None
-        if self._requested > 0:
-            self._requested -= 1
-            if self._requested == 0:
-                self._request_open = False
-        self._backoff = 1.0
+        self.requests.received()
+        self._backoff.reset()
         if self.floor is not None:
             self.floor.received(meta.consumer_sequence)
         held = self.in_flight.get(meta.sequence)
@@ -412,10 +412,8 @@ class DurablePuller:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._renewer
             self._renewer = None
-        if self._sub is not None:  # first: what the naks bring back must not go to this inbox (it would be lost)
-            with contextlib.suppress(Exception):
-                await self._sub.unsubscribe()
-            self._sub = None
+        # First: what the naks bring back must not go to this inbox (it would be lost).
+        await self.requests.close()
         if self.in_flight and self.nc.is_connected:
             with contextlib.suppress(Exception):
                 await self.nc.flush()

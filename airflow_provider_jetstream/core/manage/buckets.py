@@ -34,12 +34,12 @@ from nats.js.api import StreamConfig
 from nats.js.client import JetStreamContext
 from nats.js.kv import KeyValue
 
+from airflow_provider_jetstream.core.api import WRONG_LAST_SEQUENCE, JetStreamApi, describe_prefix
 from airflow_provider_jetstream.core.errors import (
     JetStreamDomainUnavailableError,
     KeyValueConflictError,
     KeyValueError,
 )
-from airflow_provider_jetstream.core.api import WRONG_LAST_SEQUENCE, JetStreamApi, describe_prefix
 from airflow_provider_jetstream.core.manage.reconcile import ReconcileResult, reconcile_stream
 from airflow_provider_jetstream.core.manage.specs import KeyValueSpec, describe_source, validate_bucket, validate_key
 from airflow_provider_jetstream.core.manage.specs.kv import KV_STREAM_PREFIX, kv_stream_name, kv_subjects

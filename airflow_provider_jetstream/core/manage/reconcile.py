@@ -24,11 +24,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.errors import (
     JetStreamConfigError,
     ReconcileError,
 )
-from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.manage.specs import (
     CONSUMER,
     STREAM,

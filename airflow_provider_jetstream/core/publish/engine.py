@@ -5,8 +5,9 @@ Spark writer (:mod:`airflow_provider_jetstream.spark.writer`). One reply subscri
 ack (reply subject ``<inbox>.<index>``); a semaphore bounds the messages in flight. Lighter per
 message than nats-py's ``publish_async`` (no future, token or callback per message).
 
-Before a message is sent its subject passes :func:`~airflow_provider_jetstream.core.publish.subjects.check_publish_subject`
-(no reserved subject spaces, no wildcards). After the last ack, :func:`ack_problems` says what went
+Before a message is sent its subject passes
+:func:`~airflow_provider_jetstream.core.publish.subjects.check_publish_subject` (no reserved subject
+spaces, no wildcards). After the last ack, :func:`ack_problems` says what went
 wrong: refused messages, and messages stored by a stream or in a domain other than the one aimed at.
 
 Airflow-free: Spark executors import it.

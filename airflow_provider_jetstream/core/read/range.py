@@ -1,64 +1,79 @@
-"""The fast pull path: read exactly a range of stream sequences ``[start, end]`` from JetStream.
+"""Read exactly a range of stream sequences ``[start, end]``, and find the first sequence at a time.
 
-nats-py's ``pull_subscribe().fetch()`` makes one request/response round trip per batch and builds
-a message object per message (~21k msg/s on 2 cores). This module reaches ~5x that on nats-py's
-public API by feeding one plain subscription with raw pull requests
-(``<api prefix>.CONSUMER.MSG.NEXT.<stream>.<consumer>``) and keeping requests in flight while the
-caller works on earlier messages:
+The range reader pulls an ephemeral consumer of its own through the one pull engine
+(:mod:`airflow_provider_jetstream.core.read.pull`), keeping requests in flight while the caller works
+on earlier messages:
 
-- an ephemeral consumer (``AckPolicy.NONE``, deliver from the start sequence, optional filter
-  subjects, memory storage, ``inactive_threshold`` so a dead reader leaves nothing behind), deleted
-  at the end;
-- pull requests with ``batch``, ``max_bytes``, ``expires`` and ``idle_heartbeat``; status
-  messages handled (100 heartbeat, 404/408 request over, 409 with its reasons, 503 no JetStream);
+- the consumer takes no acks, delivers from the start sequence (optionally only some subjects), lives
+  in memory and is deleted by the server once nobody pulls it; the reader deletes it at the end;
 - a bounded buffer: messages requested but not yet handed to the caller never exceed
   ``max_buffered_messages`` (and each request asks for at most ``max_buffered_bytes``), so a slow
   caller slows the server down instead of piling up data or becoming a "slow consumer";
 - the range is exact: sequences past ``end`` are dropped, the read stops at ``end`` or when the
-  stream holds nothing more, and sequences missing inside the range (purged, deleted, expired)
-  are reported as data loss; a gap is re-read once first (a reconnect drops messages on the
-  way, not from the stream), and a read that hears nothing for 3 heartbeats, or is told by a
-  heartbeat that messages it never got were delivered, resumes from where it stopped.
+  stream holds nothing more, and sequences missing inside the range (purged, deleted, expired) are
+  reported as data loss; a gap is re-read once first (a reconnect drops messages on the way, not
+  from the stream);
+- the read resumes from where it stopped (a new consumer) when it hears nothing for three
+  heartbeats, when a heartbeat says messages it never got were delivered, when the consumer is
+  deleted under it, and after a pause when the server cannot serve the request now (see
+  :func:`~airflow_provider_jetstream.core.protocol.pull_status`); ``max_resumes`` times in a row at most.
 
-Free of Airflow imports: Spark executors use it. :func:`iterate_blocking` is the one bridge from
-synchronous code (a Spark task) to these coroutines: it runs a private event loop per read.
+Two intakes: nats-py's message objects (:class:`MessageChunk`), or the vectorised one
+(:mod:`airflow_provider_jetstream.core.read.vectorised`: frames parsed in bulk into Arrow columns), the
+default wherever numpy and pyarrow are installed (always with the ``spark`` extra).
+
+Free of Airflow imports: Spark executors use it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
-import json
+import importlib.util
 import logging
-import uuid
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
-import nats.errors
-import nats.js.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, ReplayPolicy
-from nats.js.manager import JetStreamManager
 
+from airflow_provider_jetstream.core.api import JetStreamApi, describe_prefix
 from airflow_provider_jetstream.core.connection.client import open_connection, release
 from airflow_provider_jetstream.core.connection.settings import JetStreamConnectionConfig
 from airflow_provider_jetstream.core.errors import (
+    JetStreamConfigError,
     JetStreamDataLossError,
     JetStreamDomainUnavailableError,
     JetStreamError,
+    JetStreamNotFoundError,
 )
-from airflow_provider_jetstream.core.api import describe_prefix
+from airflow_provider_jetstream.core.protocol import (
+    FATAL,
+    HEARTBEAT,
+    REQUEST_DONE,
+    RETRY_AFTER,
+    PullStatus,
+    parse_ack_reply,
+)
+from airflow_provider_jetstream.core.read.pull import (
+    STALL_HEARTBEATS,
+    Backoff,
+    PullRequests,
+    create_ephemeral_consumer,
+    delete_consumer,
+)
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
-_ACK_PREFIX = "$JS.ACK."
 #: The range readers: frames parsed in bulk into Arrow columns, or nats-py's message objects.
 READERS = ("vectorised", "nats-py")
-DEFAULT_READER = "vectorised"
+
+
+def default_reader() -> str:
+    """``"vectorised"`` where numpy and pyarrow are installed, else ``"nats-py"``."""
+    available = all(importlib.util.find_spec(name) is not None for name in ("numpy", "pyarrow"))
+    return "vectorised" if available else "nats-py"
 
 
 @dataclass(frozen=True)
@@ -68,16 +83,15 @@ class PullSettings:
     :param max_buffered_messages: messages requested from the server but not yet handed to the
         caller, at most. Default 20,000.
     :param max_buffered_bytes: bytes one pull request may return (``max_bytes``). Default 16 MiB.
-    :param chunk_messages: messages per :class:`MessageChunk` handed to the caller, at most (a chunk
-        also ends at ``max_buffered_bytes`` of payload, and at half of ``max_buffered_messages``).
-        Default 10,000.
+    :param chunk_messages: messages per chunk handed to the caller, at most (a chunk also ends at
+        ``max_buffered_bytes`` of payload, and at half of ``max_buffered_messages``). Default 10,000.
     :param expires: seconds a pull request waits on the server. Default 30.
     :param heartbeat: seconds between the server's idle heartbeats while a request waits; after
-        3 heartbeats without any sign of the server the read is retried from where it stopped.
+        3 heartbeats without any sign of the server the read is resumed from where it stopped.
         Default 5.
     :param inactive_threshold: seconds after which the server deletes a consumer nobody pulls
         from (a reader that died). Default 120.
-    :param max_resumes: times a stalled read re-creates its consumer before failing. Default 3.
+    :param max_resumes: times in a row a read resumes (a new consumer) before failing. Default 3.
     :param request_timeout: seconds to wait for a JetStream API answer. Default 10.
     """
 
@@ -128,7 +142,7 @@ class MissingRange:
 
 
 class _RangePull:
-    """State of one range read: consumer, subscription, in-flight accounting, received columns."""
+    """State of one range read: its consumer and pull requests, the range's rules, received columns."""
 
     def __init__(
         self,
@@ -150,12 +164,11 @@ class _RangePull:
         self.include_headers = include_headers
         self.fail_on_data_loss = fail_on_data_loss
         self.settings = settings
-        self.jsm = JetStreamManager(nc, prefix=api_prefix, timeout=settings.request_timeout)
+        self.api = JetStreamApi(nc, api_prefix, timeout=settings.request_timeout)
         self.where = f"stream {stream!r} in {describe_prefix(api_prefix)}"
         self.next_seq = start  # the first sequence not yet seen
-        self.outstanding = 0  # messages requested and not yet delivered or cancelled
-        self.activity = 0  # messages of any kind received: a sign of life
         self.resume_needed = False  # the server delivered messages that never arrived
+        self.interrupted: PullStatus | None = None  # the server cannot serve the requests now, or lost the consumer
         self.gap_checked_at = 0  # next_seq at which a sequence gap was re-read once
         # A chunk is handed over at half the buffer at most: the buffer counts the messages of the
         # chunk being filled, so a chunk larger than that would never fill and the read would stall.
@@ -165,147 +178,125 @@ class _RangePull:
         self.finished = False
         self.failure: BaseException | None = None
         self.missing: list[MissingRange] = []
-        self.ready: collections.deque[MessageChunk] = collections.deque()
+        self.ready: collections.deque[Any] = collections.deque()
         self.buffered = 0  # messages received and not yet handed to the caller
         self.chunk = self._new_chunk()
         self.wakeup = asyncio.Event()
-        self.use_max_bytes = True
-        self.consumer: str | None = None
-        self.inbox = nc.new_inbox()
-        self.sub: Any = None
+        self.max_bytes: int | None = settings.max_buffered_bytes
+        self.requests: PullRequests | None = None
 
-    def _new_chunk(self) -> MessageChunk:
+    def _new_chunk(self) -> Any:
         return MessageChunk(headers=[] if self.include_headers else None)
 
-    # -- consumer ----------------------------------------------------------------------------
+    @property
+    def consumer(self) -> str | None:
+        return self.requests.consumer if self.requests is not None else None
 
-    async def create_consumer(self) -> None:
-        """Create the ephemeral consumer at ``next_seq``; finish at once if nothing is pending."""
-        name = f"read_{uuid.uuid4().hex}"
-        config = ConsumerConfig(
-            name=name,
-            deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
-            opt_start_seq=self.next_seq,
-            ack_policy=AckPolicy.NONE,
-            replay_policy=ReplayPolicy.INSTANT,
+    # -- consumer and intake ---------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Create the consumer at ``next_seq`` and listen for its messages; finish at once if nothing is pending."""
+        name, pending = await create_ephemeral_consumer(
+            self.api,
+            self.stream,
+            where=self.where,
+            start_seq=self.next_seq,
+            filter_subjects=self.filter_subjects,
             inactive_threshold=self.settings.inactive_threshold,
-            mem_storage=True,
-            num_replicas=1,
         )
-        if len(self.filter_subjects) == 1:
-            config.filter_subject = self.filter_subjects[0]
-        elif self.filter_subjects:
-            config.filter_subjects = self.filter_subjects
-        try:
-            info = await self.jsm.add_consumer(self.stream, config)
-        except nats.js.errors.NotFoundError:
-            raise JetStreamError(f"{self.where} does not exist") from None
-        except (nats.errors.NoRespondersError, nats.errors.TimeoutError) as err:
-            raise JetStreamDomainUnavailableError(
-                f"no JetStream answered for {self.where} within {self.settings.request_timeout:g}s: "
-                "is the domain connected?"
-            ) from err
-        except nats.js.errors.APIError as err:
-            raise JetStreamError(f"{self.where}: could not create a reading consumer: {err.description}") from None
-        self.consumer = name
-        self.outstanding = 0
-        if info.num_pending == 0:
+        self.requests = PullRequests(
+            self.nc,
+            self.api_prefix,
+            self.stream,
+            name,
+            expires=self.settings.expires,
+            heartbeat=self.settings.heartbeat,
+            max_bytes=self.max_bytes,
+        )
+        # A fresh inbox: a resumed read must not hear the old consumer's late messages or statuses.
+        await self.listen()
+        if pending == 0:
             # Nothing stored from next_seq on: for an unfiltered read, the rest of the range is gone.
             if not self.filter_subjects:
                 self._lost(self.next_seq, self.end)
             self._complete(None)
 
-    async def subscribe(self) -> None:
-        """A fresh inbox for the pull requests (a resumed read must not hear the old consumer's
-        late messages or its "409 Consumer Deleted")."""
-        if self.sub is not None:
-            with contextlib.suppress(Exception):
-                await self.sub.unsubscribe()
-        self.inbox = self.nc.new_inbox()
-        # Unbounded here because the pull requests bound what can arrive (and a bounded
-        # asyncio.Queue costs a size check per message).
-        self.sub = await self.nc.subscribe(self.inbox, cb=self.on_message, pending_msgs_limit=0, pending_bytes_limit=0)
+    async def listen(self) -> None:
+        """Start taking the pull requests' answers (this intake: nats-py message objects)."""
+        assert self.requests is not None
+        await self.requests.listen(self.on_message)
 
-    async def unsubscribe(self) -> None:
-        """Stop listening on the inbox (at the end of the read)."""
-        if self.sub is not None:
-            with contextlib.suppress(Exception):
-                await self.sub.unsubscribe()
+    async def stop(self) -> None:
+        """Stop taking answers and delete the consumer (best effort)."""
+        requests, self.requests = self.requests, None
+        if requests is not None:
+            await requests.close()
+            await delete_consumer(self.api, self.stream, requests.consumer)
 
-    async def delete_consumer(self) -> None:
-        name, self.consumer = self.consumer, None
-        if name is None or self.nc.is_closed:
-            return
-        with contextlib.suppress(Exception):
-            await self.jsm.delete_consumer(self.stream, name)
+    async def resume(self) -> None:
+        """Start again at ``next_seq`` with a new consumer."""
+        self.resume_needed = False
+        self.interrupted = None
+        await self.stop()
+        await self.start()
 
     async def check_front(self) -> None:
         """A filtered read cannot see gaps in sequences: compare the start with the stream's first."""
         if not self.filter_subjects:
             return
-        try:
-            info = await self.jsm.stream_info(self.stream)
-        except nats.js.errors.NotFoundError:
-            raise JetStreamError(f"{self.where} does not exist") from None
-        first = info.state.first_seq
+        info = await self.api.stream_info(self.stream)
+        if info is None:
+            raise JetStreamNotFoundError(f"{self.where} does not exist")
+        first = int((info.get("state") or {}).get("first_seq") or 0)
         if first > self.next_seq:
             self._lost(self.next_seq, min(first - 1, self.end))
 
-    # -- pull requests -----------------------------------------------------------------------
+    # -- pull requests ---------------------------------------------------------------------------
 
     async def request_more(self) -> None:
         """Ask for more messages while the buffer has room and the range is not covered."""
-        if self.finished or self.consumer is None:
+        requests = self.requests
+        if self.finished or requests is None:
             return
         limit = self.settings.max_buffered_messages
-        in_flight = self.outstanding + self.buffered
+        in_flight = requests.outstanding + self.buffered
         if in_flight > limit // 2:
             return
         # Never ask for more than the sequences left in the range: no over-fetch when unfiltered.
         span = self.end - self.next_seq + 1
-        batch = min(limit - in_flight, span - self.outstanding)
-        if batch <= 0:
-            return
-        request: dict[str, Any] = {
-            "batch": batch,
-            "expires": int(self.settings.expires * 1e9),
-            "idle_heartbeat": int(self.settings.heartbeat * 1e9),
-        }
-        if self.use_max_bytes:
-            request["max_bytes"] = self.settings.max_buffered_bytes
-        subject = f"{self.api_prefix}.CONSUMER.MSG.NEXT.{self.stream}.{self.consumer}"
-        self.outstanding += batch
-        await self.nc.publish(subject, json.dumps(request).encode(), reply=self.inbox)
+        batch = min(limit - in_flight, span - requests.outstanding)
+        if batch > 0:
+            await requests.ask(batch)
 
-    # -- incoming ----------------------------------------------------------------------------
+    def silent(self) -> bool:
+        """No sign of the server for :data:`STALL_HEARTBEATS` heartbeats."""
+        requests = self.requests
+        if requests is None:
+            return False
+        return requests.silence() >= STALL_HEARTBEATS * self.settings.heartbeat
+
+    # -- incoming --------------------------------------------------------------------------------
 
     async def on_message(self, msg: Msg) -> None:
         # The hot path (once per message): keep it lean.
-        self.activity += 1
-        reply = msg.reply
-        if not reply.startswith(_ACK_PREFIX):
-            if msg.subject != self.inbox:
-                return  # a status for the requests of a consumer replaced by a resume
-            self._on_status(msg)
-            self.wakeup.set()
-            return
-        if self.outstanding > 0:
-            self.outstanding -= 1
+        requests = self.requests
+        meta = parse_ack_reply(msg.reply)
+        if meta is None:
+            if requests is not None and msg.subject == requests.inbox:
+                self._on_status(requests.status(msg.headers))
+                self.wakeup.set()
+            return  # else a status for the requests of a consumer replaced by a resume
+        if requests is not None:
+            requests.received()
         if self.finished or self.resume_needed:
             return
-        # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<dseq>.<ts>.<pending> (9 tokens), or with
-        # <domain>.<account hash> after ACK (11 tokens) and a random token at the end (12 tokens).
-        tokens = reply.split(".")
-        if len(tokens) == 12:
-            seq, stamp, pending = int(tokens[7]), tokens[9], tokens[10]
-        else:
-            seq, stamp, pending = int(tokens[-4]), tokens[-2], tokens[-1]
-        if seq != self.next_seq and not self._in_order(seq, tokens[5 if len(tokens) >= 11 else 3]):
+        seq = meta.sequence
+        if seq != self.next_seq and not self._in_order(seq, meta.consumer):
             return
         chunk = self.chunk
         chunk.subjects.append(msg.subject)
         chunk.sequences.append(seq)
-        chunk.timestamps_ns.append(int(stamp))
+        chunk.timestamps_ns.append(meta.timestamp_ns)
         data = msg.data
         chunk.payloads.append(data)
         if chunk.headers is not None:
@@ -320,7 +311,7 @@ class _RangePull:
             self.wakeup.set()
         if seq >= self.end:
             self._complete(None)
-        elif pending == "0":
+        elif meta.pending == 0:
             # Nothing more is stored after this message: the rest of the range was removed.
             if not self.filter_subjects:
                 self._lost(seq + 1, self.end)
@@ -349,54 +340,35 @@ class _RangePull:
             return not self.finished
         return True
 
-    def _on_status(self, msg: Msg) -> None:
-        headers = msg.headers or {}
-        status = headers.get("Status")
-        description = str(headers.get("Description", "")).strip()
-        # A request that ends early says how many of its messages it did not deliver; those no
-        # longer count as in flight. (Without the header nothing is known: a stall resumes the read.)
-        unfilled = int(headers.get("Nats-Pending-Messages", 0) or 0)
-        if status is None:
+    def _on_status(self, status: PullStatus | None) -> None:
+        """What a status means for the range (its effect on the requests is the engine's)."""
+        if status is None or self.finished:
             return
-        if status == "100":
-            self._on_idle_heartbeat(headers)
-            return
-        if status in ("404", "408"):
-            self.outstanding = max(0, self.outstanding - unfilled)
-            return
-        if status == "409":
-            text = description.lower()
-            self.outstanding = max(0, self.outstanding - unfilled)
-            if "message size exceeds maxbytes" in text:
+        if status.outcome == HEARTBEAT:
+            self._on_idle_heartbeat(status.last_stream_seq or 0)
+        elif status.outcome == REQUEST_DONE:
+            if status.oversized and self.requests is not None and self.requests.max_bytes:
                 log.warning(
                     "%s: a message is larger than %d bytes; pulling without a byte limit",
                     self.where,
-                    self.settings.max_buffered_bytes,
+                    self.requests.max_bytes,
                 )
-                self.use_max_bytes = False
-                return
-            if "leadership change" in text or "batch completed" in text:
-                return
-            self._complete(JetStreamError(f"{self.where}: the server ended the read: 409 {description}"))
-            return
-        if status == "503":
-            self._complete(
-                JetStreamDomainUnavailableError(f"no JetStream responded for {self.where}: is the domain connected?")
-            )
-            return
-        self._complete(JetStreamError(f"{self.where}: unexpected status {status} {description}"))
+                self.max_bytes = self.requests.max_bytes = None
+        elif status.outcome == FATAL:
+            self._complete(JetStreamError(f"{self.where}: the server ended the read: {status.reason}"))
+        else:  # RETRY_AFTER, RESUME: the read loop resumes
+            self.interrupted = status
 
-    def _on_idle_heartbeat(self, headers: dict[str, str]) -> None:
+    def _on_idle_heartbeat(self, delivered: int) -> None:
         """The server waits on a request with nothing to deliver: the consumer has no pending messages.
 
-        ``Nats-Last-Stream`` is the last sequence it delivered. Past what we received, messages
-        were lost on the way (a reconnect, a dropped slow consumer): re-read from where we are.
-        Otherwise every message up to ``end`` is either here or gone (all of them were stored when
-        the range was planned): the read is complete.
+        ``delivered`` (``Nats-Last-Stream``) is the last sequence it delivered. Past what we received,
+        messages were lost on the way (a reconnect, a dropped slow consumer): re-read from where we
+        are. Otherwise every message up to ``end`` is either here or gone (all of them were stored
+        when the range was planned): the read is complete.
         """
-        if self.finished or self.consumer is None:
+        if self.requests is None:
             return
-        delivered = int(headers.get("Nats-Last-Stream", 0) or 0)
         if delivered >= self.next_seq:
             self.resume_needed = True
             return
@@ -425,7 +397,7 @@ class _RangePull:
         self.finished = True
         self.wakeup.set()
 
-    def take_ready(self) -> MessageChunk | None:
+    def take_ready(self) -> Any:
         if self.ready:
             chunk = self.ready.popleft()
         elif self.finished and len(self.chunk):
@@ -435,6 +407,22 @@ class _RangePull:
             return None
         self.buffered -= len(chunk)
         return chunk
+
+
+def _range_pull_class(reader: str | None) -> type[_RangePull]:
+    reader = reader or default_reader()
+    if reader not in READERS:
+        raise JetStreamConfigError(f"reader={reader!r} is not allowed: use one of {', '.join(READERS)}")
+    if reader == "nats-py":
+        return _RangePull
+    try:
+        from airflow_provider_jetstream.core.read.vectorised.reader import VectorisedRangePull
+    except ImportError as err:
+        raise JetStreamConfigError(
+            f"reader='vectorised' needs numpy and pyarrow ({err}): install 'airflow-provider-jetstream[spark]', "
+            "or use reader='nats-py'"
+        ) from None
+    return VectorisedRangePull
 
 
 async def read_range(
@@ -460,83 +448,82 @@ async def read_range(
     :param api_prefix: JetStream API prefix of the stream's domain, e.g. ``$JS.leaf.API``.
         Default ``$JS.API`` (the domain of the server ``nc`` is connected to).
     :param filter_subjects: only messages on these subjects (wildcards allowed). Default: all.
-    :param include_headers: fill :attr:`MessageChunk.headers`. Default True.
+    :param include_headers: fill the chunks' headers. Default True.
     :param fail_on_data_loss: raise :class:`JetStreamDataLossError` when sequences inside the range
         are gone; otherwise skip them with a warning (and record them in ``missing``). Default True.
         Without filter every sequence is checked; with a filter only the range's front is (the
         server does not say which subject a removed message had).
     :param settings: pull tuning, see :class:`PullSettings`.
     :param missing: a list that receives the :class:`MissingRange` of every gap seen.
-    :param reader: None (default) for :data:`DEFAULT_READER`, ``"vectorised"``: frames parsed in
-        bulk straight into Arrow columns
-        (:mod:`airflow_provider_jetstream.core.read.vectorised.reader`), chunks are
-        :class:`~airflow_provider_jetstream.core.read.vectorised.reader.ColumnChunk` and headers keep every value
-        of a repeated name; ``"nats-py"``: nats-py builds each message, chunks are
-        :class:`MessageChunk` (one value per header name).
+    :param reader: ``"vectorised"``: frames parsed in bulk straight into Arrow columns (needs numpy
+        and pyarrow), chunks are :class:`~airflow_provider_jetstream.core.read.vectorised.reader.ColumnChunk`
+        and headers keep every value of a repeated name; ``"nats-py"``: nats-py builds each message,
+        chunks are :class:`MessageChunk` (one value per header name). Default None: the vectorised
+        reader where numpy and pyarrow are installed, else nats-py's (:func:`default_reader`).
     """
-    reader = reader or DEFAULT_READER
-    if reader not in READERS:
-        raise ValueError(f"reader={reader!r}: use one of {', '.join(READERS)}")
+    pull_class = _range_pull_class(reader)
     if start < 1:
-        raise ValueError(f"start={start} must be >= 1")
+        raise JetStreamConfigError(f"start={start} is not allowed: use a stream sequence >= 1")
     if start > end:
         return
     settings = settings or PullSettings()
-    pull_class: type[_RangePull] = _RangePull
-    if reader == "vectorised":
-        from airflow_provider_jetstream.core.read.vectorised.reader import VectorisedRangePull
-
-        pull_class = VectorisedRangePull
     pull = pull_class(nc, api_prefix, stream, start, end, filter_subjects, include_headers, fail_on_data_loss, settings)
-    await pull.subscribe()
-    stall_after = settings.heartbeat * 3
+    stall_after = settings.heartbeat * STALL_HEARTBEATS
+    backoff = Backoff(first=1.0, cap=stall_after)
     resumes = 0
     try:
         await pull.check_front()
         if not pull.finished:
-            await pull.create_consumer()
+            await pull.start()
         while True:
             if pull.failure is not None:
                 raise pull.failure
             chunk = pull.take_ready()
             if chunk is not None:
                 resumes = 0
+                backoff.reset()
                 yield chunk
                 continue
             if pull.finished:
                 break
             reason = None
-            if pull.resume_needed:
+            pause = 0.0
+            interrupted = pull.interrupted
+            if interrupted is not None:
+                reason = f"the server answered {interrupted.reason}"
+                pause = backoff.next() if interrupted.outcome == RETRY_AFTER else 0.0
+            elif pull.resume_needed:
                 reason = f"messages after sequence {pull.next_seq - 1} did not arrive in order"
             else:
                 await pull.request_more()
                 pull.wakeup.clear()
-                seen = pull.activity
                 try:
                     await asyncio.wait_for(pull.wakeup.wait(), stall_after)
                 except asyncio.TimeoutError:
-                    if pull.activity == seen:
+                    if pull.silent():
                         reason = f"no message or heartbeat for {stall_after:g}s"
             if reason is None:
                 continue
             if resumes >= settings.max_resumes:
+                if interrupted is not None and interrupted.code == "503":
+                    raise JetStreamDomainUnavailableError(
+                        f"no JetStream responded for {pull.where}: is the domain connected?"
+                    )
                 raise JetStreamError(
                     f"{pull.where}: {reason}, {resumes + 1} times in a row (stopped at sequence {pull.next_seq} of "
                     f"{start}-{end}): is the domain still connected?"
                 )
             resumes += 1
             log.warning("%s: %s; resuming at sequence %d", pull.where, reason, pull.next_seq)
-            pull.resume_needed = False
-            await pull.subscribe()
-            await pull.delete_consumer()
-            await pull.create_consumer()
+            if pause:
+                await asyncio.sleep(pause)
+            await pull.resume()
         if pull.failure is not None:
             raise pull.failure
     finally:
         if missing is not None:
             missing.extend(pull.missing)
-        await pull.unsubscribe()
-        await asyncio.shield(pull.delete_consumer())
+        await asyncio.shield(pull.stop())
 
 
 async def read_range_with_config(
@@ -566,84 +553,36 @@ async def first_sequence_at(
 ) -> int | None:
     """The sequence of the first message stored at or after ``when_iso`` (RFC 3339), or None.
 
-    The server answers it: an ephemeral consumer that delivers by start time hands over its first
-    message, whose sequence is read from the reply subject.
+    The server answers it: a consumer of this call's own that delivers by start time is pulled for one
+    message, whose sequence its ack reply names.
     """
-    import datetime as dt
-
-    jsm = JetStreamManager(nc, prefix=api_prefix, timeout=timeout)
-    when = dt.datetime.fromisoformat(when_iso.replace("Z", "+00:00"))
-    name = f"seek_{uuid.uuid4().hex}"
-    config = ConsumerConfig(
-        name=name,
-        deliver_policy=DeliverPolicy.BY_START_TIME,
-        opt_start_time=when,
-        ack_policy=AckPolicy.NONE,
-        inactive_threshold=30.0,
-        mem_storage=True,
-        num_replicas=1,
-    )
-    if len(filter_subjects) == 1:
-        config.filter_subject = filter_subjects[0]
-    elif filter_subjects:
-        config.filter_subjects = list(filter_subjects)
-    info = await jsm.add_consumer(stream, config)
+    api = JetStreamApi(nc, api_prefix, timeout=timeout)
+    where = f"stream {stream!r} in {describe_prefix(api_prefix)}"
+    name, pending = await create_ephemeral_consumer(
+        api, stream, where=where, start_time=when_iso, filter_subjects=filter_subjects, inactive_threshold=30.0,
+        kind="seek",
+    )  # fmt: skip
+    requests = PullRequests(nc, api_prefix, stream, name, expires=timeout, heartbeat=timeout / 2, pipelined=False)
     try:
-        if info.num_pending == 0:
+        if pending == 0:
             return None
-        # A pulled message arrives with its own subject on the inbox's subscription, so nc.request
-        # (which maps replies by subject) cannot wait for it: a plain subscription does.
-        inbox = nc.new_inbox()
-        sub = await nc.subscribe(inbox)
-        try:
-            await nc.publish(
-                f"{api_prefix}.CONSUMER.MSG.NEXT.{stream}.{name}",
-                json.dumps({"batch": 1, "expires": int(timeout * 1e9)}).encode(),
-                reply=inbox,
-            )
-            reply = await sub.next_msg(timeout=timeout + 1)
-        finally:
-            await sub.unsubscribe()
-        if not reply.reply.startswith(_ACK_PREFIX):
-            return None
-        tokens = reply.reply.split(".")
-        return int(tokens[(2 if len(tokens) == 9 else 4) + 3])
+        answer: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
+
+        async def on_message(msg: Msg) -> None:
+            meta = parse_ack_reply(msg.reply)
+            status = None if meta is not None else requests.status(msg.headers)
+            if answer.done() or (status is not None and status.outcome == HEARTBEAT):
+                return
+            if meta is not None:
+                answer.set_result(meta.sequence)
+            elif status is None or status.outcome == REQUEST_DONE:
+                answer.set_result(None)
+            else:
+                answer.set_exception(JetStreamError(f"{where}: the server answered {status.reason}"))
+
+        await requests.listen(on_message)
+        await requests.ask(1)
+        return await asyncio.wait_for(answer, timeout + 1)
     finally:
-        with contextlib.suppress(Exception):
-            await jsm.delete_consumer(stream, name)
-
-
-def iterate_blocking(source: AsyncIterator[T]) -> Iterator[T]:
-    """Iterate an async iterator from synchronous code, on a private event loop.
-
-    The one sync-to-async bridge of Spark executors and the driver-side planning: each call runs
-    its own loop in the calling thread, driven only while the caller asks for the next item, so
-    a slow caller leaves unread data in the socket (bounded by the pull buffer) instead of in
-    memory. Closing the iterator early (``limit()``, a task failure) closes ``source`` so it can
-    delete its consumer and close its connection.
-    """
-    loop = asyncio.new_event_loop()
-    try:
-        while True:
-            try:
-                item = loop.run_until_complete(source.__anext__())  # type: ignore[arg-type]
-            except StopAsyncIteration:
-                break
-            yield item
-    finally:
-        try:
-            aclose = getattr(source, "aclose", None)
-            if aclose is not None:
-                loop.run_until_complete(aclose())
-            loop.run_until_complete(loop.shutdown_asyncgens())
-        finally:
-            loop.close()
-
-
-def run_blocking(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    """Run one coroutine to completion from synchronous code, through :func:`iterate_blocking`."""
-
-    async def once() -> AsyncIterator[T]:
-        yield await make()
-
-    return next(iterate_blocking(once()))
+        await requests.close()
+        await delete_consumer(api, stream, name)

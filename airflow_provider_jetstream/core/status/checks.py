@@ -26,13 +26,14 @@ from nats.aio.client import Client
 from nats.js.client import JetStreamContext
 from nats.js.kv import KeyValue
 
+from airflow_provider_jetstream.core.api import JetStreamApi, JetStreamApiError, describe_prefix
 from airflow_provider_jetstream.core.errors import (
     JetStreamDomainUnavailableError,
     JetStreamImportMissingError,
     JetStreamNotFoundError,
 )
-from airflow_provider_jetstream.core.api import JetStreamApi, JetStreamApiError, describe_prefix
 from airflow_provider_jetstream.core.manage.buckets import open_key_value
+from airflow_provider_jetstream.core.status.origins import stream_source_seq, subject_matches
 from airflow_provider_jetstream.core.status.replication import (
     HeldSeq,
     OriginProbe,
@@ -41,7 +42,6 @@ from airflow_provider_jetstream.core.status.replication import (
     ReplicationWatch,
     unreachable_reason,
 )
-from airflow_provider_jetstream.core.status.origins import stream_source_seq, subject_matches
 
 # -- consumer lag ---------------------------------------------------------------------------------
 

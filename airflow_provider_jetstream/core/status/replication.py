@@ -34,11 +34,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.core.api import unavailable_hint
-from airflow_provider_jetstream.core.status.report import OriginVerdict, ReplicationCheck, format_seconds
-from airflow_provider_jetstream.core.status.origins import ReplicationStatus, statuses_from_stream_info
+from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.core.manage.specs.names import domain_of
+from airflow_provider_jetstream.core.status.origins import ReplicationStatus, statuses_from_stream_info
+from airflow_provider_jetstream.core.status.report import OriginVerdict, ReplicationCheck, format_seconds
 
 #: ``verify_origin`` values: probe each origin where it can be (auto), everywhere (required), never (off).
 VERIFY_ORIGIN = ("auto", "required", "off")

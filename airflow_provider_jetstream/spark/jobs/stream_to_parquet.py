@@ -54,7 +54,8 @@ from nats.js.api import KeyValueConfig
 from airflow_provider_jetstream.core.connection.client import open_connection, release
 from airflow_provider_jetstream.core.connection.fields import api_prefix_for
 from airflow_provider_jetstream.core.errors import CheckpointConflictError, JetStreamConfigError, JetStreamError
-from airflow_provider_jetstream.core.read.range import READERS, run_blocking
+from airflow_provider_jetstream.core.read.range import READERS
+from airflow_provider_jetstream.core.sync import run_sync
 from airflow_provider_jetstream.spark.job_args import (
     PARTITION_COLUMNS,
     check_api_prefix,
@@ -227,7 +228,7 @@ class StreamToParquetJob:
             finally:
                 await release(nc, drain=True)
 
-        return run_blocking(run)
+        return run_sync(run())
 
     def read_checkpoint(self) -> Checkpoint:
         key = self.args.checkpoint_key

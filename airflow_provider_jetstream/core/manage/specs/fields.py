@@ -13,7 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from airflow_provider_jetstream.core.errors import SpecError, SpecErrors, unknown_key
-from airflow_provider_jetstream.core.manage.specs.durations import format_duration, instant, parse_duration, parse_instant
+from airflow_provider_jetstream.core.manage.specs.durations import (
+    format_duration,
+    instant,
+    parse_duration,
+    parse_instant,
+)
 from airflow_provider_jetstream.core.manage.specs.names import validate_subject
 from airflow_provider_jetstream.core.values import bool_or_none
 

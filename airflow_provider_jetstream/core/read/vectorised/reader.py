@@ -9,11 +9,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from airflow_provider_jetstream.core.protocol import ACK_PREFIX, status_headers
 from airflow_provider_jetstream.core.read.range import _RangePull
-from airflow_provider_jetstream.core.read.vectorised.tap import install, parse_status_header
 from airflow_provider_jetstream.core.read.vectorised.columns import DataFrames, headers_to_map, to_columns
+from airflow_provider_jetstream.core.read.vectorised.tap import install
 
-_ACK = b"$JS.ACK."
+_ACK = ACK_PREFIX.encode()
 
 
 @dataclass
@@ -82,18 +83,11 @@ class _Pieces:
         return ColumnChunk(subject, seq, stamp, data, headers)
 
 
-class _Status:
-    """What :meth:`_RangePull._on_status` reads of a status message."""
-
-    def __init__(self, headers: dict[str, str]) -> None:
-        self.headers = headers
-
-
 class VectorisedRangePull(_RangePull):
     """:class:`~..range._RangePull` fed by :class:`~.tap.TapParser` with runs of frames instead of messages.
 
-    The consumer, pull requests, in-flight accounting, statuses, gap and resume handling are the
-    nats-py reader's own code; only message intake differs. A run whose rows are all "plain"
+    The consumer, pull requests, statuses, gap and resume handling are the range reader's own code (on
+    the one pull engine); only message intake differs. A run whose rows are all "plain"
     (the next sequences in order, before ``end``, more pending; with a subject filter, sequences may
     jump, from this consumer only) is taken in bulk; any
     other row goes through the same per-message decisions as the nats-py reader.
@@ -112,26 +106,27 @@ class VectorisedRangePull(_RangePull):
         chunk = super().take_ready()
         return None if chunk is None else chunk.build(self.include_headers)
 
-    async def subscribe(self) -> None:
-        await self.unsubscribe()
-        self.inbox = self.nc.new_inbox()
-        self.sub = await self.nc.subscribe(self.inbox, cb=_ignore, pending_msgs_limit=0, pending_bytes_limit=0)
-        self.tapped = self.sub._id
-        self.tap.tap(self.tapped, self)
+    async def listen(self) -> None:
+        """Take the pull requests' answers from the tap: the inbox is a normal nats-py subscription whose
+        frames never reach nats-py."""
+        assert self.requests is not None
+        sub = await self.requests.listen(_ignore)
+        self.tapped = sub._id
+        self.tap.tap(sub._id, self)
 
-    async def unsubscribe(self) -> None:
+    async def stop(self) -> None:
         if self.tapped is not None:
             self.tap.untap(self.tapped)
             self.tapped = None
-        await super().unsubscribe()
+        await super().stop()
 
     # -- frames from the tap ---------------------------------------------------------------
 
     def on_data(self, bufs: list[bytes], records: np.ndarray) -> None:
         frames = to_columns(bufs, records)
         count = len(frames)
-        self.activity += count
-        self.outstanding = max(0, self.outstanding - count)
+        if self.requests is not None:
+            self.requests.received(count)
         start = 0
         while start < count and not (self.finished or self.resume_needed):
             plain = self._plain_prefix(frames, start)
@@ -143,8 +138,7 @@ class VectorisedRangePull(_RangePull):
                 start += 1
 
     def on_other(self, subject: bytes, reply: bytes, header: bytes, payload: bytes) -> None:
-        self.activity += 1
-        headers = parse_status_header(header) if header else {}
+        headers = status_headers(header) if header else {}
         stalled = headers.get("Nats-Consumer-Stalled")
         if (reply and not reply.startswith(_ACK)) or stalled:
             # Flow control (a push consumer's, never a pull request's): answer it and go on.
@@ -153,9 +147,10 @@ class VectorisedRangePull(_RangePull):
             task.add_done_callback(_forget(self.replies))
             if not stalled:
                 return
-        if subject.decode() != self.inbox:
+        requests = self.requests
+        if requests is None or subject.decode() != requests.inbox:
             return
-        self._on_status(_Status(headers))  # type: ignore[arg-type]
+        self._on_status(requests.status(headers))
         self.wakeup.set()
 
     def _plain_prefix(self, frames: DataFrames, start: int) -> int:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from airflow_provider_jetstream.core import protocol
+
 #: The columns of a data frame row. The first :data:`OFFSET_FIELDS` are byte offsets into the
 #: buffers handed over with it: subject start and end, sid end, reply end, control line end (its
 #: CR), the consumer name's start in the ack reply, and the start and end of the stream sequence,
@@ -26,7 +28,7 @@ import numpy as np
  TIMESTAMP_END, PENDING, PENDING_END, HEADER_SIZE, SIZE, CONSUMER_LEN) = range(15)  # fmt: skip
 RECORD_FIELDS = 15
 OFFSET_FIELDS = 12
-ACK_PREFIX = b"$JS.ACK."
+ACK_PREFIX = protocol.ACK_PREFIX.encode()
 # Little-endian words of the bytes they stand for.
 _ACK_WORD = np.frombuffer(ACK_PREFIX, "<u8")[0]
 _MSG_WORD = np.frombuffer(b"MSG ", "<u4")[0]

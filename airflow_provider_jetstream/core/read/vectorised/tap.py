@@ -294,22 +294,3 @@ def install(nc: Client, hold_bytes: int = 1 << 20) -> TapParser:
     parser.take_over(current)
     nc._ps = parser
     return parser
-
-
-def parse_status_header(header: bytes) -> dict[str, str]:
-    """``NATS/1.0 408 Request Timeout\\r\\nName: value...`` as nats-py gives it: ``Status``,
-    ``Description`` and the header lines (the last value of a repeated name)."""
-    lines = header.split(b"\r\n")
-    out: dict[str, str] = {}
-    first = lines[0][len(b"NATS/1.0") :].strip()
-    if first:
-        code, _, description = first.partition(b" ")
-        if code.isdigit():
-            out["Status"] = code.decode()
-        if description.strip():
-            out["Description"] = description.strip().decode("utf-8", "replace")
-    for line in lines[1:]:
-        name, sep, value = line.partition(b":")
-        if sep and name.strip():
-            out[name.strip().decode("ascii", "replace")] = value.strip().decode("utf-8", "replace")
-    return out

@@ -1,0 +1,250 @@
+"""The JetStream wire protocol as plain data: ack reply subjects, pull statuses, header blocks and publish acks.
+
+The one place that knows these layouts; every reader, consumer and publisher of the package goes
+through it (the vectorised reader finds the same ack reply fields in bulk,
+:mod:`airflow_provider_jetstream.core.read.vectorised.scan`, and its tests hold it to this parser).
+
+- An **ack reply** is the reply subject of a delivered message:
+  ``$JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<timestamp ns>.<pending>``
+  (9 tokens, servers before 2.9) or, with ``<domain>.<account hash>`` after ``$JS.ACK`` and a random
+  token at the end, 11 or 12 tokens (domain ``_``: none). :func:`parse_ack_reply`.
+- A **pull status** is a message without payload on a pull request's inbox whose header block starts
+  ``NATS/1.0 <code> <description>``. :func:`pull_status` reads it as one of five outcomes, as the
+  official clients (nats.go ``jetstream``, nats.js) do: :data:`HEARTBEAT` (``100``: the server is there,
+  nothing to send), :data:`REQUEST_DONE` (``404``, ``408``, ``409`` batch completed, message size exceeds
+  max bytes, leadership change: that request is over, pull again), :data:`RETRY_AFTER` (``503`` no
+  JetStream answered, ``409`` server shutdown, exceeded max waiting, or a 409 this table does not know:
+  pull again after a pause), :data:`RESUME` (``409`` consumer deleted: the consumer must be made again,
+  if it is the reader's own) and :data:`FATAL` (``400``, ``409`` exceeded max request batch / expires /
+  max bytes, consumer is push based, ``423`` pin id mismatch, any other code: the same request would be
+  refused again).
+- A **header block** is ``NATS/1.0[ <code>[ <description>]]\\r\\n<name>: <value>\\r\\n...``; a name may repeat.
+- A **publish ack** is the JSON ``{"stream", "seq"[, "domain", "duplicate"]}``; anything else is not one.
+
+Pure logic, Airflow-free.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+ACK_PREFIX = "$JS.ACK."
+
+# -- ack replies ------------------------------------------------------------------------------------------
+
+
+class AckReply(NamedTuple):
+    """The metadata JetStream puts in a delivered message's reply subject (see the module doc)."""
+
+    stream: str
+    consumer: str
+    delivered: int
+    sequence: int
+    consumer_sequence: int
+    timestamp_ns: int
+    pending: int
+    domain: str | None = None
+
+
+def parse_ack_reply(reply: str | None) -> AckReply | None:
+    """The metadata of a JetStream ack reply subject; None for any other reply (a status, a plain reply,
+    a malformed one)."""
+    if not reply or not reply.startswith(ACK_PREFIX):
+        return None
+    tokens = reply.split(".")
+    try:
+        if len(tokens) == 9:
+            _, _, stream, consumer, delivered, sseq, dseq, ts, pending = tokens
+            domain = None
+        elif len(tokens) in (11, 12):
+            domain = None if tokens[2] == "_" else tokens[2]
+            stream, consumer, delivered, sseq, dseq, ts, pending = tokens[4:11]
+        else:
+            return None
+        return AckReply(stream, consumer, int(delivered), int(sseq), int(dseq), int(ts), int(pending), domain)
+    except ValueError:
+        return None
+
+
+# -- header blocks ----------------------------------------------------------------------------------------
+
+STATUS = "Status"
+DESCRIPTION = "Description"
+
+
+def parse_header_block(raw: bytes) -> tuple[str | None, str, dict[str, list[str]]]:
+    """``(status code, description, headers)`` of a raw ``NATS/1.0`` header block: every value of a
+    repeated name, in order, names and values stripped; code None when the first line has none."""
+    lines = raw.split(b"\r\n")
+    first = lines[0][len(b"NATS/1.0") :].strip() if lines and lines[0].startswith(b"NATS/1.0") else b""
+    code, _, description = first.partition(b" ")
+    headers: dict[str, list[str]] = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(b":")
+        name = name.strip()
+        if sep and name:
+            headers.setdefault(name.decode("utf-8", "replace"), []).append(value.strip().decode("utf-8", "replace"))
+    status = code.decode() if code.isdigit() else None
+    return status, description.strip().decode("utf-8", "replace"), headers
+
+
+def status_headers(raw: bytes) -> dict[str, str]:
+    """A raw header block as nats-py gives a message's ``headers``: ``Status`` and ``Description`` from the
+    first line, and the last value of each header."""
+    status, description, headers = parse_header_block(raw)
+    out = {name: values[-1] for name, values in headers.items()}
+    if status is not None:
+        out[STATUS] = status
+    if description:
+        out[DESCRIPTION] = description
+    return out
+
+
+def headers_from_api(message: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Every header value of a ``STREAM.MSG.GET`` answer (its ``hdrs`` field is the base64 raw block)."""
+    raw = message.get("hdrs")
+    if not raw:
+        return {}
+    try:
+        return parse_header_block(base64.b64decode(raw))[2]
+    except (binascii.Error, ValueError):
+        return {}
+
+
+# -- pull statuses ----------------------------------------------------------------------------------------
+
+#: The server is there and has nothing to send (an idle heartbeat).
+HEARTBEAT = "heartbeat"
+#: That pull request is over (expired, filled, or ended by the server): pull again.
+REQUEST_DONE = "request_done"
+#: Nothing could serve the request now (no JetStream answered, a server shutting down, too many waiting
+#: requests): pull again after a pause.
+RETRY_AFTER = "retry_after"
+#: The consumer is gone: make it again (if it is the reader's own), then pull again.
+RESUME = "resume"
+#: The same request would be refused again.
+FATAL = "fatal"
+
+
+@dataclass(frozen=True)
+class PullStatus:
+    """What a pull status says (see the module doc).
+
+    :param outcome: :data:`HEARTBEAT`, :data:`REQUEST_DONE`, :data:`RETRY_AFTER`, :data:`RESUME` or :data:`FATAL`.
+    :param unfilled: messages of the request it did not deliver (``Nats-Pending-Messages``); None when the
+        status does not say.
+    :param every_request: every pull request of the consumer is over, not only one (a leadership change).
+    :param oversized: the request ended because the next message is larger than its ``max_bytes``.
+    :param last_stream_seq: a heartbeat's ``Nats-Last-Stream``: the last stream sequence the consumer
+        delivered (None when absent).
+    """
+
+    outcome: str
+    code: str
+    description: str = ""
+    unfilled: int | None = None
+    every_request: bool = False
+    oversized: bool = False
+    last_stream_seq: int | None = None
+
+    @property
+    def reason(self) -> str:
+        """The status in words: ``409 Consumer Deleted``."""
+        return f"{self.code} {self.description}".strip()
+
+
+#: 409 descriptions (lower case, as a prefix) that end one request, and that end every one.
+_DONE_409 = ("batch completed", "message size exceeds maxbytes")
+_LEADERSHIP = "leadership change"
+#: 409 descriptions of a request the consumer's limits refuse, or a consumer a pull cannot use.
+_FATAL_409 = (
+    "exceeded maxrequestbatch",
+    "exceeded maxrequestexpires",
+    "exceeded maxrequestmaxbytes",
+    "consumer is push",
+)
+
+
+def _int(value: str | None) -> int | None:
+    try:
+        return int(value) if value not in (None, "") else None
+    except ValueError:
+        return None
+
+
+def pull_status(headers: Mapping[str, str] | None) -> PullStatus | None:
+    """The outcome of a pull status, from the message's headers as nats-py gives them (``Status``,
+    ``Description`` and the last value of each header; see :func:`status_headers`); None when the
+    message is not a status."""
+    code = (headers or {}).get(STATUS)
+    if not code:
+        return None
+    assert headers is not None
+    description = str(headers.get(DESCRIPTION, "")).strip()
+    text = description.lower()
+    unfilled = _int(headers.get("Nats-Pending-Messages"))
+
+    def status(outcome: str, **more: Any) -> PullStatus:
+        return PullStatus(outcome, code, description, unfilled=unfilled, **more)
+
+    if code == "100":
+        return status(HEARTBEAT, last_stream_seq=_int(headers.get("Nats-Last-Stream")))
+    if code in ("404", "408"):
+        return status(REQUEST_DONE)
+    if code == "503":
+        return status(RETRY_AFTER)
+    if code == "409":
+        if text.startswith(_LEADERSHIP):
+            return status(REQUEST_DONE, every_request=True)
+        if text.startswith(_DONE_409):
+            return status(REQUEST_DONE, oversized=text.startswith("message size exceeds maxbytes"))
+        if text.startswith("consumer deleted"):
+            return status(RESUME)
+        if text.startswith(_FATAL_409):
+            return status(FATAL)
+        return status(RETRY_AFTER)  # server shutdown, exceeded maxwaiting, and what this table does not know
+    return status(FATAL)
+
+
+# -- publish acks -----------------------------------------------------------------------------------------
+
+
+class PubAck(NamedTuple):
+    """A JetStream publish ack: the stream that stored the message, its sequence there, the stream's
+    domain (None when the server has none) and whether it was a duplicate (already stored)."""
+
+    stream: str
+    seq: int
+    domain: str | None = None
+    duplicate: bool = False
+
+
+def parse_pub_ack(data: bytes) -> PubAck:
+    """The publish ack in a reply; ``ValueError`` saying what came instead: the server's error
+    (``description (err_code N)``), or a reply that is not an ack (it does not name a stream and a
+    sequence), so nothing counts as stored that the server did not say it stored."""
+    try:
+        reply = json.loads(data) if data else None
+    except (ValueError, UnicodeDecodeError):
+        reply = None
+    if isinstance(reply, dict) and isinstance(reply.get("error"), dict):
+        error = reply["error"]
+        raise ValueError(f"{error.get('description')} (err_code {error.get('err_code')})")
+    if not isinstance(reply, dict):
+        raise ValueError(f"not a JetStream publish ack: {data[:80]!r}")
+    stream, seq, domain = reply.get("stream"), reply.get("seq"), reply.get("domain")
+    if (
+        not isinstance(stream, str)
+        or not stream
+        or isinstance(seq, bool)
+        or not isinstance(seq, int)
+        or seq < 1
+        or (domain is not None and not isinstance(domain, str))
+    ):
+        raise ValueError(f"not a JetStream publish ack (no stream and sequence): {data[:80]!r}")
+    return PubAck(stream, seq, domain or None, reply.get("duplicate") is True)
