@@ -185,3 +185,36 @@ class JetStreamApi:
         return [
             name async for page in self.pages("STREAM.NAMES", {"subject": subject} if subject else {}) for name in page
         ]
+
+    async def delete_stream(self, name: str, *, missing_ok: bool = False) -> bool:
+        """Delete stream ``name`` and its data; with ``missing_ok``, False when it did not exist (else
+        the server's refusal, :class:`JetStreamApiError`)."""
+        try:
+            await self.request(f"STREAM.DELETE.{name}")
+        except JetStreamApiError as err:
+            if missing_ok and err.err_code == STREAM_NOT_FOUND:
+                return False
+            raise
+        return True
+
+    async def purge_stream(self, name: str, body: Mapping[str, Any] | None = None) -> int:
+        """Purge stream ``name`` (``body``: ``filter``, ``keep`` or ``seq``; None: everything); how many
+        messages were purged. :class:`JetStreamNotFoundError` when the stream does not exist."""
+        try:
+            reply = await self.request(f"STREAM.PURGE.{name}", body or None)
+        except JetStreamApiError as err:
+            if err.err_code == STREAM_NOT_FOUND:
+                raise JetStreamNotFoundError(f"stream {name!r} does not exist in {self.target}") from None
+            raise
+        return int(reply.get("purged") or 0)
+
+    async def delete_consumer(self, stream: str, name: str, *, missing_ok: bool = False) -> bool:
+        """Delete consumer ``name`` of ``stream``; with ``missing_ok``, False when the consumer (or the
+        stream) did not exist (else the server's refusal, :class:`JetStreamApiError`)."""
+        try:
+            await self.request(f"CONSUMER.DELETE.{stream}.{name}")
+        except JetStreamApiError as err:
+            if missing_ok and err.err_code in (CONSUMER_NOT_FOUND, STREAM_NOT_FOUND):
+                return False
+            raise
+        return True

@@ -200,7 +200,15 @@ class JetStreamApiError(JetStreamError):
 
 
 class JetStreamPublishError(JetStreamError):
-    """Some messages were not stored (or stored in another domain than the one aimed at)."""
+    """Some messages were not stored (or stored in another domain than the one aimed at).
+
+    For one message the server refused, ``err_code`` and ``description`` are the server's (else None, "").
+    """
+
+    def __init__(self, message: str, err_code: int | None = None, description: str = "") -> None:
+        super().__init__(message)
+        self.err_code = err_code
+        self.description = description or message
 
 
 class JetStreamReplicationError(JetStreamError):

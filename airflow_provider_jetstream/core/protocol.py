@@ -33,6 +33,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from airflow_provider_jetstream.core.errors import JetStreamPublishError
+
 ACK_PREFIX = "$JS.ACK."
 
 # -- ack replies ------------------------------------------------------------------------------------------
@@ -225,18 +227,20 @@ class PubAck(NamedTuple):
 
 
 def parse_pub_ack(data: bytes) -> PubAck:
-    """The publish ack in a reply; ``ValueError`` saying what came instead: the server's error
-    (``description (err_code N)``), or a reply that is not an ack (it does not name a stream and a
-    sequence), so nothing counts as stored that the server did not say it stored."""
+    """The publish ack in a reply; :class:`~airflow_provider_jetstream.core.errors.JetStreamPublishError`
+    saying what came instead: the server's refusal (its ``err_code`` and ``description``), or a reply
+    that is not an ack (it does not name a stream and a sequence), so that nothing counts as stored
+    that the server did not say it stored."""
     try:
         reply = json.loads(data) if data else None
     except (ValueError, UnicodeDecodeError):
         reply = None
     if isinstance(reply, dict) and isinstance(reply.get("error"), dict):
         error = reply["error"]
-        raise ValueError(f"{error.get('description')} (err_code {error.get('err_code')})")
+        code, description = error.get("err_code"), str(error.get("description") or "")
+        raise JetStreamPublishError(f"{description} (err_code {code})", code, description)
     if not isinstance(reply, dict):
-        raise ValueError(f"not a JetStream publish ack: {data[:80]!r}")
+        raise JetStreamPublishError(f"not a JetStream publish ack: {data[:80]!r}")
     stream, seq, domain = reply.get("stream"), reply.get("seq"), reply.get("domain")
     if (
         not isinstance(stream, str)
@@ -246,5 +250,5 @@ def parse_pub_ack(data: bytes) -> PubAck:
         or seq < 1
         or (domain is not None and not isinstance(domain, str))
     ):
-        raise ValueError(f"not a JetStream publish ack (no stream and sequence): {data[:80]!r}")
+        raise JetStreamPublishError(f"not a JetStream publish ack (no stream and sequence): {data[:80]!r}")
     return PubAck(stream, seq, domain or None, reply.get("duplicate") is True)

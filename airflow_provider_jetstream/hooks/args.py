@@ -13,7 +13,7 @@ from typing import Any
 
 from airflow_provider_jetstream.core.errors import JetStreamConfigError, SpecError, SpecErrors
 from airflow_provider_jetstream.core.manage.buckets import encode_value
-from airflow_provider_jetstream.core.manage.specs import validate_name
+from airflow_provider_jetstream.core.manage.specs import validate_name, validate_subject
 from airflow_provider_jetstream.core.manage.specs.durations import duration_seconds
 from airflow_provider_jetstream.core.publish.engine import Outgoing
 from airflow_provider_jetstream.core.status.replication import UNREACHABLE_ORIGINS, VERIFY_ORIGIN, ReplicationWatch
@@ -48,6 +48,27 @@ def peer_domains_arg(value: Any) -> list[str]:
         one_spec_error(lambda v, p: validate_name(v, p, what="domain"), d, f"peer_domains[{i}]")
         for i, d in enumerate(value)
     ]
+
+
+def purge_request(name: Any, subject: Any, keep: Any, up_to_sequence: Any) -> dict[str, Any]:
+    """The ``STREAM.PURGE`` request of a purge's arguments (see :meth:`JetStreamHook.apurge_stream`)."""
+    one_spec_error(validate_name, name, "name")
+    body: dict[str, Any] = {}
+    if subject:
+        body["filter"] = one_spec_error(validate_subject, subject, "subject")
+    if keep not in (None, "") and up_to_sequence not in (None, ""):
+        raise SpecErrors([SpecError("keep", keep, "give keep or up_to_sequence, not both")])
+    for key, field, value, minimum in (("keep", "keep", keep, 0), ("seq", "up_to_sequence", up_to_sequence, 1)):
+        if value in (None, ""):
+            continue
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            number = -1
+        if number < minimum:
+            raise SpecErrors([SpecError(field, value, f"use an integer >= {minimum}")])
+        body[key] = number
+    return body
 
 
 def expected_revision_arg(value: Any) -> int | None:

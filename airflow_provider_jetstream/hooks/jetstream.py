@@ -17,11 +17,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from nats.js.kv import KeyValue
-
 from airflow_provider_jetstream.core.api import domain_of
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
-from airflow_provider_jetstream.core.manage.buckets import kv_delete, kv_put
+from airflow_provider_jetstream.core.manage.buckets import KvEntry, kv_delete, kv_get, kv_put
 from airflow_provider_jetstream.core.manage.specs import encode_kv_value, validate_bucket, validate_key, validate_name
 from airflow_provider_jetstream.core.publish.engine import JetStreamPublishError, ack_problems, publish_messages
 from airflow_provider_jetstream.core.publish.subjects import check_publish_subject
@@ -31,7 +29,6 @@ from airflow_provider_jetstream.core.status.checks import (
     check_consumer_lag,
     check_replication,
     judge_entry,
-    read_key,
 )
 from airflow_provider_jetstream.core.status.replication import ReplicationCheck, ReplicationWatch
 from airflow_provider_jetstream.core.values import positive_seconds, validate_count
@@ -159,17 +156,15 @@ class JetStreamHook(JetStreamStreamsHook):
 
     async def akv_get(
         self, bucket: str, key: str, *, domain: str | None = None, api_prefix: str | None = None
-    ) -> KeyValue.Entry | None:
-        """The latest entry of ``key`` in ``bucket`` (``.value`` bytes, ``.revision``), read in the
-        bucket's domain, mirror buckets of other domains included (nats-py's ``js.key_value()``
+    ) -> KvEntry | None:
+        """The latest value of ``key`` in ``bucket`` (``.value`` bytes, ``.revision``, ``.created``), read in
+        the bucket's domain, mirror buckets of other domains included (nats-py's ``js.key_value()``
         cannot read those); None when the key holds no value (never put, deleted or purged).
         :class:`JetStreamNotFoundError` if the bucket does not exist."""
         one_spec_error(validate_bucket, bucket, "bucket")
         one_spec_error(validate_key, key, "key")
-        await self.aget_conn_config()  # before describe_target, which must not block the loop to load it
-        target = self.describe_target(domain, api_prefix)
-        async with self.ajetstream(domain, api_prefix) as js:
-            return await read_key(js, bucket, key, target)
+        async with self.aapi(domain, api_prefix) as api:
+            return await kv_get(api, bucket, key)
 
     kv_get = blocking(akv_get)
 
@@ -215,7 +210,7 @@ class JetStreamHook(JetStreamStreamsHook):
         revision = expected_revision_arg(expected_revision)
         payload = one_spec_error(encode_kv_value, value, "value")
         async with self.aapi(domain, api_prefix, timeout=timeout) as api:
-            return await kv_put(api.nc, api, bucket, key, payload, expected_revision=revision, timeout=api.timeout)
+            return await kv_put(api, bucket, key, payload, expected_revision=revision)
 
     kv_put = blocking(akv_put)
 
@@ -237,9 +232,7 @@ class JetStreamHook(JetStreamStreamsHook):
         revision = expected_revision_arg(expected_revision)
         drop = flag("purge", purge)
         async with self.aapi(domain, api_prefix, timeout=timeout) as api:
-            return await kv_delete(
-                api.nc, api, bucket, key, purge=drop, expected_revision=revision, timeout=api.timeout
-            )
+            return await kv_delete(api, bucket, key, purge=drop, expected_revision=revision)
 
     kv_delete = blocking(akv_delete)
 

@@ -10,14 +10,14 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_provider_jetstream.core.api import JetStreamApi
-from airflow_provider_jetstream.core.errors import JetStreamNotFoundError
+from airflow_provider_jetstream.core.api import JetStreamApi, domain_of
+from airflow_provider_jetstream.core.errors import JetStreamNotFoundError, SpecError, SpecErrors
 from airflow_provider_jetstream.core.manage.buckets import reconcile_bucket
 from airflow_provider_jetstream.core.manage.double_store import guard_double_store
 from airflow_provider_jetstream.core.manage.reconcile import check_if_exists, reconcile_consumer, reconcile_stream
 from airflow_provider_jetstream.core.manage.specs import ConsumerSpec, KeyValueSpec, StreamSpec, validate_name
 from airflow_provider_jetstream.core.manage.specs.kv import kv_subjects
-from airflow_provider_jetstream.hooks.args import flag, one_spec_error, peer_domains_arg
+from airflow_provider_jetstream.hooks.args import flag, one_spec_error, peer_domains_arg, purge_request
 from airflow_provider_jetstream.hooks.base import JetStreamBaseHook, blocking
 
 Logger = logging.Logger | logging.LoggerAdapter
@@ -196,3 +196,118 @@ class JetStreamStreamsHook(JetStreamBaseHook):
         return info
 
     stream_info = blocking(astream_info)
+
+    # -- delete and purge: the only calls that remove data, each asked for explicitly --------------
+
+    async def adelete_stream(
+        self,
+        name: str,
+        *,
+        ignore_missing: bool = True,
+        domain: str | None = None,
+        api_prefix: str | None = None,
+        timeout: float | None = None,
+        logger: Logger | None = None,
+    ) -> dict[str, Any]:
+        """Delete stream ``name`` and its data, as ``JetStreamDeleteStreamOperator`` does; returns
+        ``{"deleted": bool, "name", "domain"}``.
+
+        :param ignore_missing: a missing stream is success (``deleted: False``). Default True; False
+            raises the server's refusal (:class:`JetStreamApiError`).
+        """
+        one_spec_error(validate_name, name, "name")
+        missing_ok = flag("ignore_missing", ignore_missing)
+        logger = logger or self.log
+        async with self.aapi(domain, api_prefix, timeout=timeout) as api:
+            deleted = await api.delete_stream(name, missing_ok=missing_ok)
+        if deleted:
+            logger.info("deleted stream %r in %s", name, api.target)
+        else:
+            logger.info("stream %r does not exist in %s: nothing to delete", name, api.target)
+        return {"deleted": deleted, "name": name, "domain": domain_of(api.prefix)}
+
+    delete_stream = blocking(adelete_stream)
+
+    async def apurge_stream(
+        self,
+        name: str,
+        *,
+        subject: str | None = None,
+        keep: int | None = None,
+        up_to_sequence: int | None = None,
+        domain: str | None = None,
+        api_prefix: str | None = None,
+        timeout: float | None = None,
+        logger: Logger | None = None,
+    ) -> dict[str, Any]:
+        """Purge messages from stream ``name``, as ``JetStreamPurgeStreamOperator`` does; returns
+        ``{"purged": n, "name", "domain"}``. With none of the options, every message is purged.
+
+        :param subject: only messages on this subject (wildcards allowed).
+        :param keep: keep this many newest messages (per subject with ``subject``).
+        :param up_to_sequence: purge the messages below this sequence (not with ``keep``); at most the
+            stream's last sequence + 1, checked before purging: a later one would renumber the stream.
+        """
+        body = purge_request(name, subject, keep, up_to_sequence)
+        logger = logger or self.log
+        async with self.aapi(domain, api_prefix, timeout=timeout) as api:
+            if "seq" in body:
+                await self._check_purge_bound(api, name, body["seq"])
+            purged = await api.purge_stream(name, body)
+        logger.info("purged %d messages from stream %r in %s (%s)", purged, name, api.target, body or "all")
+        return {"purged": purged, "name": name, "domain": domain_of(api.prefix)}
+
+    purge_stream = blocking(apurge_stream)
+
+    @staticmethod
+    async def _check_purge_bound(api: JetStreamApi, name: str, seq: int) -> None:
+        """Refuse a purge up to a sequence past ``last_seq + 1``: the server would move the stream's first
+        sequence there, and the next message would get that number (every sequence checkpoint of a reader
+        would then point at messages that never existed)."""
+        info = await api.stream_info(name)
+        if info is None:
+            raise JetStreamNotFoundError(f"stream {name!r} does not exist in {api.target}")
+        last = int((info.get("state") or {}).get("last_seq") or 0)
+        if seq > last + 1:
+            raise SpecErrors(
+                [
+                    SpecError(
+                        "up_to_sequence",
+                        seq,
+                        f"use at most {last + 1} (the last sequence of stream {name!r} in {api.target} is "
+                        f"{last}): purging up to a later sequence would renumber the stream, so that the next "
+                        f"message gets sequence {seq} instead of {last + 1}; nothing was purged",
+                    )
+                ]
+            )
+
+    async def adelete_consumer(
+        self,
+        stream: str,
+        name: str,
+        *,
+        ignore_missing: bool = True,
+        domain: str | None = None,
+        api_prefix: str | None = None,
+        timeout: float | None = None,
+        logger: Logger | None = None,
+    ) -> dict[str, Any]:
+        """Delete consumer ``name`` of ``stream``, as ``JetStreamDeleteConsumerOperator`` does; returns
+        ``{"deleted": bool, "stream", "name", "domain"}``.
+
+        :param ignore_missing: a missing consumer (or stream) is success. Default True; False raises the
+            server's refusal (:class:`JetStreamApiError`).
+        """
+        one_spec_error(validate_name, stream, "stream")
+        one_spec_error(validate_name, name, "name")
+        missing_ok = flag("ignore_missing", ignore_missing)
+        logger = logger or self.log
+        async with self.aapi(domain, api_prefix, timeout=timeout) as api:
+            deleted = await api.delete_consumer(stream, name, missing_ok=missing_ok)
+        if deleted:
+            logger.info("deleted consumer %r on stream %r in %s", name, stream, api.target)
+        else:
+            logger.info("consumer %r on %r does not exist in %s", name, stream, api.target)
+        return {"deleted": deleted, "stream": stream, "name": name, "domain": domain_of(api.prefix)}
+
+    delete_consumer = blocking(adelete_consumer)

@@ -5,18 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from nats.aio.client import Client
-
-from airflow_provider_jetstream.core.api import (
-    CONSUMER_NOT_FOUND,
-    STREAM_NOT_FOUND,
-    JetStreamApi,
-    JetStreamApiError,
-    domain_of,
-)
 from airflow_provider_jetstream.core.manage.reconcile import check_if_exists
 from airflow_provider_jetstream.core.manage.specs import ConsumerSpec, validate_name
-from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.operators.base import JetStreamBaseOperator, as_bool, check_bool_args, one_spec_error
 from airflow_provider_jetstream.utils.templates import is_resolved_at_run_time
 
@@ -87,19 +77,6 @@ class JetStreamDeleteConsumerOperator(JetStreamBaseOperator):
             one_spec_error(validate_name, name, "name")
 
     def execute(self, context: Any) -> dict[str, Any]:
-        one_spec_error(validate_name, self.stream, "stream")
-        one_spec_error(validate_name, self.name, "name")
-
-        async def work(nc: Client, api: JetStreamApi, hook: JetStreamHook) -> dict[str, Any]:
-            try:
-                await api.request(f"CONSUMER.DELETE.{self.stream}.{self.name}")
-                deleted = True
-                self.log.info("deleted consumer %r on stream %r in %s", self.name, self.stream, api.target)
-            except JetStreamApiError as err:
-                if err.err_code not in (CONSUMER_NOT_FOUND, STREAM_NOT_FOUND) or not self.ignore_missing:
-                    raise
-                deleted = False
-                self.log.info("consumer %r on %r does not exist in %s", self.name, self.stream, api.target)
-            return {"deleted": deleted, "stream": self.stream, "name": self.name, "domain": domain_of(api.prefix)}
-
-        return self.run_api(work)
+        return self.get_hook().delete_consumer(
+            self.stream, self.name, ignore_missing=self.ignore_missing, timeout=self.request_timeout, logger=self.log
+        )

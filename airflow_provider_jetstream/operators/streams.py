@@ -19,12 +19,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nats.aio.client import Client
-
-from airflow_provider_jetstream.core.api import STREAM_NOT_FOUND, JetStreamApi, JetStreamApiError, domain_of
-from airflow_provider_jetstream.core.errors import SpecError, SpecErrors
-from airflow_provider_jetstream.core.manage.specs import StreamSpec, validate_name, validate_subject
-from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
+from airflow_provider_jetstream.core.errors import SpecError
+from airflow_provider_jetstream.core.manage.specs import StreamSpec, validate_name
+from airflow_provider_jetstream.hooks.args import purge_request
 from airflow_provider_jetstream.operators.base import (
     JetStreamBaseOperator,
     ReconcileOperator,
@@ -208,21 +205,9 @@ class JetStreamDeleteStreamOperator(JetStreamBaseOperator):
         self.ignore_missing = as_bool("ignore_missing", ignore_missing)
 
     def execute(self, context: Any) -> dict[str, Any]:
-        one_spec_error(validate_name, self.name, "name")
-
-        async def work(nc: Client, api: JetStreamApi, hook: JetStreamHook) -> dict[str, Any]:
-            try:
-                await api.request(f"STREAM.DELETE.{self.name}")
-                deleted = True
-                self.log.info("deleted stream %r in %s", self.name, api.target)
-            except JetStreamApiError as err:
-                if err.err_code != STREAM_NOT_FOUND or not self.ignore_missing:
-                    raise
-                deleted = False
-                self.log.info("stream %r does not exist in %s: nothing to delete", self.name, api.target)
-            return {"deleted": deleted, "name": self.name, "domain": domain_of(api.prefix)}
-
-        result = self.run_api(work)
+        result = self.get_hook().delete_stream(
+            self.name, ignore_missing=self.ignore_missing, timeout=self.request_timeout, logger=self.log
+        )
         if result["deleted"]:
             self.record_lifecycle_lineage(context, self.name, "DROP")
         return result
@@ -260,69 +245,16 @@ class JetStreamPurgeStreamOperator(JetStreamBaseOperator):
         self.keep = keep
         self.up_to_sequence = up_to_sequence
         if not is_resolved_at_run_time([name, subject, keep, up_to_sequence]):
-            self._request()
-
-    def _request(self) -> dict[str, Any]:
-        one_spec_error(validate_name, self.name, "name")
-        body: dict[str, Any] = {}
-        if self.subject:
-            body["filter"] = one_spec_error(validate_subject, self.subject, "subject")
-        if self.keep not in (None, "") and self.up_to_sequence not in (None, ""):
-            raise SpecErrors([SpecError("keep", self.keep, "give keep or up_to_sequence, not both")])
-        for key, value, minimum in (("keep", self.keep, 0), ("seq", self.up_to_sequence, 1)):
-            if value in (None, ""):
-                continue
-            try:
-                number = int(value)
-            except (TypeError, ValueError):
-                number = -1
-            if number < minimum:
-                name = "keep" if key == "keep" else "up_to_sequence"
-                raise SpecErrors([SpecError(name, value, f"use an integer >= {minimum}")])
-            body[key] = number
-        return body
+            purge_request(name, subject, keep, up_to_sequence)
 
     def execute(self, context: Any) -> dict[str, Any]:
-        body = self._request()
-
-        async def work(nc: Client, api: JetStreamApi, hook: JetStreamHook) -> dict[str, Any]:
-            if "seq" in body:
-                await self._check_sequence_bound(api, body["seq"])
-            reply = await api.request(f"STREAM.PURGE.{self.name}", body or None)
-            self.log.info(
-                "purged %d messages from stream %r in %s (%s)",
-                reply.get("purged", 0),
-                self.name,
-                api.target,
-                body or "all",
-            )
-            return {"purged": reply.get("purged", 0), "name": self.name, "domain": domain_of(api.prefix)}
-
-        result = self.run_api(work)
+        result = self.get_hook().purge_stream(
+            self.name,
+            subject=self.subject,
+            keep=self.keep,
+            up_to_sequence=self.up_to_sequence,
+            timeout=self.request_timeout,
+            logger=self.log,
+        )
         self.record_lifecycle_lineage(context, self.name, "TRUNCATE")
         return result
-
-    async def _check_sequence_bound(self, api: JetStreamApi, seq: int) -> None:
-        """Refuse a purge up to a sequence past ``last_seq + 1``: the server would move the stream's
-        first sequence there, and the next message would get that number (every sequence
-        checkpoint of a reader would then point at messages that never existed)."""
-        info = await api.stream_info(self.name)
-        if info is None:
-            raise JetStreamApiError(
-                f"{api.prefix}.STREAM.PURGE.{self.name}",
-                {"err_code": STREAM_NOT_FOUND, "description": "stream not found"},
-                api.target,
-            )
-        last = int((info.get("state") or {}).get("last_seq") or 0)
-        if seq > last + 1:
-            raise SpecErrors(
-                [
-                    SpecError(
-                        "up_to_sequence",
-                        seq,
-                        f"use at most {last + 1} (the last sequence of stream {self.name!r} in {api.target} is "
-                        f"{last}): purging up to a later sequence would renumber the stream, so that the next "
-                        f"message gets sequence {seq} instead of {last + 1}; nothing was purged",
-                    )
-                ]
-            )

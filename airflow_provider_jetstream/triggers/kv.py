@@ -18,11 +18,10 @@ import nats.errors
 import nats.js.errors
 from airflow.triggers.base import TriggerEvent
 
-from airflow_provider_jetstream.core.api import is_imported_prefix
+from airflow_provider_jetstream.core.api import JetStreamApi, is_imported_prefix
 from airflow_provider_jetstream.core.connection.client import refusal_since, wait_task
 from airflow_provider_jetstream.core.errors import JetStreamPermissionError
 from airflow_provider_jetstream.core.status.checks import KeyCheck, judge_entry, open_bucket
-from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.triggers.base import (
     FINAL_ERRORS,
     TRANSIENT_ERRORS,
@@ -86,19 +85,19 @@ class JetStreamKeyValueTrigger(JetStreamWaitTrigger):
         hook = self.new_hook()
         unanswered = self.unreachable_clock()
         try:
-            async with hook.ajetstream() as js:
-                target = hook.describe_target()
+            async with hook.aapi() as api:
+                target = api.target
                 while True:
                     started = time.monotonic()
                     try:
                         # In a task of its own: a cancellation arriving with a reply is not lost.
-                        check = await wait_task(self._watch_once(hook, js, target))
+                        check = await wait_task(self._watch_once(api))
                     except TRANSIENT_ERRORS as err:
                         # The server drops a request this user may not publish: a refusal looks like a timeout.
-                        refusal = refusal_since(js._nc, started, prefix=hook.resolve_api_prefix())
+                        refusal = refusal_since(api.nc, started, prefix=api.prefix)
                         if refusal:
                             raise JetStreamPermissionError(f"KV {self.bucket!r} in {target}: {refusal}") from None
-                        if is_imported_prefix(hook.resolve_api_prefix()) and isinstance(
+                        if is_imported_prefix(api.prefix) and isinstance(
                             err, (nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError)
                         ):
                             raise hook._no_jetstream(None, None) from None  # no import: waiting cannot help
@@ -117,9 +116,10 @@ class JetStreamKeyValueTrigger(JetStreamWaitTrigger):
         except FINAL_ERRORS as err:
             yield error_event(err, self.jetstream_conn_id)
 
-    async def _watch_once(self, hook: JetStreamHook, js: Any, target: str) -> KeyCheck | None:
+    async def _watch_once(self, api: JetStreamApi) -> KeyCheck | None:
         """Watch until the key satisfies the trigger (its check) or stays silent (None: re-arm)."""
-        kv = await open_bucket(js, self.bucket, target)
+        target = api.target
+        kv = await open_bucket(api, self.bucket)
         # A short inactive threshold lets the server drop the watch's consumer soon after it stops.
         watcher = await kv.watch(self.key, inactive_threshold=30.0)
         seen = False

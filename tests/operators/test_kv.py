@@ -16,6 +16,7 @@ from airflow_provider_jetstream.core.errors import (
     ReconcileError,
     SpecErrors,
 )
+from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.manage.buckets import BucketLayout, bucket_layout, open_key_value, write_target
 from airflow_provider_jetstream.operators.kv import (
     JetStreamCreateKeyValueOperator,
@@ -50,7 +51,8 @@ def nats_py_get(topology, domain: str, name: str, key: str, timeout: float = 60.
         nc = await nats.connect(topology.hub.url, user=user, password=password)
         try:
             js = nc.jetstream(domain=domain)
-            kv = await (open_key_value(js, name) if provider else js.key_value(name))
+            api = JetStreamApi(nc, f"$JS.{domain}.API")
+            kv = await (open_key_value(api, name) if provider else js.key_value(name))
             deadline = time.monotonic() + timeout
             while True:
                 try:

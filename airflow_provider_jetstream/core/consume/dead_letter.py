@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 
 import nats.errors
 from nats.aio.client import Client
 
 from airflow_provider_jetstream.core.consume.deliveries import Delivery
-from airflow_provider_jetstream.core.errors import JetStreamError
+from airflow_provider_jetstream.core.errors import JetStreamError, JetStreamPublishError
+from airflow_provider_jetstream.core.protocol import parse_pub_ack
 
 
 async def dead_letter(
@@ -52,7 +52,7 @@ async def dead_letter(
         raise JetStreamError(f"no stream stores {subject!r}: is {dead_letter_stream!r} missing?") from None
     except nats.errors.TimeoutError:
         raise JetStreamError(f"{dead_letter_stream!r} did not confirm {subject!r} within {timeout}s") from None
-    ack = json.loads(answer.data or b"{}")
-    if "error" in ack:
-        raise JetStreamError(f"dead-letter stream {dead_letter_stream!r} refused the copy: {ack['error']}")
-    return int(ack.get("seq", 0))
+    try:
+        return parse_pub_ack(answer.data).seq
+    except JetStreamPublishError as err:
+        raise JetStreamError(f"dead-letter stream {dead_letter_stream!r} refused the copy: {err.description}") from None

@@ -8,7 +8,9 @@ transform, ``mirror_direct``): nats.go and nats.js read it under the origin's pr
 in another domain or account. nats-py 2.16's ``js.key_value(b)`` does not know that layout (it reads
 ``$KV.<b>.``): :func:`open_key_value` does, and also reads the older layout this provider made before
 (a transform ``$KV.<origin>.> -> $KV.<b>.>``), taking the layout from the bucket's stream config
-(:func:`bucket_layout`). The KV sensor and trigger read through it.
+(:func:`bucket_layout`). Gets (:func:`kv_get`) ask the bucket's stream for the key's last message
+through the JetStream API under that layout's key prefix; the KV trigger's watch uses nats-py's KV
+client on the same layout (:func:`open_key_value`).
 
 Writes: nats-py publishes a put to ``$KV.<bucket>.<key>`` whatever the context's domain, so a put
 "to domain leaf" from a client attached to the hub lands in the hub's bucket of that name, or
@@ -16,11 +18,12 @@ nowhere. nats.go addresses a KV in another domain by putting its API prefix in f
 ``$JS.<domain>.API.$KV.<bucket>.<key>``, a subject every domain-enabled server maps to its own
 ``$KV.<bucket>.<key>``; and a mirror bucket's writes go to its origin,
 ``<origin api>.$KV.<origin bucket>.<key>`` (either layout). This module does the same with nats-py's
-public ``JetStreamContext.publish``, and checks the ack names the expected stream and domain.
+public request API, and checks the ack names the expected stream and domain.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 from collections.abc import Mapping
@@ -29,14 +32,14 @@ from typing import Any
 
 import nats.errors
 import nats.js.errors
-from nats.aio.client import Client
-from nats.js.api import StreamConfig
-from nats.js.client import JetStreamContext
 from nats.js.kv import KeyValue
 
 from airflow_provider_jetstream.core.api import WRONG_LAST_SEQUENCE, JetStreamApi, describe_prefix
 from airflow_provider_jetstream.core.errors import (
     JetStreamDomainUnavailableError,
+    JetStreamNotFoundError,
+    JetStreamPublishError,
+    JetStreamTimeoutError,
     KeyValueConflictError,
     KeyValueError,
 )
@@ -44,6 +47,7 @@ from airflow_provider_jetstream.core.manage.reconcile import ReconcileResult, re
 from airflow_provider_jetstream.core.manage.specs import KeyValueSpec, describe_source, validate_bucket, validate_key
 from airflow_provider_jetstream.core.manage.specs.kv import KV_STREAM_PREFIX, kv_stream_name, kv_subjects
 from airflow_provider_jetstream.core.manage.specs.names import domain_of
+from airflow_provider_jetstream.core.protocol import headers_from_api, parse_pub_ack
 
 log = logging.getLogger(__name__)
 
@@ -118,38 +122,59 @@ def bucket_layout(bucket: str, config: Mapping[str, Any]) -> BucketLayout:
     )
 
 
-def _config_json(config: StreamConfig) -> dict[str, Any]:
-    """The parts of nats-py's typed stream config that decide a bucket's layout, as JSON."""
-    out: dict[str, Any] = {"name": config.name}
-    mirror = config.mirror
-    if mirror is not None:
-        out["mirror"] = {
-            "name": mirror.name,
-            "subject_transforms": [{"src": t.src, "dest": t.dest} for t in mirror.subject_transforms or []],
-        }
-    return out
+async def open_key_value(api: JetStreamApi, bucket: str) -> KeyValue:
+    """nats-py's KV client for ``bucket`` in ``api``'s domain, reading keys where its stream stores them: for
+    the watch of the KV trigger (gets are :func:`kv_get`'s).
 
-
-async def open_key_value(js: JetStreamContext, bucket: str) -> KeyValue:
-    """nats-py's KV client for ``bucket`` in ``js``'s domain, reading keys where its stream stores them.
-
-    Like ``js.key_value(bucket)`` (one ``STREAM.INFO`` request, the same errors:
-    ``BucketNotFoundError``, ``BadBucketError``), but a mirror bucket is read under its origin's
-    prefix (the layout nats.go and nats.js create and read), or under its own for a mirror made by
-    this provider's older releases (see :func:`bucket_layout`). Use it for gets and watches; write
-    with :func:`kv_put` / :func:`kv_delete`, which send a mirror's writes to its origin.
+    Like ``js.key_value(bucket)`` (the same errors: ``BucketNotFoundError``, ``BadBucketError``), but the
+    bucket's stream is read through ``api`` and a mirror bucket is read under its origin's prefix (the
+    layout nats.go and nats.js create and read), or under its own for a mirror made by this provider's
+    older releases (see :func:`bucket_layout`).
     """
     validate_bucket(bucket, "bucket")
-    try:
-        info = await js.stream_info(kv_stream_name(bucket))
-    except nats.js.errors.NotFoundError:
-        raise nats.js.errors.BucketNotFoundError from None
-    if (info.config.max_msgs_per_subject or 0) < 1:
+    config = await _stream_config(api, bucket)
+    if config is None:
+        raise nats.js.errors.BucketNotFoundError
+    if (config.get("max_msgs_per_subject") or 0) < 1:
         raise nats.js.errors.BadBucketError
-    layout = bucket_layout(bucket, _config_json(info.config))
+    layout = bucket_layout(bucket, config)
+    js = api.nc.jetstream(prefix=api.prefix, timeout=api.timeout)
     return KeyValue(
-        name=bucket, stream=layout.stream, pre=layout.key_prefix, js=js, direct=bool(info.config.allow_direct)
+        name=bucket, stream=layout.stream, pre=layout.key_prefix, js=js, direct=bool(config.get("allow_direct"))
     )
+
+
+@dataclass(frozen=True)
+class KvEntry:
+    """The latest value of a key: its bytes, revision (the stream sequence that stored it) and when it
+    was stored (RFC 3339, as the server says)."""
+
+    bucket: str
+    key: str
+    value: bytes
+    revision: int
+    created: str | None = None
+    operation: str | None = None  # None: a value (as nats-py's entries; a delete or purge is never returned)
+
+
+async def kv_get(api: JetStreamApi, bucket: str, key: str) -> KvEntry | None:
+    """The latest value of ``key`` in ``bucket`` of ``api``'s domain, mirror buckets of other domains
+    included; None when the key holds none (never put, deleted or purged).
+    :class:`JetStreamNotFoundError` naming the target if the bucket does not exist."""
+    validate_bucket(bucket, "bucket")
+    validate_key(key, "key")
+    config = await _stream_config(api, bucket)
+    if config is None:
+        raise JetStreamNotFoundError(f"KV bucket {bucket!r} does not exist in {api.target}")
+    layout = bucket_layout(bucket, config)
+    message = await api.last_msg(layout.stream, layout.key_prefix + key)
+    if message is None:
+        return None
+    operation = (headers_from_api(message).get(KV_OPERATION) or ["PUT"])[-1].upper()
+    if operation in ("DEL", "PURGE"):
+        return None
+    value = base64.b64decode(message.get("data") or "")
+    return KvEntry(bucket, key, value, int(message["seq"]), message.get("time"))
 
 
 def _mirror_spec(wire: Mapping[str, Any]) -> dict[str, Any]:
@@ -216,46 +241,53 @@ async def reconcile_bucket(api: JetStreamApi, spec: KeyValueSpec, **kwargs: Any)
     return result
 
 
-async def bucket_config(api: JetStreamApi, bucket: str) -> dict[str, Any]:
-    validate_bucket(bucket, "bucket")
+async def _stream_config(api: JetStreamApi, bucket: str) -> dict[str, Any] | None:
+    """The config of the bucket's stream ``KV_<bucket>`` (None: there is none)."""
     info = await api.stream_info(kv_stream_name(bucket))
-    if info is None:
+    return None if info is None else (info.get("config") or {})
+
+
+async def bucket_config(api: JetStreamApi, bucket: str) -> dict[str, Any]:
+    """The config of the bucket's stream, for a write: :class:`KeyValueError` if there is no such bucket."""
+    validate_bucket(bucket, "bucket")
+    config = await _stream_config(api, bucket)
+    if config is None:
         raise KeyValueError(f"bucket {bucket!r} does not exist in {api.target}")
-    config = info.get("config") or {}
     if (config.get("max_msgs_per_subject") or 0) < 1:
         raise KeyValueError(f"stream {kv_stream_name(bucket)!r} in {api.target} is not a KV bucket")
     return config
 
 
 async def _write(
-    nc: Client,
     api: JetStreamApi,
     bucket: str,
     key: str,
     payload: bytes,
     headers: dict[str, str],
     expected_revision: int | None,
-    timeout: float,
 ) -> tuple[int, WriteTarget]:
     validate_key(key, "key")
     config = await bucket_config(api, bucket)
     target = write_target(bucket, key, api.prefix, config)
     if expected_revision is not None:
         headers[EXPECTED_LAST_SUBJECT_SEQUENCE] = str(int(expected_revision))
-    js = nc.jetstream(prefix=api.prefix, timeout=timeout)
+    where = f"bucket {bucket!r} key {key!r} in {api.target}"
     try:
-        ack = await js.publish(target.subject, payload, headers=headers or None, timeout=timeout)
-    except nats.js.errors.APIError as err:
-        if err.err_code == WRONG_LAST_SEQUENCE:
-            raise KeyValueConflictError(
-                f"bucket {bucket!r} key {key!r} in {api.target}: compare-and-set failed, the latest revision is not "
-                f"{expected_revision} ({err.description})"
-            ) from None
-        raise KeyValueError(f"bucket {bucket!r} key {key!r} in {api.target}: {err.description}") from None
-    except (nats.js.errors.NoStreamResponseError, nats.errors.NoRespondersError):
+        reply = await api.nc.request(target.subject, payload, timeout=api.timeout, headers=headers or None)
+    except nats.errors.NoRespondersError:
         raise JetStreamDomainUnavailableError(
             f"no stream took the write to {target.subject!r} for bucket {bucket!r} in {api.target}"
         ) from None
+    except nats.errors.TimeoutError:
+        raise JetStreamTimeoutError(f"{where}: the write was not confirmed within {api.timeout:g}s") from None
+    try:
+        ack = parse_pub_ack(reply.data)
+    except JetStreamPublishError as err:
+        if err.err_code == WRONG_LAST_SEQUENCE:
+            raise KeyValueConflictError(
+                f"{where}: compare-and-set failed, the latest revision is not {expected_revision} ({err.description})"
+            ) from None
+        raise KeyValueError(f"{where}: {err.description}") from None
     if ack.stream != target.stream or (target.domain and ack.domain and ack.domain != target.domain):
         raise KeyValueError(
             f"write for bucket {bucket!r} in {api.target} was stored by stream {ack.stream!r} in domain "
@@ -265,38 +297,24 @@ async def _write(
 
 
 async def kv_put(
-    nc: Client,
-    api: JetStreamApi,
-    bucket: str,
-    key: str,
-    value: bytes,
-    *,
-    expected_revision: int | None = None,
-    timeout: float = 5.0,
+    api: JetStreamApi, bucket: str, key: str, value: bytes, *, expected_revision: int | None = None
 ) -> int:
     """Put ``value`` under ``key`` in the bucket of ``api``'s domain; the new revision.
 
     ``expected_revision`` makes it a compare-and-set: the put is stored only if the key's latest
-    revision is that one (0: only if the key does not exist yet).
+    revision is that one (0: only if the key does not exist yet). Each request waits ``api.timeout``.
     """
-    revision, target = await _write(nc, api, bucket, key, value, {}, expected_revision, timeout)
+    revision, target = await _write(api, bucket, key, value, {}, expected_revision)
     log.info("put %s (bucket %r in %s) -> revision %d", target.subject, bucket, api.target, revision)
     return revision
 
 
 async def kv_delete(
-    nc: Client,
-    api: JetStreamApi,
-    bucket: str,
-    key: str,
-    *,
-    purge: bool = False,
-    expected_revision: int | None = None,
-    timeout: float = 5.0,
+    api: JetStreamApi, bucket: str, key: str, *, purge: bool = False, expected_revision: int | None = None
 ) -> int:
     """Delete ``key`` (a delete marker; ``purge`` also drops its history); the marker's revision."""
     headers = {KV_OPERATION: "PURGE", ROLLUP: "sub"} if purge else {KV_OPERATION: "DEL"}
-    revision, target = await _write(nc, api, bucket, key, b"", headers, expected_revision, timeout)
+    revision, target = await _write(api, bucket, key, b"", headers, expected_revision)
     log.info(
         "%s %s (bucket %r in %s) -> revision %d",
         "purged" if purge else "deleted",

@@ -322,7 +322,7 @@ async def reconcile_stream(
         diff=lambda config: diff_config(STREAM, dict(spec.values), config, prune_sources=prune_sources),
         create=create,
         update=lambda config: api.request(f"STREAM.UPDATE.{name}", config),
-        delete=lambda: api.request(f"STREAM.DELETE.{name}"),
+        delete=lambda: api.delete_stream(name),
         state=stream_state,
         loses="its data is deleted",
         guard=guard,
@@ -360,7 +360,7 @@ async def reconcile_consumer(
         diff=lambda config: diff_config(CONSUMER, dict(spec.values), config, server_view=consumer_server_view),
         create=lambda: send(spec.wire(), "create"),
         update=lambda config: send(config, "update"),
-        delete=lambda: api.request(f"CONSUMER.DELETE.{stream}.{name}"),
+        delete=lambda: api.delete_consumer(stream, name),
         state=consumer_state,
         loses="its delivery state is lost",
     )

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -27,7 +26,8 @@ import nats.errors
 import nats.js.errors
 from nats.aio.client import Client
 
-from airflow_provider_jetstream.core.errors import JetStreamError, JetStreamPublishError
+from airflow_provider_jetstream.core.errors import JetStreamPublishError
+from airflow_provider_jetstream.core.protocol import PubAck, parse_pub_ack
 from airflow_provider_jetstream.core.publish.subjects import SubjectGuard
 from airflow_provider_jetstream.core.values import positive_seconds
 
@@ -82,7 +82,6 @@ async def publish_messages(
     state: dict[str, Any] = {"acked": 0, "sent": None, "published": 0, "progress": now(), "stalled": False}
     all_acked = asyncio.Event()
     acks: dict[int, Any] = {}
-    loads = json.loads
 
     async def on_ack(msg: Any) -> None:
         index = int(msg.subject[cut:])
@@ -92,8 +91,8 @@ async def publish_messages(
             acks[index] = nats.js.errors.NoStreamResponseError()
         else:
             try:
-                acks[index] = loads(msg.data)
-            except ValueError as err:
+                acks[index] = parse_pub_ack(msg.data)
+            except JetStreamPublishError as err:
                 acks[index] = err
         state["acked"] += 1
         state["progress"] = now()
@@ -147,24 +146,18 @@ async def publish_messages(
     summary = PublishSummary(count=sent, seconds=time.perf_counter() - started)
     for index in range(sent):
         ack = acks.get(index)
-        if isinstance(ack, BaseException):
-            summary.failures.append((index, ack))
+        if not isinstance(ack, PubAck):
+            summary.failures.append((index, ack or JetStreamPublishError("no ack")))
             continue
-        if ack is None or "error" in ack:
-            error = (ack or {}).get("error") or {}
-            summary.failures.append(
-                (index, JetStreamError(f"{error.get('description')} (err_code {error.get('err_code')})"))
-            )
-            continue
-        if ack.get("duplicate"):
+        if ack.duplicate:
             summary.duplicates += 1
         else:
             summary.stored += 1
-        seq = ack.get("seq")
+        seq = ack.seq
         if summary.first_seq is None:
             summary.first_seq = seq
         summary.last_seq = seq if summary.last_seq is None else max(summary.last_seq, seq)
-        key = (ack.get("stream"), ack.get("domain"))
+        key = (ack.stream, ack.domain)
         summary.streams[key] = summary.streams.get(key, 0) + 1
     return summary
 

@@ -218,9 +218,9 @@ async def create_ephemeral_consumer(
     return name, int(info.get("num_pending") or 0)
 
 
-async def delete_consumer(api: JetStreamApi, stream: str, name: str) -> None:
-    """Delete a reader's own consumer, best effort (it is deleted by the server once inactive anyway)."""
+async def discard_consumer(api: JetStreamApi, stream: str, name: str) -> None:
+    """Delete a reader's own consumer, best effort (the server deletes it once inactive anyway)."""
     if api.nc.is_closed:
         return
     with contextlib.suppress(Exception):
-        await api.request(f"CONSUMER.DELETE.{stream}.{name}")
+        await api.delete_consumer(stream, name, missing_ok=True)

@@ -61,7 +61,7 @@ from airflow_provider_jetstream.core.read.pull import (
     Backoff,
     PullRequests,
     create_ephemeral_consumer,
-    delete_consumer,
+    discard_consumer,
 )
 
 log = logging.getLogger(__name__)
@@ -231,7 +231,7 @@ class _RangePull:
         requests, self.requests = self.requests, None
         if requests is not None:
             await requests.close()
-            await delete_consumer(self.api, self.stream, requests.consumer)
+            await discard_consumer(self.api, self.stream, requests.consumer)
 
     async def resume(self) -> None:
         """Start again at ``next_seq`` with a new consumer."""
@@ -585,4 +585,4 @@ async def first_sequence_at(
         return await asyncio.wait_for(answer, timeout + 1)
     finally:
         await requests.close()
-        await delete_consumer(api, stream, name)
+        await discard_consumer(api, stream, name)

@@ -23,7 +23,6 @@ from typing import Any
 
 import nats.js.errors
 from nats.aio.client import Client
-from nats.js.client import JetStreamContext
 from nats.js.kv import KeyValue
 
 from airflow_provider_jetstream.core.api import JetStreamApi, JetStreamApiError, describe_prefix
@@ -32,7 +31,7 @@ from airflow_provider_jetstream.core.errors import (
     JetStreamImportMissingError,
     JetStreamNotFoundError,
 )
-from airflow_provider_jetstream.core.manage.buckets import open_key_value
+from airflow_provider_jetstream.core.manage.buckets import KvEntry, open_key_value
 from airflow_provider_jetstream.core.status.origins import stream_source_seq, subject_matches
 from airflow_provider_jetstream.core.status.replication import (
     HeldSeq,
@@ -157,7 +156,12 @@ class KeyCheck:
 
 
 def judge_entry(
-    bucket: str, key: str, target: str, entry: KeyValue.Entry | None, value: str | None, min_revision: int | None
+    bucket: str,
+    key: str,
+    target: str,
+    entry: KvEntry | KeyValue.Entry | None,
+    value: str | None,
+    min_revision: int | None,
 ) -> KeyCheck:
     """Judge the latest entry of a key (None: no entry, or deleted/purged)."""
     if entry is None or entry.operation in _REMOVED:
@@ -173,23 +177,14 @@ def judge_entry(
     return KeyCheck(bucket, key, target, True, f"key {key!r} present at revision {entry.revision}", entry.revision, raw)
 
 
-async def open_bucket(js: JetStreamContext, bucket: str, target: str) -> KeyValue:
-    """The bucket in ``js``'s domain (mirrors read where they store keys; see
-    :func:`~airflow_provider_jetstream.core.manage.buckets.open_key_value`); :class:`JetStreamNotFoundError`
-    naming ``target`` if it does not exist."""
+async def open_bucket(api: JetStreamApi, bucket: str) -> KeyValue:
+    """nats-py's KV client for a watch of the bucket in ``api``'s domain (mirrors read where they store
+    keys; see :func:`~airflow_provider_jetstream.core.manage.buckets.open_key_value`);
+    :class:`JetStreamNotFoundError` naming the target if it does not exist."""
     try:
-        return await open_key_value(js, bucket)
+        return await open_key_value(api, bucket)
     except nats.js.errors.BucketNotFoundError:
-        raise JetStreamNotFoundError(f"KV bucket {bucket!r} does not exist in {target}") from None
-
-
-async def read_key(js: JetStreamContext, bucket: str, key: str, target: str) -> KeyValue.Entry | None:
-    """The key's latest value in ``js``'s domain; None when it has none (never put, deleted or purged)."""
-    kv = await open_bucket(js, bucket, target)
-    try:
-        return await kv.get(key)
-    except nats.js.errors.KeyNotFoundError:  # also raised for a deleted or purged key
-        return None
+        raise JetStreamNotFoundError(f"KV bucket {bucket!r} does not exist in {api.target}") from None
 
 
 # -- replication ----------------------------------------------------------------------------------

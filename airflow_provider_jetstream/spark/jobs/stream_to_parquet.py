@@ -48,12 +48,17 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-import nats.js.errors
-from nats.js.api import KeyValueConfig
-
+from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.connection.client import open_connection, release
 from airflow_provider_jetstream.core.connection.fields import api_prefix_for
-from airflow_provider_jetstream.core.errors import CheckpointConflictError, JetStreamConfigError, JetStreamError
+from airflow_provider_jetstream.core.errors import (
+    CheckpointConflictError,
+    JetStreamConfigError,
+    JetStreamError,
+    KeyValueConflictError,
+)
+from airflow_provider_jetstream.core.manage.buckets import kv_get, kv_put, reconcile_bucket
+from airflow_provider_jetstream.core.manage.specs import KeyValueSpec
 from airflow_provider_jetstream.core.read.range import READERS
 from airflow_provider_jetstream.core.sync import run_sync
 from airflow_provider_jetstream.spark.job_args import (
@@ -212,19 +217,20 @@ class StreamToParquetJob:
 
     # -- checkpoint (KV, compare-and-set) ------------------------------------------------------
 
-    async def _kv(self, nc: Any) -> Any:
-        js = nc.jetstream(prefix=self.checkpoint_prefix)
-        try:
-            return await js.key_value(self.args.checkpoint_bucket)
-        except nats.js.errors.BucketNotFoundError:
-            log.info("creating KV bucket %r for checkpoints", self.args.checkpoint_bucket)
-            return await js.create_key_value(KeyValueConfig(bucket=self.args.checkpoint_bucket, history=5))
+    async def _bucket(self, nc: Any) -> JetStreamApi:
+        """The checkpoint bucket's JetStream API (in its domain); the bucket is created when missing."""
+        api = JetStreamApi(nc, self.checkpoint_prefix, timeout=self.read_options.pull.request_timeout)
+        spec = KeyValueSpec.from_dict({"bucket": self.args.checkpoint_bucket, "history": 5})
+        result = await reconcile_bucket(api, spec, if_exists="skip", logger=log)
+        if result.action == "created":
+            log.info("created KV bucket %r for checkpoints in %s", self.args.checkpoint_bucket, api.target)
+        return api
 
-    def _with_kv(self, work: Callable[[Any, Any], Any]) -> Any:
+    def _with_kv(self, work: Callable[[Any, JetStreamApi], Any]) -> Any:
         async def run() -> Any:
             nc = await open_connection(self.read_options.connection)
             try:
-                return await work(nc, await self._kv(nc))
+                return await work(nc, await self._bucket(nc))
             finally:
                 await release(nc, drain=True)
 
@@ -233,10 +239,9 @@ class StreamToParquetJob:
     def read_checkpoint(self) -> Checkpoint:
         key = self.args.checkpoint_key
 
-        async def read(nc: Any, kv: Any) -> Checkpoint:
-            try:
-                entry = await kv.get(key)
-            except nats.js.errors.KeyNotFoundError:
+        async def read(nc: Any, api: JetStreamApi) -> Checkpoint:
+            entry = await kv_get(api, self.args.checkpoint_bucket, key)
+            if entry is None:
                 return Checkpoint(None, None, None)
             value = json.loads(entry.value or b"{}")
             owner = value.get("output")
@@ -253,15 +258,14 @@ class StreamToParquetJob:
         key = self.args.checkpoint_key
         body = json.dumps({"stream": self.args.stream, "output": self.args.output, **value}).encode()
 
-        async def put(nc: Any, kv: Any) -> int:
+        async def put(nc: Any, api: JetStreamApi) -> int:
             try:
-                if revision is None:
-                    return await kv.create(key, body)
-                return await kv.update(key, body, last=revision)
-            except (nats.js.errors.KeyWrongLastSequenceError, nats.js.errors.APIError) as err:
+                # revision None: the key must not exist yet (expected revision 0).
+                return await kv_put(api, self.args.checkpoint_bucket, key, body, expected_revision=revision or 0)
+            except KeyValueConflictError as err:
                 raise CheckpointConflictError(
                     f"checkpoint {self.args.checkpoint_bucket}/{key} changed since revision {revision} (another run "
-                    f"advanced or took it over): this run does not advance it ({err.description})"
+                    f"advanced or took it over): this run does not advance it ({err})"
                 ) from None
 
         return self._with_kv(put)
@@ -271,7 +275,7 @@ class StreamToParquetJob:
     def _stream_end(self) -> tuple[int, int]:
         from airflow_provider_jetstream.spark.ranges import stream_bounds
 
-        async def bounds(nc: Any, kv: Any) -> Any:
+        async def bounds(nc: Any, api: JetStreamApi) -> Any:
             return await stream_bounds(nc, self.read_options)
 
         b = self._with_kv(bounds)
