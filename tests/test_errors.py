@@ -42,7 +42,6 @@ REFUSAL = {
     "CheckpointConflictError": False,
     "TlsNotStartedError": None,
     "NatsServerError": None,
-    "StackError": None,
 }
 
 

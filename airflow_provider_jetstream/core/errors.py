@@ -49,7 +49,7 @@ fix::
 
 Outside this tree: :class:`TlsNotStartedError` (a nats-py error the TLS-only transport raises
 inside nats-py; :mod:`.connection.client` turns it into a :class:`JetStreamConnectionError`), and the test
-topology's :class:`NatsServerError` and :class:`StackError` (``RuntimeError``; never raised by a task).
+topology's :class:`NatsServerError` (``RuntimeError``; never raised by a task).
 """
 
 from __future__ import annotations
@@ -279,7 +279,3 @@ class TlsNotStartedError(nats.errors.Error):
 
 class NatsServerError(RuntimeError):
     """A local nats-server of the test topology did not start, or did not become ready in time."""
-
-
-class StackError(RuntimeError):
-    """A process of the test stack did not start, or a condition was not met in time."""

@@ -417,11 +417,8 @@ def _range_pull_class(reader: str | None) -> type[_RangePull]:
         return _RangePull
     try:
         from airflow_provider_jetstream.core.read.vectorised.reader import VectorisedRangePull
-    except ImportError as err:
-        raise JetStreamConfigError(
-            f"reader='vectorised' needs numpy and pyarrow ({err}): install 'airflow-provider-jetstream[spark]', "
-            "or use reader='nats-py'"
-        ) from None
+    except ImportError as err:  # the package's message says what to install
+        raise JetStreamConfigError(f"reader='vectorised' is not available: {err}") from None
     return VectorisedRangePull
 
 
