@@ -24,7 +24,7 @@ from airflow_provider_jetstream.core.connection.fields import api_prefix_for, va
 from airflow_provider_jetstream.core.connection.settings import JetStreamConnectionConfig
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.core.publish.subjects import check_publish_subject
-from airflow_provider_jetstream.core.read.range import READERS, PullSettings, default_reader
+from airflow_provider_jetstream.core.read.settings import READERS, PullSettings, default_reader
 from airflow_provider_jetstream.core.values import as_bool, as_number
 
 #: Environment variable holding the whole NATS connection as JSON (host, port, login, password,

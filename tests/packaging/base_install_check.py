@@ -78,7 +78,7 @@ def main(dags: Path, work: Path) -> dict[str, Any]:
     report["import_seconds"] = round(time.monotonic() - started, 1)
 
     from airflow_provider_jetstream.assets.lineage import operator_lineage
-    from airflow_provider_jetstream.core.read.range import default_reader
+    from airflow_provider_jetstream.core.read.settings import default_reader
     from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
     from airflow_provider_jetstream.testing import USERS, LocalTopology
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_jetstream.core.read.range import default_reader
+from airflow_provider_jetstream.core.read.settings import default_reader
 from airflow_provider_jetstream.testing.servers import nats_server_binary
 from tests.packaging.base_install_check import MARK, READINGS
 from tests.packaging.install import REPO, CleanVenv, run

@@ -58,7 +58,7 @@ from airflow_provider_jetstream.core.errors import (
 )
 from airflow_provider_jetstream.core.manage.buckets import kv_get, kv_put, reconcile_bucket
 from airflow_provider_jetstream.core.manage.specs import KeyValueSpec
-from airflow_provider_jetstream.core.read.range import READERS
+from airflow_provider_jetstream.core.read.settings import READERS
 from airflow_provider_jetstream.core.sync import run_sync
 from airflow_provider_jetstream.spark.job_args import (
     PARTITION_COLUMNS,

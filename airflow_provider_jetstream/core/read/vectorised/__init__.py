@@ -3,7 +3,7 @@
 
 The one part of the core that needs numpy and pyarrow (the ``spark`` extra); nothing outside this package
 imports them. Without them, importing it raises ``ImportError`` saying what to install; the range reader
-then defaults to nats-py's (:func:`~airflow_provider_jetstream.core.read.range.default_reader`).
+then defaults to nats-py's (:func:`~airflow_provider_jetstream.core.read.settings.default_reader`).
 """
 
 try:
