@@ -1,9 +1,11 @@
-"""The layer rule of docs/architecture.md: the core and the Spark source run without Airflow."""
+"""The rules of docs/architecture.md: the layers, the core's tree and floors, no import cycles, numpy and
+pyarrow only in the vectorised intake, and the core and the Spark source run without Airflow."""
 
 from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -123,6 +125,138 @@ def test_nothing_in_the_package_imports_the_repository_stack() -> None:
             names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
             offenders += [f"{path.relative_to(PACKAGE)} imports {n}" for n in names if n.split(".")[0] == "local_stack"]
     assert offenders == []
+
+
+#: The core's parts by floor, from the ground up: a part imports only from lower floors (and itself).
+#: Adding a part (a module or package directly under ``core/``) means placing it here and in
+#: docs/architecture.md.
+CORE_FLOORS = (
+    {"errors"},  # every exception, and the one classification of errors
+    {"values", "names", "protocol", "sync"},  # plain values, names, the wire protocol, the sync bridge
+    {"connection"},  # connecting
+    {"api"},  # the one JetStream API speaker
+    {"manage", "publish", "read"},  # declaring, publishing, reading ranges
+    {"consume", "status"},  # durable consumption, status checks and the wait loop
+)
+#: The only place of the package that imports numpy or pyarrow (besides ``spark/``).
+VECTORISED = "core/read/vectorised"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """``{module: modules of the package it imports}`` (runtime imports, function-level ones included;
+    ``from package import module`` counts as an import of the module)."""
+    modules = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets = graph.setdefault(name, set())
+        for node in runtime_imports(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join(
+                        [*package.split(".")[: len(package.split(".")) - node.level + 1], *filter(None, [base])]
+                    )
+                candidates = [
+                    f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names
+                ]
+            else:
+                candidates = [alias.name for alias in node.names]
+            for target in candidates:
+                while target and target not in modules and "." in target:
+                    target = target.rpartition(".")[0]
+                if target in modules and target != name:
+                    targets.add(target)
+    return graph
+
+
+def test_the_package_has_no_import_cycles() -> None:
+    graph = import_graph()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:  # Tarjan's strongly connected components
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in graph[node]:
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = [stack.pop()]
+            while component[-1] != node:
+                component.append(stack.pop())
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    assert cycles == []
+
+
+def core_part(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "core" else None
+
+
+def test_the_core_tree_is_its_map_and_each_part_imports_only_from_lower_floors() -> None:
+    placed = set().union(*CORE_FLOORS)
+    parts = {p.stem for p in (PACKAGE / "core").iterdir() if p.suffix == ".py" and p.stem != "__init__"}
+    parts |= {p.name for p in (PACKAGE / "core").iterdir() if (p / "__init__.py").exists()}
+    assert parts == placed, "every part of core/ has a floor in CORE_FLOORS (and a line in docs/architecture.md)"
+    floor = {part: level for level, floor_parts in enumerate(CORE_FLOORS) for part in floor_parts}
+    offenders = []
+    for module, targets in import_graph().items():
+        part = core_part(module)
+        if part is None:
+            continue
+        for target in targets:
+            other = core_part(target)
+            if other is not None and other != part and floor[other] >= floor[part]:
+                offenders.append(f"{module} (floor {floor[part]}) imports {target} (floor {floor[other]})")
+    assert offenders == []
+
+
+def test_docs_name_every_module_of_the_core_and_its_concern() -> None:
+    """docs/architecture.md's map names each module of ``core/`` (its single home)."""
+    text = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    missing = [
+        str(path.relative_to(PACKAGE))
+        for path in sorted((PACKAGE / "core").rglob("*.py"))
+        if path.name != "__init__.py" and not re.search(rf"\b{re.escape(path.stem)}\b", text)
+    ]
+    assert missing == []
+
+
+def test_only_the_vectorised_intake_and_spark_import_numpy_or_pyarrow() -> None:
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        relative = str(path.relative_to(PACKAGE))
+        if relative.startswith((VECTORISED, "spark/")):
+            continue
+        for node in runtime_imports(ast.parse(path.read_text())):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+            offenders += [f"{relative} imports {n}" for n in names if n.split(".")[0] in ("numpy", "pyarrow")]
+    assert offenders == []
+
+
+def test_no_module_is_over_500_lines() -> None:
+    long = {
+        str(path.relative_to(PACKAGE)): lines
+        for path in PACKAGE.rglob("*.py")
+        if (lines := len(path.read_text().splitlines())) > 500
+    }
+    assert long == {}
 
 
 def test_every_module_opens_with_a_one_line_summary() -> None:

@@ -25,7 +25,7 @@ from airflow_provider_jetstream.core.errors import (
     JetStreamPermissionError,
     JetStreamTimeoutError,
 )
-from airflow_provider_jetstream.core.manage.specs.names import domain_of
+from airflow_provider_jetstream.core.names import domain_of
 
 STREAM_NOT_FOUND = 10059
 NO_MESSAGE_FOUND = 10037

@@ -13,8 +13,8 @@ from typing import Any
 
 from airflow_provider_jetstream.core.errors import JetStreamConfigError, SpecError, SpecErrors
 from airflow_provider_jetstream.core.manage.buckets import encode_value
-from airflow_provider_jetstream.core.manage.specs import validate_name, validate_subject
 from airflow_provider_jetstream.core.manage.specs.durations import duration_seconds
+from airflow_provider_jetstream.core.names import validate_name, validate_subject
 from airflow_provider_jetstream.core.publish.engine import Outgoing
 from airflow_provider_jetstream.core.status.replication import UNREACHABLE_ORIGINS, VERIFY_ORIGIN, ReplicationWatch
 from airflow_provider_jetstream.core.values import validate_choice, validate_count

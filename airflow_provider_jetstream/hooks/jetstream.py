@@ -20,17 +20,13 @@ from typing import Any
 from airflow_provider_jetstream.core.api import domain_of
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.core.manage.buckets import KvEntry, kv_delete, kv_get, kv_put
-from airflow_provider_jetstream.core.manage.specs import encode_kv_value, validate_bucket, validate_key, validate_name
+from airflow_provider_jetstream.core.manage.specs import encode_kv_value
+from airflow_provider_jetstream.core.names import validate_bucket, validate_key, validate_name
 from airflow_provider_jetstream.core.publish.engine import JetStreamPublishError, ack_problems, publish_messages
 from airflow_provider_jetstream.core.publish.subjects import check_publish_subject
-from airflow_provider_jetstream.core.status.checks import (
-    ConsumerLagCheck,
-    KeyCheck,
-    check_consumer_lag,
-    check_replication,
-    judge_entry,
-)
-from airflow_provider_jetstream.core.status.replication import ReplicationCheck, ReplicationWatch
+from airflow_provider_jetstream.core.status.consumer_lag import ConsumerLagCheck, check_consumer_lag
+from airflow_provider_jetstream.core.status.kv_key import KeyCheck, judge_entry
+from airflow_provider_jetstream.core.status.replication import ReplicationCheck, ReplicationWatch, check_replication
 from airflow_provider_jetstream.core.values import positive_seconds, validate_count
 from airflow_provider_jetstream.hooks.args import (
     check_headers,

@@ -15,8 +15,9 @@ from airflow_provider_jetstream.core.errors import JetStreamNotFoundError, SpecE
 from airflow_provider_jetstream.core.manage.buckets import reconcile_bucket
 from airflow_provider_jetstream.core.manage.double_store import guard_double_store
 from airflow_provider_jetstream.core.manage.reconcile import check_if_exists, reconcile_consumer, reconcile_stream
-from airflow_provider_jetstream.core.manage.specs import ConsumerSpec, KeyValueSpec, StreamSpec, validate_name
+from airflow_provider_jetstream.core.manage.specs import ConsumerSpec, KeyValueSpec, StreamSpec
 from airflow_provider_jetstream.core.manage.specs.kv import kv_subjects
+from airflow_provider_jetstream.core.names import validate_name
 from airflow_provider_jetstream.hooks.args import flag, one_spec_error, peer_domains_arg, purge_request
 from airflow_provider_jetstream.hooks.base import JetStreamBaseHook, blocking
 

@@ -31,7 +31,7 @@ from airflow_provider_jetstream.core.connection.settings import api_prefix_for
 from airflow_provider_jetstream.core.errors import is_refusal
 from airflow_provider_jetstream.core.manage.reconcile import check_if_exists
 from airflow_provider_jetstream.core.manage.specs import StreamSpec
-from airflow_provider_jetstream.core.manage.specs.names import domain_of
+from airflow_provider_jetstream.core.names import domain_of
 from airflow_provider_jetstream.core.values import as_bool, positive_seconds
 from airflow_provider_jetstream.hooks.args import one_spec_error, peer_domains_arg
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook

@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow_provider_jetstream.core.manage.reconcile import check_if_exists
-from airflow_provider_jetstream.core.manage.specs import ConsumerSpec, validate_name
+from airflow_provider_jetstream.core.manage.specs import ConsumerSpec
+from airflow_provider_jetstream.core.names import validate_name
 from airflow_provider_jetstream.operators.base import JetStreamBaseOperator, as_bool, check_bool_args, one_spec_error
 from airflow_provider_jetstream.utils.templates import is_resolved_at_run_time
 

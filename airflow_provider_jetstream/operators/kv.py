@@ -20,8 +20,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow_provider_jetstream.core.manage.specs import KeyValueSpec, encode_kv_value, validate_bucket, validate_key
+from airflow_provider_jetstream.core.manage.specs import KeyValueSpec, encode_kv_value
 from airflow_provider_jetstream.core.manage.specs.kv import kv_stream_name
+from airflow_provider_jetstream.core.names import validate_bucket, validate_key
 from airflow_provider_jetstream.hooks.args import expected_revision_arg
 from airflow_provider_jetstream.operators.base import (
     JetStreamBaseOperator,

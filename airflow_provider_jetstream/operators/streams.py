@@ -20,7 +20,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow_provider_jetstream.core.errors import SpecError
-from airflow_provider_jetstream.core.manage.specs import StreamSpec, validate_name
+from airflow_provider_jetstream.core.manage.specs import StreamSpec
+from airflow_provider_jetstream.core.names import validate_name
 from airflow_provider_jetstream.hooks.args import purge_request
 from airflow_provider_jetstream.operators.base import (
     JetStreamBaseOperator,

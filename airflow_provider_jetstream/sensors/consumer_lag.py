@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow_provider_jetstream.core.manage.specs.names import validate_name
+from airflow_provider_jetstream.core.names import validate_name
 from airflow_provider_jetstream.core.values import validate_count
 from airflow_provider_jetstream.sensors.base import BaseJetStreamSensor, templated
 from airflow_provider_jetstream.triggers.consumer_lag import JetStreamConsumerLagTrigger

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
-from airflow_provider_jetstream.core.manage.specs.names import validate_bucket, validate_key
+from airflow_provider_jetstream.core.names import validate_bucket, validate_key
 from airflow_provider_jetstream.core.values import validate_count
 from airflow_provider_jetstream.sensors.base import BaseJetStreamSensor, templated
 from airflow_provider_jetstream.triggers.kv import JetStreamKeyValueTrigger

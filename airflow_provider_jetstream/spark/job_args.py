@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from airflow_provider_jetstream.core.connection.fields import validate_api_prefix, validate_domain
 from airflow_provider_jetstream.core.errors import JetStreamConfigError, SpecError
-from airflow_provider_jetstream.core.manage.specs.names import (
+from airflow_provider_jetstream.core.names import (
     subject_problem,
     validate_bucket,
     validate_key,

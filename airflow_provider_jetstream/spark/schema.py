@@ -18,7 +18,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from airflow_provider_jetstream.core.read.range import MessageChunk
+from airflow_provider_jetstream.core.read.exact import MessageChunk
 from airflow_provider_jetstream.core.read.vectorised.reader import ColumnChunk
 
 #: The data source's schema, as Spark DDL.

@@ -28,7 +28,7 @@ from pyspark.sql.types import StructType
 from airflow_provider_jetstream.core.api import describe_prefix
 from airflow_provider_jetstream.core.connection.client import open_connection, release
 from airflow_provider_jetstream.core.errors import JetStreamError
-from airflow_provider_jetstream.core.manage.specs.names import domain_of
+from airflow_provider_jetstream.core.names import domain_of
 from airflow_provider_jetstream.core.publish.engine import Outgoing, ack_problems, publish_messages
 from airflow_provider_jetstream.core.sync import iterate_blocking
 from airflow_provider_jetstream.spark.options import WriteOptions

@@ -1,7 +1,7 @@
 """``JetStreamConsumerLagTrigger``: polls :meth:`JetStreamHook.aconsumer_lag` until a consumer is within bounds.
 
 The check (shared with the sensor's poke and the hook) is
-:func:`airflow_provider_jetstream.core.status.checks.check_consumer_lag`: the nats CLI's ``nats server check
+:func:`airflow_provider_jetstream.core.status.consumer_lag.check_consumer_lag`: the nats CLI's ``nats server check
 consumer --unprocessed-critical --outstanding-ack-critical``.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_provider_jetstream.core.status.checks import ConsumerLagCheck
+from airflow_provider_jetstream.core.status.consumer_lag import ConsumerLagCheck
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.triggers.base import JetStreamWaitTrigger
 

@@ -1,6 +1,6 @@
 """``JetStreamKeyValueTrigger``: a KV watch (no polling) until a key is present, in any domain.
 
-Each entry the watch delivers is judged by :func:`airflow_provider_jetstream.core.status.checks.judge_entry`,
+Each entry the watch delivers is judged by :func:`airflow_provider_jetstream.core.status.kv_key.judge_entry`,
 the key check the sensor's poke and :meth:`JetStreamHook.acheck_key` make: a key counts as present
 when its latest entry is a value (a deleted or purged key is absent); optionally the value must
 equal ``value`` or the revision reach ``min_revision``.
@@ -19,7 +19,7 @@ import nats.js.errors
 from airflow_provider_jetstream.core.api import JetStreamApi, is_imported_prefix
 from airflow_provider_jetstream.core.connection.client import refusal_since
 from airflow_provider_jetstream.core.errors import JetStreamPermissionError
-from airflow_provider_jetstream.core.status.checks import KeyCheck, judge_entry, open_bucket
+from airflow_provider_jetstream.core.status.kv_key import KeyCheck, judge_entry, open_bucket
 from airflow_provider_jetstream.core.status.waiting import WaitOutcome, wait_until_final
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.triggers.base import JetStreamWaitTrigger

@@ -7,7 +7,7 @@ from typing import Any
 
 from airflow_provider_jetstream.core.consume.deliveries import Delivery, decode_payload
 from airflow_provider_jetstream.core.errors import JetStreamConfigError, SpecError
-from airflow_provider_jetstream.core.manage.specs.names import validate_bucket, validate_key
+from airflow_provider_jetstream.core.names import validate_bucket, validate_key
 from airflow_provider_jetstream.triggers.messages import JetStreamMessageTrigger
 
 #: Where a new watch starts: only changes from now on, or the current value of each key first.

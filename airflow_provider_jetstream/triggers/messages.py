@@ -14,7 +14,7 @@ from airflow_provider_jetstream.core.connection.settings import api_prefix_for
 from airflow_provider_jetstream.core.consume.deliveries import DECODINGS, Delivery, batch_payload, delivery_payload
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.core.manage.specs.consumer import ConsumerSpec
-from airflow_provider_jetstream.core.manage.specs.names import subjects_collide, validate_name, validate_subject
+from airflow_provider_jetstream.core.names import subjects_collide, validate_name, validate_subject
 from airflow_provider_jetstream.triggers.message_producer import (
     HAS_SHARED_STREAMS,
     AdvanceItem,

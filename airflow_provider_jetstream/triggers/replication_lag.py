@@ -1,7 +1,7 @@
 """``JetStreamReplicationLagTrigger``: polls :meth:`JetStreamHook.acheck_replication` until a stream caught up.
 
 The check (shared with the sensor's poke and the hook) is
-:func:`airflow_provider_jetstream.core.status.checks.check_replication`: it asks each origin, in its own
+:func:`airflow_provider_jetstream.core.status.replication.check_replication`: it asks each origin, in its own
 domain, for its last sequence, then reads the stream and judges every origin (see
 :mod:`airflow_provider_jetstream.core.status.replication` for what "caught up" means).
 """

@@ -17,9 +17,9 @@ from airflow_provider_jetstream.core.manage.specs import (
     format_duration,
     parse_duration,
     parse_instant,
-    subjects_collide,
 )
 from airflow_provider_jetstream.core.manage.specs.consumer import CONSUMER
+from airflow_provider_jetstream.core.names import subjects_collide
 
 S = 1_000_000_000
 

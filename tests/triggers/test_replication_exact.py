@@ -17,7 +17,7 @@ import pytest
 from airflow.sdk.exceptions import AirflowFailException
 from nats.js.api import ExternalStream, StreamConfig, StreamSource, SubjectTransform
 
-from airflow_provider_jetstream.core.status import checks as checks_module
+from airflow_provider_jetstream.core.status import origins as origins_module
 from airflow_provider_jetstream.core.status.origins import (
     server_hash,
     stream_source_seq,
@@ -114,7 +114,7 @@ def test_sources_sharing_subjects_and_a_filtered_source_are_judged_exactly(
     assert (one.check, one.caught_up, one.origin_last_seq, one.held_seq) == ("exact", True, 3, 3)
 
     # Beyond the walk-back bound the exact answer is unknown: the lag/active rule, saying why.
-    monkeypatch.setattr(checks_module, "WALK_BACK_LIMIT", 10)
+    monkeypatch.setattr(origins_module, "WALK_BACK_LIMIT", 10)
     bounded = {v.status.origin: v for v in check(hub_conn, names["shared"]).verdicts}
     if names["server_seq"]:  # nats-server >= 2.15 reports each source's last origin sequence
         assert bounded[names["a"]].check == "exact"

@@ -9,7 +9,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
-from airflow_provider_jetstream.core.manage.specs.names import is_name
+from airflow_provider_jetstream.core.names import is_name
 
 DEFAULT_PORT = 4222
 SCHEMES = ("nats", "tls", "ws", "wss")

@@ -44,9 +44,9 @@ from airflow_provider_jetstream.core.errors import (
     KeyValueError,
 )
 from airflow_provider_jetstream.core.manage.reconcile import ReconcileResult, reconcile_stream
-from airflow_provider_jetstream.core.manage.specs import KeyValueSpec, describe_source, validate_bucket, validate_key
+from airflow_provider_jetstream.core.manage.specs import KeyValueSpec, describe_source
 from airflow_provider_jetstream.core.manage.specs.kv import KV_STREAM_PREFIX, kv_stream_name, kv_subjects
-from airflow_provider_jetstream.core.manage.specs.names import domain_of
+from airflow_provider_jetstream.core.names import domain_of, validate_bucket, validate_key
 from airflow_provider_jetstream.core.protocol import headers_from_api, parse_pub_ack
 
 log = logging.getLogger(__name__)

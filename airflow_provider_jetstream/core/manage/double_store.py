@@ -37,7 +37,7 @@ from airflow_provider_jetstream.core.errors import (
     JetStreamPermissionError,
     JetStreamTimeoutError,
 )
-from airflow_provider_jetstream.core.manage.specs.names import domain_of
+from airflow_provider_jetstream.core.names import domain_of
 
 log = logging.getLogger(__name__)
 

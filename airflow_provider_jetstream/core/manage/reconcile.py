@@ -41,7 +41,7 @@ from airflow_provider_jetstream.core.manage.specs import (
     diff_config,
 )
 from airflow_provider_jetstream.core.manage.specs.fields import API_LEVEL_VERSIONS
-from airflow_provider_jetstream.core.manage.specs.names import domain_of
+from airflow_provider_jetstream.core.names import domain_of
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,13 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_jetstream.core.manage.specs.names import domain_of
+from airflow_provider_jetstream.core.api import JetStreamApi, JetStreamApiError, unavailable_hint
+from airflow_provider_jetstream.core.errors import (
+    JetStreamDomainUnavailableError,
+    JetStreamImportMissingError,
+    JetStreamNotFoundError,
+)
+from airflow_provider_jetstream.core.names import domain_of
 
 
 @dataclass(frozen=True)
@@ -193,3 +199,112 @@ def statuses_from_stream_info(info: dict[str, Any]) -> list[ReplicationStatus]:
             )
         )
     return statuses
+
+
+@dataclass(frozen=True)
+class OriginProbe:
+    """What the origin's own domain said when asked for its last (matching) sequence.
+
+    :param state: ``"ok"`` (answered: ``last_seq``), ``"unreachable"`` (no JetStream answered in
+        its domain), ``"unverifiable"`` (this account cannot call the origin's API: an imported
+        prefix without that import), ``"missing"`` (the origin stream does not exist) or ``"off"``
+        (not probed).
+    :param last_seq: the origin's last sequence among the subjects the copy takes (0: none).
+    :param reason: why it could not be read, in words.
+    """
+
+    state: str
+    last_seq: int | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class HeldSeq:
+    """The highest origin sequence the stream holds from one origin (None: could not tell, ``reason``)."""
+
+    seq: int | None
+    reason: str = ""
+
+
+def unreachable_reason(prefix: str) -> str:
+    """Why an origin counts as unreachable, in words: ``domain 'leaf-a' did not answer: ...``."""
+    domain = domain_of(prefix)
+    where = f"domain {domain!r}" if domain else f"API prefix {prefix!r}"
+    return f"{where} did not answer: {unavailable_hint(prefix)}"
+
+
+#: Most messages read back from the end of a stream to find the newest copy from one origin, when
+#: other origins write to the same subjects (each read is one request; see :func:`held_seq`).
+WALK_BACK_LIMIT = 500
+
+
+async def probe_origin(api: JetStreamApi, status: ReplicationStatus) -> OriginProbe:
+    """Ask the origin, through its own domain or API prefix, for its last sequence among the
+    subjects the copy takes (``STREAM.MSG.GET`` with ``last_by_subj``: one indexed lookup per
+    filter, wildcards allowed, on every server version; 0 when nothing matches).
+
+    A refused request (``Permissions Violation``) raises :class:`JetStreamPermissionError`.
+    """
+    try:
+        last = 0
+        for subject in status.origin_filters:
+            message = await api.last_msg(status.origin, subject)
+            if message:
+                last = max(last, int(message["seq"]))
+        return OriginProbe("ok", last)
+    except JetStreamNotFoundError:
+        return OriginProbe("missing", None, f"origin stream {status.origin!r} does not exist in {api.target}")
+    except JetStreamImportMissingError:
+        return OriginProbe(
+            "unverifiable",
+            None,
+            f"origin not verifiable from this account (no import of {api.prefix}.STREAM.MSG.GET): lag/active rule",
+        )
+    except JetStreamDomainUnavailableError:
+        return OriginProbe("unreachable", None, unreachable_reason(api.prefix))
+    except JetStreamApiError as err:  # e.g. 503: JetStream temporarily unavailable there
+        return OriginProbe("unreachable", None, f"{api.target} did not answer: {err.description}")
+
+
+async def held_seq(api: JetStreamApi, info: dict[str, Any], status: ReplicationStatus, probe: OriginProbe) -> HeldSeq:
+    """The highest origin sequence the stream holds from one origin.
+
+    A mirror keeps the origin's sequences: its last sequence. For a source, nats-server >= 2.15
+    reports it (the source's ``seq``); otherwise the newest message on the subjects this origin's
+    copies land on (``last_by_subj``, one lookup) names its origin and origin sequence in the
+    ``Nats-Stream-Source`` header. When other origins write to the same subjects, that message may
+    be theirs: then the stream is read backwards from there, at most :data:`WALK_BACK_LIMIT`
+    messages, to the newest copy from this origin (copies from one origin arrive in order, so the
+    newest holds the highest sequence). Beyond that the answer is unknown (``seq`` None).
+    """
+    state = info.get("state") or {}
+    if status.kind == "mirror":
+        return HeldSeq(int(state.get("last_seq") or 0))
+    if status.seq is not None:
+        return HeldSeq(status.seq)
+    if not probe.last_seq:
+        return HeldSeq(0)
+    first = int(state.get("first_seq") or 0)
+    best = 0
+    walked = 0
+    for pattern in status.copy_patterns:
+        message = await api.last_msg(info["config"]["name"], pattern)
+        while message is not None:
+            origin_seq = stream_source_seq(message, status.index_name)
+            if origin_seq is not None:
+                best = max(best, origin_seq)
+                break
+            seq, message = int(message["seq"]) - 1, None
+            while seq >= first:
+                walked += 1
+                if walked > WALK_BACK_LIMIT:
+                    return HeldSeq(
+                        None,
+                        f"the last {WALK_BACK_LIMIT} messages on its subjects came from other origins sharing them",
+                    )
+                candidate = await api.msg(info["config"]["name"], seq)
+                if candidate is not None and subject_matches(candidate["subject"], pattern):
+                    message = candidate
+                    break
+                seq -= 1
+    return HeldSeq(best)

@@ -30,14 +30,23 @@ What the server reports is :mod:`.origins`; what a check found, :mod:`.report`.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_jetstream.core.api import unavailable_hint
-from airflow_provider_jetstream.core.errors import JetStreamConfigError
-from airflow_provider_jetstream.core.manage.specs.names import domain_of
-from airflow_provider_jetstream.core.status.origins import ReplicationStatus, statuses_from_stream_info
+from nats.aio.client import Client
+
+from airflow_provider_jetstream.core.api import JetStreamApi, describe_prefix
+from airflow_provider_jetstream.core.errors import JetStreamConfigError, JetStreamNotFoundError
+from airflow_provider_jetstream.core.status.origins import (
+    HeldSeq,
+    OriginProbe,
+    ReplicationStatus,
+    held_seq,
+    probe_origin,
+    statuses_from_stream_info,
+)
 from airflow_provider_jetstream.core.status.report import OriginVerdict, ReplicationCheck, format_seconds
 
 #: ``verify_origin`` values: probe each origin where it can be (auto), everywhere (required), never (off).
@@ -46,31 +55,6 @@ VERIFY_ORIGIN = ("auto", "required", "off")
 UNREACHABLE_ORIGINS = ("wait", "proceed")
 #: Seconds between two logs of an unchanged replication table.
 LOG_HEARTBEAT = 60.0
-
-
-@dataclass(frozen=True)
-class OriginProbe:
-    """What the origin's own domain said when asked for its last (matching) sequence.
-
-    :param state: ``"ok"`` (answered: ``last_seq``), ``"unreachable"`` (no JetStream answered in
-        its domain), ``"unverifiable"`` (this account cannot call the origin's API: an imported
-        prefix without that import), ``"missing"`` (the origin stream does not exist) or ``"off"``
-        (not probed).
-    :param last_seq: the origin's last sequence among the subjects the copy takes (0: none).
-    :param reason: why it could not be read, in words.
-    """
-
-    state: str
-    last_seq: int | None = None
-    reason: str = ""
-
-
-@dataclass(frozen=True)
-class HeldSeq:
-    """The highest origin sequence the stream holds from one origin (None: could not tell, ``reason``)."""
-
-    seq: int | None
-    reason: str = ""
 
 
 @dataclass
@@ -312,8 +296,37 @@ class ReplicationWatch:
         return bool(self._errors_since)
 
 
-def unreachable_reason(prefix: str) -> str:
-    """Why an origin counts as unreachable, in words: ``domain 'leaf-a' did not answer: ...``."""
-    domain = domain_of(prefix)
-    where = f"domain {domain!r}" if domain else f"API prefix {prefix!r}"
-    return f"{where} did not answer: {unavailable_hint(prefix)}"
+async def check_replication(nc: Client, api: JetStreamApi, watch: ReplicationWatch) -> ReplicationCheck:
+    """Read the stream through ``api``, probe each watched origin in its own domain, read the
+    stream again, judge (``watch`` keeps what successive checks must remember).
+
+    The origins are probed before the stream is read, so "the stream holds the origin's last
+    sequence" is exact. Raises :class:`JetStreamNotFoundError` when the stream does not exist,
+    :class:`JetStreamConfigError` when it has no mirror/sources or lacks a named one,
+    :class:`JetStreamPermissionError` when a request is refused, and
+    :class:`JetStreamDomainUnavailableError` when no JetStream answers for the stream's domain.
+    """
+    watch.target = api.target
+    # The raw info: nats-py's parsed one drops each origin's external API prefix.
+    info = await api.stream_info(watch.stream)
+    if info is None:
+        raise JetStreamNotFoundError(f"stream {watch.stream!r} does not exist in {watch.target}")
+    statuses = watch.select(info)
+    probes: dict[str, OriginProbe] = {}
+    if watch.verify_origin != "off":
+
+        async def probe(status: ReplicationStatus) -> None:
+            prefix = status.api_prefix or api.prefix
+            origin_api = JetStreamApi(nc, prefix, timeout=api.timeout, target=describe_prefix(prefix))
+            probes[status.key] = await probe_origin(origin_api, status)
+
+        await asyncio.gather(*(probe(s) for s in statuses))
+    after = await api.stream_info(watch.stream)  # read after the probes: exact
+    if after is None:
+        raise JetStreamNotFoundError(f"stream {watch.stream!r} does not exist in {watch.target}")
+    held: dict[str, HeldSeq] = {}
+    for status in watch.select(after):
+        found = probes.get(status.key)
+        if found is not None and found.state == "ok":
+            held[status.key] = await held_seq(api, after, status, found)
+    return watch.judge(after, probes=probes, held=held)

@@ -10,18 +10,9 @@ from airflow_provider_jetstream.core.manage.specs.consumer import CONSUMER, Cons
 from airflow_provider_jetstream.core.manage.specs.diff import Change, Diff, diff_config
 from airflow_provider_jetstream.core.manage.specs.durations import format_duration, parse_duration, parse_instant
 from airflow_provider_jetstream.core.manage.specs.fields import API_LEVEL_VERSIONS, Requirement
-from airflow_provider_jetstream.core.manage.specs.kv import KeyValueSpec, kv_stream_name
-from airflow_provider_jetstream.core.manage.specs.names import (
-    subject_problem,
-    subjects_collide,
-    validate_bucket,
-    validate_key,
-    validate_name,
-    validate_subject,
-)
+from airflow_provider_jetstream.core.manage.specs.kv import KeyValueSpec, encode_kv_value, kv_stream_name
 from airflow_provider_jetstream.core.manage.specs.sources import describe_source, parse_source, source_key
 from airflow_provider_jetstream.core.manage.specs.stream import STREAM, StreamSpec
-from airflow_provider_jetstream.core.manage.specs.values import encode_kv_value
 
 __all__ = [
     "API_LEVEL_VERSIONS",
@@ -43,10 +34,4 @@ __all__ = [
     "parse_instant",
     "parse_source",
     "source_key",
-    "subject_problem",
-    "subjects_collide",
-    "validate_bucket",
-    "validate_key",
-    "validate_name",
-    "validate_subject",
 ]

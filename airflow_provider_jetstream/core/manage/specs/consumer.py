@@ -9,7 +9,7 @@ from typing import Any
 from airflow_provider_jetstream.core.errors import SpecError, SpecErrors
 from airflow_provider_jetstream.core.manage.specs import fields as F
 from airflow_provider_jetstream.core.manage.specs.fields import Field, Spec, Struct
-from airflow_provider_jetstream.core.manage.specs.names import validate_name
+from airflow_provider_jetstream.core.names import validate_name
 
 _ACK = {"explicit": "explicit", "all": "all", "none": "none"}
 _DELIVER = {

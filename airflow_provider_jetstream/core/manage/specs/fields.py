@@ -19,7 +19,7 @@ from airflow_provider_jetstream.core.manage.specs.durations import (
     parse_duration,
     parse_instant,
 )
-from airflow_provider_jetstream.core.manage.specs.names import validate_subject
+from airflow_provider_jetstream.core.names import validate_subject
 from airflow_provider_jetstream.core.values import bool_or_none
 
 Parser = Callable[[Any, str], Any]

@@ -1,4 +1,4 @@
-"""Key-value bucket specs, and the stream each one is stored in (the KV stream conventions).
+"""Key-value bucket specs, the stream each one is stored in (the KV stream conventions), and the values it takes.
 
 A bucket ``b`` is the stream ``KV_b`` listening on ``$KV.b.>``, one message per key revision:
 ``max_msgs_per_subject`` is the history, ``max_age`` the TTL, rollups allowed, deletes denied,
@@ -13,6 +13,8 @@ read a mirror of a bucket in another domain or account under its origin's prefix
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -20,9 +22,9 @@ from typing import Any
 from airflow_provider_jetstream.core.errors import SpecError
 from airflow_provider_jetstream.core.manage.specs import fields as F
 from airflow_provider_jetstream.core.manage.specs.fields import Field, Spec, Struct
-from airflow_provider_jetstream.core.manage.specs.names import validate_bucket
 from airflow_provider_jetstream.core.manage.specs.sources import parse_source
 from airflow_provider_jetstream.core.manage.specs.stream import PLACEMENT, REPUBLISH, STREAM, StreamSpec
+from airflow_provider_jetstream.core.names import validate_bucket
 
 KV_STREAM_PREFIX = "KV_"
 MAX_HISTORY = 64
@@ -165,3 +167,48 @@ class KeyValueSpec(Spec):
                 stream["sources"] = sources
         values = {STREAM.by_key()[k].name: val for k, val in stream.items()}
         return StreamSpec(values=values, path=self.path)
+
+
+# -- values ---------------------------------------------------------------------------------------
+# Exactly the types whose stored bytes are unambiguous: bytes as they are, str as UTF-8, and a dict, list,
+# tuple, number or bool as compact JSON. Anything else is refused, naming the path inside the value:
+# turning it into text (``str({1, 2})`` is ``"{1, 2}"``) would store something no reader can parse back.
+
+ALLOWED_VALUES = (
+    "bytes, str, or JSON made of dicts with string keys, lists, finite numbers, bools and None "
+    "(e.g. {'rate': 5}); convert other types yourself (a set to a sorted list, a datetime to ISO text)"
+)
+
+
+def _check_json(value: Any, path: str) -> None:
+    if value is None or isinstance(value, (str, bool, int)):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise SpecError(path, value, "JSON has no NaN or infinity: use a finite number")
+        return
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise SpecError(path, value, f"JSON object keys are strings; key {key!r} is not")
+            _check_json(item, f"{path}[{key!r}]")
+        return
+    if isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            _check_json(item, f"{path}[{i}]")
+        return
+    raise SpecError(path, value, f"a {type(value).__name__} has no JSON form; use {ALLOWED_VALUES}")
+
+
+def encode_kv_value(value: Any, path: str = "value") -> bytes:
+    """The bytes stored for a KV ``value``; :class:`SpecError` naming the path of anything else."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode()
+    if value is None:
+        raise SpecError(
+            path, value, f"give a value to store: {ALLOWED_VALUES} (to delete a key, use the delete operator)"
+        )
+    _check_json(value, path)
+    return json.dumps(value, separators=(",", ":"), allow_nan=False).encode()

@@ -13,7 +13,7 @@ from typing import Any
 from airflow_provider_jetstream.core.errors import SpecError
 from airflow_provider_jetstream.core.manage.specs import fields as F
 from airflow_provider_jetstream.core.manage.specs.fields import Field, Struct
-from airflow_provider_jetstream.core.manage.specs.names import domain_of, validate_name
+from airflow_provider_jetstream.core.names import domain_of, validate_name
 
 
 def _domain(value: Any, path: str) -> str:

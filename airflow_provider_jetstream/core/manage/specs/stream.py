@@ -16,7 +16,6 @@ from typing import Any
 from airflow_provider_jetstream.core.errors import SpecError
 from airflow_provider_jetstream.core.manage.specs import fields as F
 from airflow_provider_jetstream.core.manage.specs.fields import Field, Spec, Struct
-from airflow_provider_jetstream.core.manage.specs.names import domain_of, validate_name
 from airflow_provider_jetstream.core.manage.specs.sources import (
     TRANSFORM,
     check_transform,
@@ -25,6 +24,7 @@ from airflow_provider_jetstream.core.manage.specs.sources import (
     parse_source,
     show_source,
 )
+from airflow_provider_jetstream.core.names import domain_of, validate_name
 
 PLACEMENT = Struct(
     "placement",

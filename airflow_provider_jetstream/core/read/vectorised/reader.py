@@ -1,4 +1,4 @@
-"""The vectorised range reader: :mod:`..range`'s exact-range logic over frames parsed in bulk."""
+"""The vectorised range reader: :mod:`..exact`'s exact-range logic over frames parsed in bulk."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 
 from airflow_provider_jetstream.core.protocol import ACK_PREFIX, status_headers
-from airflow_provider_jetstream.core.read.range import _RangePull
+from airflow_provider_jetstream.core.read.exact import RangePull
 from airflow_provider_jetstream.core.read.vectorised.columns import DataFrames, headers_to_map, to_columns
 from airflow_provider_jetstream.core.read.vectorised.tap import install
 
@@ -83,8 +83,8 @@ class _Pieces:
         return ColumnChunk(subject, seq, stamp, data, headers)
 
 
-class VectorisedRangePull(_RangePull):
-    """:class:`~..range._RangePull` fed by :class:`~.tap.TapParser` with runs of frames instead of messages.
+class VectorisedRangePull(RangePull):
+    """:class:`~..exact.RangePull` fed by :class:`~.tap.TapParser` with runs of frames instead of messages.
 
     The consumer, pull requests, statuses, gap and resume handling are the range reader's own code (on
     the one pull engine); only message intake differs. A run whose rows are all "plain"

@@ -1,0 +1,81 @@
+"""The KV key check: a key is present when its latest entry is a value (equal to ``value``, at ``min_revision``).
+
+A deleted or purged key (a delete or purge marker, or no entry at all) is absent. Gets go through
+:func:`~airflow_provider_jetstream.core.manage.buckets.kv_get`; the KV trigger's watch opens the bucket
+with :func:`open_bucket`.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from typing import Any
+
+import nats.js.errors
+from nats.js.kv import KeyValue
+
+from airflow_provider_jetstream.core.api import JetStreamApi
+from airflow_provider_jetstream.core.errors import JetStreamNotFoundError
+from airflow_provider_jetstream.core.manage.buckets import KvEntry, open_key_value
+
+_REMOVED = ("DEL", "PURGE")
+
+
+@dataclass(frozen=True)
+class KeyCheck:
+    """One reading of a key: whether it satisfies the check, why not, and the entry read."""
+
+    bucket: str
+    key: str
+    target: str
+    done: bool
+    reason: str
+    revision: int | None = None
+    raw: bytes | None = None
+
+    def to_xcom(self) -> dict[str, Any]:
+        """The decoded value (UTF-8 text, else base64 with ``encoding: "base64"``) and revision."""
+        try:
+            value, encoding = (self.raw or b"").decode(), "utf-8"
+        except UnicodeDecodeError:
+            value, encoding = base64.b64encode(self.raw or b"").decode(), "base64"
+        return {
+            "bucket": self.bucket,
+            "key": self.key,
+            "target": self.target,
+            "value": value,
+            "encoding": encoding,
+            "revision": self.revision,
+        }
+
+
+def judge_entry(
+    bucket: str,
+    key: str,
+    target: str,
+    entry: KvEntry | KeyValue.Entry | None,
+    value: str | None,
+    min_revision: int | None,
+) -> KeyCheck:
+    """Judge the latest entry of a key (None: no entry, or deleted/purged)."""
+    if entry is None or entry.operation in _REMOVED:
+        what = "absent" if entry is None else f"{entry.operation.lower()}d at revision {entry.revision}"
+        return KeyCheck(bucket, key, target, False, f"key {key!r} is {what}")
+    raw = entry.value or b""
+    if value is not None and raw != value.encode():
+        return KeyCheck(
+            bucket, key, target, False, f"key {key!r} is {raw[:80]!r} at revision {entry.revision}, not {value!r}"
+        )
+    if min_revision is not None and (entry.revision or 0) < min_revision:
+        return KeyCheck(bucket, key, target, False, f"key {key!r} is at revision {entry.revision} < {min_revision}")
+    return KeyCheck(bucket, key, target, True, f"key {key!r} present at revision {entry.revision}", entry.revision, raw)
+
+
+async def open_bucket(api: JetStreamApi, bucket: str) -> KeyValue:
+    """nats-py's KV client for a watch of the bucket in ``api``'s domain (mirrors read where they store
+    keys; see :func:`~airflow_provider_jetstream.core.manage.buckets.open_key_value`);
+    :class:`JetStreamNotFoundError` naming the target if it does not exist."""
+    try:
+        return await open_key_value(api, bucket)
+    except nats.js.errors.BucketNotFoundError:
+        raise JetStreamNotFoundError(f"KV bucket {bucket!r} does not exist in {api.target}") from None
