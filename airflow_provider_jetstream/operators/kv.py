@@ -4,7 +4,7 @@ Buckets are KV streams built by the KV conventions exactly as nats.go and nats.j
 (:mod:`airflow_provider_jetstream.core.manage.buckets`), so those clients read them, mirrors of other domains'
 buckets included (under the origin's ``$KV.<origin>.`` prefix, ADR-8). nats-py's
 ``js.key_value(bucket)`` reads buckets and sourced buckets but not that mirror layout:
-:func:`airflow_provider_jetstream.core.manage.buckets.open_key_value` reads all three. Puts and deletes address the
+:func:`airflow_provider_jetstream.core.manage.buckets.kv_get` reads all three. Puts and deletes address the
 bucket's domain (``$JS.<domain>.API.$KV.<bucket>.<key>``, as nats.go does), so a write aimed at
 domain X cannot land in a same-named bucket of domain Y; a mirror's writes go to its origin.
 The work is :class:`~airflow_provider_jetstream.hooks.jetstream.JetStreamHook`'s (``ensure_key_value``,

@@ -8,18 +8,10 @@ equal ``value`` or the revision reach ``min_revision``.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import time
 from typing import Any
 
-import nats.errors
-import nats.js.errors
-
-from airflow_provider_jetstream.core.api import JetStreamApi, is_imported_prefix
-from airflow_provider_jetstream.core.connection.client import refusal_since
-from airflow_provider_jetstream.core.errors import JetStreamPermissionError
-from airflow_provider_jetstream.core.status.kv_key import KeyCheck, judge_entry, open_bucket
+from airflow_provider_jetstream.core.api import JetStreamApi
+from airflow_provider_jetstream.core.status.kv_key import KeyCheck, judge_entry, watch_key
 from airflow_provider_jetstream.core.status.waiting import WaitOutcome, wait_until_final
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.triggers.base import JetStreamWaitTrigger
@@ -28,9 +20,9 @@ from airflow_provider_jetstream.triggers.base import JetStreamWaitTrigger
 class JetStreamKeyValueTrigger(JetStreamWaitTrigger):
     """Fires when a KV key is present (and equals ``value`` / reaches ``min_revision``), in any domain.
 
-    Watches the key (an ordered consumer on the bucket's stream, starting with the key's latest
-    entry) over the triggerer's one shared NATS connection: no polling. When the key stays silent
-    for ``rewatch_interval`` the watch is re-armed, so a watch lost with a restarted leaf is
+    Watches the key (a consumer of its own on the bucket's stream, pulled through the one pull engine,
+    starting with the key's latest entry) over the triggerer's one shared NATS connection: no polling.
+    When the key stays silent for ``rewatch_interval`` the watch is re-armed, so a watch lost with a restarted leaf is
     replaced; while the domain does not answer (a leaf that is offline, or a wrong domain name) it
     retries at that interval too, up to ``unreachable_timeout``. Fires ``{"status": "success",
     "entry": {...}}``, or ``{"status": "error", "reason": ..., "message": ...}`` when the bucket does
@@ -91,51 +83,19 @@ class JetStreamKeyValueTrigger(JetStreamWaitTrigger):
         """Watch the key (no polling), re-armed after ``rewatch_interval`` of silence, and after that long
         when the domain did not answer: the shared wait loop with the watch as its check."""
         async with hook.aapi() as api:
-            return await wait_until_final(
-                lambda: self.step(hook, lambda: self._watch(hook, api)), self.rewatch_interval
-            )
+            return await wait_until_final(lambda: self.step(hook, lambda: self._watch(api)), self.rewatch_interval)
 
-    async def _watch(self, hook: JetStreamHook, api: JetStreamApi) -> KeyCheck:
-        started = time.monotonic()
-        try:
-            check = await self._watch_once(api)
-        except (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError) as err:
-            # nats-py's watch asks the API itself: the server drops a request this user may not publish
-            # (a refusal looks like a timeout), and an imported prefix without the import has no responders.
-            refusal = refusal_since(api.nc, started, prefix=api.prefix)
-            if refusal:
-                raise JetStreamPermissionError(f"KV {self.bucket!r} in {api.target}: {refusal}") from None
-            if is_imported_prefix(api.prefix) and not isinstance(err, nats.errors.TimeoutError):
-                raise hook._no_jetstream(None, None) from None
-            raise
-        if check is not None:
-            self.log.info("KV %r in %s: %s", self.bucket, api.target, check.reason)
-            return check
-        silent = f"key {self.key!r} unchanged for {self.rewatch_interval:g}s; watching again"
-        return KeyCheck(self.bucket, self.key, api.target, False, silent)
-
-    async def _watch_once(self, api: JetStreamApi) -> KeyCheck | None:
-        """Watch until the key satisfies the trigger (its check) or stays silent (None: re-arm)."""
+    async def _watch(self, api: JetStreamApi) -> KeyCheck:
+        """Watch until the key satisfies the trigger, or ``rewatch_interval`` passes without a change."""
         target = api.target
-        kv = await open_bucket(api, self.bucket)
-        # A short inactive threshold lets the server drop the watch's consumer soon after it stops.
-        watcher = await kv.watch(self.key, inactive_threshold=30.0)
-        seen = False
-        try:
-            while True:
-                try:
-                    entry = await watcher.updates(timeout=self.rewatch_interval)
-                except nats.errors.TimeoutError:
-                    return None
-                if entry is None:  # the watch has delivered what is stored
-                    if not seen:
-                        self.log.info("KV %r in %s: key %r is absent; watching", self.bucket, target, self.key)
-                    continue
-                seen = True
-                check = judge_entry(self.bucket, self.key, target, entry, self.value, self.min_revision)
-                if check.done:
-                    return check
-                self.log.info("KV %r in %s: waiting: %s", self.bucket, target, check.reason)
-        finally:
-            with contextlib.suppress(Exception):
-                await asyncio.shield(watcher.stop())
+        async for entry in watch_key(api, self.bucket, self.key, quiet_after=self.rewatch_interval):
+            if entry is None:
+                return KeyCheck(
+                    self.bucket, self.key, target, False,
+                    f"key {self.key!r} unchanged for {self.rewatch_interval:g}s; watching again",
+                )  # fmt: skip
+            check = judge_entry(self.bucket, self.key, target, entry, self.value, self.min_revision)
+            self.log.info("KV %r in %s: %s: %s", self.bucket, target, "done" if check.done else "waiting", check.reason)
+            if check.done:
+                return check
+        raise AssertionError("a watch yields until it is closed")

@@ -7,6 +7,7 @@ import base64
 import time
 
 import nats
+import nats.js.errors
 import pytest
 
 from airflow_provider_jetstream.core.api import JetStreamApi
@@ -17,7 +18,7 @@ from airflow_provider_jetstream.core.errors import (
     ReconcileError,
     SpecErrors,
 )
-from airflow_provider_jetstream.core.manage.buckets import BucketLayout, bucket_layout, open_key_value, write_target
+from airflow_provider_jetstream.core.manage.buckets import BucketLayout, bucket_layout, kv_get, write_target
 from airflow_provider_jetstream.operators.kv import (
     JetStreamCreateKeyValueOperator,
     JetStreamKeyValueDeleteOperator,
@@ -42,8 +43,8 @@ def put(conn: str, name: str, key: str, value, domain: str = "leaf", **kwargs) -
 def nats_py_get(topology, domain: str, name: str, key: str, timeout: float = 60.0, provider: bool = False):
     """What nats-py's own KV client reads (retrying while a mirror or source catches up).
 
-    ``provider``: open the bucket with :func:`open_key_value`, which reads a mirror bucket where its
-    stream stores the keys (nats-py's ``key_value`` does not know the mirror layout).
+    ``provider``: read with :func:`kv_get`, which reads a mirror bucket where its stream stores the
+    keys (nats-py's ``key_value`` does not know the mirror layout).
     """
 
     async def go():
@@ -52,11 +53,13 @@ def nats_py_get(topology, domain: str, name: str, key: str, timeout: float = 60.
         try:
             js = nc.jetstream(domain=domain)
             api = JetStreamApi(nc, f"$JS.{domain}.API")
-            kv = await (open_key_value(api, name) if provider else js.key_value(name))
+            kv = None if provider else await js.key_value(name)
             deadline = time.monotonic() + timeout
             while True:
                 try:
-                    entry = await kv.get(key)
+                    entry = await kv_get(api, name, key) if provider else await kv.get(key)
+                    if entry is None:
+                        raise nats.js.errors.KeyNotFoundError
                     return entry.value, entry.revision
                 except nats.js.errors.KeyNotFoundError:
                     if time.monotonic() > deadline:

@@ -6,11 +6,11 @@ Buckets are built on the stream layer by the KV conventions
 build them. A mirror bucket keeps its origin's subjects (``$KV.<origin>.<key>``, ADR-8: no subject
 transform, ``mirror_direct``): nats.go and nats.js read it under the origin's prefix when the origin is
 in another domain or account. nats-py 2.16's ``js.key_value(b)`` does not know that layout (it reads
-``$KV.<b>.``): :func:`open_key_value` does, and also reads the older layout this provider made before
-(a transform ``$KV.<origin>.> -> $KV.<b>.>``), taking the layout from the bucket's stream config
+``$KV.<b>.``); this module does, and also the older layout this provider made before (a transform
+``$KV.<origin>.> -> $KV.<b>.>``), taking the layout from the bucket's stream config
 (:func:`bucket_layout`). Gets (:func:`kv_get`) ask the bucket's stream for the key's last message
-through the JetStream API under that layout's key prefix; the KV trigger's watch uses nats-py's KV
-client on the same layout (:func:`open_key_value`).
+through the JetStream API under that layout's key prefix; the KV trigger's watch pulls the same
+subject (:func:`airflow_provider_jetstream.core.status.kv_key.watch_key`).
 
 Writes: nats-py publishes a put to ``$KV.<bucket>.<key>`` whatever the context's domain, so a put
 "to domain leaf" from a client attached to the hub lands in the hub's bucket of that name, or
@@ -32,7 +32,6 @@ from typing import Any
 
 import nats.errors
 import nats.js.errors
-from nats.js.kv import KeyValue
 
 from airflow_provider_jetstream.core.api import WRONG_LAST_SEQUENCE, JetStreamApi, describe_prefix
 from airflow_provider_jetstream.core.errors import (
@@ -122,28 +121,6 @@ def bucket_layout(bucket: str, config: Mapping[str, Any]) -> BucketLayout:
     )
 
 
-async def open_key_value(api: JetStreamApi, bucket: str) -> KeyValue:
-    """nats-py's KV client for ``bucket`` in ``api``'s domain, reading keys where its stream stores them: for
-    the watch of the KV trigger (gets are :func:`kv_get`'s).
-
-    Like ``js.key_value(bucket)`` (the same errors: ``BucketNotFoundError``, ``BadBucketError``), but the
-    bucket's stream is read through ``api`` and a mirror bucket is read under its origin's prefix (the
-    layout nats.go and nats.js create and read), or under its own for a mirror made by this provider's
-    older releases (see :func:`bucket_layout`).
-    """
-    validate_bucket(bucket, "bucket")
-    config = await _stream_config(api, bucket)
-    if config is None:
-        raise nats.js.errors.BucketNotFoundError
-    if (config.get("max_msgs_per_subject") or 0) < 1:
-        raise nats.js.errors.BadBucketError
-    layout = bucket_layout(bucket, config)
-    js = api.nc.jetstream(prefix=api.prefix, timeout=api.timeout)
-    return KeyValue(
-        name=bucket, stream=layout.stream, pre=layout.key_prefix, js=js, direct=bool(config.get("allow_direct"))
-    )
-
-
 @dataclass(frozen=True)
 class KvEntry:
     """The latest value of a key: its bytes, revision (the stream sequence that stored it) and when it
@@ -154,19 +131,16 @@ class KvEntry:
     value: bytes
     revision: int
     created: str | None = None
-    operation: str | None = None  # None: a value (as nats-py's entries; a delete or purge is never returned)
+    #: None for a value; ``DEL`` or ``PURGE`` for a delete or purge marker (only a watch sees those).
+    operation: str | None = None
 
 
 async def kv_get(api: JetStreamApi, bucket: str, key: str) -> KvEntry | None:
     """The latest value of ``key`` in ``bucket`` of ``api``'s domain, mirror buckets of other domains
     included; None when the key holds none (never put, deleted or purged).
     :class:`JetStreamNotFoundError` naming the target if the bucket does not exist."""
-    validate_bucket(bucket, "bucket")
     validate_key(key, "key")
-    config = await _stream_config(api, bucket)
-    if config is None:
-        raise JetStreamNotFoundError(f"KV bucket {bucket!r} does not exist in {api.target}")
-    layout = bucket_layout(bucket, config)
+    layout = await bucket_layout_of(api, bucket)
     message = await api.last_msg(layout.stream, layout.key_prefix + key)
     if message is None:
         return None
@@ -239,6 +213,16 @@ async def reconcile_bucket(api: JetStreamApi, spec: KeyValueSpec, **kwargs: Any)
     )
     result.name = spec.bucket
     return result
+
+
+async def bucket_layout_of(api: JetStreamApi, bucket: str) -> BucketLayout:
+    """Where ``bucket``'s keys are stored in ``api``'s domain (read from its stream);
+    :class:`JetStreamNotFoundError` naming the target if there is no such bucket."""
+    validate_bucket(bucket, "bucket")
+    config = await _stream_config(api, bucket)
+    if config is None:
+        raise JetStreamNotFoundError(f"KV bucket {bucket!r} does not exist in {api.target}")
+    return bucket_layout(bucket, config)
 
 
 async def _stream_config(api: JetStreamApi, bucket: str) -> dict[str, Any] | None:

@@ -47,7 +47,8 @@ class PullRequests:
     :param nc: a connected client. :param api_prefix: the JetStream API prefix of the stream's domain.
     :param stream: stream name. :param consumer: consumer name.
     :param expires: seconds a request waits on the server.
-    :param heartbeat: seconds between the server's idle heartbeats while a request waits.
+    :param heartbeat: seconds between the server's idle heartbeats while a request waits (None: none
+        asked for; then only the request's expiry says the server is there).
     :param max_bytes: bytes one request may return at most (None: no limit).
     :param pipelined: several requests may be open at once (the range reader). A status that ends a
         request without saying how many messages it still owed then leaves the count alone (a stall tells).
@@ -62,7 +63,7 @@ class PullRequests:
         consumer: str,
         *,
         expires: float,
-        heartbeat: float,
+        heartbeat: float | None,
         max_bytes: int | None = None,
         pipelined: bool = True,
     ) -> None:
@@ -95,11 +96,9 @@ class PullRequests:
 
     async def ask(self, batch: int) -> None:
         """Send one pull request for ``batch`` messages."""
-        body: dict[str, Any] = {
-            "batch": batch,
-            "expires": int(self.expires * 1e9),
-            "idle_heartbeat": int(self.heartbeat * 1e9),
-        }
+        body: dict[str, Any] = {"batch": batch, "expires": int(self.expires * 1e9)}
+        if self.heartbeat:
+            body["idle_heartbeat"] = int(self.heartbeat * 1e9)
         if self.max_bytes:
             body["max_bytes"] = self.max_bytes
         self.outstanding += batch
@@ -140,7 +139,8 @@ class PullRequests:
 
     def stalled(self, now: float | None = None) -> bool:
         """Messages are owed and the server gave no sign for :data:`STALL_HEARTBEATS` heartbeats."""
-        return self.outstanding > 0 and self.silence(now) > STALL_HEARTBEATS * self.heartbeat
+        bound = STALL_HEARTBEATS * self.heartbeat if self.heartbeat else self.expires * 2
+        return self.outstanding > 0 and self.silence(now) > bound
 
 
 class Backoff:
@@ -176,12 +176,14 @@ async def create_ephemeral_consumer(
     where: str,
     start_seq: int | None = None,
     start_time: str | dt.datetime | None = None,
+    last_per_subject: bool = False,
     filter_subjects: Sequence[str] = (),
     inactive_threshold: float = 120.0,
     kind: str = "read",
 ) -> tuple[str, int]:
     """Create a pull consumer that only this reader uses: no acks, delivering from ``start_seq`` (or the
-    first message stored at or after ``start_time``), only ``filter_subjects`` if given, in memory, one
+    first message stored at or after ``start_time``, or with ``last_per_subject`` the last message of each
+    subject: a KV watch), only ``filter_subjects`` if given, in memory, one
     replica, deleted by the server after ``inactive_threshold`` seconds without a pull (a reader that
     died leaves nothing behind). Returns its name (``<kind>_<random>``) and the messages it has pending.
 
@@ -198,7 +200,9 @@ async def create_ephemeral_consumer(
         "mem_storage": True,
         "num_replicas": 1,
     }
-    if start_time is not None:
+    if last_per_subject:
+        config["deliver_policy"] = "last_per_subject"
+    elif start_time is not None:
         config.update(deliver_policy="by_start_time", opt_start_time=_rfc3339(start_time))
     else:
         config.update(deliver_policy="by_start_sequence", opt_start_seq=start_seq or 1)

@@ -1,22 +1,31 @@
 """The KV key check: a key is present when its latest entry is a value (equal to ``value``, at ``min_revision``).
 
 A deleted or purged key (a delete or purge marker, or no entry at all) is absent. Gets go through
-:func:`~airflow_provider_jetstream.core.manage.buckets.kv_get`; the KV trigger's watch opens the bucket
-with :func:`open_bucket`.
+:func:`~airflow_provider_jetstream.core.manage.buckets.kv_get`; the KV trigger watches the key with
+:func:`watch_key`, on the one pull engine.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-import nats.js.errors
-from nats.js.kv import KeyValue
+from nats.aio.msg import Msg
 
 from airflow_provider_jetstream.core.api import JetStreamApi
-from airflow_provider_jetstream.core.errors import JetStreamNotFoundError
-from airflow_provider_jetstream.core.manage.buckets import KvEntry, open_key_value
+from airflow_provider_jetstream.core.connection.client import refusal_since
+from airflow_provider_jetstream.core.errors import (
+    JetStreamDomainUnavailableError,
+    JetStreamError,
+    JetStreamPermissionError,
+)
+from airflow_provider_jetstream.core.manage.buckets import KV_OPERATION, KvEntry, bucket_layout_of
+from airflow_provider_jetstream.core.protocol import HEARTBEAT, REQUEST_DONE, RETRY_AFTER, parse_ack_reply
+from airflow_provider_jetstream.core.read.pull import PullRequests, create_ephemeral_consumer, discard_consumer
 
 _REMOVED = ("DEL", "PURGE")
 
@@ -53,7 +62,7 @@ def judge_entry(
     bucket: str,
     key: str,
     target: str,
-    entry: KvEntry | KeyValue.Entry | None,
+    entry: KvEntry | None,
     value: str | None,
     min_revision: int | None,
 ) -> KeyCheck:
@@ -71,11 +80,58 @@ def judge_entry(
     return KeyCheck(bucket, key, target, True, f"key {key!r} present at revision {entry.revision}", entry.revision, raw)
 
 
-async def open_bucket(api: JetStreamApi, bucket: str) -> KeyValue:
-    """nats-py's KV client for a watch of the bucket in ``api``'s domain (mirrors read where they store
-    keys; see :func:`~airflow_provider_jetstream.core.manage.buckets.open_key_value`);
-    :class:`JetStreamNotFoundError` naming the target if it does not exist."""
+async def watch_key(api: JetStreamApi, bucket: str, key: str, *, quiet_after: float) -> AsyncIterator[KvEntry | None]:
+    """Every revision of ``key`` in ``bucket`` of ``api``'s domain, from its latest on (deletes and purges
+    included: ``operation`` set), read where the bucket stores it (mirror layouts included) through a
+    consumer of this watch's own on the one pull engine. Yields None when ``quiet_after`` seconds pass
+    without a revision (the caller goes on or stops); the consumer is deleted when the watch ends.
+
+    :class:`JetStreamNotFoundError` if the bucket does not exist; :class:`JetStreamDomainUnavailableError`
+    when no JetStream answers the pull (a leaf cut off); :class:`JetStreamPermissionError` when the server
+    refuses this user's pull.
+    """
+    layout = await bucket_layout_of(api, bucket)
+    where = f"KV {bucket!r} in {api.target}"
+    name, _ = await create_ephemeral_consumer(
+        api, layout.stream, where=where, last_per_subject=True, filter_subjects=[layout.key_prefix + key],
+        inactive_threshold=max(30.0, 3 * quiet_after), kind="watch",
+    )  # fmt: skip
+    requests = PullRequests(
+        api.nc, api.prefix, layout.stream, name, expires=quiet_after, heartbeat=None, pipelined=False
+    )
+    arrived: asyncio.Queue[Msg] = asyncio.Queue()
+    await requests.listen(arrived.put)
     try:
-        return await open_key_value(api, bucket)
-    except nats.js.errors.BucketNotFoundError:
-        raise JetStreamNotFoundError(f"KV bucket {bucket!r} does not exist in {api.target}") from None
+        while True:
+            if not requests.outstanding:
+                asked = time.monotonic()
+                await requests.ask(64)
+            try:
+                msg = await asyncio.wait_for(arrived.get(), quiet_after + api.timeout)
+            except asyncio.TimeoutError:  # the server dropped the request: a refusal, or a lost link
+                refusal = refusal_since(api.nc, asked, subject=requests.subject)
+                if refusal:
+                    raise JetStreamPermissionError(f"{where}: {refusal}") from None
+                requests.forget()
+                yield None
+                continue
+            meta = parse_ack_reply(msg.reply)
+            if meta is None:
+                status = requests.status(msg.headers)
+                if status is None or status.outcome == HEARTBEAT:
+                    continue
+                if status.outcome == REQUEST_DONE:
+                    yield None  # the request expired: quiet
+                elif status.outcome == RETRY_AFTER:
+                    raise JetStreamDomainUnavailableError(
+                        f"no JetStream answered the watch of {where}: {status.reason}"
+                    )
+                else:
+                    raise JetStreamError(f"{where}: the server ended the watch: {status.reason}")
+                continue
+            requests.received()
+            operation = (msg.headers or {}).get(KV_OPERATION)
+            yield KvEntry(bucket, key, msg.data, meta.sequence, None, operation.upper() if operation else None)
+    finally:
+        await requests.close()
+        await asyncio.shield(discard_consumer(api, layout.stream, name))

@@ -8,7 +8,7 @@ transforms ``$KV.<origin>.>`` into ``$KV.b.>`` (unless the origin is a same-name
 domain). That is field for field what nats.go's and nats.js's ``CreateKeyValue`` send (ADR-8), so
 nats.go and nats.js open these buckets, across domains, with ``KeyValue(b)`` / ``views.kv(b)``; they
 read a mirror of a bucket in another domain or account under its origin's prefix, as does
-:func:`airflow_provider_jetstream.core.manage.buckets.open_key_value`.
+:func:`airflow_provider_jetstream.core.manage.buckets.kv_get`.
 """
 
 from __future__ import annotations

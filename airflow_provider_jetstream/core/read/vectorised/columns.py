@@ -8,6 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from airflow_provider_jetstream.core.protocol import parse_ack_reply
 from airflow_provider_jetstream.core.read.vectorised.scan import (
     CONSUMER,
     CONSUMER_LEN,
@@ -108,17 +109,21 @@ def _slices(blob: pa.Buffer, bounds: np.ndarray, value_type: pa.DataType) -> pa.
     return pc.drop_null(_spaced(blob, bounds)).cast(value_type)
 
 
-def _ack_numbers(blob: pa.Buffer, records: np.ndarray) -> np.ndarray:
-    """The stream sequence and timestamp of each row's ack reply: int64, 2 columns."""
+def _sequences_and_timestamps(blob: pa.Buffer, records: np.ndarray) -> np.ndarray:
+    """The stream sequence and timestamp of each row's ack reply, found by the scan: int64, 2 columns.
+
+    In bulk, one Arrow cast; when a row's numbers do not parse, the reply is read by the one ack-reply
+    parser (:func:`~airflow_provider_jetstream.core.protocol.parse_ack_reply`) to say which one is wrong.
+    """
     try:
         # Cast as spaced: Arrow parses only the valid (even) elements, and nothing is copied first.
         values = _spaced(blob, records[:, SEQUENCE : TIMESTAMP_END + 1].reshape(-1, 2)).cast(pa.int64())
     except pa.ArrowInvalid:
         raw = blob.to_pybytes()
         for row in records:
-            sequence, _, timestamp = raw[row[SEQUENCE] : row[TIMESTAMP_END]].split(b".")
-            if not all(number.isdigit() and int(number) < 2**63 for number in (sequence, timestamp)):
-                reply = raw[row[SID_END] + 1 : row[REPLY_END]]
+            reply = raw[row[SID_END] + 1 : row[REPLY_END]]
+            meta = parse_ack_reply(reply.decode("utf-8", "replace"))
+            if meta is None or meta.sequence >= 2**63 or meta.timestamp_ns >= 2**63:
                 raise unexpected_ack_reply(reply) from None
         raise
     # The values buffer as is (to_numpy() goes element by element when a validity bitmap is present),
@@ -141,7 +146,7 @@ def to_columns(bufs: list[bytes], records: np.ndarray) -> DataFrames:
         headers = pc.if_else(pa.array(has_headers), headers, pa.scalar(None, pa.binary()))
     else:
         headers = pa.nulls(len(records), pa.binary())
-    numbers = _ack_numbers(blob, records)
+    numbers = _sequences_and_timestamps(blob, records)
     blob_np = np.frombuffer(blob_bytes, np.uint8)
     # As the nats-py reader: a pending count of "0", not parsed.
     drained = (records[:, PENDING_END] - records[:, PENDING] == 1) & (blob_np[records[:, PENDING]] == ord("0"))
