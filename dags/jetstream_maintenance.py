@@ -35,21 +35,14 @@ with DAG(
     @task
     def read_checkpoint() -> int:
         """The first sequence not yet processed (the checkpoint + 1)."""
+        from airflow_provider_jetstream.core.errors import JetStreamNotFoundError
         from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 
-        hook = JetStreamHook(NATS_CONN_ID, domain=HUB_DOMAIN)
-
-        async def get() -> dict | None:
-            from nats.js.errors import KeyNotFoundError, NotFoundError
-
-            async with hook.ajetstream() as js:
-                try:
-                    entry = await (await js.key_value(PIPELINE_BUCKET)).get(CHECKPOINT_KEY)
-                except (KeyNotFoundError, NotFoundError):  # no bucket or key: nothing processed yet
-                    return None
-                return json.loads(entry.value)
-
-        checkpoint = hook.run(get())
+        try:
+            entry = JetStreamHook(NATS_CONN_ID, domain=HUB_DOMAIN).kv_get(PIPELINE_BUCKET, CHECKPOINT_KEY)
+        except JetStreamNotFoundError:  # no bucket yet: nothing processed yet
+            entry = None
+        checkpoint = json.loads(entry.value) if entry else None
         if not checkpoint or not checkpoint.get("seq"):
             raise AirflowSkipException("no checkpoint yet: nothing has been processed, nothing to purge")
         return int(checkpoint["seq"]) + 1

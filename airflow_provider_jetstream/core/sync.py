@@ -1,10 +1,10 @@
 """The one bridge from synchronous code (operators, sensors' pokes, Spark tasks) to nats-py's asyncio.
 
-Two shapes, one mechanism: :func:`run_sync` runs one coroutine, :func:`iterate_blocking` drives an
-async iterator one item at a time. Each runs a private event loop in the calling thread, driven only
-while the caller waits for the result or the next item, so a slow Spark task leaves unread data in the
-socket (bounded by the pull buffer) instead of in memory. Inside a running event loop (a trigger, an
-async task) blocking would deadlock: they refuse, and the coroutine is to be awaited instead.
+Two shapes: :func:`run_sync` runs one coroutine; :func:`iterate_blocking` drives an async iterator one
+item at a time on a private event loop, driven only while the caller waits for the next item, so a slow
+Spark task leaves unread data in the socket (bounded by the pull buffer) instead of in memory. Inside a
+running event loop (a trigger, an async task) blocking would deadlock: both refuse, and the coroutine
+is to be awaited instead.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ def _refuse_inside_a_loop(what: str) -> None:
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` to completion on a private event loop (through :func:`iterate_blocking`) and return
-    its result.
+    """Run ``coro`` to completion on a fresh event loop (``asyncio.run``: Ctrl-C cancels it cleanly, tasks
+    left behind are cancelled) and return its result.
 
     Raises ``RuntimeError`` when called from a thread that already runs an event loop (a trigger,
     an async task): blocking there would deadlock, so ``await`` the coroutine instead.
@@ -39,11 +39,7 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     except RuntimeError:
         coro.close()
         raise
-
-    async def once() -> AsyncIterator[T]:
-        yield await coro
-
-    return next(iterate_blocking(once()))
+    return asyncio.run(coro)
 
 
 def iterate_blocking(source: AsyncIterator[T]) -> Iterator[T]:

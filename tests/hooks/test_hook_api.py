@@ -105,7 +105,8 @@ def test_ensure_consumer_and_consumer_lag(hub_conn, raw) -> None:
         hook.ensure_consumer(name, consumer, if_exists="fail")
 
     raw.publish(name, [b"a", b"b", b"c"], server="leaf")
-    lag = hook.consumer_lag(name, "dur")
+    # The consumer counts stored messages asynchronously: read once it has counted all three.
+    lag = wait_until(lambda: hook.consumer_lag(name, "dur"), lambda check: check.info["num_pending"] == 3)
     assert not lag.done and "unprocessed (num_pending) 3 > max_pending 0" in lag.reason
     within = asyncio.run(hook.aconsumer_lag(name, "dur", max_pending=3))
     assert within.done and within.target == "domain 'leaf'"
