@@ -22,7 +22,7 @@ from airflow_provider_jetstream.core.sync import run_sync
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.operators.publish import JetStreamPublishOperator
 from airflow_provider_jetstream.operators.streams import JetStreamCreateStreamOperator
-from tests.reliability.recorder import recording_server
+from tests.support.recorder import recording_server
 
 
 def _outgoing(subject: str, payloads: Iterable[str]) -> Iterator[tuple[str, bytes, None]]:

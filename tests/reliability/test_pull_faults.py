@@ -23,7 +23,7 @@ from airflow_provider_jetstream.core.errors import (
 )
 from airflow_provider_jetstream.core.read.range import READERS, MissingRange, PullSettings, read_range
 from airflow_provider_jetstream.testing.servers import USERS, LocalTopology
-from tests.operators.conftest import uid
+from tests.support.management import uid
 
 COUNT = 3000
 #: Small buffers, so that most of the range is still on the server when the fault hits; quick

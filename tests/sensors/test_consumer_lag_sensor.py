@@ -6,23 +6,13 @@ import asyncio
 from datetime import datetime, timezone
 
 import pytest
-from nats.js.api import AckPolicy, ConsumerConfig, StreamConfig
 
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.sensors.consumer_lag import JetStreamConsumerLagSensor
 from airflow_provider_jetstream.triggers.consumer_lag import JetStreamConsumerLagTrigger
 from tests.dags import sensors_consumer_lag as dags
-from tests.triggers.natsutil import Later, connect, unique
-
-
-async def leaf_stream_with_consumer(url: str, stream: str, messages: int) -> None:
-    nc = await connect(url)
-    js = nc.jetstream()
-    await js.add_stream(StreamConfig(name=stream, subjects=[f"{stream}.in"]))
-    for i in range(messages):
-        await js.publish(f"{stream}.in", f"m{i}".encode())
-    await js.add_consumer(stream, ConsumerConfig(durable_name="worker", ack_policy=AckPolicy.EXPLICIT))
-    await nc.close()
+from tests.support.natsutil import connect, leaf_stream_with_consumer, unique
+from tests.support.waiting import Later
 
 
 def ack_all_but_one_then_last(url: str, stream: str, count: int) -> Later:

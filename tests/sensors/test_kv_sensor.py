@@ -10,7 +10,8 @@ from nats.js.api import KeyValueConfig
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.sensors.kv import JetStreamKeyValueSensor
 from tests.dags import sensors_kv as dags
-from tests.triggers.natsutil import Later, connect, hub_mirror_bucket, unique
+from tests.support.natsutil import connect, hub_mirror_bucket, unique
+from tests.support.waiting import Later
 
 
 async def create_leaf_bucket(url: str, bucket: str) -> None:

@@ -11,7 +11,8 @@ from nats.js.api import ExternalStream, StreamConfig, StreamSource
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.sensors.replication_lag import JetStreamReplicationLagSensor
 from tests.dags import sensors_replication_lag as dags
-from tests.triggers.natsutil import Later, connect, unique
+from tests.support.natsutil import connect, unique
+from tests.support.waiting import Later
 
 LEAF_API = ExternalStream(api="$JS.leaf.API")
 

@@ -6,7 +6,7 @@ import pytest
 
 from airflow_provider_jetstream.core.errors import JetStreamDataLossError
 from airflow_provider_jetstream.core.read.range import READERS, MissingRange, PullSettings, read_range
-from tests.spark.conftest import delete_messages, hub_client, publish, publish_many, run
+from tests.support.spark import delete_messages, hub_client, publish, publish_many, run
 
 
 @pytest.fixture(params=READERS, autouse=True)

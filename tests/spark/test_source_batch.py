@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.spark.conftest import delete_messages, publish, publish_many
+from tests.support.spark import delete_messages, publish, publish_many
 
 
 def _load(spark, options):

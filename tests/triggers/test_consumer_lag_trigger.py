@@ -11,26 +11,9 @@ from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.testing.servers import USERS
 from airflow_provider_jetstream.triggers.consumer_lag import JetStreamConsumerLagTrigger
 from airflow_provider_jetstream.triggers.replication_lag import JetStreamReplicationLagTrigger
-from tests.triggers.natsutil import (
-    connect,
-    connection_count,
-    eventually,
-    first_event,
-    messages_sent,
-    rebuild,
-    unique,
-)
-
-
-async def leaf_stream_with_consumer(url: str, stream: str, messages: int) -> None:
-    """A stream in the leaf's own domain with ``messages`` messages and a durable explicit-ack consumer."""
-    nc = await connect(url)
-    js = nc.jetstream()
-    await js.add_stream(StreamConfig(name=stream, subjects=[f"{stream}.in"]))
-    for i in range(messages):
-        await js.publish(f"{stream}.in", f"m{i}".encode())
-    await js.add_consumer(stream, ConsumerConfig(durable_name="worker", ack_policy=AckPolicy.EXPLICIT))
-    await nc.close()
+from tests.support.natsutil import connect, connection_count, leaf_stream_with_consumer, messages_sent, unique
+from tests.support.triggers import first_event, rebuild
+from tests.support.waiting import eventually
 
 
 def test_trigger_fires_only_after_the_last_ack(hub_leaf, hub_conn) -> None:

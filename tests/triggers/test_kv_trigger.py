@@ -10,7 +10,8 @@ from nats.js.api import KeyValueConfig
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.testing.servers import USERS
 from airflow_provider_jetstream.triggers.kv import JetStreamKeyValueTrigger
-from tests.triggers.natsutil import connect, first_event, hub_mirror_bucket, unique
+from tests.support.natsutil import connect, hub_mirror_bucket, unique
+from tests.support.triggers import first_event
 
 
 async def leaf_bucket(topology, bucket: str):

@@ -26,8 +26,8 @@ from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.sensors.replication_lag import JetStreamReplicationLagSensor
 from airflow_provider_jetstream.testing.servers import USERS
 from airflow_provider_jetstream.triggers import replication_lag as trigger_module
-from tests.triggers.natsutil import connect, rebuild, unique
-from tests.triggers.test_replication_trigger import leaf_origin_and_hub_copies
+from tests.support.natsutil import connect, leaf_origin_and_hub_copies, unique
+from tests.support.triggers import rebuild
 
 CUT_CHECKS = 40  # checks each checker makes while the leaf is cut off (at least)
 CUT_SECONDS = 20.0

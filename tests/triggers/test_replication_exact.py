@@ -17,7 +17,7 @@ import pytest
 from airflow.sdk.exceptions import AirflowFailException
 from nats.js.api import ExternalStream, StreamConfig, StreamSource, SubjectTransform
 
-from airflow_provider_jetstream.core import checks as checks_module
+from airflow_provider_jetstream.core.status import checks as checks_module
 from airflow_provider_jetstream.core.status.origins import (
     server_hash,
     stream_source_seq,
@@ -29,7 +29,8 @@ from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.sensors.replication_lag import JetStreamReplicationLagSensor
 from airflow_provider_jetstream.testing.servers import USERS
 from airflow_provider_jetstream.triggers.replication_lag import JetStreamReplicationLagTrigger
-from tests.triggers.natsutil import connect, first_event, rebuild, unique
+from tests.support.natsutil import connect, unique
+from tests.support.triggers import first_event, rebuild
 
 LEAF_API = ExternalStream(api="$JS.leaf.API")
 GHOST_API = ExternalStream(api="$JS.ghost.API")  # a domain no server has: it never answers

@@ -5,33 +5,15 @@ from __future__ import annotations
 import asyncio
 import time
 
-from nats.js.api import ExternalStream, StreamConfig, StreamSource
+from nats.js.api import StreamConfig, StreamSource
 
 from airflow_provider_jetstream.core.status.replication import ReplicationWatch
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.sensors.replication_lag import JetStreamReplicationLagSensor
 from airflow_provider_jetstream.testing.servers import USERS
 from airflow_provider_jetstream.triggers.replication_lag import JetStreamReplicationLagTrigger
-from tests.triggers.natsutil import connect, first_event, unique
-
-LEAF_API = ExternalStream(api="$JS.leaf.API")
-
-
-async def leaf_origin_and_hub_copies(topology, origin: str, messages: int) -> tuple[str, str]:
-    """A leaf stream with messages, a hub aggregate sourcing it and a hub mirror of it."""
-    leaf = await connect(topology.url("leaf"))
-    ljs = leaf.jetstream()
-    await ljs.add_stream(StreamConfig(name=origin, subjects=[f"{origin}.in"]))
-    for i in range(messages):
-        await ljs.publish(f"{origin}.in", f"m{i}".encode())
-    await leaf.close()
-    hub = await connect(topology.url("hub"))
-    hjs = hub.jetstream()
-    aggregate, mirror = f"{origin}_agg", f"{origin}_mirror"
-    await hjs.add_stream(StreamConfig(name=aggregate, sources=[StreamSource(name=origin, external=LEAF_API)]))
-    await hjs.add_stream(StreamConfig(name=mirror, mirror=StreamSource(name=origin, external=LEAF_API)))
-    await hub.close()
-    return aggregate, mirror
+from tests.support.natsutil import LEAF_API, connect, leaf_origin_and_hub_copies, unique
+from tests.support.triggers import first_event
 
 
 async def message_counts(topology, streams: dict[str, str]) -> dict[str, int]:

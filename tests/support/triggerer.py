@@ -12,7 +12,8 @@ import structlog
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 from airflow.triggers.shared_stream import SharedStreamManager
 
-from tests.triggers.natsutil import eventually, rebuild
+from tests.support.triggers import rebuild
+from tests.support.waiting import eventually
 
 
 @dataclass
@@ -84,22 +85,3 @@ class Triggerer:
             task.cancel()
         await asyncio.gather(*self.tasks.values(), return_exceptions=True)
         await self.manager.stop_all()
-
-
-def publish_raw_headers(
-    host: str, port: int, user: str, password: str, subject: str, headers: list[tuple[str, str]], data: bytes
-) -> None:
-    """Publish one message with repeated header names (nats-py's dict headers cannot), over a plain socket."""
-    import json
-    import socket
-
-    block = ("NATS/1.0\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers) + "\r\n").encode()
-    with socket.create_connection((host, port), timeout=5) as sock:
-        reader = sock.makefile("rb")
-        assert reader.readline().startswith(b"INFO ")
-        connect = {"user": user, "pass": password, "headers": True, "verbose": False, "pedantic": False, "protocol": 1}
-        sock.sendall(b"CONNECT " + json.dumps(connect).encode() + b"\r\n")
-        command = f"HPUB {subject} {len(block)} {len(block) + len(data)}\r\n".encode()
-        sock.sendall(command + block + data + b"\r\nPING\r\n")
-        line = reader.readline()
-        assert line.startswith(b"PONG"), line
