@@ -11,5 +11,7 @@
 - :mod:`.spark`: streams for the Spark tests and publishing into them.
 - :mod:`.lineage`: the metadata DB's DAG, queue and asset-event rows.
 - :mod:`.nats_js`: nats.js (the official JavaScript client) run with Node.
+- :mod:`.wire`: Hypothesis strategies for names and ack replies; MSG/HMSG frames as the server writes them.
+- :mod:`.fakes`: a recording NATS client for the unit tests of pure logic.
 - :mod:`.killpoints`: kill points for the packaged stream_to_parquet job (and its spark-submit application).
 """
