@@ -21,7 +21,7 @@ from tests.support.natsutil import (
     publish_raw_headers,
     unique,
 )
-from tests.support.triggerer import Triggerer
+from tests.support.triggerer import Triggerer, published_so_far_reached_the_server
 from tests.support.triggers import message_trigger, rebuild
 from tests.support.waiting import eventually
 
@@ -53,7 +53,9 @@ def test_events_carry_the_message_and_nothing_is_acked_before_every_watcher_stor
             info = await consumer_state(hub_leaf.url("leaf"), stream, "af_events")
             assert (info["num_ack_pending"], acked_through(info)) == (4, 0)
             runner.persist(lambda f: f.trigger_id in (1, 2))  # two of three watchers stored theirs
-            await asyncio.sleep(0.5)  # give a wrong early ack the chance to show (the check below is exact)
+            # A wrong early ack would go out on the watchers' connection as this persist is handled: once it
+            # has reached the server, the check below is exact.
+            await published_so_far_reached_the_server(hub_conn)
             info = await consumer_state(hub_leaf.url("leaf"), stream, "af_events")
             assert (info["num_ack_pending"], acked_through(info)) == (4, 0)
             runner.persist(lambda f: f.trigger_id == 3 and f.event.payload["sequence"] <= 2)

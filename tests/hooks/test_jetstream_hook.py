@@ -330,7 +330,7 @@ def test_connection_closes_on_error_and_on_cancellation(hub_conn) -> None:
             async with hook.aconnect() as nc:
                 seen.append(nc)
                 started.set()
-                await asyncio.sleep(60)
+                await asyncio.Event().wait()  # in use until cancelled
 
         task = asyncio.create_task(user())
         await started.wait()

@@ -3,6 +3,7 @@
 - :mod:`.natsutil`: unique names, nats-py connections, streams and consumers made for a test, what a
   server's monitoring endpoint says of its clients.
 - :mod:`.waiting`: waiting on a condition with a deadline (never a fixed sleep).
+- :mod:`.logs`: the log lines of the code under test, captured: a logged decision is the signal a test waits for.
 - :mod:`.triggers`: trigger round trips (serialize -> rebuild -> run) and the message trigger of the event tests.
 - :mod:`.triggerer`: Airflow 3.3's triggerer around a real ``SharedStreamManager``.
 - :mod:`.management`: raw JetStream API access, the API request watch and the quiet server.

@@ -128,6 +128,21 @@ def acked_through(info: dict) -> int:
     return (info.get("ack_floor") or {}).get("stream_seq", 0)
 
 
+async def origin_silence(topology: Any, streams: dict[str, str]) -> float:
+    """Seconds since the hub last heard from the origins of the copies ``{stream: domain}`` (the ``active`` of
+    their mirror or sources), the shortest of them: what a cut-off origin's silence has reached."""
+    nc = await connect(topology.url("hub"))
+    try:
+        silences = []
+        for stream, domain in streams.items():
+            info = await JetStreamApi(nc, f"$JS.{domain}.API").stream_info(stream) or {}
+            origins = ([info["mirror"]] if info.get("mirror") else []) + (info.get("sources") or [])
+            silences += [origin.get("active", 0) / 1e9 for origin in origins]
+        return min(silences, default=0.0)
+    finally:
+        await nc.close()
+
+
 async def hub_mirror_bucket(topology: Any, copy: str, origin: str, legacy: bool) -> None:
     """A hub bucket mirroring the leaf's ``origin``: as nats.go / nats.js create it (the origin's
     subjects kept) or, ``legacy``, as this provider's earlier releases did (a transform to ``$KV.<copy>.>``)."""

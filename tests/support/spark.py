@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
+import json
 from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -100,3 +102,21 @@ def delete_messages(stream: SparkStream, seqs: list[int]) -> None:
             await nc.close()
 
     run(go())
+
+
+def stored_at(stream: SparkStream, seq: int) -> dt.datetime:
+    """When the stream stored message ``seq`` (the server's clock, UTC), rounded up to the microsecond."""
+
+    async def go() -> str:
+        nc = await hub_client(stream.topology)
+        try:
+            body = json.dumps({"seq": seq}).encode()
+            msg = await nc.request(f"{stream.api_prefix}.STREAM.MSG.GET.{stream.name}", body, timeout=5)
+            return json.loads(msg.data)["message"]["time"]
+        finally:
+            await nc.close()
+
+    whole, _, fraction = run(go()).rstrip("Z").partition(".")
+    nanoseconds = int((fraction or "0").ljust(9, "0")[:9])
+    moment = dt.datetime.fromisoformat(whole).replace(tzinfo=dt.timezone.utc)
+    return moment + dt.timedelta(microseconds=-(-nanoseconds // 1000))

@@ -85,3 +85,15 @@ class Triggerer:
             task.cancel()
         await asyncio.gather(*self.tasks.values(), return_exceptions=True)
         await self.manager.stop_all()
+
+
+async def published_so_far_reached_the_server(conn_id: str, round_trips: int = 2) -> None:
+    """Round trips (PING/PONG) on this event loop's shared connection of ``conn_id``: the one the watchers of a
+    :class:`Triggerer` in this loop publish their acks on. When they return, whatever was published on it before
+    has been processed by the server, including what a task woken by the test's last step (a persist
+    confirmation) sent: the first round trip lets that task run, the second follows what it published."""
+    from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
+
+    async with JetStreamHook(conn_id).aconnect() as nc:
+        for _ in range(round_trips):
+            await nc.flush()

@@ -42,23 +42,24 @@ def wait_until(probe: Callable[[], Any], done: Callable[[Any], bool], timeout: f
 
 
 class Later(threading.Thread):
-    """Run ``make_coro()`` in its own event loop after ``delay`` seconds (while dag.test() blocks)."""
+    """Run ``make_coro()`` in an event loop of its own thread while ``dag.test()`` blocks the test's; the coroutine
+    waits for what it needs (a log line, a server state) before it acts. ``finish()`` re-raises its error."""
 
-    def __init__(self, delay: float, make_coro: Callable[[], Coroutine[Any, Any, Any]]) -> None:
+    def __init__(self, make_coro: Callable[[], Coroutine[Any, Any, Any]]) -> None:
         super().__init__(daemon=True)
-        self.delay, self.make_coro = delay, make_coro
+        self.make_coro = make_coro
         self.result: Any = None
         self.error: BaseException | None = None
 
     def run(self) -> None:
-        time.sleep(self.delay)
         try:
             self.result = asyncio.run(self.make_coro())
         except BaseException as err:  # re-raised in the test by finish()
             self.error = err
 
-    def finish(self, timeout: float = 30) -> Any:
+    def finish(self, timeout: float = 60) -> Any:
         self.join(timeout)
+        assert not self.is_alive(), f"the background work did not end within {timeout}s"
         if self.error:
             raise self.error
         return self.result
