@@ -25,7 +25,8 @@ cd "$(dirname "$0")/.."
 
 VERSIONS="${PYTHON_VERSIONS:-3.10 3.13}"
 # What differs between CPython releases: asyncio cancellation and timeouts, ssl, the connection
-# layer, the triggers and the core's import rule. The newest admitted Python (3.13) runs that; the
+# layer, the triggers and the core's import rule (and the unit tests of the core's pure logic, with
+# the Hypothesis release pinned for that Python). The newest admitted Python (3.13) runs that; the
 # oldest (3.10) runs it and also the event-driven layer (asset watchers in a triggerer's loop, but
 # the two-triggerer clash, which waits on the server's pull-request count, not on Python), lineage
 # and the example DAGs that need no Spark. Not run here, once on the default Python is enough:
@@ -34,7 +35,7 @@ VERSIONS="${PYTHON_VERSIONS:-3.10 3.13}"
 # the management layer and the sensors (the hooks' and triggers' code paths, which run here).
 VERSION_SENSITIVE="tests/hooks tests/triggers tests/local tests/specs tests/test_architecture.py
   tests/test_connection_config.py tests/reliability/test_transport.py tests/reliability/test_connection_inputs.py
-  tests/reliability/test_pull_faults.py tests/test_wire.py"
+  tests/reliability/test_pull_faults.py tests/test_wire.py tests/unit"
 OLDEST_ALSO="tests/events tests/lineage tests/test_example_dags.py
   --deselect tests/events/test_flow_control.py::test_a_second_triggerer_pulling_the_same_consumer_is_refused_not_splitting_messages
   --deselect tests/test_example_dags.py::test_every_dag_file_loads_with_docs"

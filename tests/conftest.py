@@ -10,11 +10,20 @@ Fixtures:
   ``dag.test()`` runs DAGs from a bundle: put test DAGs in ``tests/dags/`` (bundle ``test-dags``).
 - ``auth_servers`` (session): one server per authentication method (password, token, NKey,
   creds, TLS, mutual TLS), with the material a client needs.
+- ``raw``: direct JetStream requests to the shared topology, bypassing the code under test.
+- ``api_watch``: every JetStream API request in the hub's account ACC, by client.
+- ``quiet_server`` (session) / ``quiet_conn``: a JetStream server nothing else uses, and a connection to it.
+- ``spark`` (session): a local SparkSession with the data source registered; ``make_stream``: a
+  stream for one Spark test.
+
+Shared helpers (no fixtures) are in ``tests/support/``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -60,7 +69,9 @@ from airflow_provider_jetstream.testing.servers import (  # noqa: E402
     NatsServer,
     free_port,
 )
-from tests.nats_auth import OperatorSetup, TlsFiles, make_tls, operator_setup  # noqa: E402
+from tests.support.auth import NKey, OperatorSetup, TlsFiles, make_tls, operator_setup  # noqa: E402
+from tests.support.management import ApiWatch, QuietServer, Raw  # noqa: E402
+from tests.support.spark import SparkStream, hub_client, run  # noqa: E402
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -167,8 +178,6 @@ def auth_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthServe
     """One JetStream server per authentication method, each configured only for that method."""
     import nkeys
 
-    from tests.nats_auth import NKey
-
     work = tmp_path_factory.mktemp("auth")
     token = f"tok-{uuid.uuid4().hex}"
     nkey = NKey.create(nkeys.PREFIX_BYTE_USER)
@@ -213,3 +222,106 @@ def auth_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthServe
 def unused_url() -> str:
     """A server URL on a loopback port where nothing listens."""
     return f"nats://127.0.0.1:{free_port()}"
+
+
+@pytest.fixture
+def raw(hub_leaf: LocalTopology) -> Raw:
+    """Direct JetStream requests to the shared topology (bypassing the code under test)."""
+    return Raw(hub_leaf)
+
+
+@pytest.fixture
+def api_watch(hub_leaf: LocalTopology) -> Iterator[ApiWatch]:
+    """An :class:`ApiWatch` on the hub, account ACC (where ``hub_conn`` sends its requests)."""
+    with ApiWatch(hub_leaf.hub.url) as watch:
+        yield watch
+
+
+@pytest.fixture(scope="session")
+def quiet_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[QuietServer]:
+    quiet = QuietServer(tmp_path_factory.mktemp("quiet"))
+    quiet.server.start()
+    try:
+        yield quiet
+    finally:
+        quiet.server.stop()
+
+
+@pytest.fixture
+def quiet_conn(quiet_server: QuietServer, jetstream_conn: Callable[..., str]) -> str:
+    """Connection id: user ``acc`` on the quiet server."""
+    user, password = USERS["ACC"]
+    return jetstream_conn(host=f"127.0.0.1:{quiet_server.server.port}", login=user, password=password)
+
+
+@pytest.fixture(scope="session")
+def spark(hub_leaf: LocalTopology) -> Iterator[Any]:
+    """The session's SparkSession. Its JVM (and so every Python worker) is started with
+    ``JETSTREAM_CONNECTION_SECRET`` naming the hub as user ``acc``, as the operator's spark-submit
+    would be: the data source's planner processes read the JVM's environment, not this process's.
+    """
+    from pyspark.sql import SparkSession
+
+    from airflow_provider_jetstream.core.connection.settings import JetStreamConnectionConfig
+    from airflow_provider_jetstream.spark import register
+    from airflow_provider_jetstream.spark.options import connection_env
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # Spark's Python workers run this interpreter
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    user, password = USERS["ACC"]
+    hub = JetStreamConnectionConfig.from_fields(
+        conn_id="tests", host=f"127.0.0.1:{hub_leaf.hub.port}", login=user, password=password
+    )
+    os.environ.update(connection_env(hub))
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("jetstream-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.python.worker.reuse", "true")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO lines at exit hit closed capture streams
+    register(session)
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def make_stream(hub_leaf: LocalTopology) -> Iterator[Callable[..., SparkStream]]:
+    """Create a stream (default in the leaf domain) with subjects ``<prefix>.>``; deleted after the test."""
+    made: list[SparkStream] = []
+
+    def make(domain: str = "leaf", **config: Any) -> SparkStream:
+        from nats.js.api import StreamConfig
+
+        uid = uuid.uuid4().hex[:8]
+        stream = SparkStream(f"spark_{uid}", domain, f"spark_{uid}", hub_leaf)
+
+        async def create() -> None:
+            nc = await hub_client(hub_leaf)
+            try:
+                js = nc.jetstream(domain=domain)
+                await js.add_stream(StreamConfig(name=stream.name, subjects=[f"{stream.prefix}.>"], **config))
+            finally:
+                await nc.close()
+
+        run(create())
+        made.append(stream)
+        return stream
+
+    yield make
+
+    async def delete() -> None:
+        nc = await hub_client(hub_leaf)
+        try:
+            for stream in made:
+                with contextlib.suppress(Exception):
+                    await nc.jetstream(domain=stream.domain).delete_stream(stream.name)
+        finally:
+            await nc.close()
+
+    run(delete())

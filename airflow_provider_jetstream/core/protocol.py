@@ -36,6 +36,8 @@ from typing import Any, NamedTuple
 from airflow_provider_jetstream.core.errors import JetStreamPublishError
 
 ACK_PREFIX = "$JS.ACK."
+#: Every number of an ack reply is below this (what the vectorised reader's int64 columns hold).
+_INT64_END = 2**63
 
 # -- ack replies ------------------------------------------------------------------------------------------
 
@@ -59,18 +61,21 @@ def parse_ack_reply(reply: str | None) -> AckReply | None:
     if not reply or not reply.startswith(ACK_PREFIX):
         return None
     tokens = reply.split(".")
-    try:
-        if len(tokens) == 9:
-            _, _, stream, consumer, delivered, sseq, dseq, ts, pending = tokens
-            domain = None
-        elif len(tokens) in (11, 12):
-            domain = None if tokens[2] == "_" else tokens[2]
-            stream, consumer, delivered, sseq, dseq, ts, pending = tokens[4:11]
-        else:
-            return None
-        return AckReply(stream, consumer, int(delivered), int(sseq), int(dseq), int(ts), int(pending), domain)
-    except ValueError:
+    if len(tokens) == 9:
+        _, _, stream, consumer, delivered, sseq, dseq, ts, pending = tokens
+        domain = None
+    elif len(tokens) in (11, 12):
+        domain = None if tokens[2] == "_" else tokens[2]
+        stream, consumer, delivered, sseq, dseq, ts, pending = tokens[4:11]
+    else:
         return None
+    fields = (delivered, sseq, dseq, ts, pending)
+    if not all(field.isascii() and field.isdigit() for field in fields):
+        return None
+    numbers = [int(field) for field in fields]
+    if any(number >= _INT64_END for number in numbers):
+        return None  # the server writes none: not an ack reply
+    return AckReply(stream, consumer, *numbers, domain)
 
 
 # -- header blocks ----------------------------------------------------------------------------------------

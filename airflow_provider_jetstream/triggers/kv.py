@@ -88,14 +88,16 @@ class JetStreamKeyValueTrigger(JetStreamWaitTrigger):
     async def _watch(self, api: JetStreamApi) -> KeyCheck:
         """Watch until the key satisfies the trigger, or ``rewatch_interval`` passes without a change."""
         target = api.target
+        seen = False
         async for entry in watch_key(api, self.bucket, self.key, quiet_after=self.rewatch_interval):
-            if entry is None:
-                return KeyCheck(
-                    self.bucket, self.key, target, False,
-                    f"key {self.key!r} unchanged for {self.rewatch_interval:g}s; watching again",
-                )  # fmt: skip
+            if entry is None:  # what is stored has been delivered
+                if not seen:
+                    self.log.info("KV %r in %s: key %r is absent; watching", self.bucket, target, self.key)
+                continue
+            seen = True
             check = judge_entry(self.bucket, self.key, target, entry, self.value, self.min_revision)
             self.log.info("KV %r in %s: %s: %s", self.bucket, target, "done" if check.done else "waiting", check.reason)
             if check.done:
                 return check
-        raise AssertionError("a watch yields until it is closed")
+        unchanged = f"key {self.key!r} unchanged for {self.rewatch_interval:g}s; watching again"
+        return KeyCheck(self.bucket, self.key, target, False, unchanged)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from airflow_provider_jetstream.testing.servers import USERS
 from tests.dags.taskflow_example import dag
-from tests.operators.conftest import Raw
+from tests.support.management import Raw
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "tests" / "dags" / "taskflow_example.py"

@@ -11,9 +11,10 @@ from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.core.protocol import parse_ack_reply
 from airflow_provider_jetstream.triggers.messages import JetStreamMessageTrigger
-from tests.events.harness import Triggerer
-from tests.events.test_message_trigger import acked_through, consumer_state, leaf_stream, publish, trigger
-from tests.triggers.natsutil import connect, eventually, rebuild, unique
+from tests.support.natsutil import acked_through, connect, consumer_state, leaf_stream, publish, unique
+from tests.support.triggerer import Triggerer
+from tests.support.triggers import message_trigger, rebuild
+from tests.support.waiting import eventually
 
 
 class AckMonitor:
@@ -73,7 +74,7 @@ def test_an_ack_all_consumer_is_acked_once_everything_below_is_stored_with_fewer
         await nc.flush()
         runner = Triggerer()
         for tid in (1, 2, 3):
-            runner.start(tid, trigger(hub_conn, stream))
+            runner.start(tid, message_trigger(hub_conn, stream))
         try:
             fired = await runner.wait_fired(60)
             assert sorted(f.event.payload["sequence"] for f in fired if f.trigger_id == 1) == list(range(1, 21))
@@ -113,7 +114,7 @@ def test_a_failed_message_holds_the_floor_until_it_comes_back_and_is_stored(hub_
         # Watcher 2 never stores message 5: after ack_timeout it fails, so 5 is naked; watcher 1 stays.
         runner = Triggerer(ack_timeout=5.0)
         for tid in (1, 2):
-            runner.start(tid, trigger(hub_conn, stream, ack_policy="all", nak_delay=0.5))
+            runner.start(tid, message_trigger(hub_conn, stream, ack_policy="all", nak_delay=0.5))
         try:
             await runner.wait_fired(20)
             monitor.stored(runner, lambda f: f.trigger_id == 1 or f.event.payload["sequence"] != 5)
@@ -165,7 +166,7 @@ def test_a_rejected_message_is_dead_lettered_and_the_floor_passes_it(hub_leaf, h
         await nc.subscribe(f"$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.{stream}.af_events", cb=on_term)
         await nc.flush()
         runner = Triggerer()
-        runner.start(1, trigger(hub_conn, stream, ack_policy="all", decode="json", dead_letter_stream=dlq))
+        runner.start(1, message_trigger(hub_conn, stream, ack_policy="all", decode="json", dead_letter_stream=dlq))
         try:
             fired = await runner.wait_fired(4)
             assert [f.event.payload["sequence"] for f in fired] == [1, 2, 4, 5]
@@ -199,7 +200,7 @@ def test_held_stored_messages_count_in_max_ack_pending_and_the_failed_one_still_
         await publish(url, f"{stream}.x", [json.dumps({"n": n}).encode() for n in range(1, 9)])
         runner = Triggerer(ack_timeout=5.0)
         for tid in (1, 2):
-            runner.start(tid, trigger(hub_conn, stream, ack_policy="all", max_ack_pending=4, nak_delay=0.5))
+            runner.start(tid, message_trigger(hub_conn, stream, ack_policy="all", max_ack_pending=4, nak_delay=0.5))
         try:
             await runner.wait_fired(8)
             assert sorted({f.event.payload["sequence"] for f in runner.fired}) == [1, 2, 3, 4]
@@ -225,10 +226,10 @@ def test_ack_policy_none_is_refused_and_a_bogus_one_at_construction(hub_leaf, hu
     stream = unique("aanone").upper()
     url = hub_leaf.url("leaf")
     with pytest.raises(JetStreamConfigError) as caught:
-        trigger(hub_conn, stream, ack_policy="bogus")
+        message_trigger(hub_conn, stream, ack_policy="bogus")
     assert "ack_policy='bogus' is not allowed: use one of explicit, all" in str(caught.value)
-    assert rebuild(trigger(hub_conn, stream, ack_policy="all")).kwargs["ack_policy"] == "all"
-    assert trigger(hub_conn, stream).kwargs["ack_policy"] == "explicit"
+    assert rebuild(message_trigger(hub_conn, stream, ack_policy="all")).kwargs["ack_policy"] == "all"
+    assert message_trigger(hub_conn, stream).kwargs["ack_policy"] == "explicit"
 
     async def scenario() -> None:
         await leaf_stream(url, stream)
@@ -237,11 +238,11 @@ def test_ack_policy_none_is_refused_and_a_bogus_one_at_construction(hub_leaf, hu
         config = {"durable_name": "af_none", "ack_policy": "none", "deliver_policy": "all"}
         await api.request(f"CONSUMER.CREATE.{stream}.af_none", {"stream_name": stream, "config": config})
         runner = Triggerer()
-        runner.start(1, trigger(hub_conn, stream, consumer="af_none", ack_policy="all"))
+        runner.start(1, message_trigger(hub_conn, stream, consumer="af_none", ack_policy="all"))
         # Two groups on one consumer with different ack policies: the second is refused.
-        runner.start(2, trigger(hub_conn, stream, consumer="af_pair", ack_policy="all"))
+        runner.start(2, message_trigger(hub_conn, stream, consumer="af_pair", ack_policy="all"))
         await eventually(lambda: consumer_state(url, stream, "af_pair"), bool)
-        runner.start(3, trigger(hub_conn, stream, consumer="af_pair"))
+        runner.start(3, message_trigger(hub_conn, stream, consumer="af_pair"))
         try:
             await eventually(lambda: set(runner.errors), lambda e: {1, 3} <= e)
             assert "ack_policy='none'" in str(runner.errors[1])
@@ -287,7 +288,7 @@ def test_messages_a_previous_run_left_pending_hold_the_floor_until_they_come_bac
         await nc.subscribe("$JS.ACK.>", cb=monitor.on_ack)
         await nc.flush()
         runner = Triggerer()
-        runner.start(1, trigger(hub_conn, stream, ack_policy="all", ack_wait=3.0))
+        runner.start(1, message_trigger(hub_conn, stream, ack_policy="all", ack_wait=3.0))
         try:
             await runner.wait_fired(3)
             assert [f.event.payload["sequence"] for f in runner.fired] == [4, 5, 6]
@@ -318,7 +319,7 @@ def test_after_a_restart_what_was_stored_above_the_floor_fires_again_and_nothing
     async def scenario() -> None:
         await leaf_stream(url, stream)
         await publish(url, f"{stream}.x", [json.dumps({"n": n}).encode() for n in range(1, 7)])
-        watcher = trigger(hub_conn, stream, ack_policy="all", ack_wait=3.0)
+        watcher = message_trigger(hub_conn, stream, ack_policy="all", ack_wait=3.0)
         first = Triggerer()
         first.start(1, watcher)
         try:

@@ -12,7 +12,7 @@ import pytest
 from airflow.dag_processing.dagbag import DagBag
 
 from airflow_provider_jetstream.triggers.messages import JetStreamMessageTrigger
-from tests.events.harness import Triggerer
+from tests.support.triggerer import Triggerer
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "dags"))  # as Airflow's processes put the DAGs folder on sys.path

@@ -110,14 +110,16 @@ async def create_streams(url: str) -> None:
     await nc.drain()
 
 
-async def announce(url: str, first: int, count: int, pause: float = 0.0) -> None:
-    """Edge announcements ``first..first+count-1``, ``pause`` seconds apart."""
+async def announce(url: str, first: int, count: int, hold: tuple[int, threading.Event] | None = None) -> None:
+    """Edge announcements ``first..first+count-1``; with ``hold=(n, event)``, those from ``n`` on only once
+    ``event`` is set (the test sets it as it kills the triggerer: the edge announces across the kill)."""
     nc = await nats.connect(url)
     js = nc.jetstream()
     for i in range(first, first + count):
+        if hold is not None and i == hold[0]:
+            await asyncio.to_thread(hold[1].wait, 300)
         body = json.dumps({"batch": f"b{i}", "first_seq": i, "last_seq": i}).encode()
         await js.publish(f"announce.leaf-a.{i}", body, headers={"Nats-Msg-Id": f"b{i}"})
-        await asyncio.sleep(pause)
     await nc.drain()
 
 
@@ -170,8 +172,7 @@ class AckMonitor(threading.Thread):
         await nc.subscribe("$JS.ACK.>", cb=on_ack)
         await nc.flush()
         self.ready.set()
-        while not self.done.is_set():
-            await asyncio.sleep(0.2)
+        await asyncio.to_thread(self.done.wait)  # hearing acks until the test is done
         await nc.drain()
         db.close()
 
@@ -203,8 +204,11 @@ def test_a_triggerer_killed_half_way_loses_no_announcement(deployment) -> None:
     monitor = AckMonitor(topology.url("hub"), postgres)
     monitor.start()
     assert monitor.ready.wait(30)
-    publisher = threading.Thread(target=lambda: asyncio.run(announce(leaf, 1, TOTAL // 2, pause=0.1)))
-    publisher.start()  # the edge keeps announcing while the triggerer is killed
+    killed = threading.Event()
+    # The edge announces a quarter and a few more, then the rest of the first half once the triggerer is killed.
+    hold = (TOTAL // 4 + 10, killed)
+    publisher = threading.Thread(target=lambda: asyncio.run(announce(leaf, 1, TOTAL // 2, hold)))
+    publisher.start()
     wait_until(
         "a quarter stored, some acked",
         lambda: (
@@ -213,6 +217,7 @@ def test_a_triggerer_killed_half_way_loses_no_announcement(deployment) -> None:
         timeout=180,
     )
     kill_triggerer(airflow)
+    killed.set()  # the edge keeps announcing while the triggerer is down
     killed_at = len(set(stored_sequences(postgres)))
     acked_at_kill = asyncio.run(consumer())["ack_floor"]["stream_seq"]
     publisher.join(60)

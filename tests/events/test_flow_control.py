@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import time
 
-from tests.events.harness import Triggerer
-from tests.events.test_message_trigger import acked_through, consumer_state, leaf_stream, publish, trigger
-from tests.triggers.natsutil import connect, eventually, unique
+from tests.support.natsutil import acked_through, connect, consumer_state, leaf_stream, publish, unique
+from tests.support.triggerer import Triggerer
+from tests.support.triggers import message_trigger
+from tests.support.waiting import eventually
 
 
 def test_a_small_subscriber_queue_never_overflows_and_everything_is_acked(hub_leaf, hub_conn, monkeypatch) -> None:
@@ -19,7 +20,7 @@ def test_a_small_subscriber_queue_never_overflows_and_everything_is_acked(hub_le
         await publish(hub_leaf.url("leaf"), f"{stream}.x", [str(i).encode() for i in range(300)])
         # Airflow fails a watcher whose queue overflows; the producer keeps at most half a queue in flight
         runner = Triggerer()
-        runner.start(1, trigger(hub_conn, stream))
+        runner.start(1, message_trigger(hub_conn, stream))
         try:
             await runner.wait_fired(10)
             # The server's view: ten delivered and unacked, the other 290 not handed out at all.
@@ -60,7 +61,7 @@ def test_wpi_keeps_a_message_alive_while_airflow_persists_it(hub_leaf, hub_conn)
 
         await watcher.subscribe("$JS.ACK.>", cb=on_ack)
         runner = Triggerer()
-        runner.start(1, trigger(hub_conn, stream, ack_wait=1.0))
+        runner.start(1, message_trigger(hub_conn, stream, ack_wait=1.0))
         try:
             await runner.wait_fired(1)
             fired_at = time.monotonic()
@@ -88,10 +89,10 @@ def test_watchers_disagreeing_on_one_consumer_are_refused_not_competing(hub_leaf
     async def scenario() -> None:
         await leaf_stream(hub_leaf.url("leaf"), stream)
         runner = Triggerer()
-        runner.start(1, trigger(hub_conn, stream))
+        runner.start(1, message_trigger(hub_conn, stream))
         try:
             await eventually(lambda: consumer_state(hub_leaf.url("leaf"), stream, "af_events"), bool)
-            runner.start(2, trigger(hub_conn, stream, max_ack_pending=7))  # same consumer, other settings
+            runner.start(2, message_trigger(hub_conn, stream, max_ack_pending=7))  # same consumer, other settings
             await eventually(lambda: runner.errors, bool)
             assert list(runner.errors) == [2]
             assert "already consumed in this triggerer by watchers with other settings" in str(runner.errors[2])
@@ -114,8 +115,8 @@ def test_a_second_triggerer_pulling_the_same_consumer_is_refused_not_splitting_m
     async def scenario() -> None:
         await leaf_stream(hub_leaf.url("leaf"), stream)
         first, second = Triggerer(), Triggerer()
-        first.start(1, trigger(hub_conn, stream))
-        second.start(2, trigger(hub_conn, stream))
+        first.start(1, message_trigger(hub_conn, stream))
+        second.start(2, message_trigger(hub_conn, stream))
         try:
             await eventually(lambda: len(first.errors) + len(second.errors), bool, timeout=90)
             refusals = [e for runner in (first, second) for e in runner.errors.values()]
@@ -137,7 +138,7 @@ def test_a_second_triggerer_pulling_the_same_consumer_is_refused_not_splitting_m
 def test_a_message_failing_max_deliver_times_is_dead_lettered_and_terminated(hub_leaf, hub_conn) -> None:
     import json
 
-    from tests.triggers.natsutil import connect
+    from tests.support.natsutil import connect
 
     stream = unique("maxd").upper()
     dlq = f"{stream}_DLQ"
@@ -153,7 +154,7 @@ def test_a_message_failing_max_deliver_times_is_dead_lettered_and_terminated(hub
 
         await nc.subscribe(f"$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.{stream}.af_events", cb=on_term)
         runner = Triggerer(ack_timeout=1.0)  # never stored: each delivery fails
-        watcher = trigger(hub_conn, stream, max_deliver=2, nak_delay=0.2, dead_letter_stream=dlq)
+        watcher = message_trigger(hub_conn, stream, max_deliver=2, nak_delay=0.2, dead_letter_stream=dlq)
         try:
             for attempt, tid in enumerate((1, 2), start=1):
                 runner.start(tid, watcher)  # Airflow restarts a failed watcher trigger
@@ -177,8 +178,8 @@ def test_watchers_narrowing_by_subject_share_the_consumer_and_each_gets_its_own(
         await leaf_stream(hub_leaf.url("leaf"), stream)
         runner = Triggerer()
         a, b = (
-            trigger(hub_conn, stream, subjects=[f"{stream}.a"]),
-            trigger(hub_conn, stream, subjects=[f"{stream}.b.>"]),
+            message_trigger(hub_conn, stream, subjects=[f"{stream}.a"]),
+            message_trigger(hub_conn, stream, subjects=[f"{stream}.b.>"]),
         )
         assert a.shared_stream_key() == b.shared_stream_key()  # one group, one consumer
         runner.start(1, a)

@@ -10,9 +10,9 @@ from nats.js.api import StreamConfig
 from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.testing.servers import USERS
 from airflow_provider_jetstream.triggers.messages import JetStreamMessageTrigger
-from tests.events.harness import Triggerer
-from tests.events.test_message_trigger import acked_through, publish
-from tests.triggers.natsutil import connect, eventually, unique
+from tests.support.natsutil import acked_through, connect, publish, unique
+from tests.support.triggerer import Triggerer
+from tests.support.waiting import eventually
 
 
 @pytest.mark.parametrize("ack_policy", ["explicit", "all"])

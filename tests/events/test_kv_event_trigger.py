@@ -10,8 +10,10 @@ from nats.js.api import KeyValueConfig
 from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.triggers.kv_events import JetStreamKeyValueEventTrigger, kv_consumer_name
-from tests.events.harness import Triggerer
-from tests.triggers.natsutil import connect, eventually, rebuild, unique
+from tests.support.natsutil import connect, unique
+from tests.support.triggerer import Triggerer
+from tests.support.triggers import rebuild
+from tests.support.waiting import eventually
 
 
 async def ack_floor(url: str, bucket: str, consumer: str) -> int:

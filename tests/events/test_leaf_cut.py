@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 
 from airflow_provider_jetstream.testing.servers import USERS
-from tests.events.harness import Triggerer
-from tests.events.test_message_trigger import acked_through, leaf_stream, publish, trigger
-from tests.triggers.natsutil import connect, eventually, unique
+from tests.support.natsutil import acked_through, connect, leaf_stream, publish, unique
+from tests.support.triggerer import Triggerer
+from tests.support.triggers import message_trigger
+from tests.support.waiting import eventually
 
 
 def test_a_leaf_cut_loses_nothing_and_fires_nothing_twice(make_topology, jetstream_conn) -> None:
@@ -31,7 +32,7 @@ def test_a_leaf_cut_loses_nothing_and_fires_nothing_twice(make_topology, jetstre
     async def scenario() -> None:
         await leaf_stream(topology.url("leaf"), stream)
         runner = Triggerer()
-        runner.start(1, trigger(conn, stream, ack_wait=2.0))
+        runner.start(1, message_trigger(conn, stream, ack_wait=2.0))
         try:
             await publish(topology.url("leaf"), f"{stream}.x", [b"1", b"2", b"3"])
             await runner.wait_fired(3)

@@ -6,50 +6,24 @@ import asyncio
 import json
 
 import pytest
-from nats.js.api import StreamConfig
 
 from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.testing.servers import USERS
 from airflow_provider_jetstream.triggers.messages import JetStreamMessageTrigger
-from tests.events.harness import Triggerer, publish_raw_headers
-from tests.triggers.natsutil import connect, connection_count, eventually, rebuild, unique
-
-
-async def leaf_stream(url: str, stream: str, *extra: str) -> None:
-    """A stream on the leaf (domain ``leaf``) listening on ``<stream>.>``, plus any ``extra`` streams."""
-    nc = await connect(url)
-    js = nc.jetstream()
-    for name in (stream, *extra):
-        await js.add_stream(StreamConfig(name=name, subjects=[f"{name}.>"]))
-    await nc.close()
-
-
-async def publish(url: str, subject: str, payloads: list[bytes]) -> list[int]:
-    nc = await connect(url)
-    js = nc.jetstream()
-    seqs = [(await js.publish(subject, p)).seq for p in payloads]
-    await nc.close()
-    return seqs
-
-
-async def consumer_state(url: str, stream: str, consumer: str) -> dict:
-    nc = await connect(url)
-    try:
-        info = await JetStreamApi(nc, "$JS.leaf.API").consumer_info(stream, consumer)
-    finally:
-        await nc.close()
-    return info or {}
-
-
-def acked_through(info: dict) -> int:
-    return (info.get("ack_floor") or {}).get("stream_seq", 0)
-
-
-def trigger(conn: str, stream: str, **kw) -> JetStreamMessageTrigger:
-    kw.setdefault("consumer", "af_events")
-    kw.setdefault("cohort_wait", 0)
-    return JetStreamMessageTrigger(jetstream_conn_id=conn, stream=stream, domain="leaf", **kw)
+from tests.support.natsutil import (
+    acked_through,
+    connect,
+    connection_count,
+    consumer_state,
+    leaf_stream,
+    publish,
+    publish_raw_headers,
+    unique,
+)
+from tests.support.triggerer import Triggerer, published_so_far_reached_the_server
+from tests.support.triggers import message_trigger, rebuild
+from tests.support.waiting import eventually
 
 
 def test_events_carry_the_message_and_nothing_is_acked_before_every_watcher_stored_it(hub_leaf, hub_conn) -> None:
@@ -64,7 +38,7 @@ def test_events_carry_the_message_and_nothing_is_acked_before_every_watcher_stor
         publish_raw_headers("127.0.0.1", leaf.port, user, password, f"{stream}.b", repeated, b"4")
         runner = Triggerer()
         for tid in (1, 2, 3):  # three watchers with identical kwargs: one group
-            runner.start(tid, trigger(hub_conn, stream))
+            runner.start(tid, message_trigger(hub_conn, stream))
         try:
             fired = await runner.wait_fired(12)
             by_seq = {f.event.payload["sequence"]: f.event.payload for f in fired if f.trigger_id == 1}
@@ -79,7 +53,9 @@ def test_events_carry_the_message_and_nothing_is_acked_before_every_watcher_stor
             info = await consumer_state(hub_leaf.url("leaf"), stream, "af_events")
             assert (info["num_ack_pending"], acked_through(info)) == (4, 0)
             runner.persist(lambda f: f.trigger_id in (1, 2))  # two of three watchers stored theirs
-            await asyncio.sleep(0.5)  # give a wrong early ack the chance to show (the check below is exact)
+            # A wrong early ack would go out on the watchers' connection as this persist is handled: once it
+            # has reached the server, the check below is exact.
+            await published_so_far_reached_the_server(hub_conn)
             info = await consumer_state(hub_leaf.url("leaf"), stream, "af_events")
             assert (info["num_ack_pending"], acked_through(info)) == (4, 0)
             runner.persist(lambda f: f.trigger_id == 3 and f.event.payload["sequence"] <= 2)
@@ -113,7 +89,7 @@ def test_a_reject_dead_letters_with_the_reason_then_terminates(hub_leaf, hub_con
 
         await nc.subscribe(f"$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.{stream}.af_events", cb=on_term)
         runner = Triggerer()
-        runner.start(1, trigger(hub_conn, stream, decode="json", dead_letter_stream=dlq))
+        runner.start(1, message_trigger(hub_conn, stream, decode="json", dead_letter_stream=dlq))
         try:
             fired = await runner.wait_fired(1)
             assert [f.event.payload["sequence"] for f in fired] == [2]
@@ -144,7 +120,7 @@ def test_a_failure_naks_and_the_same_sequence_comes_back(hub_leaf, hub_conn) -> 
         await leaf_stream(hub_leaf.url("leaf"), stream)
         (seq,) = await publish(hub_leaf.url("leaf"), f"{stream}.x", [b'{"n": 1}'])
         runner = Triggerer(ack_timeout=1.0)  # the event is never confirmed stored: the watcher fails
-        watcher = trigger(hub_conn, stream, nak_delay=0.5)
+        watcher = message_trigger(hub_conn, stream, nak_delay=0.5)
         runner.start(1, watcher)
         try:
             first = (await runner.wait_fired(1))[0]
@@ -176,7 +152,7 @@ def test_a_hundred_watchers_share_one_consumer_and_one_connection(hub_leaf, jets
         await leaf_stream(hub_leaf.url("leaf"), stream)
         runner = Triggerer()
         for tid in range(100):
-            runner.start(tid, trigger(conn, stream))
+            runner.start(tid, message_trigger(conn, stream))
         try:
             await eventually(lambda: consumer_state(hub_leaf.url("leaf"), stream, "af_events"), bool)
             await publish(hub_leaf.url("leaf"), f"{stream}.x", [b"1", b"2", b"3"])
@@ -238,7 +214,7 @@ def test_an_existing_consumer_that_cannot_ack_each_message_is_refused_unchanged(
         config = {"durable_name": "af_events", "ack_policy": "none", "deliver_policy": "all"}
         await api.request(f"CONSUMER.CREATE.{stream}.af_events", {"stream_name": stream, "config": config})
         runner = Triggerer()
-        runner.start(1, trigger(hub_conn, stream))
+        runner.start(1, message_trigger(hub_conn, stream))
         try:
             await eventually(lambda: runner.errors, bool)
             assert "ack_policy='none'" in str(runner.errors[1])
@@ -257,7 +233,7 @@ def test_batches_and_the_standalone_round_trip(hub_leaf, hub_conn) -> None:
         await leaf_stream(hub_leaf.url("leaf"), stream)
         await publish(hub_leaf.url("leaf"), f"{stream}.x", [b"1", b"2", b"3", b"4", b"5"])
         runner = Triggerer()
-        runner.start(1, trigger(hub_conn, stream, consumer="af_batch", batch_size=5, batch_window=5.0))
+        runner.start(1, message_trigger(hub_conn, stream, consumer="af_batch", batch_size=5, batch_window=5.0))
         try:
             (fired,) = await runner.wait_fired(1)
             payload = fired.event.payload
@@ -271,7 +247,7 @@ def test_batches_and_the_standalone_round_trip(hub_leaf, hub_conn) -> None:
             await runner.stop()
 
         # Standalone (Airflow < 3.3's path): serialize -> rebuild -> run(); acked fallback_ack_delay after it fired.
-        standalone = rebuild(trigger(hub_conn, stream, consumer="af_alone", fallback_ack_delay=0.2))
+        standalone = rebuild(message_trigger(hub_conn, stream, consumer="af_alone", fallback_ack_delay=0.2))
         events = standalone.run()
         first = await asyncio.wait_for(anext(events), 30)
         assert first.payload["sequence"] == 1

@@ -11,8 +11,8 @@ from nats.js.api import StreamConfig
 from airflow_provider_jetstream.assets.jetstream import create_asset, parse_stream_uri
 from airflow_provider_jetstream.get_provider_info import get_provider_info
 from airflow_provider_jetstream.triggers.messages import JetStreamMessageTrigger
-from tests.events.harness import Triggerer
-from tests.triggers.natsutil import connect, unique
+from tests.support.natsutil import connect, unique
+from tests.support.triggerer import Triggerer
 
 
 def test_provider_info_declares_the_queue_and_the_asset_scheme() -> None:

@@ -7,8 +7,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -21,18 +19,8 @@ from airflow_provider_jetstream.core.manage.reconcile import ReconcileError
 from airflow_provider_jetstream.core.publish.engine import JetStreamPublishError
 from airflow_provider_jetstream.core.status.replication import ReplicationWatch
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
-from tests.operators.conftest import QuietServer, Raw, uid
-
-
-def wait_until(read: Callable[[], Any], done: Callable[[Any], bool], timeout: float = 60.0) -> Any:
-    """``read()`` once ``done`` holds for it (the servers copy asynchronously)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = read()
-        if done(value):
-            return value
-        assert time.monotonic() < deadline, f"not reached after {timeout}s: {value!r}"
-        time.sleep(0.2)
+from tests.support.management import QuietServer, Raw, uid
+from tests.support.waiting import wait_until
 
 
 def kv_value(raw: Raw, domain: str, bucket: str, key: str) -> bytes:

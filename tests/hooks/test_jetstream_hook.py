@@ -191,7 +191,7 @@ def test_nkey_seed(auth_servers, jetstream_conn) -> None:
 def test_wrong_nkey_is_refused(auth_servers, jetstream_conn) -> None:
     import nkeys
 
-    from tests.nats_auth import NKey
+    from tests.support.auth import NKey
 
     other = NKey.create(nkeys.PREFIX_BYTE_USER)
     conn_id = jetstream_conn(f"127.0.0.1:{auth_servers.nkey.port}", nkey_seed=other.seed)
@@ -210,7 +210,7 @@ def test_creds_file_and_creds_content(auth_servers, jetstream_conn, tmp_path) ->
 
 
 def test_creds_of_unknown_account_is_refused(auth_servers, jetstream_conn, tmp_path) -> None:
-    from tests.nats_auth import operator_setup
+    from tests.support.auth import operator_setup
 
     stranger = operator_setup(tmp_path / "unused").creds
     conn_id = jetstream_conn(f"127.0.0.1:{auth_servers.creds.port}", creds=stranger)
@@ -330,7 +330,7 @@ def test_connection_closes_on_error_and_on_cancellation(hub_conn) -> None:
             async with hook.aconnect() as nc:
                 seen.append(nc)
                 started.set()
-                await asyncio.sleep(60)
+                await asyncio.Event().wait()  # in use until cancelled
 
         task = asyncio.create_task(user())
         await started.wait()

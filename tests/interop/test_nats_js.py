@@ -11,8 +11,6 @@ import asyncio
 import time
 from typing import Any
 
-import pytest
-
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.operators.consumers import JetStreamCreateConsumerOperator
 from airflow_provider_jetstream.operators.kv import (
@@ -24,14 +22,9 @@ from airflow_provider_jetstream.operators.publish import JetStreamPublishOperato
 from airflow_provider_jetstream.operators.streams import JetStreamCreateStreamOperator
 from airflow_provider_jetstream.sensors.kv import JetStreamKeyValueSensor
 from airflow_provider_jetstream.triggers.kv import JetStreamKeyValueTrigger
-from tests.interop.conftest import NatsJs
-from tests.operators.conftest import Raw, uid
-from tests.triggers.natsutil import first_event
-
-
-@pytest.fixture
-def raw(hub_leaf) -> Raw:
-    return Raw(hub_leaf)
+from tests.support.management import Raw, uid
+from tests.support.nats_js import NatsJs
+from tests.support.triggers import first_event
 
 
 def bucket(conn: str, spec: Any, domain: str, **kwargs: Any) -> dict:

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from airflow_provider_jetstream.testing.servers import USERS
-from tests.lineage.conftest import asset_events, queued_for, sync_test_dags
+from tests.support.lineage import asset_events, queued_for, sync_test_dags
 
 NS = "jetstream://lineage-nats"
 

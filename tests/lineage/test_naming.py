@@ -25,7 +25,7 @@ from airflow_provider_jetstream.operators.streams import (
     JetStreamDeleteStreamOperator,
     JetStreamPurgeStreamOperator,
 )
-from tests.operators.conftest import Raw, uid
+from tests.support.management import Raw, uid
 
 
 def config(host: str, **extra: Any) -> JetStreamConnectionConfig:

@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from airflow_provider_jetstream.testing.servers import USERS
-from tests.lineage.conftest import asset_events, queued_for, sync_test_dags
+from tests.support.lineage import asset_events, queued_for, sync_test_dags
 
 pytestmark = pytest.mark.spark
 

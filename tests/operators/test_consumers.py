@@ -13,7 +13,7 @@ from airflow_provider_jetstream.operators.consumers import (
     JetStreamDeleteConsumerOperator,
 )
 from airflow_provider_jetstream.testing.servers import USERS
-from tests.operators.conftest import uid
+from tests.support.management import uid
 
 S = 1_000_000_000
 

@@ -25,7 +25,7 @@ from airflow_provider_jetstream.operators.kv import (
     JetStreamKeyValuePutOperator,
 )
 from airflow_provider_jetstream.testing.servers import USERS
-from tests.operators.conftest import uid
+from tests.support.management import uid
 
 
 def bucket(conn: str, spec, domain: str = "leaf", **kwargs) -> dict:

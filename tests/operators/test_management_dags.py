@@ -11,7 +11,7 @@ import nats
 from airflow_provider_jetstream.testing.servers import USERS
 from tests.dags.management_reconcile import bucket_dag, stream_dag
 from tests.dags.management_seed import dag as seed_dag
-from tests.operators.conftest import Raw, uid
+from tests.support.management import Raw, uid
 
 CREATE_TASKS = [
     "stream_test_leaf",

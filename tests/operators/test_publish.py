@@ -6,7 +6,7 @@ import pytest
 
 from airflow_provider_jetstream.core.errors import DoubleStoreError, JetStreamConfigError, JetStreamPublishError
 from airflow_provider_jetstream.operators.publish import JetStreamPublishOperator, msg_id_parts
-from tests.operators.conftest import uid
+from tests.support.management import uid
 
 
 def publish(conn: str, subject: str, **kwargs) -> dict:

@@ -18,7 +18,7 @@ from airflow_provider_jetstream.operators.streams import (
     JetStreamDeleteStreamOperator,
     JetStreamPurgeStreamOperator,
 )
-from tests.operators.conftest import ApiWatch, uid
+from tests.support.management import ApiWatch, uid
 
 S = 1_000_000_000
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.packaging.install import BuiltWheel, CleanVenv, build_wheel, install_without_extras
+from tests.support.packaging import BuiltWheel, CleanVenv, build_wheel, install_without_extras
 
 
 @pytest.fixture(scope="session")

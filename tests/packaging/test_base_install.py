@@ -1,7 +1,7 @@
 """The package installed without extras, as ``pip install airflow-provider-jetstream`` gives it (issue #23).
 
-In the session's clean venv (the wheel and its declared dependencies only, see ``install.py``), which
-has no numpy, pyarrow or pyspark, ``base_install_check.py`` runs outside the checkout: every module
+In the session's clean venv (the wheel and its declared dependencies only, see ``tests/support/packaging.py``), which
+has no numpy, pyarrow or pyspark, ``tests/support/base_install_check.py`` runs outside the checkout: every module
 imports, but those that need an extra (``spark/`` among them), which say which extra to install; a
 hub with a leaf from the package's ``testing`` starts; a hook declares and fills a leaf stream;
 ``read_range`` reads every sequence back through the hub with its default reader, nats-py's; the
@@ -20,12 +20,12 @@ import pytest
 
 from airflow_provider_jetstream.core.read.settings import default_reader
 from airflow_provider_jetstream.testing.servers import nats_server_binary
-from tests.packaging.base_install_check import MARK, READINGS
-from tests.packaging.install import REPO, CleanVenv, run
+from tests.support.base_install_check import MARK, READINGS
+from tests.support.packaging import REPO, CleanVenv, run
 
 pytestmark = [pytest.mark.packaging, pytest.mark.timeout(900)]
 
-SCRIPT = Path(__file__).with_name("base_install_check.py")
+SCRIPT = Path(__file__).resolve().parents[1] / "support" / "base_install_check.py"
 #: Modules (a package: with its modules) that need an extra, and the extra their import error names.
 NEEDS_EXTRA = {
     "airflow_provider_jetstream.spark": "spark",

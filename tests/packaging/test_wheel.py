@@ -1,6 +1,6 @@
 """The wheel as a user installs it: built from the working tree, installed alone in a clean venv.
 
-The wheel and the venv are the session's (see ``install.py``): the wheel built with the backend
+The wheel and the venv are the session's (see ``tests/support/packaging.py``): the wheel built with the backend
 pyproject names, the venv with only the dependencies it declares, no extra. Then, in that venv and
 outside the checkout (``python -I``, run from a temporary directory, so the sources cannot be
 imported instead): Airflow's ProvidersManager finds the provider and its ``jetstream`` connection
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.packaging.install import DIST, PACKAGE, BuiltWheel, CleanVenv, run, source_version
+from tests.support.packaging import DIST, PACKAGE, BuiltWheel, CleanVenv, run, source_version
 
 SPARK_JOB = f"{PACKAGE}/spark/jobs/stream_to_parquet.py"
 #: What ``testing/`` ships: the local topology for users' own tests (the stack of ``make stack`` is

@@ -22,7 +22,7 @@ from airflow_provider_jetstream.core.sync import run_sync
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.operators.publish import JetStreamPublishOperator
 from airflow_provider_jetstream.operators.streams import JetStreamCreateStreamOperator
-from tests.reliability.recorder import recording_server
+from tests.support.recorder import recording_server
 
 
 def _outgoing(subject: str, payloads: Iterable[str]) -> Iterator[tuple[str, bytes, None]]:
@@ -168,6 +168,7 @@ def test_ack_timeout_bounds_a_publish_whose_acks_never_come(hub_leaf, hub_conn: 
 
 def test_slow_producer_is_not_a_stall(hub_leaf, hub_conn: str) -> None:
     """The watchdog counts time without acks while messages are unacked, not time between messages."""
+    ack_timeout = 0.3
     name = f"slow_{uuid.uuid4().hex[:8]}"
     hook = JetStreamHook(hub_conn)
 
@@ -177,11 +178,13 @@ def test_slow_producer_is_not_a_stall(hub_leaf, hub_conn: str) -> None:
 
             def slow():
                 for i in range(3):
-                    if i:
-                        time.sleep(0.4)  # a producer slower than ack_timeout between messages
+                    if i:  # a producer slower than ack_timeout between messages: measured, not assumed
+                        gap_from = time.monotonic()
+                        while time.monotonic() - gap_from <= ack_timeout:
+                            time.sleep(0.05)
                     yield str(i)
 
-            return await publish_messages(js._nc, _outgoing(f"{name}.x", slow()), ack_timeout=0.3)
+            return await publish_messages(js._nc, _outgoing(f"{name}.x", slow()), ack_timeout=ack_timeout)
 
     summary = run_sync(attempt())
     assert (summary.stored, summary.failures) == (3, [])

@@ -50,7 +50,7 @@ from airflow_provider_jetstream.testing.servers import USERS, LocalTopology
 from airflow_provider_jetstream.utils.templates import is_resolved_at_run_time, is_templated
 from tests.dags.management_refusals import REFUSALS
 from tests.dags.management_refusals import dag as refusals_dag
-from tests.operators.conftest import QuietServer, Raw, quiet_conn, quiet_server, raw, uid  # noqa: F401
+from tests.support.management import QuietServer, Raw, uid
 
 UTC = dt.timezone.utc
 
@@ -275,9 +275,9 @@ def test_good_inputs_with_final_objects_are_accepted() -> None:
 def test_refusals_fail_at_once_and_transient_errors_are_retried(
     airflow_db: Path,
     hub_conn: str,
-    raw: Raw,  # noqa: F811
-    quiet_conn: str,  # noqa: F811
-    quiet_server: QuietServer,  # noqa: F811
+    raw: Raw,
+    quiet_conn: str,
+    quiet_server: QuietServer,
     jetstream_conn: Callable[..., str],
     hub_leaf: LocalTopology,
 ) -> None:

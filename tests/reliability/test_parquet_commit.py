@@ -22,13 +22,11 @@ import pytest
 from airflow_provider_jetstream.core.errors import CheckpointConflictError, JetStreamConfigError
 from airflow_provider_jetstream.spark.jobs.commit import RangeCommitter
 from airflow_provider_jetstream.spark.jobs.stream_to_parquet import StreamToParquetJob, parse_args
-from tests.spark import conftest as spark_fixtures
-from tests.spark import killpoints
+from tests.support import killpoints
+from tests.support import spark as spark_streams
 
 pytestmark = pytest.mark.spark
 
-spark = spark_fixtures.spark
-make_stream = spark_fixtures.make_stream
 RANGE = re.compile(r"^\d{20}-\d{20}-")
 
 
@@ -67,14 +65,14 @@ def _args(stream, output: str, bucket: str, *extra: str):
 
 def _checkpoint(stream, bucket) -> dict:
     async def go():
-        nc = await spark_fixtures.hub_client(stream.topology)
+        nc = await spark_streams.hub_client(stream.topology)
         try:
             kv = await nc.jetstream().key_value(bucket)
             return json.loads((await kv.get(f"stream_to_parquet.{stream.name}")).value)
         finally:
             await nc.close()
 
-    return spark_fixtures.run(go())
+    return spark_streams.run(go())
 
 
 def _seqs(spark, directory) -> list[int]:
@@ -90,7 +88,7 @@ def test_the_run_that_committed_succeeds_and_the_concurrent_one_says_it_was_alre
 ) -> None:
     stream = make_stream("leaf")
     bucket, output = _bucket(), tmp_path / "out"
-    spark_fixtures.publish_many(stream, 80)
+    spark_streams.publish_many(stream, 80)
     first = StreamToParquetJob(spark, _args(stream, str(output), bucket))
     others = []
 
@@ -117,7 +115,7 @@ def test_hadoop_rename_semantics_and_a_stale_check_still_commit_one_copy(spark, 
     local.mkdir()
     spark._jsc.hadoopConfiguration().set(f"fs.viewfs.mounttable.{table}.link./data", local.as_uri())
     output = f"viewfs://{table}/data/out"
-    spark_fixtures.publish_many(stream, 60)
+    spark_streams.publish_many(stream, 60)
     target = f"{output}/seq_range={1:020d}-{60:020d}"
 
     slow = StreamToParquetJob(spark, _args(stream, output, bucket))
@@ -152,7 +150,7 @@ def test_a_crash_between_the_commit_marker_and_the_rename_is_finished_by_the_nex
 ) -> None:
     stream = make_stream("leaf")
     bucket, output = _bucket(), tmp_path / "out"
-    spark_fixtures.publish_many(stream, 40)
+    spark_streams.publish_many(stream, 40)
     crashing = StreamToParquetJob(spark, _args(stream, str(output), bucket))
     crashing.files = CrashBeforeRename(spark, str(output), crashing.attempt)
     with pytest.raises(SimulatedCrash):

@@ -11,23 +11,8 @@ import pytest
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.operators.publish import JetStreamPublishOperator
 from airflow_provider_jetstream.testing.servers import USERS
-from tests.operators.conftest import ApiWatch, Raw, uid
-from tests.spark import conftest as spark_fixtures
-
-spark = spark_fixtures.spark
-make_stream = spark_fixtures.make_stream
-
-
-@pytest.fixture
-def raw(hub_leaf) -> Raw:
-    return Raw(hub_leaf)
-
-
-@pytest.fixture
-def api_watch(hub_leaf):
-    """Every JetStream API request in the hub's account ACC, seen by a separate connection."""
-    with ApiWatch(hub_leaf.hub.url) as watch:
-        yield watch
+from tests.support import spark as spark_streams
+from tests.support.management import uid
 
 
 def _operator(conn: str, subject: str, **kwargs) -> JetStreamPublishOperator:
@@ -147,20 +132,20 @@ def test_rendered_headers_that_are_not_strings_are_refused_before_sending(hub_co
 
 def _stream_state(stream) -> dict:
     async def go():
-        nc = await spark_fixtures.hub_client(stream.topology)
+        nc = await spark_streams.hub_client(stream.topology)
         try:
             info = await nc.jsm(prefix=stream.api_prefix).stream_info(stream.name)
             return {"messages": info.state.messages, "first": info.state.first_seq, "last": info.state.last_seq}
         finally:
             await nc.close()
 
-    return spark_fixtures.run(go())
+    return spark_streams.run(go())
 
 
 @pytest.mark.spark
 def test_spark_writer_refuses_rows_addressed_to_the_jetstream_api(spark, make_stream) -> None:
     victim = make_stream("leaf")
-    spark_fixtures.publish_many(victim, 5)
+    spark_streams.publish_many(victim, 5)
     rows = [
         (f"{victim.prefix}.ok", "fine"),
         (f"$JS.leaf.API.STREAM.PURGE.{victim.name}", "{}"),

@@ -25,7 +25,7 @@ from airflow_provider_jetstream.core.read.exact import MissingRange
 from airflow_provider_jetstream.core.read.range import read_range
 from airflow_provider_jetstream.core.read.settings import READERS, PullSettings
 from airflow_provider_jetstream.testing.servers import USERS, LocalTopology
-from tests.operators.conftest import uid
+from tests.support.management import uid
 
 COUNT = 3000
 #: Small buffers, so that most of the range is still on the server when the fault hits; quick

@@ -6,12 +6,7 @@ import pytest
 
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.operators.streams import JetStreamPurgeStreamOperator
-from tests.operators.conftest import Raw, uid
-
-
-@pytest.fixture
-def raw(hub_leaf) -> Raw:
-    return Raw(hub_leaf)
+from tests.support.management import uid
 
 
 def _purge(conn: str, name: str, **kwargs) -> dict:

@@ -13,10 +13,7 @@ import pytest
 
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.operators.spark import JetStreamSparkSubmitOperator
-from tests.spark import conftest as spark_fixtures
-
-spark = spark_fixtures.spark
-make_stream = spark_fixtures.make_stream
+from tests.support import spark as spark_streams
 
 PACKAGED = {"stream": "s", "output_path": "/data/orders", "checkpoint_bucket": "b"}
 
@@ -116,7 +113,7 @@ def test_a_failing_job_puts_its_own_error_line_in_the_task_exception(hub_conn, t
 @pytest.mark.spark
 def test_max_buffered_messages_below_the_chunk_size_reads_everything(spark, make_stream) -> None:
     stream = make_stream("leaf")
-    spark_fixtures.publish_many(stream, 1000)
+    spark_streams.publish_many(stream, 1000)
     options = stream.options(maxBufferedMessages="100", heartbeatSeconds="0.5", minPartitions="2")
     rows = spark.read.format("jetstream").options(**options).load().select("seq").collect()
     assert sorted(r.seq for r in rows) == list(range(1, 1001))
@@ -127,10 +124,10 @@ def test_the_pull_reader_hands_over_chunks_within_a_small_buffer(make_stream) ->
     from airflow_provider_jetstream.core.read.settings import PullSettings
 
     stream = make_stream("leaf")
-    spark_fixtures.publish_many(stream, 300)
+    spark_streams.publish_many(stream, 300)
 
     async def go() -> list[int]:
-        nc = await spark_fixtures.hub_client(stream.topology)
+        nc = await spark_streams.hub_client(stream.topology)
         try:
             settings = PullSettings(max_buffered_messages=10, heartbeat=0.5, expires=5)
             reader = read_range(nc, stream.name, 1, 300, api_prefix=stream.api_prefix, settings=settings)
@@ -138,4 +135,4 @@ def test_the_pull_reader_hands_over_chunks_within_a_small_buffer(make_stream) ->
         finally:
             await nc.close()
 
-    assert spark_fixtures.run(go()) == list(range(1, 301))
+    assert spark_streams.run(go()) == list(range(1, 301))

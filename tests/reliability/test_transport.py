@@ -22,8 +22,8 @@ import pytest
 from airflow_provider_jetstream.core.errors import JetStreamConnectionError
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.testing.servers import USERS, NatsServer, free_port
-from tests.nats_auth import TlsFiles, make_tls
-from tests.reliability.recorder import recording_server
+from tests.support.auth import TlsFiles, make_tls
+from tests.support.recorder import recording_server
 
 SECRET = "Plain-Text-S3cret"
 

@@ -6,41 +6,34 @@ import asyncio
 from datetime import datetime, timezone
 
 import pytest
-from nats.js.api import AckPolicy, ConsumerConfig, StreamConfig
 
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.sensors.consumer_lag import JetStreamConsumerLagSensor
 from airflow_provider_jetstream.triggers.consumer_lag import JetStreamConsumerLagTrigger
 from tests.dags import sensors_consumer_lag as dags
-from tests.triggers.natsutil import Later, connect, unique
+from tests.support.logs import LogLines, captured_logs
+from tests.support.natsutil import connect, leaf_stream_with_consumer, unique
+from tests.support.waiting import Later
 
 
-async def leaf_stream_with_consumer(url: str, stream: str, messages: int) -> None:
-    nc = await connect(url)
-    js = nc.jetstream()
-    await js.add_stream(StreamConfig(name=stream, subjects=[f"{stream}.in"]))
-    for i in range(messages):
-        await js.publish(f"{stream}.in", f"m{i}".encode())
-    await js.add_consumer(stream, ConsumerConfig(durable_name="worker", ack_policy=AckPolicy.EXPLICIT))
-    await nc.close()
-
-
-def ack_all_but_one_then_last(url: str, stream: str, count: int) -> Later:
-    """In the background: fetch ``count`` messages, ack all but one, wait, ack the last; return its time."""
+def ack_all_but_one_then_last(url: str, stream: str, count: int, logs: LogLines) -> Later:
+    """In the background, once the sensor is waiting on the unprocessed messages: fetch ``count`` messages, ack all
+    but one, and once the sensor (or its trigger) saw that one unacked and kept waiting, ack it; return its time."""
 
     async def work() -> datetime:
+        await logs.wait_for(f"waiting: unprocessed (num_pending) {count} > max_pending 0", timeout=60)
         nc = await connect(url)
         sub = await nc.jetstream().pull_subscribe_bind("worker", stream)
         msgs = await sub.fetch(count, timeout=5)
         for msg in msgs[:-1]:
             await msg.ack_sync()
-        await asyncio.sleep(1.5)
+        await logs.wait_for("waiting: outstanding acks (num_ack_pending) 1 > max_ack_pending 0", timeout=60)
         last_ack = datetime.now(timezone.utc)
         await msgs[-1].ack_sync()
         await nc.close()
         return last_ack
 
-    worker = Later(1.0, work)
+    worker = Later(work)
     worker.start()
     return worker
 
@@ -49,10 +42,11 @@ def ack_all_but_one_then_last(url: str, stream: str, count: int) -> Later:
 def test_sensor_succeeds_only_after_the_last_ack(airflow_db, hub_leaf, hub_conn, mode) -> None:
     stream = unique("cls")
     asyncio.run(leaf_stream_with_consumer(hub_leaf.url("leaf"), stream, 4))
-    worker = ack_all_but_one_then_last(hub_leaf.url("leaf"), stream, 4)
     dag = getattr(dags, f"sensors_consumer_lag_{mode}")
-    run = dag.test(run_conf={"conn_id": hub_conn, "domain": "leaf", "stream": stream, "consumer": "worker"})
-    last_ack = worker.finish()
+    with captured_logs() as logs:
+        worker = ack_all_but_one_then_last(hub_leaf.url("leaf"), stream, 4, logs)
+        run = dag.test(run_conf={"conn_id": hub_conn, "domain": "leaf", "stream": stream, "consumer": "worker"})
+        last_ack = worker.finish()
     ti = run.get_task_instance("wait_for_consumer")
     assert (run.state, ti.state) == ("success", "success")
     assert ti.end_date >= last_ack

@@ -10,7 +10,9 @@ from nats.js.api import KeyValueConfig
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.sensors.kv import JetStreamKeyValueSensor
 from tests.dags import sensors_kv as dags
-from tests.triggers.natsutil import Later, connect, hub_mirror_bucket, unique
+from tests.support.logs import LogLines, captured_logs
+from tests.support.natsutil import connect, hub_mirror_bucket, unique
+from tests.support.waiting import Later
 
 
 async def create_leaf_bucket(url: str, bucket: str) -> None:
@@ -19,17 +21,22 @@ async def create_leaf_bucket(url: str, bucket: str) -> None:
     await nc.close()
 
 
-def put_later(url: str, bucket: str, key: str, values: list[bytes]) -> Later:
+def put_later(url: str, bucket: str, key: str, values: list[bytes], logs: LogLines) -> Later:
+    """In the background, once the sensor found the key absent (it is waiting): put each value, the next one
+    only once the sensor (or its trigger) judged the one before and logged that it keeps waiting."""
+
     async def put() -> int:
+        await logs.wait_for(f"key {key!r} is absent", timeout=60)
         nc = await connect(url)
         kv = await nc.jetstream().key_value(bucket)
         for value in values:
             revision = await kv.put(key, value)
-            await asyncio.sleep(0.5)
+            if value != values[-1]:
+                await logs.wait_for(f"key {key!r} is {value!r} at revision", timeout=60)
         await nc.close()
         return revision
 
-    worker = Later(1.5, put)
+    worker = Later(put)
     worker.start()
     return worker
 
@@ -38,11 +45,12 @@ def put_later(url: str, bucket: str, key: str, values: list[bytes]) -> Later:
 def test_key_set_later_in_the_leaf_is_read_through_the_hub(airflow_db, hub_leaf, hub_conn, mode) -> None:
     bucket = unique("kvs")
     asyncio.run(create_leaf_bucket(hub_leaf.url("leaf"), bucket))
-    writer = put_later(hub_leaf.url("leaf"), bucket, "ready", [b"not-yet", b"go"])
-    run = getattr(dags, f"sensors_kv_{mode}").test(
-        run_conf={"conn_id": hub_conn, "domain": "leaf", "bucket": bucket, "key": "ready", "value": "go"}
-    )
-    revision = writer.finish()
+    with captured_logs() as logs:
+        writer = put_later(hub_leaf.url("leaf"), bucket, "ready", [b"not-yet", b"go"], logs)
+        run = getattr(dags, f"sensors_kv_{mode}").test(
+            run_conf={"conn_id": hub_conn, "domain": "leaf", "bucket": bucket, "key": "ready", "value": "go"}
+        )
+        revision = writer.finish()
     ti = run.get_task_instance("wait_for_key")
     assert ti.state == "success"
     assert ti.xcom_pull(task_ids="wait_for_key") == {
@@ -85,11 +93,12 @@ def test_key_in_a_hub_mirror_of_a_leaf_bucket_made_as_nats_go_makes_it(airflow_d
     origin, copy = unique("kvo"), unique("kvm")
     asyncio.run(create_leaf_bucket(hub_leaf.url("leaf"), origin))
     asyncio.run(hub_mirror_bucket(hub_leaf, copy, origin, legacy=False))
-    writer = put_later(hub_leaf.url("leaf"), origin, "ready", [b"not-yet", b"go"])
-    run = getattr(dags, f"sensors_kv_{mode}").test(
-        run_conf={"conn_id": hub_conn, "domain": "hub", "bucket": copy, "key": "ready", "value": "go"}
-    )
-    revision = writer.finish()
+    with captured_logs() as logs:
+        writer = put_later(hub_leaf.url("leaf"), origin, "ready", [b"not-yet", b"go"], logs)
+        run = getattr(dags, f"sensors_kv_{mode}").test(
+            run_conf={"conn_id": hub_conn, "domain": "hub", "bucket": copy, "key": "ready", "value": "go"}
+        )
+        revision = writer.finish()
     ti = run.get_task_instance("wait_for_key")
     assert ti.state == "success"
     assert ti.xcom_pull(task_ids="wait_for_key") == {

@@ -29,7 +29,8 @@ from airflow_provider_jetstream.testing.servers import NatsServer
 from airflow_provider_jetstream.triggers.consumer_lag import JetStreamConsumerLagTrigger
 from airflow_provider_jetstream.triggers.kv import JetStreamKeyValueTrigger
 from airflow_provider_jetstream.triggers.replication_lag import JetStreamReplicationLagTrigger
-from tests.triggers.natsutil import connect, first_event
+from tests.support.natsutil import connect
+from tests.support.triggers import first_event
 
 DENIED = [
     "$JS.API.CONSUMER.INFO.>",

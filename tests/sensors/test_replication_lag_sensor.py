@@ -11,7 +11,9 @@ from nats.js.api import ExternalStream, StreamConfig, StreamSource
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.sensors.replication_lag import JetStreamReplicationLagSensor
 from tests.dags import sensors_replication_lag as dags
-from tests.triggers.natsutil import Later, connect, unique
+from tests.support.logs import captured_logs
+from tests.support.natsutil import connect, unique
+from tests.support.waiting import Later
 
 LEAF_API = ExternalStream(api="$JS.leaf.API")
 
@@ -64,12 +66,18 @@ def test_deferrable_sensor_waits_through_an_error_within_grace_until_caught_up(a
     """The mirror is created before its origin: "stream not found" until the origin appears, then it catches up."""
     origin = unique("reps")
     mirror = asyncio.run(hub_mirror(hub_leaf.url("hub"), origin))
-    creator = Later(1.0, lambda: leaf_origin(hub_leaf.url("leaf"), origin, 5))
-    creator.start()
-    run = dags.sensors_replication_lag_deferrable.test(
-        run_conf={"conn_id": hub_conn, "domain": "hub", "stream": mirror}
-    )
-    creator.finish()
+
+    async def create_the_origin_once_the_sensor_waits() -> None:
+        await logs.wait_for(f"Stream {mirror!r}: waiting:", timeout=60)  # it checked without the origin, and waits
+        await leaf_origin(hub_leaf.url("leaf"), origin, 5)
+
+    with captured_logs() as logs:
+        creator = Later(create_the_origin_once_the_sensor_waits)
+        creator.start()
+        run = dags.sensors_replication_lag_deferrable.test(
+            run_conf={"conn_id": hub_conn, "domain": "hub", "stream": mirror}
+        )
+        creator.finish()
     ti = run.get_task_instance("wait_for_replication")
     assert ti.state == "success"
     report = ti.xcom_pull(task_ids="wait_for_replication")

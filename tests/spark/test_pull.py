@@ -8,7 +8,7 @@ from airflow_provider_jetstream.core.errors import JetStreamDataLossError
 from airflow_provider_jetstream.core.read.exact import MissingRange
 from airflow_provider_jetstream.core.read.range import read_range
 from airflow_provider_jetstream.core.read.settings import READERS, PullSettings
-from tests.spark.conftest import delete_messages, hub_client, publish, publish_many, run
+from tests.support.spark import delete_messages, hub_client, publish, publish_many, run
 
 
 @pytest.fixture(params=READERS, autouse=True)

@@ -15,7 +15,7 @@ from airflow_provider_jetstream.core.read.settings import PullSettings
 from airflow_provider_jetstream.spark.options import ReadOptions
 from airflow_provider_jetstream.spark.schema import ARROW_SCHEMA, to_record_batch
 from airflow_provider_jetstream.testing.servers import USERS
-from tests.spark.conftest import hub_client, publish, publish_many, run
+from tests.support.spark import hub_client, publish, publish_many, run
 
 
 async def _table(stream, reader: str, start: int = 1, end: int = 10**9, **kwargs) -> pa.Table:

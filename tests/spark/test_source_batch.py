@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.spark.conftest import delete_messages, publish, publish_many
+from tests.support.spark import delete_messages, publish, publish_many, stored_at
+from tests.support.waiting import wait_until
 
 
 def _load(spark, options):
@@ -69,12 +70,12 @@ def test_bounded_and_filtered_ranges(spark, make_stream) -> None:
 
 
 def test_starting_time_reads_from_the_first_message_stored_at_or_after_it(spark, make_stream) -> None:
-    import time
-
     stream = make_stream("leaf")
     publish_many(stream, 10)
-    time.sleep(1.1)
-    middle = dt.datetime.now(dt.timezone.utc).isoformat()
+    last = stored_at(stream, 10)
+    # a time after the 10th message was stored (the clock has passed it), before the next two are
+    now = wait_until(lambda: dt.datetime.now(dt.timezone.utc), lambda t: t > last, 10, "the clock passing it")
+    middle = now.isoformat()
     publish(stream, [("late", b"x"), ("late", b"y")])
     assert _seqs(_load(spark, stream.options(startingTime=middle))) == [11, 12]
 

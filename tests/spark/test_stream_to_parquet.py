@@ -13,8 +13,8 @@ from airflow_provider_jetstream.spark.jobs.stream_to_parquet import (
     StreamToParquetJob,
     parse_args,
 )
-from tests.spark import killpoints
-from tests.spark.conftest import hub_client, publish_many, run
+from tests.support import killpoints
+from tests.support.spark import hub_client, publish_many, run
 
 
 class SimulatedCrash(BaseException):

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.spark.conftest import hub_client, publish_many, run
+from tests.support.spark import hub_client, publish_many, run
 
 
 def _available_now(spark, options, output, checkpoint):

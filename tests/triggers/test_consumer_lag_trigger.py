@@ -11,32 +11,16 @@ from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.testing.servers import USERS
 from airflow_provider_jetstream.triggers.consumer_lag import JetStreamConsumerLagTrigger
 from airflow_provider_jetstream.triggers.replication_lag import JetStreamReplicationLagTrigger
-from tests.triggers.natsutil import (
-    connect,
-    connection_count,
-    eventually,
-    first_event,
-    messages_sent,
-    rebuild,
-    unique,
-)
-
-
-async def leaf_stream_with_consumer(url: str, stream: str, messages: int) -> None:
-    """A stream in the leaf's own domain with ``messages`` messages and a durable explicit-ack consumer."""
-    nc = await connect(url)
-    js = nc.jetstream()
-    await js.add_stream(StreamConfig(name=stream, subjects=[f"{stream}.in"]))
-    for i in range(messages):
-        await js.publish(f"{stream}.in", f"m{i}".encode())
-    await js.add_consumer(stream, ConsumerConfig(durable_name="worker", ack_policy=AckPolicy.EXPLICIT))
-    await nc.close()
+from tests.support.logs import LogLines, captured_logs
+from tests.support.natsutil import connect, connection_count, leaf_stream_with_consumer, messages_sent, unique
+from tests.support.triggers import first_event, rebuild
+from tests.support.waiting import eventually
 
 
 def test_trigger_fires_only_after_the_last_ack(hub_leaf, hub_conn) -> None:
     stream = unique("cl")
 
-    async def scenario() -> tuple[dict, list[str]]:
+    async def scenario(logs: LogLines) -> tuple[dict, list[str]]:
         await leaf_stream_with_consumer(hub_leaf.url("leaf"), stream, 5)
         trigger = JetStreamConsumerLagTrigger(hub_conn, stream, "worker", domain="leaf", poll_interval=0.2)
         fired = asyncio.create_task(first_event(trigger, timeout=30))
@@ -44,18 +28,20 @@ def test_trigger_fires_only_after_the_last_ack(hub_leaf, hub_conn) -> None:
         nc = await connect(hub_leaf.url("leaf"))
         sub = await nc.jetstream().pull_subscribe_bind("worker", stream)
         msgs = await sub.fetch(5, timeout=5)
-        await asyncio.sleep(0.6)
+        # Each check the trigger makes is logged with the counts it saw: it judged this state and waits on.
+        await logs.wait_for("waiting: outstanding acks (num_ack_pending) 5 > max_ack_pending 0")
         states.append("fetched:" + ("fired" if fired.done() else "waiting"))
         for msg in msgs[:-1]:
             await msg.ack_sync()
-        await asyncio.sleep(0.6)
+        await logs.wait_for("waiting: outstanding acks (num_ack_pending) 1 > max_ack_pending 0")
         states.append("4 acked:" + ("fired" if fired.done() else "waiting"))
         await msgs[-1].ack_sync()
         event = await fired
         await nc.close()
         return event.payload, states
 
-    payload, states = asyncio.run(scenario())
+    with captured_logs() as logs:
+        payload, states = asyncio.run(scenario(logs))
     assert states == ["fetched:waiting", "4 acked:waiting"]
     assert payload["status"] == "success"
     consumer = payload["consumer"]
@@ -92,8 +78,19 @@ def test_missing_stream_or_consumer_fires_an_error_at_once(hub_leaf, hub_conn, m
 
 def test_unreachable_domain_keeps_waiting_instead_of_failing(hub_leaf, hub_conn) -> None:
     trigger = JetStreamConsumerLagTrigger(hub_conn, "s", "c", domain="sens-no-such-domain", poll_interval=0.2)
-    with pytest.raises(asyncio.TimeoutError):  # not the builtin TimeoutError on Python 3.10
-        asyncio.run(first_event(trigger, timeout=1.5))
+
+    async def scenario(logs: LogLines) -> bool:
+        fired = asyncio.create_task(first_event(trigger, timeout=60))
+        try:
+            # logged once it asked, got no answer and chose to wait (a failure would be an event instead)
+            await logs.wait_for("consumer 's' > 'c': cannot check yet:")
+            return fired.done()
+        finally:
+            fired.cancel()
+            await asyncio.gather(fired, return_exceptions=True)
+
+    with captured_logs() as logs:
+        assert asyncio.run(scenario(logs)) is False  # no event: it keeps waiting
 
 
 def test_kwargs_name_the_connection_id_never_a_secret(hub_leaf, hub_conn) -> None:
@@ -148,9 +145,9 @@ async def run_all(triggers: list, stagger: bool, server, client_name: str) -> tu
     tasks = []
     for index, trigger in enumerate(triggers):
         tasks.append(asyncio.create_task(anext(trigger.run())))
-        if stagger and index == 0:
-            while connection_count(server, client_name) == 0:
-                await asyncio.sleep(0.05)
+        if stagger and index == 0:  # the first one has opened the connection before the others start
+            opened = await eventually(lambda: connection_count(server, client_name), lambda n: n > 0)
+            assert opened, "the first trigger opened no connection"
     while_running = await eventually(lambda: connection_count(server, client_name), lambda n: n >= 1)
     # All of them running a while (about three checks each): none may fire, none may open its own connection.
     await eventually(lambda: messages_sent(server, client_name), lambda n: n >= 3 * len(triggers), 60)

@@ -10,7 +10,10 @@ from nats.js.api import KeyValueConfig
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.testing.servers import USERS
 from airflow_provider_jetstream.triggers.kv import JetStreamKeyValueTrigger
-from tests.triggers.natsutil import connect, first_event, hub_mirror_bucket, unique
+from tests.support.logs import LogLines, captured_logs
+from tests.support.natsutil import connect, hub_mirror_bucket, messages_sent, unique
+from tests.support.triggers import first_event
+from tests.support.waiting import eventually
 
 
 async def leaf_bucket(topology, bucket: str):
@@ -23,18 +26,19 @@ async def leaf_bucket(topology, bucket: str):
 def test_key_set_later_in_the_leaf_fires_the_trigger_connected_through_the_hub(hub_leaf, hub_conn) -> None:
     bucket = unique("kv")
 
-    async def scenario() -> tuple[dict, bool]:
+    async def scenario(logs: LogLines) -> tuple[dict, bool]:
         nc, kv = await leaf_bucket(hub_leaf, bucket)
         trigger = JetStreamKeyValueTrigger(hub_conn, bucket, "ready", domain="leaf")
         fired = asyncio.create_task(first_event(trigger, timeout=20))
-        await asyncio.sleep(1.0)
+        await logs.wait_for("key 'ready' is absent; watching")  # its watch has seen the bucket without the key
         early = fired.done()
         await kv.put("ready", b"batch-42")
         event = await fired
         await nc.close()
         return event.payload, early
 
-    payload, early = asyncio.run(scenario())
+    with captured_logs() as logs:
+        payload, early = asyncio.run(scenario(logs))
     assert not early
     assert payload["status"] == "success"
     assert payload["entry"] == {
@@ -51,7 +55,7 @@ def test_deleted_or_purged_key_is_absent_and_value_and_revision_are_waited_for(h
     bucket = unique("kv")
     hook = JetStreamHook(hub_conn, domain="leaf")
 
-    async def scenario() -> dict:
+    async def scenario(logs: LogLines) -> dict:
         nc, kv = await leaf_bucket(hub_leaf, bucket)
         seen = {}
         await kv.put("k", b"v1")
@@ -62,10 +66,10 @@ def test_deleted_or_purged_key_is_absent_and_value_and_revision_are_waited_for(h
         seen["purged"] = (await hook.acheck_key(bucket, "k")).reason
         trigger = JetStreamKeyValueTrigger(hub_conn, bucket, "k", domain="leaf", value="v4", min_revision=1)
         fired = asyncio.create_task(first_event(trigger, timeout=20))
-        await asyncio.sleep(0.8)
+        await logs.wait_for("waiting: key 'k' is purged at revision")  # the watch judged the purge marker
         seen["fired on purge marker"] = fired.done()
         await kv.put("k", b"v3")
-        await asyncio.sleep(0.8)
+        await logs.wait_for("waiting: key 'k' is b'v3' at revision")  # and the other value
         seen["fired on other value"] = fired.done()
         seen["check other value"] = (await hook.acheck_key(bucket, "k", value="v4")).reason
         seen["check min revision"] = (await hook.acheck_key(bucket, "k", min_revision=99)).reason
@@ -75,7 +79,8 @@ def test_deleted_or_purged_key_is_absent_and_value_and_revision_are_waited_for(h
         await nc.close()
         return seen
 
-    seen = asyncio.run(scenario())
+    with captured_logs() as logs:
+        seen = asyncio.run(scenario(logs))
     assert seen["deleted"] == "key 'k' is absent"
     assert seen["purged"] == "key 'k' is absent"
     assert seen["fired on purge marker"] is False
@@ -100,14 +105,14 @@ def test_same_named_key_in_the_hub_does_not_satisfy_a_trigger_aimed_at_the_leaf(
     conn_id = jetstream_conn(f"127.0.0.1:{topology.hub.port}", login=user, password=password)
     bucket = unique("kv")
 
-    async def scenario() -> tuple[str, bool, dict, str]:
+    async def scenario(logs: LogLines) -> tuple[str, bool, dict, str]:
         hub = await connect(topology.url("hub"))
         hub_kv = await hub.jetstream().create_key_value(KeyValueConfig(bucket=bucket))
         await hub_kv.put("ready", b"hub-value")  # before the leaf's bucket exists: only the hub stores it
         leaf, leaf_kv = await leaf_bucket(topology, bucket)
         leaf_check = (await JetStreamHook(conn_id, domain="leaf").acheck_key(bucket, "ready")).reason
         fired = asyncio.create_task(first_event(JetStreamKeyValueTrigger(conn_id, bucket, "ready", domain="leaf"), 20))
-        await asyncio.sleep(1.0)
+        await logs.wait_for("key 'ready' is absent; watching")  # the leaf's bucket, seen without the key
         early = fired.done()
         await leaf_kv.put("ready", b"leaf-value")
         payload = (await fired).payload
@@ -116,7 +121,8 @@ def test_same_named_key_in_the_hub_does_not_satisfy_a_trigger_aimed_at_the_leaf(
         await leaf.close()
         return leaf_check, early, payload, hub_check
 
-    leaf_check, early, payload, hub_check = asyncio.run(scenario())
+    with captured_logs() as logs:
+        leaf_check, early, payload, hub_check = asyncio.run(scenario(logs))
     assert leaf_check == "key 'ready' is absent"
     assert hub_check.startswith("key 'ready' present")
     assert not early
@@ -130,25 +136,31 @@ def test_same_named_key_in_the_hub_does_not_satisfy_a_trigger_aimed_at_the_leaf(
 def test_watch_survives_the_leaf_being_cut_off_and_sees_the_key_set_meanwhile(make_topology, jetstream_conn) -> None:
     topology = make_topology(leaf_domains=["leaf"])
     user, password = USERS["ACC"]
-    conn_id = jetstream_conn(f"127.0.0.1:{topology.hub.port}", login=user, password=password)
+    client_name = unique("kvcut")  # the trigger's connection, told apart in the hub's connz
+    conn_id = jetstream_conn(f"127.0.0.1:{topology.hub.port}", login=user, password=password, client_name=client_name)
     bucket = unique("kv")
 
-    async def scenario() -> tuple[bool, dict]:
+    async def scenario(logs: LogLines) -> tuple[bool, dict]:
         leaf, _ = await leaf_bucket(topology, bucket)
         await leaf.close()
         trigger = JetStreamKeyValueTrigger(conn_id, bucket, "ready", domain="leaf", rewatch_interval=1.0)
         fired = asyncio.create_task(first_event(trigger, timeout=60))
-        await asyncio.sleep(0.5)
+        await logs.wait_for("key 'ready' is absent; watching")  # the watch is armed
         await asyncio.to_thread(topology.disconnect_leaf, "leaf")
         leaf = await connect(topology.url("leaf"))
         await (await leaf.jetstream().key_value(bucket)).put("ready", b"set-while-cut-off")
         await leaf.close()
-        await asyncio.sleep(2.0)
+        # Re-arming the silent watch asks the hub for the leaf's bucket once every rewatch_interval, and no
+        # JetStream answers: three requests sent since the put mean at least one whole attempt made after it.
+        sent = messages_sent(topology.hub, client_name)
+        retried = await eventually(lambda: messages_sent(topology.hub, client_name), lambda n: n >= sent + 3)
+        assert retried >= sent + 3, "the trigger did not try to re-arm its watch while the leaf was cut off"
         early = fired.done()
         await asyncio.to_thread(topology.reconnect_leaf, "leaf")
         return early, (await fired).payload
 
-    early, payload = asyncio.run(scenario())
+    with captured_logs() as logs:
+        early, payload = asyncio.run(scenario(logs))
     assert not early
     assert payload["status"] == "success"
     assert payload["entry"]["value"] == "set-while-cut-off"

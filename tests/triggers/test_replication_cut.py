@@ -26,11 +26,13 @@ from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.sensors.replication_lag import JetStreamReplicationLagSensor
 from airflow_provider_jetstream.testing.servers import USERS
 from airflow_provider_jetstream.triggers import replication_lag as trigger_module
-from tests.triggers.natsutil import connect, rebuild, unique
-from tests.triggers.test_replication_trigger import leaf_origin_and_hub_copies
+from tests.support.natsutil import connect, leaf_origin_and_hub_copies, origin_silence, unique
+from tests.support.triggers import rebuild
 
 CUT_CHECKS = 40  # checks each checker makes while the leaf is cut off (at least)
-CUT_SECONDS = 20.0
+# How long the hub must report no contact from the leaf on both copies before the relink: twice the smaller
+# max_inactive, so that every checker checks both while that silence is under the bound and once it is past it.
+CUT_SILENCE = 20.0
 INTERVAL = 0.4
 BEFORE, TOTAL = 10, 35  # messages before the cut; after the 25 published on the cut-off leaf
 
@@ -136,13 +138,13 @@ def test_no_checker_says_caught_up_while_the_leaf_is_cut_off(make_topology, jets
     )
 
     async def scenario() -> dict[str, Any]:
-        cut_started = time.monotonic()
-
-        def cut_over() -> bool:
+        async def cut_over() -> bool:
+            if phase["now"] != "cut":
+                return True
             cut_checks = [len(c.during("cut")) for c in checkers if c is not old_rule]
-            return phase["now"] != "cut" or (
-                time.monotonic() - cut_started >= CUT_SECONDS and min(cut_checks, default=0) >= CUT_CHECKS
-            )
+            if min(cut_checks, default=0) < CUT_CHECKS:
+                return False
+            return await origin_silence(topology, {aggregate: "hub", mirror: "hub"}) >= CUT_SILENCE
 
         tasks = []
         trigger_events = {}
@@ -175,7 +177,7 @@ def test_no_checker_says_caught_up_while_the_leaf_is_cut_off(make_topology, jets
         tasks.append(poke_loop(old_rule, lambda: off.poke({}), lambda: phase["now"] != "cut"))
 
         async def relink_when_cut_over() -> None:
-            while not cut_over():
+            while not await cut_over():
                 await asyncio.sleep(0.2)
             phase["now"] = "relinking"
             await asyncio.to_thread(topology.reconnect_leaf, "leaf")

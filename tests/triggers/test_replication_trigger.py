@@ -5,33 +5,17 @@ from __future__ import annotations
 import asyncio
 import time
 
-from nats.js.api import ExternalStream, StreamConfig, StreamSource
+from nats.js.api import StreamConfig, StreamSource
 
 from airflow_provider_jetstream.core.status.replication import ReplicationWatch
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.sensors.replication_lag import JetStreamReplicationLagSensor
 from airflow_provider_jetstream.testing.servers import USERS
 from airflow_provider_jetstream.triggers.replication_lag import JetStreamReplicationLagTrigger
-from tests.triggers.natsutil import connect, first_event, unique
-
-LEAF_API = ExternalStream(api="$JS.leaf.API")
-
-
-async def leaf_origin_and_hub_copies(topology, origin: str, messages: int) -> tuple[str, str]:
-    """A leaf stream with messages, a hub aggregate sourcing it and a hub mirror of it."""
-    leaf = await connect(topology.url("leaf"))
-    ljs = leaf.jetstream()
-    await ljs.add_stream(StreamConfig(name=origin, subjects=[f"{origin}.in"]))
-    for i in range(messages):
-        await ljs.publish(f"{origin}.in", f"m{i}".encode())
-    await leaf.close()
-    hub = await connect(topology.url("hub"))
-    hjs = hub.jetstream()
-    aggregate, mirror = f"{origin}_agg", f"{origin}_mirror"
-    await hjs.add_stream(StreamConfig(name=aggregate, sources=[StreamSource(name=origin, external=LEAF_API)]))
-    await hjs.add_stream(StreamConfig(name=mirror, mirror=StreamSource(name=origin, external=LEAF_API)))
-    await hub.close()
-    return aggregate, mirror
+from tests.support.logs import LogLines, captured_logs
+from tests.support.natsutil import LEAF_API, connect, leaf_origin_and_hub_copies, origin_silence, unique
+from tests.support.triggers import first_event
+from tests.support.waiting import eventually
 
 
 async def message_counts(topology, streams: dict[str, str]) -> dict[str, int]:
@@ -131,24 +115,29 @@ def test_cut_off_leaf_is_never_caught_up_until_the_hub_has_everything(make_topol
 
     asyncio.run(publish_on_isolated_leaf())
 
-    async def while_cut_off() -> tuple[list, list]:
-        await asyncio.sleep(4)  # past max_inactive: the hub has not heard from the leaf since the cut
+    async def while_cut_off(logs: LogLines) -> tuple[list, list]:
+        # past max_inactive: the hub reports no contact with the leaf for longer than 3 s on both copies
+        silent = await eventually(lambda: origin_silence(topology, copies), lambda s: s > 3.0, timeout=60)
+        assert silent > 3.0, f"the hub still reports contact {silent:.1f}s ago"
         hook = JetStreamHook(conn_id, domain="hub")
         checks = [await hook.acheck_replication(ReplicationWatch(s, max_inactive=3)) for s in copies]
         checks.append(await asyncio.to_thread(sensor.poke, {}))  # the sensor's poke waits too
+        logged = {s: logs.count(f"Stream {s!r}: waiting:") for s in copies}
         waiting = [asyncio.create_task(first_event(trigger(s), timeout=120)) for s in copies]
-        await asyncio.sleep(2)
+        for s in copies:  # each trigger judged a check made while cut off, and logged that it waits
+            await logs.wait_for(f"Stream {s!r}: waiting:", count=logged[s] + 1)
         assert not any(t.done() for t in waiting), "a trigger fired while the leaf was cut off"
         return checks, waiting
 
-    async def after_relink() -> tuple[list, list, dict]:
-        checks, waiting = await while_cut_off()
+    async def after_relink(logs: LogLines) -> tuple[list, list, dict]:
+        checks, waiting = await while_cut_off(logs)
         await asyncio.to_thread(topology.reconnect_leaf, "leaf")
         events = await asyncio.gather(*waiting)
         counts = await message_counts(topology, {origin: "leaf", **copies})
         return checks, events, counts
 
-    checks, events, counts = asyncio.run(after_relink())
+    with captured_logs() as logs:
+        checks, events, counts = asyncio.run(after_relink(logs))
     assert checks.pop() is False
     for check in checks:
         (verdict,) = check.verdicts

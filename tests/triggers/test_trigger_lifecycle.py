@@ -11,7 +11,9 @@ from airflow_provider_jetstream.testing.servers import USERS
 from airflow_provider_jetstream.triggers.consumer_lag import JetStreamConsumerLagTrigger
 from airflow_provider_jetstream.triggers.kv import JetStreamKeyValueTrigger
 from airflow_provider_jetstream.triggers.replication_lag import JetStreamReplicationLagTrigger
-from tests.triggers.natsutil import connect, connection_count, eventually, first_event, rebuild, unique
+from tests.support.natsutil import connect, connection_count, unique
+from tests.support.triggers import first_event, rebuild
+from tests.support.waiting import eventually
 
 
 @pytest.fixture

@@ -83,8 +83,9 @@ def judge_entry(
 async def watch_key(api: JetStreamApi, bucket: str, key: str, *, quiet_after: float) -> AsyncIterator[KvEntry | None]:
     """Every revision of ``key`` in ``bucket`` of ``api``'s domain, from its latest on (deletes and purges
     included: ``operation`` set), read where the bucket stores it (mirror layouts included) through a
-    consumer of this watch's own on the one pull engine. Yields None when ``quiet_after`` seconds pass
-    without a revision (the caller goes on or stops); the consumer is deleted when the watch ends.
+    consumer of this watch's own on the one pull engine. Yields None once what is stored has been
+    delivered (at once when the key has no revision), as nats' KV watchers do; ends when ``quiet_after``
+    seconds pass without a revision. The consumer is deleted when the watch ends.
 
     :class:`JetStreamNotFoundError` if the bucket does not exist; :class:`JetStreamDomainUnavailableError`
     when no JetStream answers the pull (a leaf cut off); :class:`JetStreamPermissionError` when the server
@@ -92,7 +93,7 @@ async def watch_key(api: JetStreamApi, bucket: str, key: str, *, quiet_after: fl
     """
     layout = await bucket_layout_of(api, bucket)
     where = f"KV {bucket!r} in {api.target}"
-    name, _ = await create_ephemeral_consumer(
+    name, pending = await create_ephemeral_consumer(
         api, layout.stream, where=where, last_per_subject=True, filter_subjects=[layout.key_prefix + key],
         inactive_threshold=max(30.0, 3 * quiet_after), kind="watch",
     )  # fmt: skip
@@ -102,6 +103,8 @@ async def watch_key(api: JetStreamApi, bucket: str, key: str, *, quiet_after: fl
     arrived: asyncio.Queue[Msg] = asyncio.Queue()
     await requests.listen(arrived.put)
     try:
+        if pending == 0:
+            yield None  # nothing stored for the key
         while True:
             if not requests.outstanding:
                 asked = time.monotonic()
@@ -112,26 +115,24 @@ async def watch_key(api: JetStreamApi, bucket: str, key: str, *, quiet_after: fl
                 refusal = refusal_since(api.nc, asked, subject=requests.subject)
                 if refusal:
                     raise JetStreamPermissionError(f"{where}: {refusal}") from None
-                requests.forget()
-                yield None
-                continue
+                return
             meta = parse_ack_reply(msg.reply)
             if meta is None:
                 status = requests.status(msg.headers)
                 if status is None or status.outcome == HEARTBEAT:
                     continue
                 if status.outcome == REQUEST_DONE:
-                    yield None  # the request expired: quiet
-                elif status.outcome == RETRY_AFTER:
+                    return  # the request expired: quiet for quiet_after
+                if status.outcome == RETRY_AFTER:
                     raise JetStreamDomainUnavailableError(
                         f"no JetStream answered the watch of {where}: {status.reason}"
                     )
-                else:
-                    raise JetStreamError(f"{where}: the server ended the watch: {status.reason}")
-                continue
+                raise JetStreamError(f"{where}: the server ended the watch: {status.reason}")
             requests.received()
             operation = (msg.headers or {}).get(KV_OPERATION)
             yield KvEntry(bucket, key, msg.data, meta.sequence, None, operation.upper() if operation else None)
+            if meta.pending == 0:
+                yield None  # what is stored has been delivered
     finally:
         await requests.close()
         await asyncio.shield(discard_consumer(api, layout.stream, name))

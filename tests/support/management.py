@@ -1,20 +1,19 @@
-"""Fixtures for the management operators: raw JetStream access to check what the operators did."""
+"""Raw JetStream access around the code under test: direct API requests, a per-client API watch, a quiet server."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import nats
-import pytest
 
 from airflow_provider_jetstream.testing.servers import USERS, LocalTopology, NatsServer
+from tests.support.waiting import wait_until
 
 
 def uid(prefix: str = "mgmt") -> str:
@@ -74,19 +73,11 @@ class Raw:
 
     def wait_for(self, domain: str, stream: str, messages: int, timeout: float = 60.0, account: str = "ACC") -> dict:
         """Stream info once it holds ``messages`` messages (mirrors and sources copy asynchronously)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            info = self.info(domain, stream, account)
-            if info and info["state"]["messages"] >= messages:
-                return info
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{stream} in {domain} has {info and info['state']} after {timeout}s")
-            time.sleep(0.2)
 
+        def holds(info: dict | None) -> bool:
+            return bool(info) and info["state"]["messages"] >= messages
 
-@pytest.fixture
-def raw(hub_leaf: LocalTopology) -> Raw:
-    return Raw(hub_leaf)
+        return wait_until(lambda: self.info(domain, stream, account), holds, timeout, f"{stream} in {domain}")
 
 
 class ApiWatch:
@@ -145,13 +136,6 @@ class ApiWatch:
         return [subject for subject, reply in seen if reply and reply.rsplit(".", 1)[0] in inboxes]
 
 
-@pytest.fixture
-def api_watch(hub_leaf: LocalTopology) -> Iterator[ApiWatch]:
-    """An :class:`ApiWatch` on the hub, account ACC (where ``hub_conn`` sends its requests)."""
-    with ApiWatch(hub_leaf.hub.url) as watch:
-        yield watch
-
-
 class QuietServer:
     """A JetStream server (domain ``quiet``) that nothing else uses: its traffic counters count
     only what a test does. ``traffic()`` is ``(connections ever accepted, messages received)``."""
@@ -168,20 +152,3 @@ class QuietServer:
     def traffic(self) -> tuple[int, int]:
         varz = self.server.monitor("varz") or {}
         return int(varz.get("total_connections", 0)), int(varz.get("in_msgs", 0))
-
-
-@pytest.fixture(scope="session")
-def quiet_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[QuietServer]:
-    quiet = QuietServer(tmp_path_factory.mktemp("quiet"))
-    quiet.server.start()
-    try:
-        yield quiet
-    finally:
-        quiet.server.stop()
-
-
-@pytest.fixture
-def quiet_conn(quiet_server: QuietServer, jetstream_conn: Callable[..., str]) -> str:
-    """Connection id: user ``acc`` on the quiet server."""
-    user, password = USERS["ACC"]
-    return jetstream_conn(host=f"127.0.0.1:{quiet_server.server.port}", login=user, password=password)

@@ -2,7 +2,7 @@
 
     spark-submit run_job.py <kill point> <the job's arguments...>
 
-Needs the repository root on PYTHONPATH (for ``tests.spark.killpoints``); the job itself is the
+Needs the repository root on PYTHONPATH (for ``tests.support.killpoints``); the job itself is the
 installed package's, run through its ``main``.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 
 from airflow_provider_jetstream.spark.jobs import stream_to_parquet
-from tests.spark.killpoints import install
+from tests.support.killpoints import install
 
 if __name__ == "__main__":
     point, *job_arguments = sys.argv[1:]

@@ -12,7 +12,8 @@ import structlog
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 from airflow.triggers.shared_stream import SharedStreamManager
 
-from tests.triggers.natsutil import eventually, rebuild
+from tests.support.triggers import rebuild
+from tests.support.waiting import eventually
 
 
 @dataclass
@@ -86,20 +87,13 @@ class Triggerer:
         await self.manager.stop_all()
 
 
-def publish_raw_headers(
-    host: str, port: int, user: str, password: str, subject: str, headers: list[tuple[str, str]], data: bytes
-) -> None:
-    """Publish one message with repeated header names (nats-py's dict headers cannot), over a plain socket."""
-    import json
-    import socket
+async def published_so_far_reached_the_server(conn_id: str, round_trips: int = 2) -> None:
+    """Round trips (PING/PONG) on this event loop's shared connection of ``conn_id``: the one the watchers of a
+    :class:`Triggerer` in this loop publish their acks on. When they return, whatever was published on it before
+    has been processed by the server, including what a task woken by the test's last step (a persist
+    confirmation) sent: the first round trip lets that task run, the second follows what it published."""
+    from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 
-    block = ("NATS/1.0\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers) + "\r\n").encode()
-    with socket.create_connection((host, port), timeout=5) as sock:
-        reader = sock.makefile("rb")
-        assert reader.readline().startswith(b"INFO ")
-        connect = {"user": user, "pass": password, "headers": True, "verbose": False, "pedantic": False, "protocol": 1}
-        sock.sendall(b"CONNECT " + json.dumps(connect).encode() + b"\r\n")
-        command = f"HPUB {subject} {len(block)} {len(block) + len(data)}\r\n".encode()
-        sock.sendall(command + block + data + b"\r\nPING\r\n")
-        line = reader.readline()
-        assert line.startswith(b"PONG"), line
+    async with JetStreamHook(conn_id).aconnect() as nc:
+        for _ in range(round_trips):
+            await nc.flush()

@@ -1,0 +1,122 @@
+"""Spark test streams: a stream made for one test, the hub client, and publishing into or deleting from it."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from airflow_provider_jetstream.testing.servers import USERS, LocalTopology
+
+T = TypeVar("T")
+
+
+def run(coro: Awaitable[T]) -> T:
+    return asyncio.run(coro)  # type: ignore[arg-type]
+
+
+@dataclass
+class SparkStream:
+    """A stream made for one test: name, domain, subject prefix, and the hub connection options."""
+
+    name: str
+    domain: str
+    prefix: str
+    topology: LocalTopology
+
+    @property
+    def api_prefix(self) -> str:
+        return f"$JS.{self.domain}.API"
+
+    def options(self, **extra: str) -> dict[str, str]:
+        """Data source options: connect to the hub, read this stream in its domain."""
+        user, password = USERS["ACC"]
+        return {
+            "servers": f"nats://127.0.0.1:{self.topology.hub.port}",
+            "user": user,
+            "password": password,
+            "stream": self.name,
+            "domain": self.domain,
+            **extra,
+        }
+
+
+async def hub_client(topology: LocalTopology) -> Any:
+    import nats
+
+    user, password = USERS["ACC"]
+    return await nats.connect(f"nats://127.0.0.1:{topology.hub.port}", user=user, password=password)
+
+
+def publish(stream: SparkStream, messages: list[tuple[str, bytes] | tuple[str, bytes, dict[str, str]]]) -> list[int]:
+    """Publish ``(subject suffix, data[, headers])`` to the stream; return the stored sequences."""
+
+    async def go() -> list[int]:
+        nc = await hub_client(stream.topology)
+        try:
+            js = nc.jetstream(domain=stream.domain)
+            seqs = []
+            for item in messages:
+                suffix, data = item[0], item[1]
+                headers = item[2] if len(item) > 2 else None  # type: ignore[misc]
+                ack = await js.publish(f"{stream.prefix}.{suffix}", data, headers=headers)
+                seqs.append(ack.seq)
+            return seqs
+        finally:
+            await nc.close()
+
+    return run(go())
+
+
+def publish_many(stream: SparkStream, count: int, subjects: tuple[str, ...] = ("a", "b")) -> None:
+    """Publish ``count`` messages ``i`` (payload ``b"m<i>"``) on subjects cycling through ``subjects``."""
+
+    async def go() -> None:
+        nc = await hub_client(stream.topology)
+        try:
+            js = nc.jetstream(domain=stream.domain)
+            futures = []
+            for i in range(1, count + 1):
+                futures.append(await js.publish_async(f"{stream.prefix}.{subjects[i % len(subjects)]}", b"m%d" % i))
+                if len(futures) >= 500:
+                    await asyncio.gather(*futures)
+                    futures = []
+            await asyncio.gather(*futures)
+        finally:
+            await nc.close()
+
+    run(go())
+
+
+def delete_messages(stream: SparkStream, seqs: list[int]) -> None:
+    async def go() -> None:
+        nc = await hub_client(stream.topology)
+        try:
+            jsm = nc.jsm(prefix=stream.api_prefix)
+            for seq in seqs:
+                await jsm.delete_msg(stream.name, seq)
+        finally:
+            await nc.close()
+
+    run(go())
+
+
+def stored_at(stream: SparkStream, seq: int) -> dt.datetime:
+    """When the stream stored message ``seq`` (the server's clock, UTC), rounded up to the microsecond."""
+
+    async def go() -> str:
+        nc = await hub_client(stream.topology)
+        try:
+            body = json.dumps({"seq": seq}).encode()
+            msg = await nc.request(f"{stream.api_prefix}.STREAM.MSG.GET.{stream.name}", body, timeout=5)
+            return json.loads(msg.data)["message"]["time"]
+        finally:
+            await nc.close()
+
+    whole, _, fraction = run(go()).rstrip("Z").partition(".")
+    nanoseconds = int((fraction or "0").ljust(9, "0")[:9])
+    moment = dt.datetime.fromisoformat(whole).replace(tzinfo=dt.timezone.utc)
+    return moment + dt.timedelta(microseconds=-(-nanoseconds // 1000))
