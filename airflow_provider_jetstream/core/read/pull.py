@@ -148,9 +148,9 @@ class Backoff:
     :meth:`reset` once the server delivers again."""
 
     def __init__(self, first: float = 1.0, cap: float = 30.0) -> None:
-        self.first = first
+        self.first = min(first, cap)
         self.cap = cap
-        self._next = first
+        self._next = self.first
 
     def next(self) -> float:
         """The pause before this retry (and double it for the next)."""
