@@ -9,6 +9,7 @@ import time
 import nats
 import pytest
 
+from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.errors import (
     DoubleStoreError,
     KeyValueConflictError,
@@ -16,7 +17,6 @@ from airflow_provider_jetstream.core.errors import (
     ReconcileError,
     SpecErrors,
 )
-from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.manage.buckets import BucketLayout, bucket_layout, open_key_value, write_target
 from airflow_provider_jetstream.operators.kv import (
     JetStreamCreateKeyValueOperator,

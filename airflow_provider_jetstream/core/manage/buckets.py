@@ -35,6 +35,7 @@ import nats.js.errors
 from nats.js.kv import KeyValue
 
 from airflow_provider_jetstream.core.api import WRONG_LAST_SEQUENCE, JetStreamApi, describe_prefix
+from airflow_provider_jetstream.core.arguments.names import bucket_name, kv_key
 from airflow_provider_jetstream.core.errors import (
     JetStreamDomainUnavailableError,
     JetStreamNotFoundError,
@@ -44,7 +45,7 @@ from airflow_provider_jetstream.core.errors import (
     KeyValueError,
 )
 from airflow_provider_jetstream.core.manage.reconcile import ReconcileResult, reconcile_stream
-from airflow_provider_jetstream.core.manage.specs import KeyValueSpec, describe_source, validate_bucket, validate_key
+from airflow_provider_jetstream.core.manage.specs import KeyValueSpec, describe_source
 from airflow_provider_jetstream.core.manage.specs.kv import KV_STREAM_PREFIX, kv_stream_name, kv_subjects
 from airflow_provider_jetstream.core.manage.specs.names import domain_of
 from airflow_provider_jetstream.core.protocol import headers_from_api, parse_pub_ack
@@ -131,7 +132,7 @@ async def open_key_value(api: JetStreamApi, bucket: str) -> KeyValue:
     layout nats.go and nats.js create and read), or under its own for a mirror made by this provider's
     older releases (see :func:`bucket_layout`).
     """
-    validate_bucket(bucket, "bucket")
+    bucket_name(bucket, "bucket")
     config = await _stream_config(api, bucket)
     if config is None:
         raise nats.js.errors.BucketNotFoundError
@@ -161,8 +162,8 @@ async def kv_get(api: JetStreamApi, bucket: str, key: str) -> KvEntry | None:
     """The latest value of ``key`` in ``bucket`` of ``api``'s domain, mirror buckets of other domains
     included; None when the key holds none (never put, deleted or purged).
     :class:`JetStreamNotFoundError` naming the target if the bucket does not exist."""
-    validate_bucket(bucket, "bucket")
-    validate_key(key, "key")
+    bucket_name(bucket, "bucket")
+    kv_key(key, "key")
     config = await _stream_config(api, bucket)
     if config is None:
         raise JetStreamNotFoundError(f"KV bucket {bucket!r} does not exist in {api.target}")
@@ -249,7 +250,7 @@ async def _stream_config(api: JetStreamApi, bucket: str) -> dict[str, Any] | Non
 
 async def bucket_config(api: JetStreamApi, bucket: str) -> dict[str, Any]:
     """The config of the bucket's stream, for a write: :class:`KeyValueError` if there is no such bucket."""
-    validate_bucket(bucket, "bucket")
+    bucket_name(bucket, "bucket")
     config = await _stream_config(api, bucket)
     if config is None:
         raise KeyValueError(f"bucket {bucket!r} does not exist in {api.target}")
@@ -266,7 +267,7 @@ async def _write(
     headers: dict[str, str],
     expected_revision: int | None,
 ) -> tuple[int, WriteTarget]:
-    validate_key(key, "key")
+    kv_key(key, "key")
     config = await bucket_config(api, bucket)
     target = write_target(bucket, key, api.prefix, config)
     if expected_revision is not None:

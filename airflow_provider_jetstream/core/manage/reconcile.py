@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_jetstream.core.api import JetStreamApi
+from airflow_provider_jetstream.core.arguments.values import choice
 from airflow_provider_jetstream.core.errors import (
-    JetStreamConfigError,
     ReconcileError,
 )
 from airflow_provider_jetstream.core.manage.specs import (
@@ -91,9 +91,8 @@ Guard = Callable[[], Awaitable[None]]
 
 
 def check_if_exists(if_exists: str) -> str:
-    if if_exists not in IF_EXISTS:
-        raise JetStreamConfigError(f"if_exists={if_exists!r} is not allowed: use one of {', '.join(IF_EXISTS)}")
-    return if_exists
+    """``if_exists`` parsed as every layer parses it (the reconcile functions are called directly too)."""
+    return choice(IF_EXISTS)(if_exists, "if_exists")
 
 
 async def check_api_level(api: JetStreamApi, requirements: list[Requirement]) -> None:
@@ -302,7 +301,7 @@ async def reconcile_stream(
     returns (the caller's migration recipe) replaces the generic ``if_exists='recreate'`` line of
     the error, and is logged when recreating.
     """
-    check_if_exists(if_exists)
+    if_exists = check_if_exists(if_exists)
     name = spec.name
     label = label or name
 
@@ -345,7 +344,7 @@ async def reconcile_consumer(
     logger: logging.Logger | logging.LoggerAdapter = log,
 ) -> ReconcileResult:
     """Create or update the durable pull consumer ``spec`` on ``stream`` (same rules as streams)."""
-    check_if_exists(if_exists)
+    if_exists = check_if_exists(if_exists)
     name = spec.name
 
     def send(config: Mapping[str, Any], action: str) -> Awaitable[dict[str, Any]]:

@@ -17,10 +17,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_provider_jetstream.core.arguments import durations as D
+from airflow_provider_jetstream.core.arguments import names as N
+from airflow_provider_jetstream.core.arguments import values as V
 from airflow_provider_jetstream.core.errors import SpecError
 from airflow_provider_jetstream.core.manage.specs import fields as F
 from airflow_provider_jetstream.core.manage.specs.fields import Field, Spec, Struct
-from airflow_provider_jetstream.core.manage.specs.names import validate_bucket
 from airflow_provider_jetstream.core.manage.specs.sources import parse_source
 from airflow_provider_jetstream.core.manage.specs.stream import PLACEMENT, REPUBLISH, STREAM, StreamSpec
 
@@ -47,7 +49,7 @@ def _origin(value: Any, path: str) -> dict[str, Any]:
             raise SpecError(f"{path}.bucket", data["bucket"], "give bucket or name, not both")
         data["name"] = data.pop("bucket")
     if "name" in data:
-        validate_bucket(data["name"], f"{path}.bucket")
+        N.bucket_name(data["name"], f"{path}.bucket")
     if "filter_subject" in data or "subject_transforms" in data:
         raise SpecError(f"{path}.filter_subject", "...", "KV mirrors and sources copy whole buckets")
     return parse_source(data, path)
@@ -56,24 +58,24 @@ def _origin(value: Any, path: str) -> dict[str, Any]:
 KV = Struct(
     "bucket",
     (
-        Field("bucket", "bucket", validate_bucket, "bucket name", aliases=("name",)),
-        Field("description", "description", F.text, "free text"),
-        Field("history", "history", F.integer(1, MAX_HISTORY), f"revisions kept per key, 1-{MAX_HISTORY}"),
-        Field("ttl", "ttl", F.duration(), "how long a value lives, 0: forever", aliases=("max_age",)),
+        Field("bucket", "bucket", N.bucket_name, "bucket name", aliases=("name",)),
+        Field("description", "description", V.text, "free text"),
+        Field("history", "history", V.integer(1, MAX_HISTORY), f"revisions kept per key, 1-{MAX_HISTORY}"),
+        Field("ttl", "ttl", D.nanoseconds(), "how long a value lives, 0: forever", aliases=("max_age",)),
         Field("max_value_size", "max_value_size", F.limit, "-1: unlimited", aliases=("max_msg_size",)),
         Field("max_bytes", "max_bytes", F.limit, "-1: unlimited"),
-        Field("storage", "storage", F.choice({"file": "file", "memory": "memory", "mem": "memory"}), "file | memory"),
-        Field("replicas", "replicas", F.integer(1, 5), "1-5", aliases=("num_replicas",)),
+        Field("storage", "storage", V.choice({"file": "file", "memory": "memory", "mem": "memory"}), "file | memory"),
+        Field("replicas", "replicas", V.integer(1, 5), "1-5", aliases=("num_replicas",)),
         Field("placement", "placement", F.nested(PLACEMENT), "cluster / tags"),
-        Field("compression", "compression", F.boolean, "s2 compression on disk", since="2.10"),
+        Field("compression", "compression", V.boolean, "s2 compression on disk", since="2.10"),
         Field("republish", "republish", F.nested(REPUBLISH), "src / dest / headers_only"),
-        Field("metadata", "metadata", F.string_map, "string -> string", since="2.10"),
+        Field("metadata", "metadata", V.string_map, "string -> string", since="2.10"),
         Field("mirror", "mirror", _origin, "the origin bucket of a read-only copy"),
-        Field("sources", "sources", F.list_of(_origin, min_items=1), "origin buckets to aggregate"),
+        Field("sources", "sources", V.list_of(_origin, min_items=1), "origin buckets to aggregate"),
         Field(
             "limit_marker_ttl",
             "limit_marker_ttl",
-            F.duration(allow_zero=False),
+            D.nanoseconds(allow_zero=False),
             "keep a delete marker this long when a key's TTL removes it",
             since="2.11",
             level=1,
