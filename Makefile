@@ -66,7 +66,7 @@ demo: $(STAMP)
 	$(BIN)/python demo/run.py
 
 stack: $(STAMP)
-	$(BIN)/python -m airflow_provider_jetstream.testing.stack --dags-folder dags --workdir .stack
+	$(BIN)/python -m local_stack.stack --dags-folder dags --workdir .stack
 
 test: $(STAMP) $(JS_STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

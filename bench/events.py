@@ -241,7 +241,8 @@ class Bench:
 
     def __init__(self, work: Path, args: argparse.Namespace) -> None:
         from airflow_provider_jetstream.testing.servers import USERS, LocalTopology
-        from airflow_provider_jetstream.testing.stack import LocalAirflow, LocalPostgres
+        from local_stack.airflow_stack import LocalAirflow
+        from local_stack.processes import LocalPostgres
 
         self.args = args
         self.dags = work / "dags"
@@ -310,7 +311,7 @@ class Bench:
                 say(f"stopping {type(part).__name__}: {err}")
 
     def wait_watchers(self, consumers: dict[str, str], timeout: float = 300) -> None:
-        from airflow_provider_jetstream.testing.processes import wait_until
+        from local_stack.processes import wait_until
 
         hub = self.topology.url("hub")
         for consumer, stream in consumers.items():
@@ -425,7 +426,7 @@ class Bench:
     def restart_triggerer(self) -> None:
         """Stop the triggerer (SIGTERM to its group) and start a fresh one; wait until it runs every
         trigger and the throughput watchers pull again."""
-        from airflow_provider_jetstream.testing.processes import ManagedProcess, wait_until
+        from local_stack.processes import ManagedProcess, wait_until
 
         old = self.airflow.processes["triggerer"]
         old_job = self.query("SELECT max(id) FROM job WHERE job_type = 'TriggererJob'")[0][0]
@@ -477,7 +478,7 @@ class Bench:
         return sum(1 for c in connz.get("connections") or [] if c.get("name") == CLIENT_NAME)
 
     def memory(self, steps: list[int]) -> list[dict[str, Any]]:
-        from airflow_provider_jetstream.testing.processes import wait_until
+        from local_stack.processes import wait_until
 
         results = []
         have = 0

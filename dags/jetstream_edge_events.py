@@ -95,8 +95,7 @@ with DAG(
 
 def process_announcements(payloads: list[dict]) -> list[dict]:
     """Read each announced range from its leaf and record it done; announcements already done are skipped."""
-    from nats.js.errors import KeyWrongLastSequenceError
-
+    from airflow_provider_jetstream.core.errors import KeyValueConflictError
     from airflow_provider_jetstream.core.read.range import read_range
     from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 
@@ -105,17 +104,19 @@ def process_announcements(payloads: list[dict]) -> list[dict]:
     async def run() -> list[dict]:
         results = []
         async with hook.aconnect() as nc:
-            bucket = await nc.jetstream(domain=HUB_DOMAIN).key_value(PIPELINE_BUCKET)
             for payload in sorted(payloads, key=lambda p: p.get("sequence", 0)):
                 announcement = payload.get("data") or {}
                 leaf = payload.get("subject", "").split(".")[1] if payload.get("subject") else None
                 key = DONE_KEY.format(sequence=payload.get("sequence"))
-                if leaf not in LEAF_DOMAINS or await _done(bucket, key):
+                if leaf not in LEAF_DOMAINS or await hook.akv_get(PIPELINE_BUCKET, key, domain=HUB_DOMAIN):
                     continue
                 totals: dict[str, list[float]] = {}
                 count = 0
                 first, last = int(announcement["first_seq"]), int(announcement["last_seq"])
-                async for chunk in read_range(nc, LEAF_STREAM, first, last, api_prefix=f"$JS.{leaf}.API"):
+                # The leaf's stream through the hub; the default reader (vectorised where numpy and pyarrow are
+                # installed, else nats-py's) gives the payloads as bytes either way.
+                prefix = hook.resolve_api_prefix(domain=leaf)
+                async for chunk in read_range(nc, LEAF_STREAM, first, last, api_prefix=prefix, include_headers=False):
                     for data in chunk.payloads:
                         reading = json.loads(data)
                         totals.setdefault(reading["sensor"], []).append(reading["value"])
@@ -127,21 +128,12 @@ def process_announcements(payloads: list[dict]) -> list[dict]:
                     "readings": count,
                     "mean_by_sensor": {s: round(sum(v) / len(v), 3) for s, v in sorted(totals.items())},
                 }
-                try:
-                    await bucket.create(key, json.dumps(result).encode())
-                except KeyWrongLastSequenceError:
+                try:  # only if the key does not exist yet
+                    await hook.akv_put(PIPELINE_BUCKET, key, json.dumps(result), expected_revision=0, domain=HUB_DOMAIN)
+                except KeyValueConflictError:
                     continue  # processed concurrently by another run
                 results.append(result)
         return results
-
-    async def _done(bucket: Any, key: str) -> bool:
-        from nats.js.errors import KeyNotFoundError
-
-        try:
-            await bucket.get(key)
-        except KeyNotFoundError:
-            return False
-        return True
 
     return hook.run(run())
 

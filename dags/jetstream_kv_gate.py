@@ -37,7 +37,8 @@ an edge that creates it first with the same spec is left unchanged.
 1. **wait** (deferrable: a KV watch in the triggerer, no polling) until the key exists in the leaf's
    domain; a key of the same name in the hub does not count.
 2. **process** that batch: the leaf's `{LEAF_STREAM}` stream, sequences `first_seq..last_seq`,
-   read through the hub connection with the provider's fast pull reader; per-sensor count and mean.
+   read through the hub connection with the provider's range reader (vectorised where numpy and pyarrow
+   are installed, nats-py's on a base install); per-sensor count and mean.
 3. **record** the result in `{edge_status_bucket("<leaf>")}/{PROCESSED_KEY}` and **delete** `{READY_KEY}` with a
    compare-and-set on the revision that was processed, so a newer announcement is never lost.
 """

@@ -114,6 +114,17 @@ def test_each_layer_imports_only_what_the_architecture_allows() -> None:
     assert offenders == []
 
 
+def test_nothing_in_the_package_imports_the_repository_stack() -> None:
+    """``local_stack/`` is the repository's (``make stack``), not the wheel's: an import of it from the
+    package would fail on every installed provider."""
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in runtime_imports(ast.parse(path.read_text())):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+            offenders += [f"{path.relative_to(PACKAGE)} imports {n}" for n in names if n.split(".")[0] == "local_stack"]
+    assert offenders == []
+
+
 def test_every_module_opens_with_a_one_line_summary() -> None:
     missing = []
     for path in sorted(PACKAGE.rglob("*.py")):

@@ -100,6 +100,21 @@ def test_spark_image_matches_the_pinned_pyspark() -> None:
     assert base.group(1) == pyspark
 
 
+def test_spark_image_installs_what_the_executors_import() -> None:
+    """The package goes into the Spark image with ``--no-deps``: the image must name what the data source
+    imports on executors, nats-py, and the vectorised reader's pyarrow and numpy (the spark extra's)."""
+    text = (REPO / "deploy/spark/Dockerfile").read_text().replace("\\\n", " ")
+    named = set()
+    for line in text.splitlines():
+        if line.startswith("RUN "):
+            for command in line[4:].split("&&"):
+                words = command.split()
+                if words[:2] == ["pip", "install"]:
+                    packages = [w.strip("\"'") for w in words[2:] if not w.startswith(("-", "/"))]
+                    named |= {re.split(r"[\[=<>]", package)[0] for package in packages}
+    assert {"nats-py", "pyarrow", "numpy"} <= named, named
+
+
 def test_deploy_configs_link_on_real_servers(tmp_path: Path) -> None:
     """hub.conf, leaf-a.conf and leaf-b.conf, ports and paths moved, form the linked topology."""
     shutil.copy(NATS_DIR / "accounts.conf", tmp_path / "accounts.conf")

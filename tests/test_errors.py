@@ -33,16 +33,15 @@ REFUSAL = {
     "JetStreamDomainUnavailableError": False,
     "JetStreamTimeoutError": False,
     "DoubleStoreUnreachableError": False,
-    "JetStreamNotFoundError": False,
+    "JetStreamNotFoundError": True,
     "JetStreamApiError": False,
     "JetStreamPublishError": False,
     "KeyValueError": False,
-    "JetStreamReplicationError": False,
+    "JetStreamReplicationError": True,
     "JetStreamDataLossError": False,
     "CheckpointConflictError": False,
     "TlsNotStartedError": None,
     "NatsServerError": None,
-    "StackError": None,
 }
 
 

@@ -3,11 +3,21 @@
 Plain exceptions (Airflow fails a task on any of them), so Spark executors can import this module
 without Airflow.
 
-Two kinds, told apart by :func:`is_refusal`:
+Every error is one of three kinds, and :func:`disposition` tells which: the one classification the
+operators, the sensors and the triggers all act on.
+
+- :data:`REFUSE`: asking again cannot help (:class:`JetStreamRefusalError`, tree below). Operators
+  fail the task at once (Airflow's ``AirflowFailException``), whatever its ``retries``; sensors and
+  triggers fail at once too (a sensor with ``soft_fail`` is skipped).
+- :data:`WAIT`: nobody answered now (:class:`JetStreamDomainUnavailableError`, and nats-py's
+  timeouts, no responders, 503 and reconnecting errors): a leaf link down, a hub node away, a leader
+  being elected. Sensors and triggers keep waiting (up to their ``unreachable_timeout``); operators
+  raise it, so Airflow's ``retries`` apply.
+- :data:`RETRY`: anything else (a connection that could not be made, a write not stored, an API
+  error, data loss): this attempt failed, and Airflow's ``retries`` apply, for sensors too.
 
 **Refusals** (:class:`JetStreamRefusalError`) are errors that running the same task again cannot
-fix. The operators fail the task at once on them (Airflow's ``AirflowFailException``), whatever its
-``retries``::
+fix::
 
     JetStreamRefusalError
     ├── JetStreamConfigError (also ValueError)   a bad connection field, argument or spec
@@ -19,27 +29,27 @@ fix. The operators fail the task at once on them (Airflow's ``AirflowFailExcepti
     ├── JetStreamAuthError (also JetStreamConnectionError)   the server rejected the credentials
     ├── JetStreamPermissionError                 a Permissions Violation: the user may not ask
     │   └── JetStreamImportMissingError          the account has no import of that API
+    ├── JetStreamNotFoundError (also LookupError)   a stream, consumer or bucket that must exist is not there
+    ├── JetStreamReplicationError                an origin reports a replication error beyond the grace period
     └── KeyValueConflictError (also KeyValueError)   compare-and-set failed
 
-**Everything else** is left to ``retries``: a server that does not answer, a timeout, a domain or
-leaf link that is down, a write not stored, an object not there (yet)::
+**Everything else** is to wait for (:data:`WAIT`: the first branch below) or left to ``retries``
+(:data:`RETRY`)::
 
     JetStreamError
-    ├── JetStreamConnectionError                 no NATS connection (unreachable, TLS failure)
     ├── JetStreamDomainUnavailableError          no JetStream answered in a domain or API prefix
     │   ├── JetStreamTimeoutError                a request got no answer in time (and no refusal)
     │   └── DoubleStoreUnreachableError          a domain the double-store check must ask is down
-    ├── JetStreamNotFoundError (also LookupError)   a stream, consumer or bucket is not there
+    ├── JetStreamConnectionError                 no NATS connection (unreachable, TLS failure)
     ├── JetStreamApiError                        the JetStream API answered with an error
     ├── JetStreamPublishError                    some messages were not stored (where aimed)
     ├── KeyValueError                            a KV write landed somewhere unexpected
-    ├── JetStreamReplicationError                an origin reports a replication error
     ├── JetStreamDataLossError                   sequences of a range are gone (Spark read path)
     └── CheckpointConflictError                  another run moved the Spark job's checkpoint
 
 Outside this tree: :class:`TlsNotStartedError` (a nats-py error the TLS-only transport raises
 inside nats-py; :mod:`.connection.client` turns it into a :class:`JetStreamConnectionError`), and the test
-topology's :class:`NatsServerError` and :class:`StackError` (``RuntimeError``; never raised by a task).
+topology's :class:`NatsServerError` (``RuntimeError``; never raised by a task).
 """
 
 from __future__ import annotations
@@ -49,15 +59,45 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import nats.errors
+import nats.js.errors
 
 
 class JetStreamError(Exception):
     """Base class of every error this provider raises on purpose."""
 
 
+#: Asking again cannot help: fail at once, without retries.
+REFUSE = "refuse"
+#: Nobody answered now: wait (sensors, triggers) or retry later (operators).
+WAIT = "wait"
+#: This attempt failed: Airflow's retries apply.
+RETRY = "retry"
+
+#: nats-py's errors that mean "nobody answered now" (the 503 a JetStream API request gets when no server
+#: answers, a request timeout, a connection being re-established). A closed connection (reconnect
+#: attempts exhausted) is not one: it is a :data:`RETRY`.
+_NO_ANSWER_NOW: tuple[type[BaseException], ...] = (
+    nats.errors.TimeoutError,
+    nats.errors.NoRespondersError,
+    nats.js.errors.ServiceUnavailableError,
+    nats.errors.ConnectionReconnectingError,
+    nats.errors.StaleConnectionError,
+    nats.errors.OutboundBufferLimitError,
+)
+
+
+def disposition(error: BaseException) -> str:
+    """:data:`REFUSE`, :data:`WAIT` or :data:`RETRY`: what to do about ``error`` (see the module doc)."""
+    if isinstance(error, JetStreamRefusalError):
+        return REFUSE
+    if isinstance(error, (JetStreamDomainUnavailableError, *_NO_ANSWER_NOW)):
+        return WAIT
+    return RETRY
+
+
 def is_refusal(error: BaseException) -> bool:
-    """True if ``error`` is a refusal (see :class:`JetStreamRefusalError`): fail, do not retry."""
-    return isinstance(error, JetStreamRefusalError)
+    """True if ``error`` is a refusal (:data:`REFUSE`): fail, do not retry."""
+    return disposition(error) == REFUSE
 
 
 # -- refusals: fail the task at once ------------------------------------------------------------------
@@ -68,7 +108,8 @@ class JetStreamRefusalError(JetStreamError):
 
     Operators turn it into ``AirflowFailException`` (no retries). Subclasses: every
     :class:`JetStreamConfigError` (bad argument or spec, refused reconcile, double store),
-    :class:`JetStreamAuthError`, :class:`JetStreamPermissionError` and :class:`KeyValueConflictError`.
+    :class:`JetStreamAuthError`, :class:`JetStreamPermissionError`, :class:`JetStreamNotFoundError`,
+    :class:`JetStreamReplicationError` and :class:`KeyValueConflictError`.
     """
 
 
@@ -164,6 +205,15 @@ class JetStreamImportMissingError(JetStreamPermissionError):
     the import of that API subject (or the exporting account's JetStream is down)."""
 
 
+class JetStreamNotFoundError(JetStreamRefusalError, LookupError):
+    """A stream, consumer or bucket that must exist does not: the same call finds the same (create it
+    first, upstream in the DAG)."""
+
+
+class JetStreamReplicationError(JetStreamRefusalError):
+    """An origin has reported a replication error for longer than the grace period (it was waited for)."""
+
+
 class KeyValueError(JetStreamError):
     """A KV write was refused or landed somewhere unexpected."""
 
@@ -173,7 +223,7 @@ class KeyValueConflictError(KeyValueError, JetStreamRefusalError):
     the same put with the same expected revision would fail again)."""
 
 
-# -- not refusals: left to retries --------------------------------------------------------------------
+# -- not refusals: waited for (JetStreamDomainUnavailableError) or left to retries -----------------
 
 
 class JetStreamDomainUnavailableError(JetStreamError):
@@ -188,10 +238,6 @@ class JetStreamTimeoutError(JetStreamDomainUnavailableError):
 class DoubleStoreUnreachableError(JetStreamDomainUnavailableError):
     """A domain the double-store check must ask did not answer (leaf link down?): not verified,
     refused; not a refusal of the task's inputs, so ``retries`` may succeed once the link is back."""
-
-
-class JetStreamNotFoundError(JetStreamError, LookupError):
-    """A stream, consumer or bucket that must exist does not (it may be created meanwhile)."""
 
 
 class JetStreamApiError(JetStreamError):
@@ -220,10 +266,6 @@ class JetStreamPublishError(JetStreamError):
         self.description = description or message
 
 
-class JetStreamReplicationError(JetStreamError):
-    """An origin has reported a replication error for longer than the grace period."""
-
-
 class JetStreamDataLossError(JetStreamError):
     """Sequences inside the requested range are gone (purged, deleted, expired or over limits)."""
 
@@ -246,7 +288,3 @@ class TlsNotStartedError(nats.errors.Error):
 
 class NatsServerError(RuntimeError):
     """A local nats-server of the test topology did not start, or did not become ready in time."""
-
-
-class StackError(RuntimeError):
-    """A process of the test stack did not start, or a condition was not met in time."""

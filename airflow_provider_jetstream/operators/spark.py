@@ -19,16 +19,25 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.exceptions import AirflowOptionalProviderFeatureException
 
 from airflow_provider_jetstream.assets.lineage import OperatorLineageMixin, path_location
 from airflow_provider_jetstream.core.arguments import Args
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.operators.base import FailFastOnRefusal, stream_locations
-from airflow_provider_jetstream.spark.job_args import FLAGS, JOB, SUBMIT
 from airflow_provider_jetstream.utils.arguments import CheckedArguments
+
+try:
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+    from airflow_provider_jetstream.spark.job_args import FLAGS, JOB, SUBMIT
+except ImportError as err:  # the optional [spark] extra: the Spark provider, pyspark and pyarrow
+    raise AirflowOptionalProviderFeatureException(
+        f"JetStreamSparkSubmitOperator needs the Spark provider, pyspark and pyarrow ({err}): "
+        "install 'airflow-provider-jetstream[spark]'"
+    ) from err
 
 #: A line of spark-submit output that states an error: a log record at level ERROR (the packaged
 #: job logs its failure so), a Python exception line (``pkg.SomeError: ...``) or a JVM one.

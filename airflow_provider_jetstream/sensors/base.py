@@ -1,4 +1,10 @@
-"""``BaseJetStreamSensor``: the poke / reschedule / deferrable plumbing the JetStream sensors share."""
+"""``BaseJetStreamSensor``: the poke / reschedule / deferrable plumbing the JetStream sensors share.
+
+A sensor's poke is one step of its trigger's wait
+(:meth:`~airflow_provider_jetstream.triggers.base.JetStreamWaitTrigger.step`): the same check, the same
+outcome and the same classification of errors (:func:`~airflow_provider_jetstream.core.errors.disposition`)
+as the trigger's wait in the triggerer.
+"""
 
 from __future__ import annotations
 
@@ -9,28 +15,21 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
-from airflow.triggers.base import BaseTrigger
 
 from airflow_provider_jetstream.core.connection.fields import api_prefix_for
-from airflow_provider_jetstream.core.errors import (
-    JetStreamConfigError,
-    JetStreamError,
-    JetStreamNotFoundError,
-    JetStreamPermissionError,
-    JetStreamReplicationError,
-)
+from airflow_provider_jetstream.core.errors import REFUSE, JetStreamConfigError, JetStreamError
 from airflow_provider_jetstream.core.manage.specs.durations import optional_duration_seconds
+from airflow_provider_jetstream.core.status.waiting import DONE, WAITING, WaitOutcome
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
-from airflow_provider_jetstream.triggers.base import TRANSIENT_ERRORS, UnreachableClock, transient_reason
+from airflow_provider_jetstream.triggers.base import JetStreamWaitTrigger
 from airflow_provider_jetstream.utils.templates import is_resolved_at_run_time
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-#: Errors that waiting cannot fix: the task fails at once (or is skipped with ``soft_fail``).
-FATAL_ERRORS = (JetStreamNotFoundError, JetStreamConfigError, JetStreamReplicationError, JetStreamPermissionError)
-#: Trigger error reasons that waiting or retrying cannot fix (the task fails without retries).
-FATAL_REASONS = ("not_found", "invalid", "replication_error", "permission", "unreachable")
+#: Error events of triggers that carried no ``disposition`` (serialized before it existed): the reasons
+#: that failed at once.
+REFUSED_REASONS = ("not_found", "invalid", "replication_error", "permission", "unreachable")
 #: Key of the sensor's state in Airflow's task state store (kept across reschedules).
 STATE_KEY = "airflow_provider_jetstream.sensor_state"
 
@@ -96,12 +95,8 @@ class BaseJetStreamSensor(BaseSensorOperator, abc.ABC):
         """Check the (rendered) arguments; raise :class:`JetStreamConfigError` naming the bad one."""
 
     @abc.abstractmethod
-    async def acheck(self, hook: JetStreamHook) -> tuple[bool, dict[str, Any] | None]:
-        """One check: ``(done, xcom value)``; logs what it saw and why it is not done."""
-
-    @abc.abstractmethod
-    def trigger(self) -> BaseTrigger:
-        """The trigger that waits for the same condition in the triggerer."""
+    def trigger(self) -> JetStreamWaitTrigger:
+        """The trigger that waits for the same condition (with what earlier pokes left, ``self._state``)."""
 
     #: Key of the trigger's success event that holds the XCom value.
     event_key: str = ""
@@ -119,47 +114,48 @@ class BaseJetStreamSensor(BaseSensorOperator, abc.ABC):
             raise AirflowSkipException(message)
         raise AirflowFailException(message)
 
+    def finish(self, message: str, disposition: str, error: BaseException | None = None) -> NoReturn:
+        """End a wait that failed: a refusal fails at once (:meth:`fail`); anything else is raised, so
+        Airflow's retries apply."""
+        if disposition == REFUSE:
+            self.fail(message)
+        raise error or JetStreamError(message)
+
     def poke(self, context: Context) -> bool | PokeReturnValue:
         store = context.get("task_state_store") if isinstance(context, Mapping) and self.reschedule else None
         if store is not None:
             # A rescheduled sensor is a new process at each poke: its state comes from the store.
             self._state = dict(store.get(STATE_KEY) or {})
         self._state_persisted = store is not None
-        done = False
+        outcome: WaitOutcome | None = None
         try:
-            done, result = self._poke_once()
-            return result
+            outcome = self.step()
         finally:
             if store is not None:
-                if done:
+                if outcome is not None and outcome.status == DONE:
                     store.delete(STATE_KEY)
                 else:
                     store.set(STATE_KEY, self._state)
+        if outcome.status == DONE:
+            return PokeReturnValue(True, outcome.xcom)
+        if outcome.status == WAITING:
+            return False
+        self.finish(outcome.message, outcome.disposition, outcome.error)
 
-    def _poke_once(self) -> tuple[bool, bool | PokeReturnValue]:
+    def step(self) -> WaitOutcome:
+        """One check, as one step of the trigger's wait: what it must remember goes on in ``self._state``."""
         try:
             self.validate()
             self.unreachable_timeout_seconds = optional_duration_seconds(
                 self.unreachable_timeout, "unreachable_timeout"
             )
             hook = self.make_hook()
+            trigger = self.trigger()
         except JetStreamConfigError as err:
             self.fail(str(err))
-        try:
-            done, xcom = hook.run(self.acheck(hook))
-        except FATAL_ERRORS as err:
-            self.fail(str(err))
-        except TRANSIENT_ERRORS as err:
-            reason = transient_reason(hook, err)
-            clock = UnreachableClock(self.unreachable_timeout_seconds, self._state.get("unreachable_since"))
-            failure = clock.note(reason)
-            self._state["unreachable_since"] = clock.since
-            if failure:
-                self.fail(failure)
-            self.log.info("Cannot check yet, will retry: %s", reason)
-            return False, False
-        self._state.pop("unreachable_since", None)
-        return done, (PokeReturnValue(True, xcom) if done else False)
+        outcome = hook.run(trigger.step(hook))
+        self._state = trigger.state
+        return outcome
 
     def execute(self, context: Context) -> Any:
         if not self.deferrable:
@@ -174,13 +170,12 @@ class BaseJetStreamSensor(BaseSensorOperator, abc.ABC):
 
         As in poke mode, what waiting cannot fix (missing stream/consumer/bucket, bad argument, a
         refused request, a lasting replication error, a domain unreachable beyond
-        ``unreachable_timeout``) fails without retries (or skips with ``soft_fail``); a
-        connection failure fails as any error does, so Airflow's retries apply.
+        ``unreachable_timeout``) fails without retries (or skips with ``soft_fail``); anything else
+        (a connection failure) fails as any error does, so Airflow's retries apply.
         """
         if event.get("status") == "success":
             self.log.info("Success criteria met in the triggerer.")
             return event.get(self.event_key)
         message = event.get("message") or f"the trigger failed: {event!r}"
-        if event.get("reason") in FATAL_REASONS:
-            self.fail(message)
-        raise JetStreamError(message)
+        disposition = event.get("disposition") or (REFUSE if event.get("reason") in REFUSED_REASONS else "retry")
+        self.finish(message, disposition)

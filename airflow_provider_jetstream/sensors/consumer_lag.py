@@ -7,7 +7,6 @@ from typing import Any
 
 from airflow_provider_jetstream.core.manage.specs.names import validate_name
 from airflow_provider_jetstream.core.values import validate_count
-from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.sensors.base import BaseJetStreamSensor, templated
 from airflow_provider_jetstream.triggers.consumer_lag import JetStreamConsumerLagTrigger
 
@@ -58,18 +57,6 @@ class JetStreamConsumerLagSensor(BaseJetStreamSensor):
     def validate(self) -> None:
         validate_name(self.stream, "stream")
         validate_name(self.consumer, "consumer", what="consumer")
-
-    async def acheck(self, hook: JetStreamHook) -> tuple[bool, dict[str, Any] | None]:
-        check = await hook.aconsumer_lag(
-            self.stream,
-            self.consumer,
-            max_pending=self.max_pending,
-            max_ack_pending=self.max_ack_pending,
-            max_redelivered=self.max_redelivered,
-        )
-        state = "done" if check.done else "waiting"
-        self.log.info("Consumer %r > %r in %s: %s: %s", self.stream, self.consumer, check.target, state, check.reason)
-        return check.done, check.to_xcom()
 
     def trigger(self) -> JetStreamConsumerLagTrigger:
         return JetStreamConsumerLagTrigger(

@@ -8,7 +8,6 @@ from typing import Any
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.core.manage.specs.names import validate_bucket, validate_key
 from airflow_provider_jetstream.core.values import validate_count
-from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.sensors.base import BaseJetStreamSensor, templated
 from airflow_provider_jetstream.triggers.kv import JetStreamKeyValueTrigger
 
@@ -57,12 +56,6 @@ class JetStreamKeyValueSensor(BaseJetStreamSensor):
         validate_key(self.key, "key")
         if self.value is not None and not isinstance(self.value, str):
             raise JetStreamConfigError(f"value={self.value!r} is not allowed: use text (compared as UTF-8) or None")
-
-    async def acheck(self, hook: JetStreamHook) -> tuple[bool, dict[str, Any] | None]:
-        check = await hook.acheck_key(self.bucket, self.key, value=self.value, min_revision=self.min_revision)
-        state = "done" if check.done else "waiting"
-        self.log.info("KV %r in %s: %s: %s", self.bucket, check.target, state, check.reason)
-        return check.done, check.to_xcom() if check.done else None
 
     def trigger(self) -> JetStreamKeyValueTrigger:
         return JetStreamKeyValueTrigger(

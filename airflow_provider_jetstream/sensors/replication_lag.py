@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from airflow_provider_jetstream.core.errors import JetStreamReplicationError
 from airflow_provider_jetstream.core.status.replication import ReplicationWatch
 from airflow_provider_jetstream.core.values import validate_count
 from airflow_provider_jetstream.hooks.args import replication_watch
-from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.sensors.base import BaseJetStreamSensor, templated
 from airflow_provider_jetstream.triggers.replication_lag import JetStreamReplicationLagTrigger
 
@@ -115,40 +112,11 @@ class JetStreamReplicationLagSensor(BaseJetStreamSensor):
         )
 
     def new_watch(self) -> ReplicationWatch:
-        """The watch, taking up the state earlier checks left (this object's, the task state store's)."""
-        return self.watch_args(self.unreachable_timeout_seconds).restore(self._state.get("watch"))
-
-    async def acheck(self, hook: JetStreamHook) -> tuple[bool, dict[str, Any] | None]:
-        watch = self.new_watch()
-        try:
-            check = await hook.acheck_replication(watch)
-            # Without a state store a rescheduled sensor forgets between pokes: it confirms an error
-            # within this poke.
-            while self.reschedule and not self._state_persisted and watch.errors_pending and not check.failed:
-                self.log.info("Replication of %r:\n%s", self.stream, check.table())
-                await asyncio.sleep(min(self.poke_interval, 5.0))
-                check = await hook.acheck_replication(watch)
-        finally:
-            self._state["watch"] = watch.state()
-        if watch.should_log(check) or check.failed or check.done:
-            self.log.info("Replication of stream %r in %s:\n%s", self.stream, check.target, check.table())
-            if not check.done:
-                self.log.info("Stream %r: waiting: %s", self.stream, check.waiting_for())
-        self._state["watch"] = watch.state()
-        if check.failed:
-            raise JetStreamReplicationError(f"stream {self.stream!r} in {check.target}: {check.failed}")
-        if check.done and not check.caught_up:
-            self.log.info(
-                "Stream %r: proceeding without unreachable origins: %s",
-                self.stream,
-                "; ".join(
-                    f"{u['kind']} {u['origin']!r} in {u['domain'] or u['api_prefix']}" for u in check.unreachable()
-                ),
-            )
-        return check.done, check.to_xcom()
+        """The watch the next poke's check uses: the rendered arguments and what earlier pokes left."""
+        return self.trigger().new_watch()
 
     def trigger(self) -> JetStreamReplicationLagTrigger:
-        return JetStreamReplicationLagTrigger(
+        trigger = JetStreamReplicationLagTrigger(
             jetstream_conn_id=self.jetstream_conn_id,
             stream=self.stream,
             domain=self.domain,
@@ -163,3 +131,6 @@ class JetStreamReplicationLagSensor(BaseJetStreamSensor):
             unreachable_timeout=self.unreachable_timeout_seconds,
             state=dict(self._state),
         )
+        # Without a state store a rescheduled sensor forgets between pokes: it confirms an error within one poke.
+        trigger.confirm_errors = self.reschedule and not self._state_persisted
+        return trigger

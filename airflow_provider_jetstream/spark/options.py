@@ -31,7 +31,7 @@ from airflow_provider_jetstream.core.connection.fields import api_prefix_for
 from airflow_provider_jetstream.core.connection.settings import JetStreamConnectionConfig
 from airflow_provider_jetstream.core.errors import JetStreamConfigError, SpecError
 from airflow_provider_jetstream.core.publish.subjects import check_publish_subject
-from airflow_provider_jetstream.core.read.range import READERS, PullSettings, default_reader
+from airflow_provider_jetstream.core.read.settings import READERS, PullSettings, default_reader
 
 #: Environment variable holding the whole NATS connection as JSON (host, port, login, password,
 #: extra); set by JetStreamSparkSubmitOperator for the driver. Spark redacts names with SECRET.

@@ -20,7 +20,7 @@ from airflow_provider_jetstream.core.errors import (
     JetStreamDataLossError,
     JetStreamNotFoundError,
 )
-from airflow_provider_jetstream.core.read.range import first_sequence_at
+from airflow_provider_jetstream.core.read.seek import first_sequence_at
 from airflow_provider_jetstream.spark.options import ReadOptions
 
 log = logging.getLogger(__name__)

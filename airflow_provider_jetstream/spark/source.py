@@ -254,7 +254,7 @@ def worker_python_problem(master: str, configured_python: str | None) -> str | N
     if os.path.abspath(python3) == os.path.abspath(sys.executable):
         return None
     probe = subprocess.run(
-        [python3, "-c", "import airflow_provider_jetstream, pyarrow, nats"],
+        [python3, "-c", "import airflow_provider_jetstream, pyarrow, numpy, nats"],
         capture_output=True,
         text=True,
         timeout=60,

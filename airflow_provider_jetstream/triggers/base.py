@@ -1,66 +1,36 @@
-"""What the JetStream triggers share: the waiting triggers' base class, which errors mean "try again
-later", which end the trigger (and the event each gives), the unreachable clock, fixed-rate polling."""
+"""What the waiting triggers share: their base class, one check over the shared wait loop, and its events.
+
+Each waiting trigger (consumer lag, replication lag, KV key) defines one check of its condition
+(:meth:`JetStreamWaitTrigger.check`); the trigger's ``run()`` repeats it every ``poll_interval`` seconds
+with :func:`~airflow_provider_jetstream.core.status.waiting.wait_until_final`, and the matching sensor
+makes one :meth:`~JetStreamWaitTrigger.step` per poke: the same check, the same outcome, the same
+classification of errors (:mod:`airflow_provider_jetstream.core.status.waiting`).
+"""
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import time
+import abc
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import nats.errors
 import nats.js.errors
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_provider_jetstream.core.errors import (
-    JetStreamConfigError,
-    JetStreamDomainUnavailableError,
-    JetStreamError,
-    JetStreamNotFoundError,
-    JetStreamPermissionError,
-)
 from airflow_provider_jetstream.core.manage.specs.durations import optional_duration_seconds
-from airflow_provider_jetstream.core.status.report import format_seconds
+from airflow_provider_jetstream.core.status.waiting import (
+    Reading,
+    UnreachableClock,
+    WaitOutcome,
+    failure_of,
+    wait_step,
+    wait_until_final,
+)
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 
-#: Errors after which a later check may succeed: the domain answers again, the client reconnected.
-#: A closed connection (reconnect attempts exhausted) is not one: the trigger fails and Airflow retries.
-TRANSIENT_ERRORS = (
-    JetStreamDomainUnavailableError,
-    nats.errors.TimeoutError,
-    nats.errors.NoRespondersError,
-    nats.js.errors.ServiceUnavailableError,  # the 503 a JetStream API request gets when no server answers
-    nats.errors.ConnectionReconnectingError,
-    nats.errors.StaleConnectionError,
-    nats.errors.OutboundBufferLimitError,
-)
 
-
-#: Errors that end a trigger with an error event (see :func:`error_event`): waiting cannot fix them,
-#: or the connection is gone for good.
-FINAL_ERRORS = (JetStreamError, nats.errors.ConnectionClosedError)
-
-#: The error event ``reason`` of each final error class, the first match wins.
-_REASONS: tuple[tuple[type[BaseException], str], ...] = (
-    (JetStreamNotFoundError, "not_found"),
-    (JetStreamConfigError, "invalid"),
-    (JetStreamPermissionError, "permission"),
-    (JetStreamError, "error"),
-)
-
-
-def error_event(err: BaseException, conn_id: str) -> TriggerEvent:
-    """The trigger's ``{"status": "error", "reason", "message"}`` event for one of :data:`FINAL_ERRORS`:
-    ``not_found``, ``invalid``, ``permission``, ``error`` or ``connection_closed`` (reconnects exhausted)."""
-    if isinstance(err, nats.errors.ConnectionClosedError):
-        message = f"connection {conn_id!r}: the NATS connection closed (reconnects exhausted)"
-        return TriggerEvent({"status": "error", "reason": "connection_closed", "message": message})
-    reason = next(name for cls, name in _REASONS if isinstance(err, cls))
-    return TriggerEvent({"status": "error", "reason": reason, "message": str(err)})
-
-
-def transient_reason(hook: JetStreamHook, err: BaseException) -> str:
-    """Why a check could not be made, in words (nats-py's 503 error prints as ``code=None``)."""
+def no_answer_reason(hook: JetStreamHook, err: BaseException) -> str:
+    """Why a check got no answer, in words (nats-py's 503 error prints as ``code=None``)."""
     if isinstance(err, (nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError)):
         return (
             f"no JetStream responded in {hook.describe_target()}: a leaf that is offline, or a wrong "
@@ -74,87 +44,29 @@ def transient_reason(hook: JetStreamHook, err: BaseException) -> str:
     return str(err) or type(err).__name__
 
 
-class UnreachableClock:
-    """Since when a sensor's target has not answered, and whether that outlasted a bound.
-
-    :param timeout: seconds the target may stay unanswering before the sensor fails
-        (``unreachable_timeout``); None: no bound (the sensor's own timeout applies).
-    :param since: wall-clock time (epoch seconds) it was first seen unanswering, from the sensor's
-        state; None: it answered last time.
-    """
-
-    def __init__(self, timeout: float | None, since: float | None = None, heartbeat: float = 60.0) -> None:
-        self.timeout = timeout
-        self.since = since
-        self.heartbeat = heartbeat
-        self._logged: float | None = None
-
-    def note(self, reason: str, now: float | None = None) -> str | None:
-        """Record a check that got no answer; return the failure message once it outlasted the bound."""
-        now = time.time() if now is None else now
-        if self.since is None:
-            self.since = now
-        elapsed = now - self.since
-        if self.timeout is not None and elapsed > self.timeout:
-            return (
-                f"{reason}; no answer for {format_seconds(elapsed)} > unreachable_timeout "
-                f"{format_seconds(self.timeout)}"
-            )
-        return None
-
-    def should_log(self, now: float | None = None) -> bool:
-        """Log the first unanswered check, then once per ``heartbeat``, not every poll."""
-        now = time.time() if now is None else now
-        if self._logged is None or now - self._logged >= self.heartbeat:
-            self._logged = now
-            return True
-        return False
-
-    def clear(self) -> None:
-        self.since = None
-        self._logged = None
-
-    def on_no_answer(self, what: str, reason: str, log: logging.Logger | logging.LoggerAdapter) -> TriggerEvent | None:
-        """A trigger's check of ``what`` got no answer for ``reason``: the error event once that
-        outlasted ``timeout``, else None (logging the reason at the first miss and each heartbeat)."""
-        failure = self.note(reason)
-        if failure:
-            return TriggerEvent({"status": "error", "reason": "unreachable", "message": f"{what}: {failure}"})
-        if self.should_log():
-            log.info("%s: cannot check yet: %s", what, reason)
-        return None
-
-
-class PollClock:
-    """Fixed-rate polling for the lag triggers: each check is due ``interval`` seconds after the
-    previous one was due, not after it ended, so slow answers (a busy server, a thousand triggers
-    on one connection) do not stretch the period; after an overrun the next check starts at once."""
-
-    def __init__(self, interval: float) -> None:
-        self.interval = interval
-        self.due = asyncio.get_running_loop().time()
-
-    async def wait(self) -> None:
-        now = asyncio.get_running_loop().time()
-        self.due = max(self.due + self.interval, now)
-        await asyncio.sleep(self.due - now)
-
-
-class JetStreamWaitTrigger(BaseTrigger):
-    """What the waiting triggers (consumer lag, replication lag, KV key) share: where JetStream is,
-    how long it may go unanswering, what the sensor's checks left, and their serialization.
+class JetStreamWaitTrigger(BaseTrigger, abc.ABC):
+    """What the waiting triggers (consumer lag, replication lag, KV key) share: where JetStream is, how
+    long it may go unanswering, what earlier checks left, their serialization and the wait loop.
 
     :param jetstream_conn_id: Airflow connection id (resolved in the triggerer).
     :param domain: JetStream domain. Default: the connection's.
     :param api_prefix: JetStream API prefix instead of a domain. Default: the connection's.
     :param unreachable_timeout: how long (seconds, or text like ``"10m"``) the target may go without
-        answering before the trigger fails; None (default): no bound (the sensor's timeout applies).
-    :param state: what the sensor's checks so far left (``{"unreachable_since": epoch seconds}``, ...).
+        answering before the wait fails; None (default): no bound (the sensor's timeout applies).
+    :param state: what earlier checks (the sensor's pokes) left (``{"unreachable_since": epoch
+        seconds}``, ...): the trigger goes on where they were.
+
+    What ``run()`` opens (its use of the triggerer's shared connection) is held by its context manager
+    and released when ``run()`` returns, is cancelled or is closed: ``cleanup()`` has nothing left to do.
     """
 
     #: A subclass's own constructor arguments, each kept in the attribute of its name: serialized
     #: with the shared ones, so the triggerer rebuilds the trigger from them.
     fields: tuple[str, ...] = ()
+    #: Key of the success event that holds the reading's XCom value.
+    event_key: str = ""
+    #: Seconds between two checks (subclasses set it from their arguments).
+    poll_interval: float = 5.0
 
     def __init__(
         self,
@@ -170,6 +82,7 @@ class JetStreamWaitTrigger(BaseTrigger):
         self.api_prefix = api_prefix
         self.unreachable_timeout = optional_duration_seconds(unreachable_timeout, "unreachable_timeout")
         self.state = dict(state or {})
+        self._unreachable = UnreachableClock(self.unreachable_timeout, self.state.get("unreachable_since"))
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         names = ("jetstream_conn_id", *self.fields, "domain", "api_prefix", "unreachable_timeout", "state")
@@ -179,6 +92,45 @@ class JetStreamWaitTrigger(BaseTrigger):
         """A hook for the trigger's connection and target (its checks share the triggerer's connection)."""
         return JetStreamHook(self.jetstream_conn_id, domain=self.domain, api_prefix=self.api_prefix)
 
-    def unreachable_clock(self) -> UnreachableClock:
-        """The clock of unanswered checks, going on from where the sensor's checks left it."""
-        return UnreachableClock(self.unreachable_timeout, self.state.get("unreachable_since"))
+    # -- the condition -----------------------------------------------------------------------------
+
+    @property
+    @abc.abstractmethod
+    def what(self) -> str:
+        """The condition's subject in messages: ``stream 'agg'``, ``consumer 's' > 'c'``..."""
+
+    @abc.abstractmethod
+    async def check(self, hook: JetStreamHook) -> Reading:
+        """One reading of the condition; logs what it saw and why it is not done."""
+
+    # -- the wait loop -----------------------------------------------------------------------------
+
+    async def step(self, hook: JetStreamHook, check: Callable[[], Awaitable[Reading]] | None = None) -> WaitOutcome:
+        """One check (``check``, default :meth:`check`) through the shared wait step; what it must
+        remember for the next one is kept in :attr:`state`."""
+        outcome = await wait_step(
+            check or (lambda: self.check(hook)),
+            self._unreachable,
+            what=self.what,
+            no_answer=lambda err: no_answer_reason(hook, err),
+            log=self.log,
+        )
+        if self._unreachable.since is None:
+            self.state.pop("unreachable_since", None)
+        else:
+            self.state["unreachable_since"] = self._unreachable.since
+        return outcome
+
+    async def wait(self, hook: JetStreamHook) -> WaitOutcome:
+        """Check every :attr:`poll_interval` seconds until done or failed (what ``run()`` awaits)."""
+        return await wait_until_final(lambda: self.step(hook), self.poll_interval)
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        hook = self.new_hook()
+        try:
+            # Held for the trigger's life: every check reuses the triggerer's shared connection.
+            async with hook.aconnect():
+                outcome = await self.wait(hook)
+        except Exception as err:  # connecting failed: the same classification as a check's errors
+            outcome = failure_of(err, f"connection {self.jetstream_conn_id!r}")
+        yield TriggerEvent(outcome.event(self.event_key))

@@ -7,20 +7,11 @@ consumer --unprocessed-critical --outstanding-ack-critical``.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
-from airflow.triggers.base import TriggerEvent
-
-from airflow_provider_jetstream.core.connection.client import wait_task
-from airflow_provider_jetstream.triggers.base import (
-    FINAL_ERRORS,
-    TRANSIENT_ERRORS,
-    JetStreamWaitTrigger,
-    PollClock,
-    error_event,
-    transient_reason,
-)
+from airflow_provider_jetstream.core.status.checks import ConsumerLagCheck
+from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
+from airflow_provider_jetstream.triggers.base import JetStreamWaitTrigger
 
 
 class JetStreamConsumerLagTrigger(JetStreamWaitTrigger):
@@ -51,6 +42,7 @@ class JetStreamConsumerLagTrigger(JetStreamWaitTrigger):
     """
 
     fields = ("stream", "consumer", "max_pending", "max_ack_pending", "max_redelivered", "poll_interval")
+    event_key = "consumer"
 
     def __init__(
         self,
@@ -74,46 +66,18 @@ class JetStreamConsumerLagTrigger(JetStreamWaitTrigger):
         self.max_redelivered = max_redelivered
         self.poll_interval = float(poll_interval)
 
-    async def run(self) -> AsyncIterator[TriggerEvent]:
-        hook = self.new_hook()
-        unanswered = self.unreachable_clock()
-        try:
-            # Held for the trigger's life: every check reuses the triggerer's shared connection.
-            async with hook.aconnect():
-                clock = PollClock(self.poll_interval)
-                while True:
-                    try:
-                        # In a task of its own: a cancellation arriving with a reply is not lost.
-                        check = await wait_task(
-                            hook.aconsumer_lag(
-                                self.stream,
-                                self.consumer,
-                                max_pending=self.max_pending,
-                                max_ack_pending=self.max_ack_pending,
-                                max_redelivered=self.max_redelivered,
-                            )
-                        )
-                    except TRANSIENT_ERRORS as err:
-                        what = f"consumer {self.stream!r} > {self.consumer!r}"
-                        event = unanswered.on_no_answer(what, transient_reason(hook, err), self.log)
-                        if event:
-                            yield event
-                            return
-                    else:
-                        unanswered.clear()
-                        if check.done:
-                            self.log.info(
-                                "Consumer %r > %r in %s: %s", self.stream, self.consumer, check.target, check.reason
-                            )
-                            yield TriggerEvent({"status": "success", "consumer": check.to_xcom()})
-                            return
-                        self.log.info(
-                            "Consumer %r > %r in %s: waiting: %s",
-                            self.stream,
-                            self.consumer,
-                            check.target,
-                            check.reason,
-                        )
-                    await clock.wait()
-        except FINAL_ERRORS as err:
-            yield error_event(err, self.jetstream_conn_id)
+    @property
+    def what(self) -> str:
+        return f"consumer {self.stream!r} > {self.consumer!r}"
+
+    async def check(self, hook: JetStreamHook) -> ConsumerLagCheck:
+        check = await hook.aconsumer_lag(
+            self.stream,
+            self.consumer,
+            max_pending=self.max_pending,
+            max_ack_pending=self.max_ack_pending,
+            max_redelivered=self.max_redelivered,
+        )
+        state = "done" if check.done else "waiting"
+        self.log.info("Consumer %r > %r in %s: %s: %s", self.stream, self.consumer, check.target, state, check.reason)
+        return check

@@ -11,24 +11,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import nats.errors
 import nats.js.errors
-from airflow.triggers.base import TriggerEvent
 
 from airflow_provider_jetstream.core.api import JetStreamApi, is_imported_prefix
-from airflow_provider_jetstream.core.connection.client import refusal_since, wait_task
+from airflow_provider_jetstream.core.connection.client import refusal_since
 from airflow_provider_jetstream.core.errors import JetStreamPermissionError
 from airflow_provider_jetstream.core.status.checks import KeyCheck, judge_entry, open_bucket
-from airflow_provider_jetstream.triggers.base import (
-    FINAL_ERRORS,
-    TRANSIENT_ERRORS,
-    JetStreamWaitTrigger,
-    error_event,
-    transient_reason,
-)
+from airflow_provider_jetstream.core.status.waiting import WaitOutcome, wait_until_final
+from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
+from airflow_provider_jetstream.triggers.base import JetStreamWaitTrigger
 
 
 class JetStreamKeyValueTrigger(JetStreamWaitTrigger):
@@ -60,6 +54,7 @@ class JetStreamKeyValueTrigger(JetStreamWaitTrigger):
     """
 
     fields = ("bucket", "key", "value", "min_revision", "rewatch_interval")
+    event_key = "entry"
 
     def __init__(
         self,
@@ -81,40 +76,43 @@ class JetStreamKeyValueTrigger(JetStreamWaitTrigger):
         self.min_revision = min_revision
         self.rewatch_interval = float(rewatch_interval)
 
-    async def run(self) -> AsyncIterator[TriggerEvent]:
-        hook = self.new_hook()
-        unanswered = self.unreachable_clock()
+    @property
+    def what(self) -> str:
+        return f"KV {self.bucket!r} key {self.key!r}"
+
+    async def check(self, hook: JetStreamHook) -> KeyCheck:
+        """One read of the key (a sensor's poke); the trigger itself watches instead (:meth:`wait`)."""
+        check = await hook.acheck_key(self.bucket, self.key, value=self.value, min_revision=self.min_revision)
+        state = "done" if check.done else "waiting"
+        self.log.info("KV %r in %s: %s: %s", self.bucket, check.target, state, check.reason)
+        return check
+
+    async def wait(self, hook: JetStreamHook) -> WaitOutcome:
+        """Watch the key (no polling), re-armed after ``rewatch_interval`` of silence, and after that long
+        when the domain did not answer: the shared wait loop with the watch as its check."""
+        async with hook.aapi() as api:
+            return await wait_until_final(
+                lambda: self.step(hook, lambda: self._watch(hook, api)), self.rewatch_interval
+            )
+
+    async def _watch(self, hook: JetStreamHook, api: JetStreamApi) -> KeyCheck:
+        started = time.monotonic()
         try:
-            async with hook.aapi() as api:
-                target = api.target
-                while True:
-                    started = time.monotonic()
-                    try:
-                        # In a task of its own: a cancellation arriving with a reply is not lost.
-                        check = await wait_task(self._watch_once(api))
-                    except TRANSIENT_ERRORS as err:
-                        # The server drops a request this user may not publish: a refusal looks like a timeout.
-                        refusal = refusal_since(api.nc, started, prefix=api.prefix)
-                        if refusal:
-                            raise JetStreamPermissionError(f"KV {self.bucket!r} in {target}: {refusal}") from None
-                        if is_imported_prefix(api.prefix) and isinstance(
-                            err, (nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError)
-                        ):
-                            raise hook._no_jetstream(None, None) from None  # no import: waiting cannot help
-                        what = f"KV {self.bucket!r} key {self.key!r}"
-                        event = unanswered.on_no_answer(what, transient_reason(hook, err), self.log)
-                        if event:
-                            yield event
-                            return
-                        await asyncio.sleep(self.rewatch_interval)
-                        continue
-                    unanswered.clear()
-                    if check is not None:
-                        self.log.info("KV %r in %s: %s", self.bucket, target, check.reason)
-                        yield TriggerEvent({"status": "success", "entry": check.to_xcom()})
-                        return
-        except FINAL_ERRORS as err:
-            yield error_event(err, self.jetstream_conn_id)
+            check = await self._watch_once(api)
+        except (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError) as err:
+            # nats-py's watch asks the API itself: the server drops a request this user may not publish
+            # (a refusal looks like a timeout), and an imported prefix without the import has no responders.
+            refusal = refusal_since(api.nc, started, prefix=api.prefix)
+            if refusal:
+                raise JetStreamPermissionError(f"KV {self.bucket!r} in {api.target}: {refusal}") from None
+            if is_imported_prefix(api.prefix) and not isinstance(err, nats.errors.TimeoutError):
+                raise hook._no_jetstream(None, None) from None
+            raise
+        if check is not None:
+            self.log.info("KV %r in %s: %s", self.bucket, api.target, check.reason)
+            return check
+        silent = f"key {self.key!r} unchanged for {self.rewatch_interval:g}s; watching again"
+        return KeyCheck(self.bucket, self.key, api.target, False, silent)
 
     async def _watch_once(self, api: JetStreamApi) -> KeyCheck | None:
         """Watch until the key satisfies the trigger (its check) or stays silent (None: re-arm)."""

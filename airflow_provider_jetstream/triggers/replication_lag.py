@@ -8,23 +8,15 @@ domain, for its last sequence, then reads the stream and judges every origin (se
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
 from typing import Any
 
-from airflow.triggers.base import TriggerEvent
-
-from airflow_provider_jetstream.core.connection.client import wait_task
 from airflow_provider_jetstream.core.manage.specs.durations import duration_seconds
 from airflow_provider_jetstream.core.status.replication import UNREACHABLE_ORIGINS, VERIFY_ORIGIN, ReplicationWatch
+from airflow_provider_jetstream.core.status.report import ReplicationCheck
 from airflow_provider_jetstream.core.values import validate_choice
-from airflow_provider_jetstream.triggers.base import (
-    FINAL_ERRORS,
-    TRANSIENT_ERRORS,
-    JetStreamWaitTrigger,
-    PollClock,
-    error_event,
-    transient_reason,
-)
+from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
+from airflow_provider_jetstream.triggers.base import JetStreamWaitTrigger
 
 
 class JetStreamReplicationLagTrigger(JetStreamWaitTrigger):
@@ -75,6 +67,9 @@ class JetStreamReplicationLagTrigger(JetStreamWaitTrigger):
         "verify_origin",
         "unreachable_origins",
     )
+    event_key = "replication"
+    #: Confirm an error within one check (set by a rescheduled sensor without a state store; not serialized).
+    confirm_errors = False
 
     def __init__(
         self,
@@ -102,6 +97,10 @@ class JetStreamReplicationLagTrigger(JetStreamWaitTrigger):
         self.verify_origin = validate_choice(verify_origin, "verify_origin", VERIFY_ORIGIN)
         self.unreachable_origins = validate_choice(unreachable_origins, "unreachable_origins", UNREACHABLE_ORIGINS)
 
+    @property
+    def what(self) -> str:
+        return f"stream {self.stream!r}"
+
     def new_watch(self) -> ReplicationWatch:
         return ReplicationWatch(
             self.stream,
@@ -114,40 +113,31 @@ class JetStreamReplicationLagTrigger(JetStreamWaitTrigger):
             unreachable_timeout=self.unreachable_timeout,
         ).restore(self.state.get("watch"))
 
-    async def run(self) -> AsyncIterator[TriggerEvent]:
-        hook = self.new_hook()
+    async def check(self, hook: JetStreamHook) -> ReplicationCheck:
+        """One exact check; the watch's memory (errors, silences, what was logged) goes on in :attr:`state`.
+
+        With :attr:`confirm_errors` (a rescheduled sensor that cannot keep state between pokes), an
+        error still within its grace period is checked again within this call until it clears or fails.
+        """
         watch = self.new_watch()
-        unanswered = self.unreachable_clock()
         try:
-            # Held for the trigger's life: every check reuses the triggerer's shared connection.
-            async with hook.aconnect():
-                clock = PollClock(self.poll_interval)
-                while True:
-                    try:
-                        # In a task of its own: a cancellation arriving with a reply is not lost.
-                        check = await wait_task(hook.acheck_replication(watch))
-                    except TRANSIENT_ERRORS as err:
-                        event = unanswered.on_no_answer(
-                            f"stream {self.stream!r}", transient_reason(hook, err), self.log
-                        )
-                        if event:
-                            yield event
-                            return
-                    else:
-                        unanswered.clear()
-                        if watch.should_log(check):
-                            self.log.info(
-                                "Replication of stream %r in %s:\n%s", self.stream, check.target, check.table()
-                            )
-                            if not check.done:
-                                self.log.info("Stream %r: waiting: %s", self.stream, check.waiting_for())
-                        if check.failed:
-                            message = f"stream {self.stream!r} in {check.target}: {check.failed}"
-                            yield TriggerEvent({"status": "error", "reason": check.failed_reason, "message": message})
-                            return
-                        if check.done:
-                            yield TriggerEvent({"status": "success", "replication": check.to_xcom()})
-                            return
-                    await clock.wait()
-        except FINAL_ERRORS as err:
-            yield error_event(err, self.jetstream_conn_id)
+            check = await hook.acheck_replication(watch)
+            while self.confirm_errors and watch.errors_pending and not check.failed:
+                self.log.info("Replication of %r:\n%s", self.stream, check.table())
+                await asyncio.sleep(min(self.poll_interval, 5.0))
+                check = await hook.acheck_replication(watch)
+            if watch.should_log(check) or check.failed or check.done:
+                self.log.info("Replication of stream %r in %s:\n%s", self.stream, check.target, check.table())
+                if not check.done:
+                    self.log.info("Stream %r: waiting: %s", self.stream, check.waiting_for())
+            if check.done and not check.caught_up:
+                self.log.info(
+                    "Stream %r: proceeding without unreachable origins: %s",
+                    self.stream,
+                    "; ".join(
+                        f"{u['kind']} {u['origin']!r} in {u['domain'] or u['api_prefix']}" for u in check.unreachable()
+                    ),
+                )
+            return check
+        finally:
+            self.state["watch"] = watch.state()

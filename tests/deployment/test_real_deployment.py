@@ -1,6 +1,6 @@
 """The example pipeline as deployed: real processes, no Docker, driven through Airflow's REST API.
 
-The stack of ``make stack`` (:class:`~airflow_provider_jetstream.testing.stack.LocalStack`): PostgreSQL,
+The stack of ``make stack`` (:class:`~local_stack.stack.LocalStack`): PostgreSQL,
 Airflow's api-server, scheduler (LocalExecutor), dag-processor and triggerer as separate processes,
 a Spark standalone master with two workers, and a NATS hub with leaves ``leaf-a`` and ``leaf-b``.
 ``jetstream_edge_to_hub`` runs scheduled, then through the REST API without and with a logical date,
@@ -30,8 +30,8 @@ import nats
 import psutil
 import pytest
 
-from airflow_provider_jetstream.testing.processes import wait_until
-from airflow_provider_jetstream.testing.stack import LocalStack
+from local_stack.processes import wait_until
+from local_stack.stack import LocalStack
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "dags"))

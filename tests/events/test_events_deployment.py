@@ -14,9 +14,9 @@ import nats
 import pytest
 
 from airflow_provider_jetstream.core.api import JetStreamApi
-from airflow_provider_jetstream.testing.processes import ManagedProcess, wait_until
 from airflow_provider_jetstream.testing.servers import USERS, LocalTopology
-from airflow_provider_jetstream.testing.stack import LocalAirflow, LocalPostgres
+from local_stack.airflow_stack import LocalAirflow
+from local_stack.processes import LocalPostgres, ManagedProcess, wait_until
 
 pytestmark = [pytest.mark.deployment, pytest.mark.timeout(900)]
 

@@ -20,6 +20,7 @@ import uuid
 import pytest
 
 from airflow_provider_jetstream.core.errors import CheckpointConflictError, JetStreamConfigError
+from airflow_provider_jetstream.spark.jobs.commit import RangeCommitter
 from airflow_provider_jetstream.spark.jobs.stream_to_parquet import StreamToParquetJob, parse_args
 from tests.spark import conftest as spark_fixtures
 from tests.spark import killpoints
@@ -35,9 +36,9 @@ class SimulatedCrash(BaseException):
     """The process dies here."""
 
 
-class StaleExistenceCheck(StreamToParquetJob):
-    """The job, except that its next existence check of ``stale_for`` answers "missing" once: what
-    a run sees when another attempt commits the range right after it looked."""
+class StaleExistenceCheck(RangeCommitter):
+    """The job's committer, except that its next existence check of ``stale_for`` answers "missing"
+    once: what a run sees when another attempt commits the range right after it looked."""
 
     stale_for: str | None = None
 
@@ -48,8 +49,8 @@ class StaleExistenceCheck(StreamToParquetJob):
         return super()._exists(path)
 
 
-class CrashBeforeRename(StreamToParquetJob):
-    """The job, killed right after its commit marker was created (before the rename)."""
+class CrashBeforeRename(RangeCommitter):
+    """The job's committer, killed right after its commit marker was created (before the rename)."""
 
     def _rename(self, source: str, target: str) -> bool:
         raise SimulatedCrash("between the commit marker and the rename")
@@ -119,14 +120,15 @@ def test_hadoop_rename_semantics_and_a_stale_check_still_commit_one_copy(spark, 
     spark_fixtures.publish_many(stream, 60)
     target = f"{output}/seq_range={1:020d}-{60:020d}"
 
-    slow = StaleExistenceCheck(spark, _args(stream, output, bucket))
+    slow = StreamToParquetJob(spark, _args(stream, output, bucket))
+    slow.files = StaleExistenceCheck(spark, output, slow.attempt)
     others = []
 
     def other_attempt_commits_first(at: str) -> None:
         # Run A has written its staging copy. Run B takes the claim over, writes and commits the
         # range; A's next look at the range's directory is stale (it saw it missing just before).
         others.append(StreamToParquetJob(spark, _args(stream, output, bucket)).run())
-        slow.stale_for = target
+        slow.files.stale_for = target
 
     killpoints.install(slow, "after_write", other_attempt_commits_first)
     try:
@@ -151,8 +153,10 @@ def test_a_crash_between_the_commit_marker_and_the_rename_is_finished_by_the_nex
     stream = make_stream("leaf")
     bucket, output = _bucket(), tmp_path / "out"
     spark_fixtures.publish_many(stream, 40)
+    crashing = StreamToParquetJob(spark, _args(stream, str(output), bucket))
+    crashing.files = CrashBeforeRename(spark, str(output), crashing.attempt)
     with pytest.raises(SimulatedCrash):
-        CrashBeforeRename(spark, _args(stream, str(output), bucket)).run()
+        crashing.run()
     assert not list(output.glob("seq_range=*")), "not renamed yet"
     rerun = StreamToParquetJob(spark, _args(stream, str(output), bucket)).run()
     assert (rerun.start, rerun.end, rerun.wrote, rerun.outcome) == (1, 40, False, "already committed")

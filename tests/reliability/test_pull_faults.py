@@ -21,7 +21,8 @@ from airflow_provider_jetstream.core.errors import (
     JetStreamDomainUnavailableError,
     JetStreamError,
 )
-from airflow_provider_jetstream.core.read.range import READERS, MissingRange, PullSettings, read_range
+from airflow_provider_jetstream.core.read.range import MissingRange, read_range
+from airflow_provider_jetstream.core.read.settings import READERS, PullSettings
 from airflow_provider_jetstream.testing.servers import USERS, LocalTopology
 from tests.operators.conftest import uid
 

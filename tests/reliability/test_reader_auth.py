@@ -17,7 +17,8 @@ from nats.js.api import StreamConfig
 
 from airflow_provider_jetstream.core.connection.client import open_connection, release
 from airflow_provider_jetstream.core.connection.settings import JetStreamConnectionConfig
-from airflow_provider_jetstream.core.read.range import READERS, read_range_with_config
+from airflow_provider_jetstream.core.read.range import read_range_with_config
+from airflow_provider_jetstream.core.read.settings import READERS
 
 COUNT = 400
 

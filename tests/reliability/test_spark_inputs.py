@@ -123,7 +123,8 @@ def test_max_buffered_messages_below_the_chunk_size_reads_everything(spark, make
 
 
 def test_the_pull_reader_hands_over_chunks_within_a_small_buffer(make_stream) -> None:
-    from airflow_provider_jetstream.core.read.range import PullSettings, read_range
+    from airflow_provider_jetstream.core.read.range import read_range
+    from airflow_provider_jetstream.core.read.settings import PullSettings
 
     stream = make_stream("leaf")
     spark_fixtures.publish_many(stream, 300)

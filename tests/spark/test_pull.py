@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from airflow_provider_jetstream.core.errors import JetStreamDataLossError
-from airflow_provider_jetstream.core.read.range import READERS, MissingRange, PullSettings, read_range
+from airflow_provider_jetstream.core.read.range import MissingRange, read_range
+from airflow_provider_jetstream.core.read.settings import READERS, PullSettings
 from tests.spark.conftest import delete_messages, hub_client, publish, publish_many, run
 
 

@@ -10,7 +10,8 @@ import pyarrow as pa
 import pytest
 
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
-from airflow_provider_jetstream.core.read.range import PullSettings, read_range
+from airflow_provider_jetstream.core.read.range import read_range
+from airflow_provider_jetstream.core.read.settings import PullSettings
 from airflow_provider_jetstream.spark.options import ReadOptions
 from airflow_provider_jetstream.spark.schema import ARROW_SCHEMA, to_record_batch
 from airflow_provider_jetstream.testing.servers import USERS

@@ -17,7 +17,7 @@ import pytest
 from airflow.sdk.exceptions import AirflowFailException
 from nats.js.api import ExternalStream, StreamConfig, StreamSource, SubjectTransform
 
-from airflow_provider_jetstream.core import checks as checks_module
+from airflow_provider_jetstream.core.status import checks as checks_module
 from airflow_provider_jetstream.core.status.origins import (
     server_hash,
     stream_source_seq,

@@ -63,8 +63,9 @@ async def publish_messages(
 
     :param nc: a connected client.
     :param messages: ``(subject, payload, headers)`` tuples (an iterator streams large volumes).
-    :param max_in_flight: most messages sent but not yet acknowledged.
+    :param max_in_flight: most messages sent but not yet acknowledged. Default 4000.
     :param ack_timeout: seconds without any ack (while messages are in flight) before failing.
+        Default 30.
     :param api_prefixes: the account's JetStream API prefixes: subjects under them are refused.
     :param what: words for errors (``publish to 'orders.x'``, ``jetstream write``).
     :param subject_field: how a refused subject is named in the error.

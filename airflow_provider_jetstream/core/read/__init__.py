@@ -1,2 +1,2 @@
-"""Reading exact ranges of a stream: the pull engine (``pull``), the range reader on it (``range``) and the
-optional vectorised intake (``vectorised/``: needs numpy and pyarrow)."""
+"""Reading streams: the one pull engine (``pull``), the exact-range reader on it (``range``, tuned by ``settings``),
+the first sequence at a time (``seek``) and the optional vectorised intake (``vectorised/``: numpy and pyarrow)."""

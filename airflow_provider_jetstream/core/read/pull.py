@@ -1,7 +1,8 @@
 """The one pull engine: the pull requests of one consumer on one inbox, what they still owe, and what the server says.
 
-Every reader of the package pulls through it: the exact-range reader and the first-sequence lookup
-(:mod:`airflow_provider_jetstream.core.read.range`) and the durable puller of the event triggers
+Every reader of the package pulls through it: the exact-range reader
+(:mod:`airflow_provider_jetstream.core.read.range`), the first-sequence lookup
+(:mod:`airflow_provider_jetstream.core.read.seek`) and the durable puller of the event triggers
 (:mod:`airflow_provider_jetstream.core.consume.durable`). A reader decides how much to ask for and what
 each outcome means for it; :class:`PullRequests` sends the requests
 (``<api prefix>.CONSUMER.MSG.NEXT.<stream>.<consumer>``, answered on a fresh inbox), counts the

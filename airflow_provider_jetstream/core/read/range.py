@@ -1,4 +1,4 @@
-"""Read exactly a range of stream sequences ``[start, end]``, and find the first sequence at a time.
+"""Read exactly a range of stream sequences ``[start, end]``.
 
 The range reader pulls an ephemeral consumer of its own through the one pull engine
 (:mod:`airflow_provider_jetstream.core.read.pull`), keeping requests in flight while the caller works
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import importlib.util
 import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -63,53 +62,9 @@ from airflow_provider_jetstream.core.read.pull import (
     create_ephemeral_consumer,
     discard_consumer,
 )
+from airflow_provider_jetstream.core.read.settings import READERS, PullSettings, default_reader
 
 log = logging.getLogger(__name__)
-
-#: The range readers: frames parsed in bulk into Arrow columns, or nats-py's message objects.
-READERS = ("vectorised", "nats-py")
-
-
-def default_reader() -> str:
-    """``"vectorised"`` where numpy and pyarrow are installed, else ``"nats-py"``."""
-    available = all(importlib.util.find_spec(name) is not None for name in ("numpy", "pyarrow"))
-    return "vectorised" if available else "nats-py"
-
-
-@dataclass(frozen=True)
-class PullSettings:
-    """How a range is pulled. The defaults suit 100-byte to 100-kB messages.
-
-    :param max_buffered_messages: messages requested from the server but not yet handed to the
-        caller, at most. Default 20,000.
-    :param max_buffered_bytes: bytes one pull request may return (``max_bytes``). Default 16 MiB.
-    :param chunk_messages: messages per chunk handed to the caller, at most (a chunk also ends at
-        ``max_buffered_bytes`` of payload, and at half of ``max_buffered_messages``). Default 10,000.
-    :param expires: seconds a pull request waits on the server. Default 30.
-    :param heartbeat: seconds between the server's idle heartbeats while a request waits; after
-        3 heartbeats without any sign of the server the read is resumed from where it stopped.
-        Default 5.
-    :param inactive_threshold: seconds after which the server deletes a consumer nobody pulls
-        from (a reader that died). Default 120.
-    :param max_resumes: times in a row a read resumes (a new consumer) before failing. Default 3.
-    :param request_timeout: seconds to wait for a JetStream API answer. Default 10.
-    """
-
-    max_buffered_messages: int = 20_000
-    max_buffered_bytes: int = 16 * 1024 * 1024
-    chunk_messages: int = 10_000
-    expires: float = 30.0
-    heartbeat: float = 5.0
-    inactive_threshold: float = 120.0
-    max_resumes: int = 3
-    request_timeout: float = 10.0
-
-    def __post_init__(self) -> None:
-        if self.heartbeat * 2 > self.expires:
-            raise ValueError(f"heartbeat={self.heartbeat} must be at most half of expires={self.expires}")
-        for name in ("max_buffered_messages", "max_buffered_bytes", "chunk_messages"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name}={getattr(self, name)} must be >= 1")
 
 
 @dataclass
@@ -417,11 +372,8 @@ def _range_pull_class(reader: str | None) -> type[_RangePull]:
         return _RangePull
     try:
         from airflow_provider_jetstream.core.read.vectorised.reader import VectorisedRangePull
-    except ImportError as err:
-        raise JetStreamConfigError(
-            f"reader='vectorised' needs numpy and pyarrow ({err}): install 'airflow-provider-jetstream[spark]', "
-            "or use reader='nats-py'"
-        ) from None
+    except ImportError as err:  # the package's message says what to install
+        raise JetStreamConfigError(f"reader='vectorised' is not available: {err}") from None
     return VectorisedRangePull
 
 
@@ -540,49 +492,3 @@ async def read_range_with_config(
             yield chunk
     finally:
         await asyncio.shield(release(nc, drain=False))
-
-
-async def first_sequence_at(
-    nc: Client,
-    stream: str,
-    when_iso: str,
-    *,
-    api_prefix: str = "$JS.API",
-    filter_subjects: Sequence[str] = (),
-    timeout: float = 10.0,
-) -> int | None:
-    """The sequence of the first message stored at or after ``when_iso`` (RFC 3339), or None.
-
-    The server answers it: a consumer of this call's own that delivers by start time is pulled for one
-    message, whose sequence its ack reply names.
-    """
-    api = JetStreamApi(nc, api_prefix, timeout=timeout)
-    where = f"stream {stream!r} in {describe_prefix(api_prefix)}"
-    name, pending = await create_ephemeral_consumer(
-        api, stream, where=where, start_time=when_iso, filter_subjects=filter_subjects, inactive_threshold=30.0,
-        kind="seek",
-    )  # fmt: skip
-    requests = PullRequests(nc, api_prefix, stream, name, expires=timeout, heartbeat=timeout / 2, pipelined=False)
-    try:
-        if pending == 0:
-            return None
-        answer: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
-
-        async def on_message(msg: Msg) -> None:
-            meta = parse_ack_reply(msg.reply)
-            status = None if meta is not None else requests.status(msg.headers)
-            if answer.done() or (status is not None and status.outcome == HEARTBEAT):
-                return
-            if meta is not None:
-                answer.set_result(meta.sequence)
-            elif status is None or status.outcome == REQUEST_DONE:
-                answer.set_result(None)
-            else:
-                answer.set_exception(JetStreamError(f"{where}: the server answered {status.reason}"))
-
-        await requests.listen(on_message)
-        await requests.ask(1)
-        return await asyncio.wait_for(answer, timeout + 1)
-    finally:
-        await requests.close()
-        await discard_consumer(api, stream, name)

@@ -40,7 +40,6 @@ import argparse
 import datetime as dt
 import json
 import logging
-import os
 import sys
 import uuid
 from collections.abc import Callable
@@ -59,15 +58,13 @@ from airflow_provider_jetstream.core.errors import (
 )
 from airflow_provider_jetstream.core.manage.buckets import kv_get, kv_put, reconcile_bucket
 from airflow_provider_jetstream.core.manage.specs import KeyValueSpec
-from airflow_provider_jetstream.core.read.range import READERS
+from airflow_provider_jetstream.core.read.settings import READERS
 from airflow_provider_jetstream.core.sync import run_sync
 from airflow_provider_jetstream.spark.job_args import COMMAND_LINE, FLAGS, PARTITION_COLUMNS
+from airflow_provider_jetstream.spark.jobs.commit import RangeCommitter
 from airflow_provider_jetstream.spark.options import CONNECTION_ENV_VAR, ReadOptions
 
 log = logging.getLogger("stream_to_parquet")
-
-#: Directory of the commit markers, one file per committed range naming the attempt that wrote it.
-COMMITS_DIR = "_commits"
 
 
 @dataclass(frozen=True)
@@ -168,6 +165,7 @@ class StreamToParquetJob:
         self.source_options = self._source_options()
         self.read_options = ReadOptions.parse(self.source_options)
         conn = self.read_options.connection
+        self.files = RangeCommitter(spark, args.output, self.attempt)
         # The KV bucket's domain: --checkpoint-domain, else the connection's (not the stream's).
         self.checkpoint_prefix = (
             api_prefix_for(args.checkpoint_domain, None)
@@ -266,139 +264,6 @@ class StreamToParquetJob:
         except ValueError:
             raise JetStreamConfigError(f"--starting-sequence={starting!r}: use earliest or a number") from None
 
-    # -- files -----------------------------------------------------------------------------------
-
-    def _is_local(self) -> bool:
-        return urlsplit(self.args.output).scheme in ("", "file")
-
-    def _local(self, path: str) -> str:
-        return urlsplit(path).path if path.startswith("file:") else path
-
-    def _fs(self, path: str) -> tuple[Any, Any]:
-        jvm = self.spark._jvm
-        jpath = jvm.org.apache.hadoop.fs.Path(path)
-        return jpath.getFileSystem(self.spark._jsc.hadoopConfiguration()), jpath
-
-    def _exists(self, path: str) -> bool:
-        if self._is_local():
-            return os.path.exists(self._local(path))
-        fs, jpath = self._fs(path)
-        return bool(fs.exists(jpath))
-
-    def _delete(self, path: str) -> None:
-        if self._is_local():
-            import shutil
-
-            shutil.rmtree(self._local(path), ignore_errors=True)
-        else:
-            fs, jpath = self._fs(path)
-            fs.delete(jpath, True)
-
-    def _rename(self, source: str, target: str) -> bool:
-        """Rename the directory ``source`` to ``target``, which must not exist; False if ``source`` is gone.
-
-        Called only for the staging directory of the attempt the commit marker names, so no other
-        directory is ever renamed onto ``target``: on HDFS/ABFS a rename onto an existing directory
-        would move ``source`` inside it instead of failing.
-        """
-        if self._is_local():
-            try:
-                os.rename(self._local(source), self._local(target))
-                return True
-            except FileNotFoundError:
-                return False
-            except OSError:
-                if os.path.exists(self._local(target)):
-                    return False
-                raise
-        if not self._exists(source) or self._exists(target):
-            return False
-        fs, src = self._fs(source)
-        return bool(fs.rename(src, self._fs(target)[1]))
-
-    def _marker_path(self, start: int, end: int) -> str:
-        return f"{self.args.output}/{COMMITS_DIR}/{start:020d}-{end:020d}"
-
-    def _staging_path(self, start: int, end: int, attempt: str) -> str:
-        return f"{self.args.output}/_staging/{start:020d}-{end:020d}-{attempt}"
-
-    def _read_marker(self, marker: str) -> str | None:
-        """The attempt a commit marker names, or None if there is no marker."""
-        if self._is_local():
-            try:
-                with open(self._local(marker), encoding="ascii") as handle:
-                    return handle.read().strip() or None
-            except FileNotFoundError:
-                return None
-        fs, jpath = self._fs(marker)
-        if not fs.exists(jpath):
-            return None
-        stream = fs.open(jpath)
-        try:
-            line = stream.readLine()
-        finally:
-            stream.close()
-        return (line or "").strip() or None
-
-    def _create_marker(self, marker: str) -> str:
-        """Create the range's commit marker naming this attempt, unless one exists; the attempt it names.
-
-        The marker appears complete or not at all: it is written under a temporary name, then
-        linked (local) or renamed (Hadoop: HDFS and ABFS refuse to rename a file onto an existing
-        one) to its final name, which only the first attempt gets.
-        """
-        temporary = f"{marker}.{self.attempt}.tmp"
-        if self._is_local():
-            path, tmp = self._local(marker), self._local(temporary)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(tmp, "w", encoding="ascii") as handle:
-                handle.write(self.attempt + "\n")
-                handle.flush()
-                os.fsync(handle.fileno())
-            try:
-                os.link(tmp, path)
-            except FileExistsError:
-                pass
-            except OSError as err:
-                raise JetStreamConfigError(
-                    f"cannot create the commit marker {path}: the output's file system refused a hard link "
-                    f"({err.strerror}); the exactly-once commit needs one on local outputs: use a file system that "
-                    "supports hard links, or HDFS / ABFS"
-                ) from None
-            finally:
-                os.unlink(tmp)
-        else:
-            fs, jtmp = self._fs(temporary)
-            jmarker = self._fs(marker)[1]
-            fs.mkdirs(jmarker.getParent())
-            out = fs.create(jtmp, True)
-            try:
-                out.writeBytes(self.attempt + "\n")
-            finally:
-                out.close()
-            try:
-                if not fs.exists(jmarker):
-                    fs.rename(jtmp, jmarker)
-            finally:
-                if fs.exists(jtmp):
-                    fs.delete(jtmp, False)
-        winner = self._read_marker(marker)
-        if winner is None:
-            raise JetStreamError(f"commit marker {marker} could not be created")
-        return winner
-
-    def _finish_commit(self, start: int, end: int, winner: str, target: str) -> None:
-        """Make ``target`` hold the range the marker's ``winner`` wrote (a crash may have stopped it
-        between the marker and the rename)."""
-        if self._exists(target):
-            return
-        self._rename(self._staging_path(start, end, winner), target)
-        if not self._exists(target):
-            raise JetStreamError(
-                f"{target} is missing, but its commit marker names attempt {winner!r}, whose staging copy is gone: "
-                f"remove {self._marker_path(start, end)} to write the range again"
-            )
-
     def write(self, start: int, end: int, staging: str) -> None:
         """Write sequences ``start``-``end`` as Parquet to the directory ``staging``."""
         from pyspark.sql import functions as F
@@ -426,12 +291,12 @@ class StreamToParquetJob:
             log.info("nothing new in %r: checkpoint %s, last sequence %d", self.args.stream, checkpoint.seq, end)
             return JobResult(start, end, None, False, checkpoint.seq, "nothing new")
         revision = self.claim(start, end, checkpoint.revision)
-        target = f"{self.args.output}/seq_range={start:020d}-{end:020d}"
+        target = self.files.target_path(start, end)
         outcome = self.commit(start, end, target)
         checkpoint_seq = self.advance(revision, start, end)
         if checkpoint_seq >= end:
             # Not before: the run holding the claim may still be writing its (losing) copy.
-            self._clean_staging(end)
+            self.files.clean_staging(end)
         return JobResult(start, end, target, outcome == "written", checkpoint_seq, outcome)
 
     def next_range(self, checkpoint: Checkpoint) -> tuple[int, int]:
@@ -456,25 +321,9 @@ class StreamToParquetJob:
         return self._put({"seq": start - 1, "claim": claim}, revision)
 
     def commit(self, start: int, end: int, target: str) -> str:
-        """Make ``target`` hold the range exactly once: ``written`` (by this attempt) or ``already
-        committed`` (by an earlier or concurrent one)."""
-        marker = self._marker_path(start, end)
-        winner = self._read_marker(marker)
-        if self._exists(target) or winner is not None:
-            self._finish_commit(start, end, winner or "", target)
-            log.info("%s was committed by an earlier or concurrent attempt; not writing it again", target)
-            return "already committed"
-        staging = self._staging_path(start, end, self.attempt)
-        self.write(start, end, staging)
-        winner = self._create_marker(marker)
-        if winner == self.attempt:
-            self._finish_commit(start, end, winner, target)
-            log.info("committed sequences %d-%d to %s", start, end, target)
-            return "written"
-        log.info("%s was committed by a concurrent attempt; dropping this attempt's copy", target)
-        self._delete(staging)
-        self._finish_commit(start, end, winner, target)
-        return "already committed"
+        """Make ``target`` hold the range exactly once (see :meth:`RangeCommitter.commit`), writing it
+        with :meth:`write` if no attempt has yet."""
+        return self.files.commit(start, end, target, self.write)
 
     def advance(self, revision: int, start: int, end: int) -> int:
         """Advance the checkpoint to ``end`` (the range is committed); the checkpoint's sequence after.
@@ -507,19 +356,6 @@ class StreamToParquetJob:
                 )
                 return int(now.seq) if now.seq is not None else start - 1
             raise conflict
-
-    def _clean_staging(self, committed: int) -> None:
-        """Remove what crashed or losing attempts left under ``_staging`` for ranges now committed."""
-        root = f"{self.args.output}/_staging"
-        if self._is_local():
-            names = os.listdir(self._local(root)) if os.path.isdir(self._local(root)) else []
-        else:
-            fs, jroot = self._fs(root)
-            names = [status.getPath().getName() for status in fs.listStatus(jroot)] if fs.exists(jroot) else []
-        for name in names:
-            parts = name.split("-")
-            if len(parts) == 3 and parts[1].isdigit() and int(parts[1]) <= committed:
-                self._delete(f"{root}/{name}")
 
 
 def main(argv: list[str] | None = None, spark: Any = None) -> JobResult:

@@ -2,27 +2,28 @@
 
 Why this hook. nats-py 2.16 reads the socket in ``Client._read_loop``
 (``b = await self._transport.read(DEFAULT_BUFFER_SIZE); await self._ps.parse(b)``) and its
-``Parser.parse`` builds a ``Msg``, runs ``_process_msg`` and queues it, once per message: ~80 % of
-the fast path's CPU. Everything else nats-py does (connect, every auth method, TLS and mutual TLS,
-server discovery, reconnects, PING/PONG, ``-ERR``, request/reply) happens either before the read
-loop starts or through that same ``parse`` call. So :class:`TapParser` replaces the client's
-``_ps`` with a ``Parser`` subclass. It finds the MSG/HMSG frames of *tapped* subscription ids
-whose reply is a JetStream ack reply with numpy over the whole buffer
+``Parser.parse`` builds a ``Msg``, runs ``_process_msg`` and queues it, once per message: Python
+work per message, which is what this module avoids. Everything else nats-py does (connect, every
+auth method, TLS and mutual TLS, server discovery, reconnects, PING/PONG, ``-ERR``,
+request/reply) happens either before the read loop starts or through that same ``parse`` call.
+So :class:`TapParser` replaces the client's ``_ps`` with a ``Parser`` subclass. It finds the
+MSG/HMSG frames of *tapped* subscription ids whose reply is a JetStream ack reply with numpy over
+the whole buffer
 (:func:`~airflow_provider_jetstream.core.read.vectorised.scan.scan_data_frames`: no Python step per frame),
 keeps those that chain from a known frame boundary, records them as rows of integers (offsets into
 the received buffers and sizes), and hands every other frame, byte for byte, to nats-py's own
-``Parser.parse`` in order. The subscription itself is a normal
-nats-py subscription (so reconnects re-subscribe it); only its frames never reach nats-py. The
-hooks used are the ``_ps`` attribute and the ``Parser`` class (stable since nats-py 2.0), and
-``Parser.reset`` (called by nats-py on reconnect) clears the partial frame here too.
+``Parser.parse`` in order. The subscription itself is a normal nats-py subscription (so
+reconnects re-subscribe it); only its frames never reach nats-py. The hooks used are the ``_ps``
+attribute and the ``Parser`` class (stable since nats-py 2.0), and ``Parser.reset`` (called by
+nats-py on reconnect) clears the partial frame here too.
 
-Bulk work has a fixed cost per call (a scan is ~0.4 ms however few frames it finds), so while a
-subscription is tapped, reads of bulk data (:data:`BULK_READ` bytes or more, and any read once some
-are held) are held and scanned together, up to ``hold_bytes`` or ``hold_seconds`` after the first
-one. A smaller read with nothing held (a PONG, an API reply, a heartbeat) and an empty one (the
-socket closed) are handed over at once. The time limit suits data that arrives slower than the
-reader can take it: read through a hub (50-150k msg/s), a 2 ms limit gave ~1,700 frames per scan
-and 20 ms ~4,300, for ~18 % less reader CPU per message. A fast stream fills ``hold_bytes`` first.
+Bulk work has a fixed cost per call, however few frames a scan finds, so while a subscription is
+tapped, reads of bulk data (:data:`BULK_READ` bytes or more, and any read once some are held) are
+held and scanned together, up to ``hold_bytes`` (default 1 MiB) or ``hold_seconds`` (default 20 ms)
+after the first one. A smaller read with nothing held (a PONG, an API reply, a heartbeat) and an
+empty one (the socket closed) are handed over at once. The time limit is for data that arrives
+slower than the reader can take it, such as a read through a hub: waiting lets one scan take more
+frames. A fast stream fills ``hold_bytes`` first.
 
 Rows become Arrow columns in :mod:`airflow_provider_jetstream.core.read.vectorised.columns`.
 """

@@ -1,5 +1,5 @@
 """The stack's processes other than Airflow: a managed process group, PostgreSQL and a Spark standalone
-cluster, each started, awaited and stopped with its children (used by :mod:`.stack`)."""
+cluster, each started, awaited and stopped with its children (used by :mod:`.stack`), and :class:`StackError`."""
 
 from __future__ import annotations
 
@@ -22,8 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_jetstream.core.errors import StackError
 from airflow_provider_jetstream.testing.servers import LOOPBACK, free_port
+
+
+class StackError(RuntimeError):
+    """A process of the stack did not start, or a condition was not met in time."""
 
 
 def wait_until(what: str, condition: Callable[[], Any], timeout: float, interval: float = 0.25) -> Any:
@@ -357,6 +360,3 @@ class LocalSparkCluster:
         for process in reversed(self.processes):
             process.stop()
         self.processes.clear()
-
-
-# -- Airflow -------------------------------------------------------------------------------------

@@ -15,9 +15,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_jetstream.core.errors import StackError
-from airflow_provider_jetstream.testing.processes import ManagedProcess, tail, wait_until
 from airflow_provider_jetstream.testing.servers import LOOPBACK, free_port
+from local_stack.processes import ManagedProcess, StackError, tail, wait_until
 
 #: The one user of the stack's Airflow (simple auth manager).
 ADMIN_USER = "admin"
@@ -184,6 +183,3 @@ class LocalAirflow:
             process = self.processes.pop(component, None)
             if process:
                 process.stop()
-
-
-# -- the whole stack -----------------------------------------------------------------------------

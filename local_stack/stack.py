@@ -9,14 +9,15 @@
   the REST API, so the UI lists them.
 - **Spark standalone**: a master and workers started with ``spark-class`` from the installed
   pyspark, ``PYSPARK_PYTHON`` set to this interpreter.
-- **NATS**: :class:`~airflow_provider_jetstream.testing.servers.LocalTopology`, a hub and leaves.
+- **NATS**: :class:`~airflow_provider_jetstream.testing.servers.LocalTopology`, a hub and leaves (the
+  package's testing utility).
 
 Every process runs in its own process group and is stopped with its children by :meth:`LocalStack.stop`
 (also on failures, and at exit). Airflow needs ``psycopg2-binary`` and ``asyncpg`` to use PostgreSQL:
 ``pip install 'airflow-provider-jetstream[postgres]'``. Secrets (database password, JWT secret, Fernet
 key) go to the processes in their environment, never on a command line.
 
-Run ``python -m airflow_provider_jetstream.testing.stack --dags-folder dags`` (what ``make stack`` does).
+Run ``python -m local_stack.stack --dags-folder dags`` from the repository's root (what ``make stack`` does).
 """
 
 from __future__ import annotations
@@ -33,10 +34,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_jetstream.core.errors import StackError
-from airflow_provider_jetstream.testing.airflow_stack import ADMIN_USER, LocalAirflow
-from airflow_provider_jetstream.testing.processes import LocalPostgres, LocalSparkCluster
 from airflow_provider_jetstream.testing.servers import LOOPBACK, USERS, LocalTopology
+from local_stack.airflow_stack import ADMIN_USER, LocalAirflow
+from local_stack.processes import LocalPostgres, LocalSparkCluster, StackError
 
 #: Connection ids the stack creates (the example DAGs' defaults, and the Spark cluster's).
 NATS_CONN_ID = "nats_hub"
