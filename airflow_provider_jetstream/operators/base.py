@@ -157,7 +157,7 @@ class JetStreamBaseOperator(FailFastOnRefusal, CheckedArguments, OperatorLineage
     """
 
     arguments: Args = OPERATOR
-    template_fields: Sequence[str] = OPERATOR.templated()
+    template_fields: Sequence[str] = OPERATOR.template_fields()
     ui_color = "#34b27d"
 
     def __init__(
@@ -230,7 +230,7 @@ class ReconcileOperator(JetStreamBaseOperator):
     #: The reconcile options of declaring a stream (the operation's own arguments come on top).
     reconcile_arguments = ENSURE_STREAM.without("spec")
     arguments: Args = OPERATOR + reconcile_arguments
-    template_fields: Sequence[str] = arguments.templated()
+    template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(
         self,

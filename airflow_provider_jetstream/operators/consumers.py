@@ -24,7 +24,7 @@ class JetStreamCreateConsumerOperator(JetStreamBaseOperator):
     """
 
     arguments: Args = OPERATOR + ENSURE_CONSUMER.renamed(spec="consumer")
-    template_fields: Sequence[str] = arguments.templated()
+    template_fields: Sequence[str] = arguments.template_fields()
     template_fields_renderers = {"consumer": "json"}
 
     def __init__(
@@ -55,7 +55,7 @@ class JetStreamDeleteConsumerOperator(JetStreamBaseOperator):
     """
 
     arguments: Args = DESTRUCTIVE_OPERATOR + DELETE_CONSUMER
-    template_fields: Sequence[str] = arguments.templated()
+    template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(self, *, stream: str, name: str, ignore_missing: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -45,7 +45,7 @@ class JetStreamCreateKeyValueOperator(ReconcileOperator):
     """
 
     arguments: Args = OPERATOR + ENSURE_BUCKET.renamed(spec="bucket")
-    template_fields: Sequence[str] = arguments.templated()
+    template_fields: Sequence[str] = arguments.template_fields()
     template_fields_renderers = {"bucket": "json"}
 
     def __init__(self, *, bucket: str | dict[str, Any], **kwargs: Any) -> None:
@@ -89,7 +89,7 @@ class JetStreamKeyValuePutOperator(_KeyOperator):
     """
 
     arguments: Args = OPERATOR + KV_PUT
-    template_fields: Sequence[str] = arguments.templated()
+    template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(self, *, value: Any, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -112,7 +112,7 @@ class JetStreamKeyValueDeleteOperator(_KeyOperator):
     """Delete a key (a delete marker; ``purge=True`` also drops its history). XCom: the marker's revision."""
 
     arguments: Args = DESTRUCTIVE_OPERATOR + KV_DELETE
-    template_fields: Sequence[str] = arguments.templated()
+    template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(self, *, purge: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -64,7 +64,7 @@ class JetStreamPublishOperator(JetStreamBaseOperator):
     """
 
     arguments: Args = (OPERATOR + _PUBLISH + PUBLISH_FROM_CALLABLE).ruled(PUBLISHED_MESSAGES, SUBJECT_OUTSIDE_API)
-    template_fields: Sequence[str] = arguments.templated()
+    template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(
         self,

@@ -187,7 +187,7 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, CheckedArguments, Operator
     """
 
     arguments: Args = SUBMIT
-    template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, *SUBMIT.templated())
+    template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, *SUBMIT.template_fields())
     #: The job's arguments become its command line: their text forms are accepted.
     text_arguments = True
     #: SparkSubmitOperator keeps ``application`` (the packaged job's path when None) and ``conn_id`` itself.

@@ -56,7 +56,7 @@ class JetStreamCreateStreamOperator(_DeclareStreamOperator):
     """
 
     arguments: Args = JetStreamBaseOperator.arguments + ENSURE_STREAM.renamed(spec="stream")
-    template_fields: Sequence[str] = arguments.templated()
+    template_fields: Sequence[str] = arguments.template_fields()
     template_fields_renderers = {"stream": "json"}
 
     def __init__(self, *, stream: dict[str, Any], **kwargs: Any) -> None:
@@ -79,7 +79,7 @@ class JetStreamCreateMirrorOperator(_DeclareStreamOperator):
     """
 
     arguments: Args = ReconcileOperator.arguments + CREATE_MIRROR
-    template_fields: Sequence[str] = arguments.templated()
+    template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(
         self,
@@ -123,7 +123,7 @@ class JetStreamCreateSourcedStreamOperator(_DeclareStreamOperator):
     """
 
     arguments: Args = ReconcileOperator.arguments + CREATE_SOURCED
-    template_fields: Sequence[str] = arguments.templated()
+    template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(
         self,
@@ -149,7 +149,7 @@ class JetStreamDeleteStreamOperator(JetStreamBaseOperator):
     """
 
     arguments: Args = DESTRUCTIVE_OPERATOR + DELETE_STREAM
-    template_fields: Sequence[str] = arguments.templated()
+    template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(self, *, name: str, ignore_missing: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -180,7 +180,7 @@ class JetStreamPurgeStreamOperator(JetStreamBaseOperator):
     """
 
     arguments: Args = DESTRUCTIVE_OPERATOR + PURGE
-    template_fields: Sequence[str] = arguments.templated()
+    template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(
         self,

@@ -94,7 +94,7 @@ class CheckedArguments:
         text = type(self).text_arguments
         return type(self).arguments.check(
             values,
-            text=type(self).arguments.templated() if text is None else text,
+            text=type(self).arguments.template_fields() if text is None else text,
             prefix=type(self).argument_prefix,
             **options,
         )

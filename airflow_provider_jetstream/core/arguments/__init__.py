@@ -184,7 +184,7 @@ class Args:
         """The signature with more rules (between its own arguments)."""
         return Args(self.name, self.args, self.rules + rules)
 
-    def templated(self) -> tuple[str, ...]:
+    def template_fields(self) -> tuple[str, ...]:
         """The names of the arguments operators and sensors render, in declaration order."""
         return tuple(n for n, a in self.args.items() if a.templated)
 

@@ -173,3 +173,19 @@ def connection_id(value: Any, field: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise SpecError(field, value, "use the id of an Airflow connection, e.g. 'jetstream_default'")
     return value
+
+
+def kv_key_pattern(value: Any, field: str) -> str:
+    """A KV key or a pattern of keys: ``*`` matches one ``.``-separated part, a final ``>`` the rest."""
+    if not isinstance(value, str) or not value:
+        raise SpecError(field, value, "a key or key pattern is a non-empty string (e.g. 'site.a', 'site.*', '>')")
+    tokens = value.split(".")
+    for i, token in enumerate(tokens):
+        if token == ">" and i == len(tokens) - 1:
+            continue
+        if token == "*":
+            continue
+        if ">" in token or "*" in token:
+            raise SpecError(field, value, "'*' is a whole part and '>' only the whole last part (e.g. 'site.*.load')")
+    kv_key(".".join(t if t not in ("*", ">") else "x" for t in tokens), field)
+    return value

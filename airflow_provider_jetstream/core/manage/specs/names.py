@@ -6,10 +6,6 @@ The parsers of names and subjects (what the server accepts) are
 
 from __future__ import annotations
 
-from typing import Any
-
-from airflow_provider_jetstream.core.arguments import names as _names
-
 
 def domain_of(prefix: str | None) -> str | None:
     """The domain of a ``$JS.<domain>.API`` prefix; None for ``$JS.API`` or an imported prefix."""
@@ -31,23 +27,3 @@ def subjects_collide(a: str, b: str) -> bool:
         if x != y and x != "*" and y != "*":
             return False
     return True
-
-
-# -- interim: what the sensors and triggers import until they use the argument layer too -------------
-# (their waiting logic is being rewritten at the same time; removed once they are moved over)
-
-
-def validate_name(value: Any, path: str, what: str = "stream") -> str:
-    return _names.name_of(what)(value, path)
-
-
-def validate_bucket(value: Any, path: str) -> str:
-    return _names.bucket_name(value, path)
-
-
-def validate_key(value: Any, path: str) -> str:
-    return _names.kv_key(value, path)
-
-
-def validate_subject(value: Any, path: str, *, wildcards: bool = True) -> str:
-    return _names.subject(wildcards=wildcards)(value, path)
