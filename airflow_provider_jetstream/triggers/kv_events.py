@@ -37,6 +37,9 @@ class JetStreamKeyValueEventTrigger(JetStreamMessageTrigger):
         max_payload_bytes, cohort_wait, fallback_ack_delay: as for :class:`JetStreamMessageTrigger`.
     """
 
+    #: The signature of the trigger's kwargs (its message-trigger kwargs follow from them).
+    arguments = KV_EVENTS
+
     def __init__(
         self,
         *,

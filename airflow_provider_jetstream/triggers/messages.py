@@ -79,6 +79,9 @@ class JetStreamMessageTrigger(BaseEventTrigger):
         and acking it. Default 10.
     """
 
+    #: The signature of the trigger's kwargs (checked when it is made, and when the triggerer rebuilds it).
+    arguments = MESSAGES
+
     def __init__(
         self,
         *,
