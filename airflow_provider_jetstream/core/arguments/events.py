@@ -35,6 +35,10 @@ DELIVER_POLICIES = ("all", "new", "last", "last_per_subject", "by_start_sequence
 INITIAL = {"new": "new", "current": "last_per_subject"}
 
 
+def _one_of(options: tuple[str, ...]) -> str:
+    return f"use one of {', '.join(options)}"
+
+
 def _subjects(value: Any, field: str) -> list[str] | None:
     """Subject filters; an empty list means all (None)."""
     return list_of(subject_filter)(value, field) or None
@@ -91,10 +95,14 @@ MESSAGES = (
             "consumer": Arg(_consumer_at_spec_path, REQUIRED, VALUE, "durable consumer (created or reconciled)"),
             "jetstream_conn_id": CONN_ID,
             "filter_subjects": Arg(_subjects, None, DEFAULT, "subjects the consumer delivers; default all"),
-            "deliver_policy": Arg(choice(DELIVER_POLICIES), "all", VALUE, "where a new consumer starts"),
+            "deliver_policy": Arg(
+                choice(DELIVER_POLICIES, _one_of(DELIVER_POLICIES)), "all", VALUE, "where a new consumer starts"
+            ),
             "opt_start_seq": Arg(integer(1), None, DEFAULT, "first sequence (deliver_policy by_start_sequence)"),
             "opt_start_time": Arg(_instant_text, None, DEFAULT, "first time (deliver_policy by_start_time)"),
-            "ack_policy": Arg(choice(ACK_POLICIES), "explicit", VALUE, "explicit (default) or all"),
+            "ack_policy": Arg(
+                choice(ACK_POLICIES, _one_of(ACK_POLICIES)), "explicit", VALUE, "explicit (default) or all"
+            ),
             "max_ack_pending": Arg(positive_count, 256, VALUE, "unacked messages in flight at most; default 256"),
             "ack_wait": Arg(seconds(), 30.0, VALUE, "seconds before an unacked message is redelivered; default 30"),
             "max_deliver": Arg(integer(-1, hint=" (-1: unlimited)"), -1, VALUE, "deliveries per message; default -1"),
@@ -105,7 +113,9 @@ MESSAGES = (
             "dead_letter_stream": Arg(stream_name, None, DEFAULT, "stream receiving rejected messages"),
             "dead_letter_subject": Arg(literal_subject, None, DEFAULT, "their subject in it"),
             "subjects": Arg(_subjects, None, DEFAULT, "this watcher's own narrowing (client side); default all"),
-            "decode": Arg(choice(DECODINGS), "auto", VALUE, "payload decoding: auto, json, text or base64"),
+            "decode": Arg(
+                choice(DECODINGS, _one_of(DECODINGS)), "auto", VALUE, "payload decoding: auto, json, text or base64"
+            ),
             "max_payload_bytes": Arg(positive_count, 65536, VALUE, "larger payloads are omitted; default 65536"),
             "include_headers": Arg(boolean, True, VALUE, "put the headers in the event; default True"),
             "cohort_wait": Arg(seconds(allow_zero=True), 3.0, VALUE, "seconds before the first pull; default 3"),

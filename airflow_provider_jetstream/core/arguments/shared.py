@@ -22,13 +22,12 @@ from airflow_provider_jetstream.core.arguments.names import (
 from airflow_provider_jetstream.core.arguments.values import (
     anything,
     boolean,
-    choice,
     integer,
     list_of,
     optional,
     seconds,
 )
-from airflow_provider_jetstream.core.manage.reconcile import IF_EXISTS
+from airflow_provider_jetstream.core.manage.reconcile import parse_if_exists
 
 # -- where JetStream is --------------------------------------------------------------------------
 
@@ -113,7 +112,7 @@ KEY = Arg(kv_key, REQUIRED, VALUE, "the KV key", templated=True)
 # -- reconcile and delete options ----------------------------------------------------------------
 
 IF_EXISTS_ARG = Arg(
-    choice(IF_EXISTS),
+    parse_if_exists,
     "update",
     VALUE,
     "what to do when it exists: 'update' (default), 'skip', 'fail' or 'recreate' (only this deletes data)",

@@ -90,9 +90,13 @@ class ReconcileResult:
 Guard = Callable[[], Awaitable[None]]
 
 
+#: The parser of ``if_exists``: every layer's (``core.arguments.shared.IF_EXISTS_ARG``), and this module's own.
+parse_if_exists = choice(IF_EXISTS, f"use one of {', '.join(IF_EXISTS)}")
+
+
 def check_if_exists(if_exists: str) -> str:
     """``if_exists`` parsed as every layer parses it (the reconcile functions are called directly too)."""
-    return choice(IF_EXISTS)(if_exists, "if_exists")
+    return parse_if_exists(if_exists, "if_exists")
 
 
 async def check_api_level(api: JetStreamApi, requirements: list[Requirement]) -> None:
