@@ -273,6 +273,9 @@ class JetStreamStreamsHook(JetStreamBaseHook):
         :param keep: keep this many newest messages (per subject with ``subject``).
         :param up_to_sequence: purge the messages below this sequence (not with ``keep``); at most the
             stream's last sequence + 1, checked before purging: a later one would renumber the stream.
+
+        Each of these (and ``domain``, ``api_prefix``) narrows the purge: given empty (``""``) it is
+        refused, never taken as "not given", which would purge more.
         """
         body = {
             key: value

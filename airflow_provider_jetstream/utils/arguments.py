@@ -67,8 +67,6 @@ class CheckedArguments:
     #: Where text forms (``"true"``, ``"5"``) are accepted: None, the templated arguments (a rendered
     #: template is text); True, every argument (a command line's).
     text_arguments: ClassVar[bool | Collection[str] | None] = None
-    #: A prefix for field names in messages.
-    argument_prefix: ClassVar[str] = ""
     #: Argument name -> the attribute holding it, where they differ.
     argument_attributes: ClassVar[Mapping[str, str]] = {}
 
@@ -95,7 +93,6 @@ class CheckedArguments:
         return type(self).arguments.check(
             values,
             text=type(self).arguments.template_fields() if text is None else text,
-            prefix=type(self).argument_prefix,
             **options,
         )
 
