@@ -56,6 +56,15 @@ def _stream_from(build: Callable[[Mapping[str, Any]], dict[str, Any]], names: tu
     return Rule(names, check, "the stream these arguments declare")
 
 
+def _from_the_first(parse: Parser) -> Parser:
+    """A start sequence where 0, like None, means from the first (sequences start at 1)."""
+
+    def parse_start(value: Any, field: str) -> Any:
+        return None if value == 0 and not isinstance(value, bool) else parse(value, field)
+
+    return parse_start
+
+
 def _source_arg(key: str, doc: str, templated: bool = True) -> Arg:
     return Arg(_spec_part(SOURCE, key, f"stream.mirror.{key}"), None, DEFAULT, doc, templated=templated)
 
@@ -70,7 +79,9 @@ _MIRROR_ARGS = {
     "deliver_prefix": _source_arg("deliver_prefix", "delivery subject prefix (imports)"),
     "filter_subject": _source_arg("filter_subject", "copy only messages on these subjects"),
     "subject_transforms": _source_arg("subject_transforms", "filter and transform subjects", templated=False),
-    "start_seq": _source_arg("start_seq", "first origin sequence to copy"),
+    "start_seq": _source_arg("start_seq", "first origin sequence to copy; 0 or None: from the first").but(
+        parse=_from_the_first(_spec_part(SOURCE, "start_seq", "stream.mirror.start_seq"))
+    ),
     "start_time": _source_arg("start_time", "copy from this instant (with a time zone)"),
     "stream_overrides": Arg(
         _overrides(("name", "mirror", "sources")), None, DEFAULT, "other stream fields", templated=True
