@@ -128,9 +128,10 @@ async def setup(topology, counts: list[int], messages: int, quiet) -> None:
 
 def watch_for(stream: str):
     """The DAG's ``wait_replicated`` check: max_lag 0, max_inactive 30 s, exact, proceed."""
-    from airflow_provider_jetstream.hooks.args import replication_watch
+    from airflow_provider_jetstream.core.signatures.operations import REPLICATION, replication_watch
 
-    return replication_watch(stream, max_lag=0, max_inactive="30s", verify_origin="auto", unreachable_origins="proceed")
+    arguments = {"stream": stream, "max_lag": 0, "max_inactive": "30s", "unreachable_origins": "proceed"}
+    return replication_watch(REPLICATION.check(arguments))
 
 
 def api_kind(subject: str) -> str:

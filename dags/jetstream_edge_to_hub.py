@@ -147,9 +147,9 @@ with DAG(
         import logging
 
         from airflow_provider_jetstream.core.api import JetStreamApi
+        from airflow_provider_jetstream.core.arguments.names import domain_of
         from airflow_provider_jetstream.core.connection.fields import api_prefix_for
         from airflow_provider_jetstream.core.errors import JetStreamError
-        from airflow_provider_jetstream.core.names import domain_of
         from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 
         log = logging.getLogger("airflow.task")

@@ -132,11 +132,12 @@ def test_nothing_in_the_package_imports_the_repository_stack() -> None:
 #: docs/architecture.md.
 CORE_FLOORS = (
     {"errors"},  # every exception, and the one classification of errors
-    {"values", "names", "protocol", "sync"},  # plain values, names, the wire protocol, the sync bridge
+    {"arguments", "protocol", "sync"},  # the argument layer and its parsers, the wire protocol, the sync bridge
     {"connection"},  # connecting
     {"api"},  # the one JetStream API speaker
     {"manage", "publish", "read"},  # declaring, publishing, reading ranges
     {"consume", "status"},  # durable consumption, status checks and the wait loop
+    {"signatures"},  # every public argument declared once, per operation
 )
 #: The only place of the package that imports numpy or pyarrow (besides ``spark/``).
 VECTORISED = "core/read/vectorised"

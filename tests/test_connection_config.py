@@ -6,7 +6,8 @@ import ssl
 
 import pytest
 
-from airflow_provider_jetstream.core.connection.fields import api_prefix_for, redact_url, validate_domain
+from airflow_provider_jetstream.core.arguments.names import domain_name as validate_domain
+from airflow_provider_jetstream.core.connection.fields import api_prefix_for, redact_url
 from airflow_provider_jetstream.core.connection.settings import JetStreamConnectionConfig
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 

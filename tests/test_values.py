@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import pytest
 
+from airflow_provider_jetstream.core.arguments.values import integer as integer_parser
+from airflow_provider_jetstream.core.arguments.values import number
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
-from airflow_provider_jetstream.core.values import as_number
+
+
+def as_number(name: str, value: object, *, minimum: float, integer: bool = False) -> float:
+    """The numbers' parsers, given text as a command line or Spark option gives it."""
+    parse = integer_parser(int(minimum)) if integer else number(minimum)
+    return parse(value, name, text=True)
 
 
 def test_integers_in_text_are_exact_beyond_a_floats_precision() -> None:

@@ -7,7 +7,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_jetstream.core.names import MAX_NAME
+from airflow_provider_jetstream.core.arguments.names import MAX_NAME
 
 if TYPE_CHECKING:
     from airflow.sdk import Asset

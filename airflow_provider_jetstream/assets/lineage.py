@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_provider_jetstream.assets.jetstream import NO_DOMAIN, SCHEME, StreamUri, parse_stream_uri
 from airflow_provider_jetstream.core.api import JetStreamApi
-from airflow_provider_jetstream.core.names import domain_of
+from airflow_provider_jetstream.core.arguments.names import domain_of
 
 if TYPE_CHECKING:
     from airflow.sdk import Asset, AssetAlias

@@ -16,6 +16,7 @@ from typing import Any
 import nats.errors
 from nats.aio.client import Client
 
+from airflow_provider_jetstream.core.arguments.names import domain_of
 from airflow_provider_jetstream.core.connection.client import refusal_since
 from airflow_provider_jetstream.core.errors import (
     JetStreamApiError,
@@ -25,7 +26,6 @@ from airflow_provider_jetstream.core.errors import (
     JetStreamPermissionError,
     JetStreamTimeoutError,
 )
-from airflow_provider_jetstream.core.names import domain_of
 
 STREAM_NOT_FOUND = 10059
 NO_MESSAGE_FOUND = 10037

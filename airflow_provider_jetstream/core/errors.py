@@ -21,8 +21,8 @@ fix::
 
     JetStreamRefusalError
     ├── JetStreamConfigError (also ValueError)   a bad connection field, argument or spec
-    │   ├── SpecError, SpecErrors                one or several invalid fields of a spec
-    │   ├── UnsafeSubjectError                   a publish subject that is not literal, or reserved
+    │   ├── SpecError, SpecErrors                one or several invalid fields of a spec or arguments
+    │   │   └── UnsafeSubjectError               a publish subject that is not literal, or reserved
     │   ├── ReconcileError                       a change the reconcile rules refuse
     │   └── DoubleStoreError                     a write that two connected domains would store
     │       └── DoubleStoreUnverifiedError       a domain answered the check with an error
@@ -124,16 +124,25 @@ def _show(value: Any) -> str:
 
 
 class SpecError(JetStreamConfigError):
-    """One invalid field of a spec; nothing was sent to a server.
+    """One invalid field of a spec, or argument; nothing was sent to a server.
 
-    ``str(err)`` reads ``stream.max_msgs=-5 is not allowed: use an integer >= -1 (-1: unlimited)``.
+    ``str(err)`` reads ``stream.max_msgs=-5 is not allowed: use an integer >= -1 (-1: unlimited)``:
+    the field, its value, the problem (``problem``, by default "is not allowed") and what is allowed.
     """
 
-    def __init__(self, path: str, value: Any = None, allowed: str = "", *, message: str | None = None) -> None:
+    def __init__(
+        self,
+        path: str,
+        value: Any = None,
+        allowed: str = "",
+        *,
+        message: str | None = None,
+        problem: str = "is not allowed",
+    ) -> None:
         self.path = path
         self.value = value
         self.allowed = allowed
-        super().__init__(message or f"{path}={_show(value)} is not allowed: {allowed}")
+        super().__init__(message or f"{path}={_show(value)} {problem}: {allowed}")
 
 
 class SpecErrors(JetStreamConfigError):
@@ -157,7 +166,7 @@ def unknown_key(path: str, key: str, known: Iterable[str]) -> SpecError:
     )
 
 
-class UnsafeSubjectError(JetStreamConfigError):
+class UnsafeSubjectError(SpecError):
     """A publish subject that is not a literal subject, or lies in a reserved subject space."""
 
 

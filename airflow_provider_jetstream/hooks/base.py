@@ -24,6 +24,7 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 
 from airflow_provider_jetstream.core.api import JetStreamApi, describe_prefix, is_imported_prefix
+from airflow_provider_jetstream.core.arguments import Args
 from airflow_provider_jetstream.core.connection.client import open_connection, refusal_since, release
 from airflow_provider_jetstream.core.connection.settings import JetStreamConnectionConfig, api_prefix_for
 from airflow_provider_jetstream.core.errors import (
@@ -32,13 +33,36 @@ from airflow_provider_jetstream.core.errors import (
     JetStreamImportMissingError,
     JetStreamPermissionError,
 )
+from airflow_provider_jetstream.core.signatures.operations import ACCOUNT_INFO, API, HOOK, JETSTREAM, PROBE_DOMAINS
 from airflow_provider_jetstream.core.sync import run_sync
-from airflow_provider_jetstream.core.values import positive_seconds
 
 T = TypeVar("T")
 P = ParamSpec("P")
 H = TypeVar("H", bound="JetStreamBaseHook")
+M = TypeVar("M", bound=Callable[..., Any])
 log = logging.getLogger(__name__)
+
+
+def checked(signature: Args) -> Callable[[M], M]:
+    """A hook method whose arguments are checked with ``signature`` (its operation's one declaration)
+    when it is called, before anything is sent; its body gets the checked values. A refusal raises
+    :class:`~airflow_provider_jetstream.core.errors.SpecErrors` naming every bad argument."""
+
+    def decorate(method: M) -> M:
+        call = inspect.signature(method)
+        names = [name for name in call.parameters if name != "self"]
+
+        @functools.wraps(method)
+        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+            bound = call.bind(self, *args, **kwargs)
+            values = signature.check({name: bound.arguments[name] for name in names if name in bound.arguments})
+            return method(self, **{name: values[name] for name in names})
+
+        wrapper.arguments = signature  # type: ignore[attr-defined]
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
 
 # Open connections by event loop and connection id: every hook running in one event loop (the
 # triggerer's, or one operator's) shares one NATS connection per Airflow connection.
@@ -76,10 +100,10 @@ class JetStreamBaseHook(BaseHook):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        api_prefix_for(domain, api_prefix)  # validates both, and that they exclude each other
-        self.jetstream_conn_id = jetstream_conn_id
-        self.domain = domain
-        self.api_prefix = api_prefix
+        args = HOOK.check({"jetstream_conn_id": jetstream_conn_id, "domain": domain, "api_prefix": api_prefix})
+        self.jetstream_conn_id = args["jetstream_conn_id"]
+        self.domain = args["domain"]
+        self.api_prefix = args["api_prefix"]
         self._config: JetStreamConnectionConfig | None = None
 
     # -- connection settings -------------------------------------------------------------------
@@ -151,6 +175,7 @@ class JetStreamBaseHook(BaseHook):
                 if shared.nc is not None:
                     await asyncio.shield(release(shared.nc, drain=not failed))
 
+    @checked(JETSTREAM)
     @contextlib.asynccontextmanager
     async def ajetstream(
         self, domain: str | None = None, api_prefix: str | None = None
@@ -176,6 +201,7 @@ class JetStreamBaseHook(BaseHook):
                     ) from err
                 raise
 
+    @checked(API)
     @contextlib.asynccontextmanager
     async def aapi(
         self, domain: str | None = None, api_prefix: str | None = None, *, timeout: float | None = None
@@ -186,10 +212,11 @@ class JetStreamBaseHook(BaseHook):
         """
         config = await self.aget_conn_config()
         prefix = self.resolve_api_prefix(domain, api_prefix)
-        wait = config.connect_timeout if timeout is None else positive_seconds("timeout", timeout)
+        wait = config.connect_timeout if timeout is None else timeout
         async with self.aconnect() as nc:
             yield JetStreamApi(nc, prefix, timeout=wait, target=describe_prefix(prefix))
 
+    @checked(ACCOUNT_INFO)
     async def aaccount_info(
         self, nc: Client, domain: str | None = None, api_prefix: str | None = None
     ) -> dict[str, Any]:
@@ -204,6 +231,7 @@ class JetStreamBaseHook(BaseHook):
         except (JetStreamDomainUnavailableError, JetStreamImportMissingError) as err:
             raise self._no_jetstream(domain, api_prefix) from err
 
+    @checked(PROBE_DOMAINS)
     async def aprobe_domains(self, domains: Sequence[str], timeout: float | None = None) -> dict[str, str | None]:
         """Which of these JetStream domains answer through this connection right now.
 

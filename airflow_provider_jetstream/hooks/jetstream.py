@@ -18,26 +18,27 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from airflow_provider_jetstream.core.api import domain_of
-from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.core.manage.buckets import KvEntry, kv_delete, kv_get, kv_put
-from airflow_provider_jetstream.core.manage.specs import encode_kv_value
-from airflow_provider_jetstream.core.names import validate_bucket, validate_key, validate_name
 from airflow_provider_jetstream.core.publish.engine import JetStreamPublishError, ack_problems, publish_messages
+from airflow_provider_jetstream.core.publish.messages import outgoing
 from airflow_provider_jetstream.core.publish.subjects import check_publish_subject
+from airflow_provider_jetstream.core.signatures.operations import (
+    CHECK_REPLICATION,
+    CONSUMER_LAG,
+    KEY_CHECK,
+    KV_DELETE,
+    KV_GET,
+    KV_PUT,
+    PUBLISH,
+    REPLICATION,
+    SUBJECT_OUTSIDE_API,
+    replication_watch,
+)
+from airflow_provider_jetstream.core.signatures.shared import DESTRUCTIVE_REQUEST, LOG, REQUEST, TARGET
 from airflow_provider_jetstream.core.status.consumer_lag import ConsumerLagCheck, check_consumer_lag
 from airflow_provider_jetstream.core.status.kv_key import KeyCheck, judge_entry
 from airflow_provider_jetstream.core.status.replication import ReplicationCheck, ReplicationWatch, check_replication
-from airflow_provider_jetstream.core.values import positive_seconds, validate_count
-from airflow_provider_jetstream.hooks.args import (
-    check_headers,
-    expected_revision_arg,
-    flag,
-    one_spec_error,
-    outgoing,
-    peer_domains_arg,
-    replication_watch,
-)
-from airflow_provider_jetstream.hooks.base import blocking
+from airflow_provider_jetstream.hooks.base import blocking, checked
 from airflow_provider_jetstream.hooks.streams import JetStreamStreamsHook, Logger
 
 
@@ -59,6 +60,7 @@ class JetStreamHook(JetStreamStreamsHook):
 
     # -- read and check ------------------------------------------------------------------------
 
+    @checked(CONSUMER_LAG + REQUEST)
     async def aconsumer_lag(
         self,
         stream: str,
@@ -77,15 +79,12 @@ class JetStreamHook(JetStreamStreamsHook):
         ``max_redelivered`` (default None: not checked); ``.reason`` says which count is over;
         ``.to_xcom()`` gives the counts and sequences as a dict. :class:`JetStreamNotFoundError` when the
         stream or consumer does not exist."""
-        validate_name(stream, "stream")
-        validate_name(consumer, "consumer", what="consumer")
-        bounds = [validate_count(max_pending, "max_pending"), validate_count(max_ack_pending, "max_ack_pending")]
-        redelivered = validate_count(max_redelivered, "max_redelivered", allow_none=True)
         async with self.aapi(domain, api_prefix, timeout=timeout) as api:
-            return await check_consumer_lag(api, stream, consumer, *bounds, redelivered)  # type: ignore[arg-type]
+            return await check_consumer_lag(api, stream, consumer, max_pending, max_ack_pending, max_redelivered)
 
     consumer_lag = blocking(aconsumer_lag)
 
+    @checked(CHECK_REPLICATION + REQUEST)
     async def acheck_replication(
         self,
         watch: ReplicationWatch,
@@ -102,6 +101,7 @@ class JetStreamHook(JetStreamStreamsHook):
 
     check_replication = blocking(acheck_replication)
 
+    @checked(REPLICATION + REQUEST)
     async def areplication_status(
         self,
         stream: str,
@@ -136,13 +136,15 @@ class JetStreamHook(JetStreamStreamsHook):
             ``"proceed"``: ``.done`` once every reachable origin is.
         """
         watch = replication_watch(
-            stream,
-            sources=sources,
-            max_lag=max_lag,
-            max_inactive=max_inactive,
-            error_grace=error_grace,
-            verify_origin=verify_origin,
-            unreachable_origins=unreachable_origins,
+            {
+                "stream": stream,
+                "sources": sources,
+                "max_lag": max_lag,
+                "max_inactive": max_inactive,
+                "error_grace": error_grace,
+                "verify_origin": verify_origin,
+                "unreachable_origins": unreachable_origins,
+            }
         )
         return await self.acheck_replication(watch, domain=domain, api_prefix=api_prefix, timeout=timeout)
 
@@ -150,6 +152,7 @@ class JetStreamHook(JetStreamStreamsHook):
 
     # -- KV ------------------------------------------------------------------------------------
 
+    @checked(KV_GET + TARGET)
     async def akv_get(
         self, bucket: str, key: str, *, domain: str | None = None, api_prefix: str | None = None
     ) -> KvEntry | None:
@@ -157,13 +160,12 @@ class JetStreamHook(JetStreamStreamsHook):
         the bucket's domain, mirror buckets of other domains included (nats-py's ``js.key_value()``
         cannot read those); None when the key holds no value (never put, deleted or purged).
         :class:`JetStreamNotFoundError` if the bucket does not exist."""
-        one_spec_error(validate_bucket, bucket, "bucket")
-        one_spec_error(validate_key, key, "key")
         async with self.aapi(domain, api_prefix) as api:
             return await kv_get(api, bucket, key)
 
     kv_get = blocking(akv_get)
 
+    @checked(KEY_CHECK + TARGET)
     async def acheck_key(
         self,
         bucket: str,
@@ -182,6 +184,7 @@ class JetStreamHook(JetStreamStreamsHook):
 
     check_key = blocking(acheck_key)
 
+    @checked(KV_PUT + REQUEST)
     async def akv_put(
         self,
         bucket: str,
@@ -201,15 +204,12 @@ class JetStreamHook(JetStreamStreamsHook):
         :param expected_revision: compare-and-set: store only if the key's latest revision is this one
             (0: only if the key does not exist); else :class:`KeyValueConflictError`. Default None.
         """
-        one_spec_error(validate_bucket, bucket, "bucket")
-        one_spec_error(validate_key, key, "key")
-        revision = expected_revision_arg(expected_revision)
-        payload = one_spec_error(encode_kv_value, value, "value")
         async with self.aapi(domain, api_prefix, timeout=timeout) as api:
-            return await kv_put(api, bucket, key, payload, expected_revision=revision)
+            return await kv_put(api, bucket, key, value, expected_revision=expected_revision)
 
     kv_put = blocking(akv_put)
 
+    @checked(KV_DELETE + DESTRUCTIVE_REQUEST)
     async def akv_delete(
         self,
         bucket: str,
@@ -223,17 +223,14 @@ class JetStreamHook(JetStreamStreamsHook):
     ) -> int:
         """Delete ``key`` (a delete marker; ``purge=True`` also drops its history) in the bucket of the
         target domain; returns the marker's revision. ``expected_revision`` as in :meth:`akv_put`."""
-        one_spec_error(validate_bucket, bucket, "bucket")
-        one_spec_error(validate_key, key, "key")
-        revision = expected_revision_arg(expected_revision)
-        drop = flag("purge", purge)
         async with self.aapi(domain, api_prefix, timeout=timeout) as api:
-            return await kv_delete(api, bucket, key, purge=drop, expected_revision=revision)
+            return await kv_delete(api, bucket, key, purge=purge, expected_revision=expected_revision)
 
     kv_delete = blocking(akv_delete)
 
     # -- publish -------------------------------------------------------------------------------
 
+    @checked((PUBLISH + REQUEST + LOG).ruled(SUBJECT_OUTSIDE_API))
     async def apublish(
         self,
         subject: str,
@@ -271,38 +268,29 @@ class JetStreamHook(JetStreamStreamsHook):
         :param allow_double_store: publish even if other connected domains store the subject. Default False.
         :param peer_domains: more domains for that check, besides the connection's own.
         """
-        if messages is None:
-            raise JetStreamConfigError("messages=None is not allowed: give the payloads to publish")
         config = await self.aget_conn_config()
         target_prefix = self.resolve_api_prefix(domain, api_prefix)
+        # The subject against the API prefixes only the connection knows (its own, the hook's).
         prefixes = [p for p in dict.fromkeys([api_prefix, self.api_prefix, config.api_prefix, target_prefix]) if p]
         check_publish_subject(subject, "subject", prefixes)
-        base = dict(check_headers(headers) or {})
-        if not isinstance(max_in_flight, int) or isinstance(max_in_flight, bool) or max_in_flight < 1:
-            raise JetStreamConfigError(f"max_in_flight={max_in_flight!r} is not allowed: use an integer >= 1")
-        ack_timeout = positive_seconds("ack_timeout", ack_timeout)
-        allow = flag("allow_double_store", allow_double_store)
-        peers = peer_domains_arg(peer_domains)
+        base = dict(headers or {})
         if expected_stream:
-            one_spec_error(validate_name, expected_stream, "expected_stream")
             base["Nats-Expected-Stream"] = expected_stream
-        if isinstance(messages, (str, bytes)):
-            messages = [messages]
         logger = logger or self.log
         what = f"publish to {subject!r}"
         async with self.aapi(domain, api_prefix, timeout=timeout) as api:
-            guard = await self.double_store_guard(api, [subject], what, allow, logger, peers)
+            guard = await self.double_store_guard(api, [subject], what, allow_double_store, logger, peer_domains)
             await guard()
             summary = await publish_messages(
                 api.nc,
-                outgoing(subject, messages, base or None, msg_id or ""),
+                outgoing(subject, messages, base or None, msg_id),
                 max_in_flight=max_in_flight,
                 ack_timeout=ack_timeout,
                 api_prefixes=prefixes,
                 what=what,
             )
         target_domain = domain_of(target_prefix)
-        problems = ack_problems(summary, target_domain=target_domain, expected_stream=expected_stream or None)
+        problems = ack_problems(summary, target_domain=target_domain, expected_stream=expected_stream)
         if problems:
             raise JetStreamPublishError(f"{what}: " + "; ".join(problems))
         rate = summary.count / summary.seconds if summary.seconds else None

@@ -14,12 +14,20 @@ from airflow_provider_jetstream.core.api import JetStreamApi, domain_of
 from airflow_provider_jetstream.core.errors import JetStreamNotFoundError, SpecError, SpecErrors
 from airflow_provider_jetstream.core.manage.buckets import reconcile_bucket
 from airflow_provider_jetstream.core.manage.double_store import guard_double_store
-from airflow_provider_jetstream.core.manage.reconcile import check_if_exists, reconcile_consumer, reconcile_stream
+from airflow_provider_jetstream.core.manage.reconcile import reconcile_consumer, reconcile_stream
 from airflow_provider_jetstream.core.manage.specs import ConsumerSpec, KeyValueSpec, StreamSpec
 from airflow_provider_jetstream.core.manage.specs.kv import kv_subjects
-from airflow_provider_jetstream.core.names import validate_name
-from airflow_provider_jetstream.hooks.args import flag, one_spec_error, peer_domains_arg, purge_request
-from airflow_provider_jetstream.hooks.base import JetStreamBaseHook, blocking
+from airflow_provider_jetstream.core.signatures.operations import (
+    DELETE_CONSUMER,
+    DELETE_STREAM,
+    ENSURE_BUCKET,
+    ENSURE_CONSUMER,
+    ENSURE_STREAM,
+    PURGE,
+    STREAM_INFO,
+)
+from airflow_provider_jetstream.core.signatures.shared import DESTRUCTIVE_REQUEST, LOG, REQUEST
+from airflow_provider_jetstream.hooks.base import JetStreamBaseHook, blocking, checked
 
 Logger = logging.Logger | logging.LoggerAdapter
 
@@ -31,6 +39,7 @@ class JetStreamStreamsHook(JetStreamBaseHook):
 
     # -- declare: the reconcile rules of the "create" operators ------------------------------------
 
+    @checked(ENSURE_STREAM + REQUEST + LOG)
     async def aensure_stream(
         self,
         spec: StreamSpec | Mapping[str, Any],
@@ -58,23 +67,32 @@ class JetStreamStreamsHook(JetStreamBaseHook):
             same subjects, or a domain cannot be checked. Default False: ``DoubleStoreError``.
         :param peer_domains: more domains for that check, besides the connection's own.
         """
-        stream = StreamSpec.from_dict(spec)
-        check_if_exists(if_exists)
-        dry, prune = flag("dry_run", dry_run), flag("prune_sources", prune_sources)
-        allow = flag("allow_double_store", allow_double_store)
-        peers = peer_domains_arg(peer_domains)
+        stream: StreamSpec = spec  # type: ignore[assignment]  # checked: a StreamSpec
         logger = logger or self.log
         async with self.aapi(domain, api_prefix, timeout=timeout) as api:
             guard = await self.double_store_guard(
-                api, stream.listen_subjects(), f"stream {stream.name!r}", allow, logger, peers, stream
+                api,
+                stream.listen_subjects(),
+                f"stream {stream.name!r}",
+                allow_double_store,
+                logger,
+                peer_domains,
+                stream,
             )
             result = await reconcile_stream(
-                api, stream, if_exists=if_exists, dry_run=dry, prune_sources=prune, guard=guard, logger=logger
+                api,
+                stream,
+                if_exists=if_exists,
+                dry_run=dry_run,
+                prune_sources=prune_sources,
+                guard=guard,
+                logger=logger,
             )
         return result.as_xcom()
 
     ensure_stream = blocking(aensure_stream)
 
+    @checked(ENSURE_CONSUMER + REQUEST + LOG)
     async def aensure_consumer(
         self,
         stream: str,
@@ -95,18 +113,16 @@ class JetStreamStreamsHook(JetStreamBaseHook):
             deletes the consumer's delivery state).
         :param dry_run: plan only, change nothing. Default False.
         """
-        one_spec_error(validate_name, stream, "stream")
-        consumer = ConsumerSpec.from_dict(spec)
-        check_if_exists(if_exists)
-        dry = flag("dry_run", dry_run)
+        consumer: ConsumerSpec = spec  # type: ignore[assignment]  # checked: a ConsumerSpec
         async with self.aapi(domain, api_prefix, timeout=timeout) as api:
             result = await reconcile_consumer(
-                api, stream, consumer, if_exists=if_exists, dry_run=dry, logger=logger or self.log
+                api, stream, consumer, if_exists=if_exists, dry_run=dry_run, logger=logger or self.log
             )
         return {**result.as_xcom(), "stream": stream}
 
     ensure_consumer = blocking(aensure_consumer)
 
+    @checked(ENSURE_BUCKET + REQUEST + LOG)
     async def aensure_key_value(
         self,
         spec: KeyValueSpec | Mapping[str, Any] | str,
@@ -133,20 +149,29 @@ class JetStreamStreamsHook(JetStreamBaseHook):
             connected domain of this account, or a domain cannot be checked. Default False.
         :param peer_domains: more domains for that check, besides the connection's own.
         """
-        bucket = KeyValueSpec.from_dict(spec)
-        check_if_exists(if_exists)
-        dry, prune = flag("dry_run", dry_run), flag("prune_sources", prune_sources)
-        allow = flag("allow_double_store", allow_double_store)
-        peers = peer_domains_arg(peer_domains)
+        bucket: KeyValueSpec = spec  # type: ignore[assignment]  # checked: a KeyValueSpec
         logger = logger or self.log
         stream = bucket.stream_spec()
         subjects = [] if stream.is_mirror else [kv_subjects(bucket.bucket)]
         async with self.aapi(domain, api_prefix, timeout=timeout) as api:
             guard = await self.double_store_guard(
-                api, subjects, f"bucket {bucket.bucket!r}", allow, logger, peers, stream, bucket=bucket.bucket
+                api,
+                subjects,
+                f"bucket {bucket.bucket!r}",
+                allow_double_store,
+                logger,
+                peer_domains,
+                stream,
+                bucket=bucket.bucket,
             )
             result = await reconcile_bucket(
-                api, bucket, if_exists=if_exists, dry_run=dry, prune_sources=prune, guard=guard, logger=logger
+                api,
+                bucket,
+                if_exists=if_exists,
+                dry_run=dry_run,
+                prune_sources=prune_sources,
+                guard=guard,
+                logger=logger,
             )
         return result.as_xcom()
 
@@ -184,12 +209,12 @@ class JetStreamStreamsHook(JetStreamBaseHook):
 
         return guard
 
+    @checked(STREAM_INFO + REQUEST)
     async def astream_info(
         self, name: str, *, domain: str | None = None, api_prefix: str | None = None, timeout: float | None = None
     ) -> dict[str, Any]:
         """The server's ``STREAM.INFO`` of stream ``name`` as JSON (``config``, ``state``, ``mirror``,
         ``sources``...), every field the server sends; :class:`JetStreamNotFoundError` if it does not exist."""
-        one_spec_error(validate_name, name, "name")
         async with self.aapi(domain, api_prefix, timeout=timeout) as api:
             info = await api.stream_info(name)
         if info is None:
@@ -200,6 +225,7 @@ class JetStreamStreamsHook(JetStreamBaseHook):
 
     # -- delete and purge: the only calls that remove data, each asked for explicitly --------------
 
+    @checked(DELETE_STREAM + DESTRUCTIVE_REQUEST + LOG)
     async def adelete_stream(
         self,
         name: str,
@@ -216,11 +242,9 @@ class JetStreamStreamsHook(JetStreamBaseHook):
         :param ignore_missing: a missing stream is success (``deleted: False``). Default True; False
             raises the server's refusal (:class:`JetStreamApiError`).
         """
-        one_spec_error(validate_name, name, "name")
-        missing_ok = flag("ignore_missing", ignore_missing)
         logger = logger or self.log
         async with self.aapi(domain, api_prefix, timeout=timeout) as api:
-            deleted = await api.delete_stream(name, missing_ok=missing_ok)
+            deleted = await api.delete_stream(name, missing_ok=ignore_missing)
         if deleted:
             logger.info("deleted stream %r in %s", name, api.target)
         else:
@@ -229,6 +253,7 @@ class JetStreamStreamsHook(JetStreamBaseHook):
 
     delete_stream = blocking(adelete_stream)
 
+    @checked(PURGE + DESTRUCTIVE_REQUEST + LOG)
     async def apurge_stream(
         self,
         name: str,
@@ -248,8 +273,15 @@ class JetStreamStreamsHook(JetStreamBaseHook):
         :param keep: keep this many newest messages (per subject with ``subject``).
         :param up_to_sequence: purge the messages below this sequence (not with ``keep``); at most the
             stream's last sequence + 1, checked before purging: a later one would renumber the stream.
+
+        Each of these (and ``domain``, ``api_prefix``) narrows the purge: given empty (``""``) it is
+        refused, never taken as "not given", which would purge more.
         """
-        body = purge_request(name, subject, keep, up_to_sequence)
+        body = {
+            key: value
+            for key, value in (("filter", subject), ("keep", keep), ("seq", up_to_sequence))
+            if value is not None
+        }
         logger = logger or self.log
         async with self.aapi(domain, api_prefix, timeout=timeout) as api:
             if "seq" in body:
@@ -282,6 +314,7 @@ class JetStreamStreamsHook(JetStreamBaseHook):
                 ]
             )
 
+    @checked(DELETE_CONSUMER + DESTRUCTIVE_REQUEST + LOG)
     async def adelete_consumer(
         self,
         stream: str,
@@ -299,12 +332,9 @@ class JetStreamStreamsHook(JetStreamBaseHook):
         :param ignore_missing: a missing consumer (or stream) is success. Default True; False raises the
             server's refusal (:class:`JetStreamApiError`).
         """
-        one_spec_error(validate_name, stream, "stream")
-        one_spec_error(validate_name, name, "name")
-        missing_ok = flag("ignore_missing", ignore_missing)
         logger = logger or self.log
         async with self.aapi(domain, api_prefix, timeout=timeout) as api:
-            deleted = await api.delete_consumer(stream, name, missing_ok=missing_ok)
+            deleted = await api.delete_consumer(stream, name, missing_ok=ignore_missing)
         if deleted:
             logger.info("deleted consumer %r on stream %r in %s", name, stream, api.target)
         else:

@@ -1,5 +1,9 @@
 """What every operator of this provider shares: connection arguments, reconcile options, refusals that fail at once.
 
+Each operator declares its signature (``arguments``, :mod:`airflow_provider_jetstream.core.signatures.operations`);
+:class:`~airflow_provider_jetstream.utils.arguments.CheckedArguments` checks literal values when the DAG
+is parsed and the rest once rendered, and ``execute`` passes the checked values to the hook.
+
 A refusal (:class:`airflow_provider_jetstream.core.errors.JetStreamRefusalError`: a bad argument or
 spec, a change the reconcile rules refuse, a double store, rejected credentials, a failed
 compare-and-set) is raised again from ``execute`` as Airflow's ``AirflowFailException``, so
@@ -11,12 +15,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
-from nats.aio.client import Client
 
 from airflow_provider_jetstream.assets.lineage import (
     Location,
@@ -26,16 +29,14 @@ from airflow_provider_jetstream.assets.lineage import (
     spec_origins,
     stream_location,
 )
-from airflow_provider_jetstream.core.api import JetStreamApi
-from airflow_provider_jetstream.core.connection.settings import api_prefix_for
+from airflow_provider_jetstream.core.arguments import Args
+from airflow_provider_jetstream.core.arguments.names import domain_of
 from airflow_provider_jetstream.core.errors import is_refusal
-from airflow_provider_jetstream.core.manage.reconcile import check_if_exists
 from airflow_provider_jetstream.core.manage.specs import StreamSpec
-from airflow_provider_jetstream.core.names import domain_of
-from airflow_provider_jetstream.core.values import as_bool, positive_seconds
-from airflow_provider_jetstream.hooks.args import one_spec_error, peer_domains_arg
+from airflow_provider_jetstream.core.signatures.operations import ENSURE_STREAM
+from airflow_provider_jetstream.core.signatures.shared import OPERATOR
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
-from airflow_provider_jetstream.utils.templates import is_resolved_at_run_time
+from airflow_provider_jetstream.utils.arguments import CheckedArguments
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -126,13 +127,6 @@ T = TypeVar("T")
 CHANGED = ("created", "updated", "recreated")
 
 
-def check_bool_args(**args: Any) -> None:
-    """Validate boolean arguments now, unless Airflow still renders them (then at run time)."""
-    for name, value in args.items():
-        if not is_resolved_at_run_time(value):
-            as_bool(name, value)
-
-
 def stream_locations(hook: JetStreamHook, streams: Sequence[tuple[str, str | None]], timeout: float) -> list[Location]:
     """The lineage locations of ``(stream, API prefix)`` pairs (prefix None: the hook's target), the
     domain of each prefix taken from the prefix or, for ``$JS.API`` and imports, from the server."""
@@ -150,7 +144,7 @@ def stream_locations(hook: JetStreamHook, streams: Sequence[tuple[str, str | Non
     return [stream_location(server, domains[prefix], name) for (name, _), prefix in zip(streams, prefixes, strict=True)]
 
 
-class JetStreamBaseOperator(FailFastOnRefusal, OperatorLineageMixin, BaseOperator):
+class JetStreamBaseOperator(FailFastOnRefusal, CheckedArguments, OperatorLineageMixin, BaseOperator):
     """Common arguments: where JetStream is, and how long to wait for its API.
 
     Refusals (bad arguments, refused changes, double store, rejected credentials) fail the task
@@ -162,7 +156,8 @@ class JetStreamBaseOperator(FailFastOnRefusal, OperatorLineageMixin, BaseOperato
     :param request_timeout: seconds to wait for each JetStream API answer. Default 5.
     """
 
-    template_fields: Sequence[str] = ("jetstream_conn_id", "domain", "api_prefix")
+    arguments: Args = OPERATOR
+    template_fields: Sequence[str] = OPERATOR.template_fields()
     ui_color = "#34b27d"
 
     def __init__(
@@ -175,16 +170,15 @@ class JetStreamBaseOperator(FailFastOnRefusal, OperatorLineageMixin, BaseOperato
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if not is_resolved_at_run_time(domain) and not is_resolved_at_run_time(api_prefix) and (domain or api_prefix):
-            api_prefix_for(domain, api_prefix)
-        # Finite and > 0: "inf" or nan would let a request wait forever.
-        self.request_timeout = positive_seconds("request_timeout", request_timeout)
+        self.request_timeout = request_timeout
         self.jetstream_conn_id = jetstream_conn_id
         self.domain = domain
         self.api_prefix = api_prefix
 
     def get_hook(self) -> JetStreamHook:
-        return JetStreamHook(self.jetstream_conn_id, domain=self.domain or None, api_prefix=self.api_prefix or None)
+        """The hook for the checked connection id, domain and API prefix."""
+        args = self.checked_arguments()
+        return JetStreamHook(args["jetstream_conn_id"], domain=args["domain"], api_prefix=args["api_prefix"])
 
     def record_stream_lineage(
         self,
@@ -198,7 +192,7 @@ class JetStreamBaseOperator(FailFastOnRefusal, OperatorLineageMixin, BaseOperato
         for OpenLineage, and (``emit``) an asset event for each written one. A failure is logged:
         the work is done, lineage never fails the task."""
         try:
-            locations = stream_locations(self.get_hook(), [*written, *read], self.request_timeout)
+            locations = stream_locations(self.get_hook(), [*written, *read], self.request_seconds())
             outputs, inputs = locations[: len(written)], locations[len(written) :]
             self.record_lineage(context, inputs, outputs, emit=None if emit else [], extra=extra)
         except Exception as err:
@@ -208,7 +202,7 @@ class JetStreamBaseOperator(FailFastOnRefusal, OperatorLineageMixin, BaseOperato
         """OpenLineage output: ``stream`` (in the target) with a ``lifecycleStateChange`` facet
         (``DROP`` for a delete, ``TRUNCATE`` for a purge); no asset event. A failure is logged."""
         try:
-            (location,) = stream_locations(self.get_hook(), [(stream, None)], self.request_timeout)
+            (location,) = stream_locations(self.get_hook(), [(stream, None)], self.request_seconds())
             self.record_lineage(context, [], [dataclasses.replace(location, lifecycle=change)], emit=[])
         except Exception as err:
             self.log.warning("lineage not recorded: %s: %s", type(err).__name__, err)
@@ -225,26 +219,18 @@ class JetStreamBaseOperator(FailFastOnRefusal, OperatorLineageMixin, BaseOperato
             extra={"action": action},
         )
 
-    def run_api(self, work: Callable[[Client, JetStreamApi, JetStreamHook], Awaitable[T]]) -> T:
-        """Connect, build the API client for the target, and run ``work`` to completion (for what the
-        hook has no method for: deletes and purges)."""
-        hook = self.get_hook()
-
-        async def main() -> T:
-            async with hook.aapi(timeout=self.request_timeout) as api:
-                return await work(api.nc, api, hook)
-
-        return hook.run(main())
+    def request_seconds(self) -> float:
+        """The checked ``request_timeout``: seconds to wait for each JetStream API answer."""
+        return self.checked_arguments()["request_timeout"]
 
 
 class ReconcileOperator(JetStreamBaseOperator):
-    template_fields: Sequence[str] = (
-        *JetStreamBaseOperator.template_fields,
-        "if_exists",
-        "dry_run",
-        "allow_double_store",
-        "peer_domains",
-    )
+    """What the "create" operators share: the reconcile options and the double-store check's."""
+
+    #: The reconcile options of declaring a stream (the operation's own arguments come on top).
+    reconcile_arguments = ENSURE_STREAM.without("spec")
+    arguments: Args = OPERATOR + reconcile_arguments
+    template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(
         self,
@@ -257,35 +243,19 @@ class ReconcileOperator(JetStreamBaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if not is_resolved_at_run_time(if_exists):
-            check_if_exists(if_exists)
-        check_bool_args(dry_run=dry_run, prune_sources=prune_sources, allow_double_store=allow_double_store)
-        if not is_resolved_at_run_time(peer_domains):
-            peer_domains_arg(peer_domains)
         self.if_exists = if_exists
         self.dry_run = dry_run
         self.prune_sources = prune_sources
         self.allow_double_store = allow_double_store
         self.peer_domains = peer_domains
 
-    def check_options(self) -> None:
-        """Validate the rendered options, before any request: run time's share of the checks."""
-        check_if_exists(self.if_exists)
-        check_bool_args(
-            dry_run=self.dry_run, prune_sources=self.prune_sources, allow_double_store=self.allow_double_store
-        )
-        peer_domains_arg(self.peer_domains)
-
     def reconcile_kwargs(self) -> dict[str, Any]:
-        """The keyword arguments of the hook's ``ensure_*`` methods, from the (rendered, checked)
-        operator arguments."""
+        """The keyword arguments of the hook's ``ensure_*`` methods, from the checked operator arguments."""
+        args = self.checked_arguments()
+        options = ("if_exists", "dry_run", "prune_sources", "allow_double_store", "peer_domains")
         return {
-            "if_exists": self.if_exists,
-            "dry_run": as_bool("dry_run", self.dry_run),
-            "prune_sources": as_bool("prune_sources", self.prune_sources),
-            "allow_double_store": as_bool("allow_double_store", self.allow_double_store),
-            "peer_domains": self.peer_domains,
-            "timeout": self.request_timeout,
+            **{name: args[name] for name in options},
+            "timeout": args["request_timeout"],
             "logger": self.log,
         }
 
@@ -294,10 +264,6 @@ __all__ = [
     "FailFastOnRefusal",
     "JetStreamBaseOperator",
     "ReconcileOperator",
-    "as_bool",
     "as_task_failure",
-    "check_bool_args",
     "fail_fast_on_refusal",
-    "one_spec_error",
-    "peer_domains_arg",
 ]

@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow_provider_jetstream.core.manage.reconcile import check_if_exists
-from airflow_provider_jetstream.core.manage.specs import ConsumerSpec
-from airflow_provider_jetstream.core.names import validate_name
-from airflow_provider_jetstream.operators.base import JetStreamBaseOperator, as_bool, check_bool_args, one_spec_error
-from airflow_provider_jetstream.utils.templates import is_resolved_at_run_time
+from airflow_provider_jetstream.core.arguments import Args
+from airflow_provider_jetstream.core.signatures.operations import DELETE_CONSUMER, ENSURE_CONSUMER
+from airflow_provider_jetstream.core.signatures.shared import DESTRUCTIVE_OPERATOR, OPERATOR
+from airflow_provider_jetstream.operators.base import JetStreamBaseOperator
 
 
 class JetStreamCreateConsumerOperator(JetStreamBaseOperator):
@@ -24,13 +23,8 @@ class JetStreamCreateConsumerOperator(JetStreamBaseOperator):
     :param dry_run: log the plan, change nothing.
     """
 
-    template_fields: Sequence[str] = (
-        *JetStreamBaseOperator.template_fields,
-        "stream",
-        "consumer",
-        "if_exists",
-        "dry_run",
-    )
+    arguments: Args = OPERATOR + ENSURE_CONSUMER.renamed(spec="consumer")
+    template_fields: Sequence[str] = arguments.template_fields()
     template_fields_renderers = {"consumer": "json"}
 
     def __init__(
@@ -41,21 +35,15 @@ class JetStreamCreateConsumerOperator(JetStreamBaseOperator):
         self.consumer = consumer
         self.if_exists = if_exists
         self.dry_run = dry_run
-        if not is_resolved_at_run_time(stream):
-            one_spec_error(validate_name, stream, "stream")
-        if not is_resolved_at_run_time(consumer):
-            ConsumerSpec.from_dict(consumer)
-        if not is_resolved_at_run_time(if_exists):
-            check_if_exists(if_exists)
-        check_bool_args(dry_run=dry_run)
 
     def execute(self, context: Any) -> dict[str, Any]:
+        args = self.checked_arguments()
         return self.get_hook().ensure_consumer(
-            self.stream,
-            self.consumer,
-            if_exists=self.if_exists,
-            dry_run=as_bool("dry_run", self.dry_run),
-            timeout=self.request_timeout,
+            args["stream"],
+            args["consumer"],
+            if_exists=args["if_exists"],
+            dry_run=args["dry_run"],
+            timeout=args["request_timeout"],
             logger=self.log,
         )
 
@@ -66,18 +54,21 @@ class JetStreamDeleteConsumerOperator(JetStreamBaseOperator):
     :param ignore_missing: a missing consumer (or stream) is success. Default True.
     """
 
-    template_fields: Sequence[str] = (*JetStreamBaseOperator.template_fields, "stream", "name")
+    arguments: Args = DESTRUCTIVE_OPERATOR + DELETE_CONSUMER
+    template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(self, *, stream: str, name: str, ignore_missing: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.stream = stream
         self.name = name
-        self.ignore_missing = as_bool("ignore_missing", ignore_missing)
-        if not is_resolved_at_run_time([stream, name]):
-            one_spec_error(validate_name, stream, "stream")
-            one_spec_error(validate_name, name, "name")
+        self.ignore_missing = ignore_missing
 
     def execute(self, context: Any) -> dict[str, Any]:
+        args = self.checked_arguments()
         return self.get_hook().delete_consumer(
-            self.stream, self.name, ignore_missing=self.ignore_missing, timeout=self.request_timeout, logger=self.log
+            args["stream"],
+            args["name"],
+            ignore_missing=args["ignore_missing"],
+            timeout=args["request_timeout"],
+            logger=self.log,
         )

@@ -20,18 +20,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow_provider_jetstream.core.manage.specs import KeyValueSpec, encode_kv_value
+from airflow_provider_jetstream.core.arguments import Args
 from airflow_provider_jetstream.core.manage.specs.kv import kv_stream_name
-from airflow_provider_jetstream.core.names import validate_bucket, validate_key
-from airflow_provider_jetstream.hooks.args import expected_revision_arg
-from airflow_provider_jetstream.operators.base import (
-    JetStreamBaseOperator,
-    ReconcileOperator,
-    as_bool,
-    check_bool_args,
-    one_spec_error,
-)
-from airflow_provider_jetstream.utils.templates import is_resolved_at_run_time
+from airflow_provider_jetstream.core.signatures.operations import ENSURE_BUCKET, KV_DELETE, KV_PUT
+from airflow_provider_jetstream.core.signatures.shared import DESTRUCTIVE_OPERATOR, OPERATOR
+from airflow_provider_jetstream.operators.base import JetStreamBaseOperator, ReconcileOperator
 
 
 class JetStreamCreateKeyValueOperator(ReconcileOperator):
@@ -51,19 +44,17 @@ class JetStreamCreateKeyValueOperator(ReconcileOperator):
     :param peer_domains: more domains for that check, besides the connection's own.
     """
 
-    template_fields: Sequence[str] = (*ReconcileOperator.template_fields, "bucket")
+    arguments: Args = OPERATOR + ENSURE_BUCKET.renamed(spec="bucket")
+    template_fields: Sequence[str] = arguments.template_fields()
     template_fields_renderers = {"bucket": "json"}
 
     def __init__(self, *, bucket: str | dict[str, Any], **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.bucket = bucket
-        if not is_resolved_at_run_time(bucket):
-            KeyValueSpec.from_dict(bucket)
         self.declare_lineage_outlet()
 
     def execute(self, context: Any) -> dict[str, Any]:
-        spec = KeyValueSpec.from_dict(self.bucket)
-        self.check_options()
+        spec = self.checked_arguments()["bucket"]
         result = self.get_hook().ensure_key_value(spec, **self.reconcile_kwargs())
         self.record_spec_lineage(context, spec.stream_spec(), result)
         return result
@@ -77,20 +68,14 @@ class _KeyOperator(JetStreamBaseOperator):
         self.bucket = bucket
         self.key = key
         self.expected_revision = expected_revision
-        if not is_resolved_at_run_time([bucket, key, expected_revision]):
-            self._check()
         self.declare_lineage_outlet()
 
     def record_key_lineage(self, context: Any, revision: int) -> None:
         """The bucket's stream ``KV_<bucket>`` is written; its asset event carries the key and revision."""
+        args = self.checked_arguments()
         self.record_stream_lineage(
-            context, [(kv_stream_name(self.bucket), None)], extra={"key": self.key, "revision": revision}
+            context, [(kv_stream_name(args["bucket"]), None)], extra={"key": args["key"], "revision": revision}
         )
-
-    def _check(self) -> int | None:
-        one_spec_error(validate_bucket, self.bucket, "bucket")
-        one_spec_error(validate_key, self.key, "key")
-        return expected_revision_arg(self.expected_revision)
 
 
 class JetStreamKeyValuePutOperator(_KeyOperator):
@@ -99,27 +84,25 @@ class JetStreamKeyValuePutOperator(_KeyOperator):
     :param value: bytes, str (stored as UTF-8), or a dict, list, number or bool (stored as JSON).
         Anything else (a set, a datetime, an object) is refused, at parse time when known.
     :param expected_revision: compare-and-set: store only if the key's latest revision is this one
-        (0: only if the key does not exist yet); otherwise the task fails.
+        (0: only if the key does not exist yet); otherwise the task fails. A template that renders
+        empty is refused, never taken as "no condition".
     """
 
-    template_fields: Sequence[str] = (
-        *JetStreamBaseOperator.template_fields,
-        "bucket",
-        "key",
-        "value",
-        "expected_revision",
-    )
+    arguments: Args = OPERATOR + KV_PUT
+    template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(self, *, value: Any, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.value = value
-        if not is_resolved_at_run_time(value):
-            one_spec_error(encode_kv_value, value, "value")
 
     def execute(self, context: Any) -> int:
-        expected = self._check()
+        args = self.checked_arguments()
         revision = self.get_hook().kv_put(
-            self.bucket, self.key, self.value, expected_revision=expected, timeout=self.request_timeout
+            args["bucket"],
+            args["key"],
+            args["value"],
+            expected_revision=args["expected_revision"],
+            timeout=args["request_timeout"],
         )
         self.record_key_lineage(context, revision)
         return revision
@@ -128,27 +111,21 @@ class JetStreamKeyValuePutOperator(_KeyOperator):
 class JetStreamKeyValueDeleteOperator(_KeyOperator):
     """Delete a key (a delete marker; ``purge=True`` also drops its history). XCom: the marker's revision."""
 
-    template_fields: Sequence[str] = (
-        *JetStreamBaseOperator.template_fields,
-        "bucket",
-        "key",
-        "expected_revision",
-        "purge",
-    )
+    arguments: Args = DESTRUCTIVE_OPERATOR + KV_DELETE
+    template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(self, *, purge: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.purge = purge
-        check_bool_args(purge=purge)
 
     def execute(self, context: Any) -> int:
-        expected = self._check()
+        args = self.checked_arguments()
         revision = self.get_hook().kv_delete(
-            self.bucket,
-            self.key,
-            purge=as_bool("purge", self.purge),
-            expected_revision=expected,
-            timeout=self.request_timeout,
+            args["bucket"],
+            args["key"],
+            purge=args["purge"],
+            expected_revision=args["expected_revision"],
+            timeout=args["request_timeout"],
         )
         self.record_key_lineage(context, revision)
         return revision

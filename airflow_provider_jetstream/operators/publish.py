@@ -18,16 +18,27 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from airflow_provider_jetstream.assets.lineage import server_of, stream_location
-from airflow_provider_jetstream.core.errors import JetStreamConfigError
-from airflow_provider_jetstream.core.publish.subjects import check_publish_subject
-from airflow_provider_jetstream.core.values import positive_seconds
-from airflow_provider_jetstream.hooks.args import INDEX, check_headers, msg_id_parts
-from airflow_provider_jetstream.operators.base import JetStreamBaseOperator, as_bool
-from airflow_provider_jetstream.utils.templates import is_resolved_at_run_time
+from airflow_provider_jetstream.core.arguments import Args
+from airflow_provider_jetstream.core.publish.messages import INDEX
+from airflow_provider_jetstream.core.signatures.operations import PUBLISH, SUBJECT_OUTSIDE_API
+from airflow_provider_jetstream.core.signatures.operators import PUBLISH_FROM_CALLABLE, PUBLISHED_MESSAGES
+from airflow_provider_jetstream.core.signatures.shared import OPERATOR
+from airflow_provider_jetstream.operators.base import JetStreamBaseOperator
 
-__all__ = ["JetStreamPublishOperator", "check_headers", "msg_id_parts"]
+__all__ = ["JetStreamPublishOperator"]
 
 DEFAULT_MSG_ID = "{{ dag.dag_id }}/{{ run_id }}/{{ task.task_id }}/{{ ti.map_index }}/" + INDEX
+
+#: The publish operation, with the operator's own defaults (a message id per run, no ``messages`` when a
+#: callable makes them) and its message callable.
+_PUBLISH = Args(
+    "publish",
+    {
+        **PUBLISH.args,
+        "messages": PUBLISH.args["messages"].but(default=None),
+        "msg_id": PUBLISH.args["msg_id"].but(default=DEFAULT_MSG_ID),
+    },
+)
 
 
 class JetStreamPublishOperator(JetStreamBaseOperator):
@@ -52,16 +63,8 @@ class JetStreamPublishOperator(JetStreamBaseOperator):
     XCom: ``{"count", "stored", "duplicates", "first_seq", "last_seq", "stream", "domain", "rate"}``.
     """
 
-    template_fields: Sequence[str] = (
-        *JetStreamBaseOperator.template_fields,
-        "subject",
-        "messages",
-        "headers",
-        "msg_id",
-        "expected_stream",
-        "op_kwargs",
-        "peer_domains",
-    )
+    arguments: Args = (OPERATOR + _PUBLISH + PUBLISH_FROM_CALLABLE).ruled(PUBLISHED_MESSAGES, SUBJECT_OUTSIDE_API)
+    template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(
         self,
@@ -80,23 +83,10 @@ class JetStreamPublishOperator(JetStreamBaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if (messages is None) == (messages_callable is None):
-            raise JetStreamConfigError("give messages or messages_callable (exactly one)")
-        if messages_callable is not None and not callable(messages_callable):
-            raise JetStreamConfigError(f"messages_callable={messages_callable!r} is not callable")
-        ack_timeout = positive_seconds("ack_timeout", ack_timeout)
-        if not isinstance(max_in_flight, int) or max_in_flight < 1:
-            raise JetStreamConfigError(f"max_in_flight={max_in_flight!r} is not allowed: use an integer >= 1")
-        if not is_resolved_at_run_time(subject):
-            check_publish_subject(
-                subject, "subject", [] if is_resolved_at_run_time(self.api_prefix) else [self.api_prefix]
-            )
-        if not is_resolved_at_run_time(headers):
-            check_headers(headers)
         self.subject = subject
         self.messages = messages
         self.messages_callable = messages_callable
-        self.op_kwargs = op_kwargs or {}
+        self.op_kwargs = op_kwargs
         self.headers = headers
         self.msg_id = msg_id
         self.max_in_flight = max_in_flight
@@ -106,27 +96,29 @@ class JetStreamPublishOperator(JetStreamBaseOperator):
         self.peer_domains = peer_domains
         self.declare_lineage_outlet()
 
-    def _messages(self) -> Iterable[Any]:
-        if self.messages_callable is not None:
-            return self._called()
-        return self.messages
+    def _messages(self, args: dict[str, Any]) -> Iterable[Any]:
+        if args["messages_callable"] is not None:
+            return self._called(args["messages_callable"], args["op_kwargs"] or {})
+        return args["messages"]
 
-    def _called(self) -> Iterator[Any]:
+    @staticmethod
+    def _called(make: Callable[..., Iterable[Any]], kwargs: dict[str, Any]) -> Iterator[Any]:
         """The callable's messages, called only once the hook starts sending (after its checks)."""
-        yield from self.messages_callable(**self.op_kwargs)  # type: ignore[misc]
+        yield from make(**kwargs)
 
     def execute(self, context: Any) -> dict[str, Any]:
+        args = self.checked_arguments()
         result = self.get_hook().publish(
-            self.subject,
-            self._messages(),
-            headers=self.headers,
-            msg_id=self.msg_id or None,
-            expected_stream=self.expected_stream or None,
-            max_in_flight=self.max_in_flight,
-            ack_timeout=self.ack_timeout,
-            allow_double_store=as_bool("allow_double_store", self.allow_double_store),
-            peer_domains=self.peer_domains,
-            timeout=self.request_timeout,
+            args["subject"],
+            self._messages(args),
+            headers=args["headers"],
+            msg_id=args["msg_id"],
+            expected_stream=args["expected_stream"],
+            max_in_flight=args["max_in_flight"],
+            ack_timeout=args["ack_timeout"],
+            allow_double_store=args["allow_double_store"],
+            peer_domains=args["peer_domains"],
+            timeout=args["request_timeout"],
             logger=self.log,
         )
         self._record_publish_lineage(context, result)

@@ -22,17 +22,17 @@ from typing import Any
 from airflow.exceptions import AirflowOptionalProviderFeatureException
 
 from airflow_provider_jetstream.assets.lineage import OperatorLineageMixin, path_location
+from airflow_provider_jetstream.core.arguments import Args
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
-from airflow_provider_jetstream.core.values import as_bool
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.operators.base import FailFastOnRefusal, stream_locations
-from airflow_provider_jetstream.utils.templates import is_resolved_at_run_time
+from airflow_provider_jetstream.utils.arguments import CheckedArguments
 
 try:
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-    from airflow_provider_jetstream.spark.job_args import check_job_arguments, check_partition_by
+    from airflow_provider_jetstream.spark.job_args import FLAGS, JOB, SUBMIT
 except ImportError as err:  # the optional [spark] extra: the Spark provider, pyspark and pyarrow
     raise AirflowOptionalProviderFeatureException(
         f"JetStreamSparkSubmitOperator needs the Spark provider, pyspark and pyarrow ({err}): "
@@ -151,7 +151,7 @@ class _ErrorLineWatch:
         return getattr(self._log, name)
 
 
-class JetStreamSparkSubmitOperator(FailFastOnRefusal, OperatorLineageMixin, SparkSubmitOperator):
+class JetStreamSparkSubmitOperator(FailFastOnRefusal, CheckedArguments, OperatorLineageMixin, SparkSubmitOperator):
     """Run a Spark job on a JetStream stream; by default the packaged exactly-once Parquet copy.
 
     :param jetstream_conn_id: Airflow ``jetstream`` connection. Default ``jetstream_default``.
@@ -186,17 +186,12 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, OperatorLineageMixin, Spar
     that asset runs after each copy. With ``application``, give ``inlets``/``outlets`` yourself.
     """
 
-    template_fields: Sequence[str] = (
-        *SparkSubmitOperator.template_fields,
-        "jetstream_conn_id",
-        "domain",
-        "checkpoint_bucket",
-        "stream",
-        "output_path",
-        "checkpoint_key",
-        "end_sequence",
-        "filter_subject",
-    )
+    arguments: Args = SUBMIT
+    template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, *SUBMIT.template_fields())
+    #: The job's arguments become its command line: their text forms are accepted.
+    text_arguments = True
+    #: SparkSubmitOperator keeps ``application`` (the packaged job's path when None) and ``conn_id`` itself.
+    argument_attributes = {"application": "_custom_application", "conn_id": "_spark_conn_id"}
 
     def __init__(
         self,
@@ -220,42 +215,6 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, OperatorLineageMixin, Spar
         local_master: str = DEFAULT_LOCAL_MASTER,
         **kwargs: Any,
     ) -> None:
-        job_args = {
-            "stream": stream,
-            "output_path": output_path,
-            "checkpoint_bucket": checkpoint_bucket,
-            "checkpoint_key": checkpoint_key,
-            "checkpoint_domain": checkpoint_domain,
-            "domain": domain,
-            "api_prefix": api_prefix,
-            "filter_subject": filter_subject,
-            "end_sequence": end_sequence,
-            "starting_sequence": starting_sequence,
-            "partition_by": partition_by,
-            "min_partitions": min_partitions,
-            "fail_on_data_loss": fail_on_data_loss,
-        }
-        if application is None:
-            missing = [name for name in ("stream", "output_path", "checkpoint_bucket") if not job_args[name]]
-            if missing:
-                raise JetStreamConfigError(
-                    f"JetStreamSparkSubmitOperator: {', '.join(missing)} missing: the packaged stream_to_parquet "
-                    "job needs stream, output_path and checkpoint_bucket (or give your own application)"
-                )
-        else:
-            ignored = [name for name, value in job_args.items() if value is not None]
-            if ignored:
-                raise JetStreamConfigError(
-                    f"JetStreamSparkSubmitOperator: {', '.join(ignored)} are arguments of the packaged "
-                    f"stream_to_parquet job; with application={application!r} they would be ignored: pass your "
-                    "job's own arguments in application_args"
-                )
-        if domain and api_prefix:
-            raise JetStreamConfigError(
-                f"JetStreamSparkSubmitOperator: domain={domain!r} and api_prefix={api_prefix!r}: give one"
-            )
-        if application is None:
-            self._check_job_arguments(job_args, parsing=True)
         super().__init__(application=application or PACKAGED_JOB, conn_id=conn_id, **kwargs)  # type: ignore[arg-type]
         self.jetstream_conn_id = jetstream_conn_id
         self.stream = stream
@@ -268,10 +227,12 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, OperatorLineageMixin, Spar
         self.filter_subject = filter_subject
         self.end_sequence = end_sequence
         self.starting_sequence = starting_sequence
-        self.partition_by = ("date",) if partition_by is None else partition_by
+        self.partition_by = partition_by
         self.min_partitions = min_partitions
-        self.fail_on_data_loss = True if fail_on_data_loss is None else fail_on_data_loss
+        self.fail_on_data_loss = fail_on_data_loss
         self.local_master = local_master
+        self._custom_application = application
+        self._spark_conn_id = conn_id
         self._packaged = application is None
         self._secret_env: dict[str, str] = {}
         # For the hook: SparkSubmitOperator's arguments that are SparkSubmitHook's too, as given.
@@ -282,60 +243,35 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, OperatorLineageMixin, Spar
         if self._packaged:
             self.declare_lineage_outlet()
 
-    @staticmethod
-    def _check_job_arguments(values: dict[str, Any], parsing: bool) -> None:
-        """Check the packaged job's arguments: when parsing, those without templates; else all."""
-        try:
-            check_job_arguments(values, skip=is_resolved_at_run_time if parsing else lambda value: False)
-        except JetStreamConfigError as err:
-            raise JetStreamConfigError(f"JetStreamSparkSubmitOperator: {err}") from None
-
-    def _job_values(self) -> dict[str, Any]:
-        return {
-            "stream": self.stream,
-            "output_path": self.output_path,
-            "checkpoint_bucket": self.checkpoint_bucket,
-            "checkpoint_key": self.checkpoint_key or None,
-            "checkpoint_domain": self.checkpoint_domain or None,
-            "domain": self.domain or None,
-            "api_prefix": self.api_prefix or None,
-            "filter_subject": self.filter_subject or None,
-            "end_sequence": None if self.end_sequence in (None, "") else self.end_sequence,
-            "starting_sequence": None if self.starting_sequence in (None, "") else self.starting_sequence,
-            "partition_by": self.partition_by,
-            "min_partitions": self.min_partitions,
-            "fail_on_data_loss": self.fail_on_data_loss,
-        }
-
     def _job_arguments(self) -> list[str]:
-        """The packaged job's command-line arguments (checked): names and paths only, never a credential."""
-        values = self._job_values()
-        self._check_job_arguments(values, parsing=False)
-        args = ["--stream", str(self.stream), "--output", str(self.output_path)]
-        args += ["--checkpoint-bucket", str(self.checkpoint_bucket)]
-        optional = {
-            "--checkpoint-key": values["checkpoint_key"],
-            "--checkpoint-domain": values["checkpoint_domain"],
-            "--domain": values["domain"],
-            "--api-prefix": values["api_prefix"],
-            "--filter-subject": values["filter_subject"],
-            "--end-sequence": values["end_sequence"],
-            "--starting-sequence": values["starting_sequence"],
-            "--min-partitions": values["min_partitions"],
-        }
-        for flag, value in optional.items():
-            if value is not None:
-                args += [flag, str(value).strip()]
-        args += ["--partition-by", ",".join(check_partition_by(self.partition_by))]
-        args += ["--fail-on-data-loss", "true" if as_bool("fail_on_data_loss", self.fail_on_data_loss) else "false"]
-        return args
+        """The packaged job's command-line arguments (checked): names and paths only, never a credential.
+
+        Every argument given, and the partitioning and data-loss rule always (the job's defaults when not
+        given), so the command line says how the output is laid out.
+        """
+        args = self.checked_arguments()
+        given = {name: args[name] for name in JOB.args}
+        for name in ("partition_by", "fail_on_data_loss"):
+            if given[name] is None:
+                given[name] = JOB.args[name].default_value(name)
+        command: list[str] = []
+        for name, value in given.items():
+            if value is None:
+                continue
+            if name == "partition_by":
+                value = ",".join(value)
+            elif name == "fail_on_data_loss":
+                value = "true" if value else "false"
+            command += [FLAGS[name], str(value).strip()]
+        return command
 
     def execute(self, context: Any) -> None:
         from airflow_provider_jetstream.spark.options import connection_env
 
-        if self._packaged:  # once rendered, before any connection or process
+        args = self.checked_arguments()  # once rendered, before any connection or process
+        if self._packaged:
             job_arguments = self._job_arguments()
-        config = JetStreamHook(self.jetstream_conn_id).get_conn_config()  # registers secrets for masking
+        config = JetStreamHook(args["jetstream_conn_id"]).get_conn_config()  # registers secrets for masking
         env = connection_env(config)
         python = sys.executable
         user_env = self.env_vars or {}
@@ -366,10 +302,11 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, OperatorLineageMixin, Spar
     def _record_copy_lineage(self, context: Any) -> None:
         """Input: the stream read; output (and asset event): the Parquet directory. Logged if it fails."""
         try:
-            hook = JetStreamHook(self.jetstream_conn_id, domain=self.domain or None, api_prefix=self.api_prefix or None)
+            args = self.checked_arguments()
+            hook = JetStreamHook(args["jetstream_conn_id"], domain=args["domain"], api_prefix=args["api_prefix"])
             config = hook.get_conn_config()
-            inputs = stream_locations(hook, [(str(self.stream), None)], config.connect_timeout)
-            self.record_lineage(context, inputs, [path_location(str(self.output_path))])
+            inputs = stream_locations(hook, [(args["stream"], None)], config.connect_timeout)
+            self.record_lineage(context, inputs, [path_location(args["output_path"])])
         except Exception as err:
             self.log.warning("lineage not recorded: %s: %s", type(err).__name__, err)
 
@@ -380,4 +317,5 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, OperatorLineageMixin, Spar
         arguments.update({name: getattr(self, name) for name in self.template_fields if name in _HOOK_PARAMETERS})
         if self._found_spark_binary:
             arguments["spark_binary"] = self._found_spark_binary
-        return JetStreamSparkSubmitHook(secret_env=self._secret_env, local_master=self.local_master, **arguments)
+        local_master = self.checked_arguments()["local_master"]
+        return JetStreamSparkSubmitHook(secret_env=self._secret_env, local_master=local_master, **arguments)

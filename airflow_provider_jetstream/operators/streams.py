@@ -16,23 +16,32 @@ or recreated. Delete and purge report the stream as an OpenLineage output with a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from airflow_provider_jetstream.core.errors import SpecError
+from airflow_provider_jetstream.core.arguments import Args
 from airflow_provider_jetstream.core.manage.specs import StreamSpec
-from airflow_provider_jetstream.core.names import validate_name
-from airflow_provider_jetstream.hooks.args import purge_request
-from airflow_provider_jetstream.operators.base import (
-    JetStreamBaseOperator,
-    ReconcileOperator,
-    as_bool,
-    one_spec_error,
-)
-from airflow_provider_jetstream.utils.templates import is_resolved_at_run_time
+from airflow_provider_jetstream.core.signatures.operations import DELETE_STREAM, ENSURE_STREAM, PURGE
+from airflow_provider_jetstream.core.signatures.operators import CREATE_MIRROR, CREATE_SOURCED
+from airflow_provider_jetstream.core.signatures.shared import DESTRUCTIVE_OPERATOR
+from airflow_provider_jetstream.operators.base import JetStreamBaseOperator, ReconcileOperator
 
 
-class JetStreamCreateStreamOperator(ReconcileOperator):
+class _DeclareStreamOperator(ReconcileOperator):
+    """A "create" operator of streams: reconcile the spec its arguments declare (:meth:`spec`)."""
+
+    def spec(self) -> StreamSpec:
+        """The checked spec of the stream to declare."""
+        return self.checked_arguments()["spec"]
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        spec = self.spec()
+        result = self.get_hook().ensure_stream(spec, **self.reconcile_kwargs())
+        self.record_spec_lineage(context, spec, result)
+        return result
+
+
+class JetStreamCreateStreamOperator(_DeclareStreamOperator):
     """Create or update a stream from a spec dict (every StreamConfig field; see docs/management.md).
 
     :param stream: the spec, e.g. ``{"name": "test", "subjects": ["test"], "max_age": "7d"}``.
@@ -46,38 +55,20 @@ class JetStreamCreateStreamOperator(ReconcileOperator):
     :param peer_domains: more domains for that check, besides the connection's own.
     """
 
-    template_fields: Sequence[str] = (*ReconcileOperator.template_fields, "stream")
+    arguments: Args = JetStreamBaseOperator.arguments + ENSURE_STREAM.renamed(spec="stream")
+    template_fields: Sequence[str] = arguments.template_fields()
     template_fields_renderers = {"stream": "json"}
 
     def __init__(self, *, stream: dict[str, Any], **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.stream = stream
-        if not is_resolved_at_run_time(stream):
-            self.build_spec()  # invalid specs fail when the DAG is parsed
         self.declare_lineage_outlet()
 
-    def build_spec(self) -> StreamSpec:
-        return StreamSpec.from_dict(self.stream)
-
-    def execute(self, context: Any) -> dict[str, Any]:
-        spec = self.build_spec()
-        self.check_options()
-        result = self.get_hook().ensure_stream(spec, **self.reconcile_kwargs())
-        self.record_spec_lineage(context, spec, result)
-        return result
+    def spec(self) -> StreamSpec:
+        return self.checked_arguments()["stream"]
 
 
-def _overrides(overrides: Mapping[str, Any] | None, reserved: tuple[str, ...]) -> dict[str, Any]:
-    overrides = dict(overrides or {})
-    clash = [k for k in overrides if k in reserved]
-    if clash:
-        raise SpecError(
-            f"stream_overrides.{clash[0]}", overrides[clash[0]], "this operator sets it from its own argument"
-        )
-    return overrides
-
-
-class JetStreamCreateMirrorOperator(JetStreamCreateStreamOperator):
+class JetStreamCreateMirrorOperator(_DeclareStreamOperator):
     """Create or update a mirror of a stream in another domain or account, in one task.
 
     The seed's ``backup-test-leaf``: ``JetStreamCreateMirrorOperator(task_id=..., name="backup-test-leaf",
@@ -87,18 +78,8 @@ class JetStreamCreateMirrorOperator(JetStreamCreateStreamOperator):
     :param stream_overrides: other stream fields (storage, max_age, replicas...).
     """
 
-    template_fields: Sequence[str] = (
-        *ReconcileOperator.template_fields,
-        "name",
-        "source_stream",
-        "source_domain",
-        "source_api_prefix",
-        "deliver_prefix",
-        "filter_subject",
-        "start_seq",
-        "start_time",
-        "stream_overrides",
-    )
+    arguments: Args = ReconcileOperator.arguments + CREATE_MIRROR
+    template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(
         self,
@@ -115,6 +96,7 @@ class JetStreamCreateMirrorOperator(JetStreamCreateStreamOperator):
         stream_overrides: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
+        super().__init__(**kwargs)
         self.name = name
         self.source_stream = source_stream
         self.source_domain = source_domain
@@ -125,26 +107,10 @@ class JetStreamCreateMirrorOperator(JetStreamCreateStreamOperator):
         self.start_seq = start_seq
         self.start_time = start_time
         self.stream_overrides = stream_overrides
-        super().__init__(stream=self._stream_dict(), **kwargs)
-
-    def _stream_dict(self) -> dict[str, Any]:
-        mirror = {
-            "name": self.source_stream,
-            "domain": self.source_domain or None,
-            "api_prefix": self.source_api_prefix or None,
-            "deliver_prefix": self.deliver_prefix or None,
-            "filter_subject": self.filter_subject or None,
-            "subject_transforms": self.subject_transforms or None,
-            "start_seq": self.start_seq or None,
-            "start_time": self.start_time or None,
-        }
-        return {**_overrides(self.stream_overrides, ("name", "mirror", "sources")), "name": self.name, "mirror": mirror}
-
-    def build_spec(self) -> StreamSpec:
-        return StreamSpec.from_dict(self._stream_dict())
+        self.declare_lineage_outlet()
 
 
-class JetStreamCreateSourcedStreamOperator(JetStreamCreateStreamOperator):
+class JetStreamCreateSourcedStreamOperator(_DeclareStreamOperator):
     """Create or update a stream that aggregates other streams (any domains/accounts), in one task.
 
     The seed's ``aggregate-test-leaf``: ``sources=[{"name": "test", "domain": "leaf"}]``. Updating
@@ -156,13 +122,8 @@ class JetStreamCreateSourcedStreamOperator(JetStreamCreateStreamOperator):
     :param stream_overrides: other stream fields.
     """
 
-    template_fields: Sequence[str] = (
-        *ReconcileOperator.template_fields,
-        "name",
-        "sources",
-        "subjects",
-        "stream_overrides",
-    )
+    arguments: Args = ReconcileOperator.arguments + CREATE_SOURCED
+    template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(
         self,
@@ -173,21 +134,12 @@ class JetStreamCreateSourcedStreamOperator(JetStreamCreateStreamOperator):
         stream_overrides: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
+        super().__init__(**kwargs)
         self.name = name
         self.sources = sources
         self.subjects = subjects
         self.stream_overrides = stream_overrides
-        super().__init__(stream=self._stream_dict(), **kwargs)
-
-    def _stream_dict(self) -> dict[str, Any]:
-        stream = {**_overrides(self.stream_overrides, ("name", "mirror", "sources", "subjects")), "name": self.name}
-        stream["sources"] = self.sources
-        if self.subjects:
-            stream["subjects"] = self.subjects
-        return stream
-
-    def build_spec(self) -> StreamSpec:
-        return StreamSpec.from_dict(self._stream_dict())
+        self.declare_lineage_outlet()
 
 
 class JetStreamDeleteStreamOperator(JetStreamBaseOperator):
@@ -196,21 +148,21 @@ class JetStreamDeleteStreamOperator(JetStreamBaseOperator):
     :param ignore_missing: a missing stream is success (``deleted: False``). Default True.
     """
 
-    template_fields: Sequence[str] = (*JetStreamBaseOperator.template_fields, "name")
+    arguments: Args = DESTRUCTIVE_OPERATOR + DELETE_STREAM
+    template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(self, *, name: str, ignore_missing: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        if not is_resolved_at_run_time(name):
-            one_spec_error(validate_name, name, "name")
         self.name = name
-        self.ignore_missing = as_bool("ignore_missing", ignore_missing)
+        self.ignore_missing = ignore_missing
 
     def execute(self, context: Any) -> dict[str, Any]:
+        args = self.checked_arguments()
         result = self.get_hook().delete_stream(
-            self.name, ignore_missing=self.ignore_missing, timeout=self.request_timeout, logger=self.log
+            args["name"], ignore_missing=args["ignore_missing"], timeout=args["request_timeout"], logger=self.log
         )
         if result["deleted"]:
-            self.record_lifecycle_lineage(context, self.name, "DROP")
+            self.record_lifecycle_lineage(context, args["name"], "DROP")
         return result
 
 
@@ -221,15 +173,14 @@ class JetStreamPurgeStreamOperator(JetStreamBaseOperator):
     :param keep: keep this many newest messages (per subject when ``subject`` is given).
     :param up_to_sequence: purge messages below this sequence (not with ``keep``); at most the
         stream's last sequence + 1 (checked before purging: a later one would renumber the stream).
+
+    Each of ``subject``, ``keep``, ``up_to_sequence`` (and ``domain``, ``api_prefix``) narrows the
+    purge: one given empty (a template rendering ``""`` or None) is refused, never taken as "not
+    given", which would purge more.
     """
 
-    template_fields: Sequence[str] = (
-        *JetStreamBaseOperator.template_fields,
-        "name",
-        "subject",
-        "keep",
-        "up_to_sequence",
-    )
+    arguments: Args = DESTRUCTIVE_OPERATOR + PURGE
+    template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(
         self,
@@ -245,17 +196,16 @@ class JetStreamPurgeStreamOperator(JetStreamBaseOperator):
         self.subject = subject
         self.keep = keep
         self.up_to_sequence = up_to_sequence
-        if not is_resolved_at_run_time([name, subject, keep, up_to_sequence]):
-            purge_request(name, subject, keep, up_to_sequence)
 
     def execute(self, context: Any) -> dict[str, Any]:
+        args = self.checked_arguments()
         result = self.get_hook().purge_stream(
-            self.name,
-            subject=self.subject,
-            keep=self.keep,
-            up_to_sequence=self.up_to_sequence,
-            timeout=self.request_timeout,
+            args["name"],
+            subject=args["subject"],
+            keep=args["keep"],
+            up_to_sequence=args["up_to_sequence"],
+            timeout=args["request_timeout"],
             logger=self.log,
         )
-        self.record_lifecycle_lineage(context, self.name, "TRUNCATE")
+        self.record_lifecycle_lineage(context, args["name"], "TRUNCATE")
         return result

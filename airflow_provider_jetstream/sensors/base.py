@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from airflow_provider_jetstream.core.connection.fields import api_prefix_for
+from airflow_provider_jetstream.core.arguments import Args
 from airflow_provider_jetstream.core.errors import REFUSE, JetStreamConfigError, JetStreamError
-from airflow_provider_jetstream.core.manage.specs.durations import optional_duration_seconds
+from airflow_provider_jetstream.core.signatures.waits import SENSOR
 from airflow_provider_jetstream.core.status.waiting import DONE, WAITING, WaitOutcome
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.triggers.base import JetStreamWaitTrigger
-from airflow_provider_jetstream.utils.templates import is_resolved_at_run_time
+from airflow_provider_jetstream.utils.arguments import CheckedArguments
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -34,14 +34,7 @@ REFUSED_REASONS = ("not_found", "invalid", "replication_error", "permission", "u
 STATE_KEY = "airflow_provider_jetstream.sensor_state"
 
 
-def templated(value: Any) -> bool:
-    """Whether a constructor argument is still to be rendered (validated once rendered): Jinja at
-    any depth of lists, tuples, sets and dict values, or an ``XComArg``
-    (:func:`airflow_provider_jetstream.utils.templates.is_resolved_at_run_time`)."""
-    return is_resolved_at_run_time(value)
-
-
-class BaseJetStreamSensor(BaseSensorOperator, abc.ABC):
+class BaseJetStreamSensor(CheckedArguments, BaseSensorOperator, abc.ABC):
     """Poke, reschedule and deferrable modes over one async check shared with the trigger.
 
     :param jetstream_conn_id: Airflow connection id. Default ``jetstream_default``.
@@ -53,6 +46,11 @@ class BaseJetStreamSensor(BaseSensorOperator, abc.ABC):
         is offline, or a wrong domain name) before the task fails: seconds, ``timedelta`` or text
         like ``"10m"`` (templated). Default None: keep waiting until the sensor's ``timeout``.
 
+    Each sensor declares its signature (``arguments``: :data:`~airflow_provider_jetstream.core.signatures.waits.SENSOR`
+    and its check's, :mod:`airflow_provider_jetstream.core.signatures.operations`): literal values are
+    checked when the DAG is parsed, templated ones once rendered, and a bad one fails the task at once
+    (skipped with ``soft_fail=True``), before any request.
+
     Every check runs once on the worker first: a condition already met succeeds without
     deferring, and a missing stream, consumer or bucket, a refused request (``Permissions
     Violation``) or an imported API prefix this account has no import for fails at once (skipped
@@ -62,7 +60,8 @@ class BaseJetStreamSensor(BaseSensorOperator, abc.ABC):
     store (``context["task_state_store"]``) across reschedules, and handed to the trigger.
     """
 
-    template_fields: Sequence[str] = ("jetstream_conn_id", "domain", "api_prefix", "unreachable_timeout")
+    arguments: Args = SENSOR
+    template_fields: Sequence[str] = SENSOR.template_fields()
     ui_color = "#27aae1"
 
     def __init__(
@@ -83,16 +82,23 @@ class BaseJetStreamSensor(BaseSensorOperator, abc.ABC):
         self.unreachable_timeout = unreachable_timeout
         self._state: dict[str, Any] = {}
         self._state_persisted = False
-        if not templated(domain) and not templated(api_prefix):
-            api_prefix_for(domain, api_prefix)
-        if not templated(unreachable_timeout):
-            self.unreachable_timeout_seconds = optional_duration_seconds(unreachable_timeout, "unreachable_timeout")
+
+    def validate(self) -> dict[str, Any]:
+        """The (rendered) arguments, checked: :meth:`checked_arguments`; raises
+        :class:`~airflow_provider_jetstream.core.errors.SpecErrors` naming every bad one."""
+        return self.checked_arguments()
+
+    def trigger_arguments(self, trigger: type[JetStreamWaitTrigger]) -> dict[str, Any]:
+        """The checked arguments this sensor and its ``trigger`` class share (the same declarations)."""
+        args = self.checked_arguments()
+        return {name: args[name] for name in trigger.arguments.args if name in args}
+
+    @property
+    def unreachable_timeout_seconds(self) -> float | None:
+        """The checked ``unreachable_timeout``: seconds, or None (no bound)."""
+        return self.checked_arguments()["unreachable_timeout"]
 
     # -- what each sensor defines -------------------------------------------------------------
-
-    @abc.abstractmethod
-    def validate(self) -> None:
-        """Check the (rendered) arguments; raise :class:`JetStreamConfigError` naming the bad one."""
 
     @abc.abstractmethod
     def trigger(self) -> JetStreamWaitTrigger:
@@ -104,9 +110,9 @@ class BaseJetStreamSensor(BaseSensorOperator, abc.ABC):
     # -- shared plumbing ------------------------------------------------------------------------
 
     def make_hook(self) -> JetStreamHook:
-        """The hook for the rendered connection id, domain and API prefix."""
-        api_prefix_for(self.domain, self.api_prefix)
-        return JetStreamHook(self.jetstream_conn_id, domain=self.domain, api_prefix=self.api_prefix)
+        """The hook for the checked connection id, domain and API prefix."""
+        args = self.checked_arguments()
+        return JetStreamHook(args["jetstream_conn_id"], domain=args["domain"], api_prefix=args["api_prefix"])
 
     def fail(self, message: str) -> NoReturn:
         """Fail the task without retries, or skip it with ``soft_fail=True``."""
@@ -145,10 +151,7 @@ class BaseJetStreamSensor(BaseSensorOperator, abc.ABC):
     def step(self) -> WaitOutcome:
         """One check, as one step of the trigger's wait: what it must remember goes on in ``self._state``."""
         try:
-            self.validate()
-            self.unreachable_timeout_seconds = optional_duration_seconds(
-                self.unreachable_timeout, "unreachable_timeout"
-            )
+            self.checked_arguments()  # once rendered, before any request
             hook = self.make_hook()
             trigger = self.trigger()
         except JetStreamConfigError as err:

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow_provider_jetstream.core.names import validate_name
-from airflow_provider_jetstream.core.values import validate_count
-from airflow_provider_jetstream.sensors.base import BaseJetStreamSensor, templated
+from airflow_provider_jetstream.core.arguments import Args
+from airflow_provider_jetstream.core.signatures.operations import CONSUMER_LAG
+from airflow_provider_jetstream.core.signatures.waits import SENSOR
+from airflow_provider_jetstream.sensors.base import BaseJetStreamSensor
 from airflow_provider_jetstream.triggers.consumer_lag import JetStreamConsumerLagTrigger
 
 
@@ -32,7 +33,8 @@ class JetStreamConsumerLagSensor(BaseJetStreamSensor):
     ``soft_fail``...).
     """
 
-    template_fields: Sequence[str] = (*BaseJetStreamSensor.template_fields, "stream", "consumer")
+    arguments: Args = SENSOR + CONSUMER_LAG
+    template_fields: Sequence[str] = arguments.template_fields()
     event_key = "consumer"
 
     def __init__(
@@ -48,27 +50,13 @@ class JetStreamConsumerLagSensor(BaseJetStreamSensor):
         super().__init__(**kwargs)
         self.stream = stream
         self.consumer = consumer
-        self.max_pending = validate_count(max_pending, "max_pending")
-        self.max_ack_pending = validate_count(max_ack_pending, "max_ack_pending")
-        self.max_redelivered = validate_count(max_redelivered, "max_redelivered", allow_none=True)
-        if not templated(stream) and not templated(consumer):
-            self.validate()
-
-    def validate(self) -> None:
-        validate_name(self.stream, "stream")
-        validate_name(self.consumer, "consumer", what="consumer")
+        self.max_pending = max_pending
+        self.max_ack_pending = max_ack_pending
+        self.max_redelivered = max_redelivered
 
     def trigger(self) -> JetStreamConsumerLagTrigger:
         return JetStreamConsumerLagTrigger(
-            jetstream_conn_id=self.jetstream_conn_id,
-            stream=self.stream,
-            consumer=self.consumer,
-            domain=self.domain,
-            api_prefix=self.api_prefix,
-            max_pending=self.max_pending,
-            max_ack_pending=self.max_ack_pending,
-            max_redelivered=self.max_redelivered,
+            **self.trigger_arguments(JetStreamConsumerLagTrigger),
             poll_interval=self.poke_interval,
-            unreachable_timeout=self.unreachable_timeout_seconds,
             state=dict(self._state),
         )

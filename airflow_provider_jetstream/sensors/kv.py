@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow_provider_jetstream.core.errors import JetStreamConfigError
-from airflow_provider_jetstream.core.names import validate_bucket, validate_key
-from airflow_provider_jetstream.core.values import validate_count
-from airflow_provider_jetstream.sensors.base import BaseJetStreamSensor, templated
+from airflow_provider_jetstream.core.arguments import Args
+from airflow_provider_jetstream.core.signatures.operations import KEY_CHECK
+from airflow_provider_jetstream.core.signatures.waits import SENSOR
+from airflow_provider_jetstream.sensors.base import BaseJetStreamSensor
 from airflow_provider_jetstream.triggers.kv import JetStreamKeyValueTrigger
 
 
@@ -31,7 +31,8 @@ class JetStreamKeyValueSensor(BaseJetStreamSensor):
     ``soft_fail``...).
     """
 
-    template_fields: Sequence[str] = (*BaseJetStreamSensor.template_fields, "bucket", "key", "value")
+    arguments: Args = SENSOR + KEY_CHECK
+    template_fields: Sequence[str] = arguments.template_fields()
     event_key = "entry"
 
     def __init__(
@@ -47,26 +48,11 @@ class JetStreamKeyValueSensor(BaseJetStreamSensor):
         self.bucket = bucket
         self.key = key
         self.value = value
-        self.min_revision = validate_count(min_revision, "min_revision", allow_none=True)
-        if not templated(bucket) and not templated(key):
-            self.validate()
-
-    def validate(self) -> None:
-        validate_bucket(self.bucket, "bucket")
-        validate_key(self.key, "key")
-        if self.value is not None and not isinstance(self.value, str):
-            raise JetStreamConfigError(f"value={self.value!r} is not allowed: use text (compared as UTF-8) or None")
+        self.min_revision = min_revision
 
     def trigger(self) -> JetStreamKeyValueTrigger:
         return JetStreamKeyValueTrigger(
-            jetstream_conn_id=self.jetstream_conn_id,
-            bucket=self.bucket,
-            key=self.key,
-            domain=self.domain,
-            api_prefix=self.api_prefix,
-            value=self.value,
-            min_revision=self.min_revision,
+            **self.trigger_arguments(JetStreamKeyValueTrigger),
             rewatch_interval=max(self.poke_interval, 5.0),
-            unreachable_timeout=self.unreachable_timeout_seconds,
             state=dict(self._state),
         )

@@ -6,10 +6,11 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
+from airflow_provider_jetstream.core.arguments import Args
+from airflow_provider_jetstream.core.signatures.operations import REPLICATION
+from airflow_provider_jetstream.core.signatures.waits import SENSOR
 from airflow_provider_jetstream.core.status.replication import ReplicationWatch
-from airflow_provider_jetstream.core.values import validate_count
-from airflow_provider_jetstream.hooks.args import replication_watch
-from airflow_provider_jetstream.sensors.base import BaseJetStreamSensor, templated
+from airflow_provider_jetstream.sensors.base import BaseJetStreamSensor
 from airflow_provider_jetstream.triggers.replication_lag import JetStreamReplicationLagTrigger
 
 
@@ -57,15 +58,8 @@ class JetStreamReplicationLagSensor(BaseJetStreamSensor):
     ``soft_fail``...).
     """
 
-    template_fields: Sequence[str] = (
-        *BaseJetStreamSensor.template_fields,
-        "stream",
-        "sources",
-        "max_inactive",
-        "error_grace",
-        "verify_origin",
-        "unreachable_origins",
-    )
+    arguments: Args = SENSOR + REPLICATION
+    template_fields: Sequence[str] = arguments.template_fields()
     event_key = "replication"
 
     def __init__(
@@ -83,33 +77,21 @@ class JetStreamReplicationLagSensor(BaseJetStreamSensor):
         super().__init__(**kwargs)
         self.stream = stream
         self.sources = sources
-        self.max_lag = validate_count(max_lag, "max_lag")
+        self.max_lag = max_lag
         self.max_inactive = max_inactive
         self.error_grace = error_grace
         self.verify_origin = verify_origin
         self.unreachable_origins = unreachable_origins
-        if not any(
-            templated(v) for v in (stream, sources, max_inactive, error_grace, verify_origin, unreachable_origins)
-        ):
-            self.validate()
 
-    def validate(self) -> None:
-        watch = self.watch_args()
-        self.max_inactive_seconds = watch.max_inactive
-        self.error_grace_seconds = watch.error_grace
+    @property
+    def max_inactive_seconds(self) -> float:
+        """The checked ``max_inactive``, in seconds."""
+        return self.checked_arguments()["max_inactive"]
 
-    def watch_args(self, unreachable_timeout: float | None = None) -> ReplicationWatch:
-        """The rendered arguments, checked, as a fresh :class:`ReplicationWatch` (the hook's checks)."""
-        return replication_watch(
-            self.stream,
-            sources=self.sources,
-            max_lag=self.max_lag,
-            max_inactive=self.max_inactive,
-            error_grace=self.error_grace,
-            verify_origin=self.verify_origin,
-            unreachable_origins=self.unreachable_origins,
-            unreachable_timeout=unreachable_timeout,
-        )
+    @property
+    def error_grace_seconds(self) -> float:
+        """The checked ``error_grace``, in seconds."""
+        return self.checked_arguments()["error_grace"]
 
     def new_watch(self) -> ReplicationWatch:
         """The watch the next poke's check uses: the rendered arguments and what earlier pokes left."""
@@ -117,18 +99,8 @@ class JetStreamReplicationLagSensor(BaseJetStreamSensor):
 
     def trigger(self) -> JetStreamReplicationLagTrigger:
         trigger = JetStreamReplicationLagTrigger(
-            jetstream_conn_id=self.jetstream_conn_id,
-            stream=self.stream,
-            domain=self.domain,
-            api_prefix=self.api_prefix,
-            max_lag=self.max_lag,
-            max_inactive=self.max_inactive_seconds,
-            error_grace=self.error_grace_seconds,
-            sources=list(self.sources) if self.sources else None,
+            **self.trigger_arguments(JetStreamReplicationLagTrigger),
             poll_interval=self.poke_interval,
-            verify_origin=self.verify_origin,
-            unreachable_origins=self.unreachable_origins,
-            unreachable_timeout=self.unreachable_timeout_seconds,
             state=dict(self._state),
         )
         # Without a state store a rescheduled sensor forgets between pokes: it confirms an error within one poke.

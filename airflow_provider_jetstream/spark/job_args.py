@@ -1,27 +1,30 @@
-"""Arguments of the packaged ``stream_to_parquet`` Spark job, checked wherever they are known.
+"""Arguments of the packaged ``stream_to_parquet`` Spark job, declared once: :data:`JOB`.
 
 ``JetStreamSparkSubmitOperator`` checks them when the DAG is parsed (values without templates) and
-again once rendered, before spark-submit starts; the job checks its command line with the same
-functions. Each error names the argument, the value and what is allowed.
+again once rendered, before spark-submit starts; the job checks its command line (:data:`COMMAND_LINE`,
+the same declarations under their ``--flag`` names). Each error names the argument, the value and what
+is allowed. They become a command line, so their text forms (``"5"``, ``"true"``) are accepted.
 
 Airflow-free and Spark-free: the operator imports it at DAG parse time, the job on the driver.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from airflow_provider_jetstream.core.connection.fields import validate_api_prefix, validate_domain
-from airflow_provider_jetstream.core.errors import JetStreamConfigError, SpecError
-from airflow_provider_jetstream.core.names import (
-    subject_problem,
-    validate_bucket,
-    validate_key,
-    validate_name,
+from airflow_provider_jetstream.core.arguments import DEFAULT, REQUIRED, VALUE, Arg, Args, Rule
+from airflow_provider_jetstream.core.arguments.names import (
+    bucket_name,
+    connection_id,
+    kv_key,
+    stream_name,
+    subject_text,
 )
-from airflow_provider_jetstream.core.values import as_bool
+from airflow_provider_jetstream.core.arguments.values import boolean, integer, non_empty_text, optional
+from airflow_provider_jetstream.core.errors import SpecError
+from airflow_provider_jetstream.core.signatures.shared import API_PREFIX, CONN_ID, DOMAIN, ONE_TARGET
 
 #: Columns the output may be partitioned by.
 PARTITION_COLUMNS = ("stream", "domain", "subject", "date")
@@ -30,141 +33,138 @@ PARTITION_COLUMNS = ("stream", "domain", "subject", "date")
 UNSUPPORTED_SCHEMES = ("s3", "s3a", "s3n", "gs", "wasb", "wasbs")
 
 
-def _spec(check: Callable[[Any, str], Any]) -> Callable[[Any, str], Any]:
-    def run(value: Any, name: str) -> Any:
-        try:
-            return check(value, name)
-        except SpecError as err:
-            raise JetStreamConfigError(str(err)) from None
-
-    return run
-
-
-def check_stream(value: Any, name: str = "stream") -> str:
-    return _spec(validate_name)(value, name)
-
-
-def check_bucket(value: Any, name: str = "checkpoint_bucket") -> str:
-    return _spec(validate_bucket)(value, name)
+def output_directory(value: Any, field: str) -> str:
+    """A directory (local path or Hadoop URI) on a file system that can commit a range exactly once."""
+    if not isinstance(value, str) or not value.strip():
+        raise SpecError(field, value, "give a directory (local path or Hadoop URI)")
+    scheme = urlsplit(value).scheme.lower()
+    if scheme in UNSUPPORTED_SCHEMES:
+        raise SpecError(
+            field,
+            value,
+            f"the {scheme}:// file system cannot commit a range exactly once (its directory rename is a copy, or "
+            "its rename does not refuse an existing destination); write to HDFS, ABFS (hierarchical namespace) or "
+            "a local or mounted file system",
+        )
+    return value
 
 
-def check_key(value: Any, name: str = "checkpoint_key") -> str:
-    return _spec(validate_key)(value, name)
-
-
-def check_domain(value: Any, name: str = "domain") -> str:
-    return validate_domain(value, name)
-
-
-def check_api_prefix(value: Any, name: str = "api_prefix") -> str:
-    return validate_api_prefix(value, name)
-
-
-def check_filter_subject(value: Any, name: str = "filter_subject") -> str:
-    """A subject or a comma-separated list of subjects (wildcards allowed)."""
-    subjects = [s.strip() for s in value.split(",")] if isinstance(value, str) else [value]
-    for subject in subjects:
-        problem = subject_problem(subject, wildcards=True)
-        if problem:
-            raise JetStreamConfigError(
-                f"{name}={value!r} is not allowed: {problem}; use a subject or a comma-separated list "
-                "(e.g. 'orders.*,events.>')"
-            )
-    return ",".join(subjects)
-
-
-def _positive(value: Any, name: str, what: str) -> int:
-    number: int | None
-    if isinstance(value, bool):
-        number = None
-    elif isinstance(value, int):
-        number = value
-    else:
-        try:
-            number = int(str(value).strip())
-        except ValueError:
-            number = None
-    if number is None or number < 1:
-        raise JetStreamConfigError(f"{name}={value!r} is not allowed: use an integer >= 1 ({what})")
-    return number
-
-
-def check_end_sequence(value: Any, name: str = "end_sequence") -> int:
-    return _positive(value, name, "the last stream sequence to copy")
-
-
-def check_min_partitions(value: Any, name: str = "min_partitions") -> int:
-    return _positive(value, name, "Spark partitions to read with")
-
-
-def check_starting_sequence(value: Any, name: str = "starting_sequence") -> str:
-    if isinstance(value, str) and value.strip().lower() == "earliest":
-        return "earliest"
-    try:
-        return str(_positive(value, name, ""))
-    except JetStreamConfigError:
-        raise JetStreamConfigError(
-            f"{name}={value!r} is not allowed: use 'earliest' or a sequence number >= 1"
-        ) from None
-
-
-def check_partition_by(value: Any, name: str = "partition_by") -> tuple[str, ...]:
+def partition_columns(value: Any, field: str) -> tuple[str, ...]:
     """Partition columns: a list or a comma-separated string of ``stream, domain, subject, date``."""
     if isinstance(value, str):
         columns = tuple(c.strip() for c in value.split(",") if c.strip())
     elif isinstance(value, Sequence) and all(isinstance(c, str) for c in value):
         columns = tuple(value)
     else:
-        raise JetStreamConfigError(
-            f"{name}={value!r} is not allowed: give a list of columns among {', '.join(PARTITION_COLUMNS)}"
-        )
+        raise SpecError(field, value, f"give a list of columns among {', '.join(PARTITION_COLUMNS)}")
     bad = [c for c in columns if c not in PARTITION_COLUMNS]
     if bad:
-        raise JetStreamConfigError(f"{name}={value!r}: {bad[0]!r} is not allowed; use {', '.join(PARTITION_COLUMNS)}")
+        raise SpecError(
+            field,
+            value,
+            message=f"{field}={value!r}: {bad[0]!r} is not allowed; use {', '.join(PARTITION_COLUMNS)}",
+        )
     if len(set(columns)) != len(columns):
-        raise JetStreamConfigError(f"{name}={value!r} is not allowed: a column appears twice")
+        raise SpecError(field, value, "a column appears twice")
     return columns
 
 
-def check_output(value: Any, name: str = "output_path") -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise JetStreamConfigError(f"{name}={value!r} is not allowed: give a directory (local path or Hadoop URI)")
-    scheme = urlsplit(value).scheme.lower()
-    if scheme in UNSUPPORTED_SCHEMES:
-        raise JetStreamConfigError(
-            f"{name}={value!r} is not allowed: the {scheme}:// file system cannot commit a range exactly once (its "
-            "directory rename is a copy, or its rename does not refuse an existing destination); write to HDFS, "
-            "ABFS (hierarchical namespace) or a local or mounted file system"
+_SEQUENCE = integer(1)
+
+
+def starting_sequence(value: Any, field: str) -> str:
+    """``earliest`` or a sequence number >= 1 (as the command line's text)."""
+    if isinstance(value, str) and value.strip().lower() == "earliest":
+        return "earliest"
+    try:
+        return str(_SEQUENCE(value, field, text=True))
+    except SpecError:
+        raise SpecError(field, value, "use 'earliest' or a sequence number >= 1") from None
+
+
+def _subjects(value: Any, field: str) -> str:
+    return ",".join(subject_text(value, field))
+
+
+#: The packaged job's arguments (as the operator names them).
+JOB = Args(
+    "stream_to_parquet",
+    {
+        "stream": Arg(stream_name, REQUIRED, VALUE, "stream to read", templated=True),
+        "output_path": Arg(output_directory, REQUIRED, VALUE, "Parquet output directory", templated=True),
+        "checkpoint_bucket": Arg(bucket_name, REQUIRED, VALUE, "KV bucket of the checkpoint", templated=True),
+        "checkpoint_key": Arg(kv_key, None, DEFAULT, "KV key; default stream_to_parquet.<stream>", templated=True),
+        "checkpoint_domain": DOMAIN.but(doc="JetStream domain of the KV bucket; default: the connection's"),
+        "domain": DOMAIN.but(doc="JetStream domain of the stream; default: the connection's"),
+        "api_prefix": API_PREFIX.but(doc="JetStream API prefix of the stream, instead of domain"),
+        "filter_subject": Arg(
+            _subjects, None, DEFAULT, "subject or comma list of subjects; default all", templated=True
+        ),
+        "end_sequence": Arg(
+            integer(1, hint=" (the last stream sequence to copy)"),
+            None,
+            DEFAULT,
+            "last sequence to copy; default: the stream's last at the start",
+            templated=True,
+        ),
+        "starting_sequence": Arg(starting_sequence, None, DEFAULT, "first run only: 'earliest' (default) or a number"),
+        "min_partitions": Arg(
+            integer(1, hint=" (Spark partitions to read with)"), None, DEFAULT, "default: Spark's default parallelism"
+        ),
+        "partition_by": Arg(partition_columns, ("date",), DEFAULT, "Parquet partition columns; default ('date',)"),
+        "fail_on_data_loss": Arg(boolean, True, DEFAULT, "fail when sequences of the range are gone; default True"),
+    },
+    [ONE_TARGET],
+)
+
+#: The names of the job's command-line flags, by argument.
+FLAGS = {name: "--" + ("output" if name == "output_path" else name.replace("_", "-")) for name in JOB.args}
+#: :data:`JOB` under the command line's flag names (``--partition-by``), as the job checks ``sys.argv``.
+COMMAND_LINE = JOB.renamed(**FLAGS)
+
+
+def _packaged_job_needs(values: Mapping[str, Any], prefix: str) -> None:
+    if values["application"] is None:
+        missing = [name for name in ("stream", "output_path", "checkpoint_bucket") if values[name] is None]
+        if missing:
+            raise SpecError(
+                missing[0],
+                None,
+                message=f"JetStreamSparkSubmitOperator: {', '.join(missing)} missing: the packaged stream_to_parquet "
+                "job needs stream, output_path and checkpoint_bucket (or give your own application)",
+            )
+
+
+def _own_application_takes_none(values: Mapping[str, Any], prefix: str) -> None:
+    application = values["application"]
+    ignored = [name for name in JOB.args if values[name] is not None]
+    if application is not None and ignored:
+        raise SpecError(
+            ignored[0],
+            values[ignored[0]],
+            message=f"JetStreamSparkSubmitOperator: {', '.join(ignored)} are arguments of the packaged "
+            f"stream_to_parquet job; with application={application!r} they would be ignored: pass your job's own "
+            "arguments in application_args",
         )
-    return value
 
 
-#: Argument name -> its check.
-CHECKS: dict[str, Callable[[Any, str], Any]] = {
-    "stream": check_stream,
-    "output_path": check_output,
-    "checkpoint_bucket": check_bucket,
-    "checkpoint_key": check_key,
-    "checkpoint_domain": check_domain,
-    "domain": check_domain,
-    "api_prefix": check_api_prefix,
-    "filter_subject": check_filter_subject,
-    "end_sequence": check_end_sequence,
-    "starting_sequence": check_starting_sequence,
-    "partition_by": check_partition_by,
-    "min_partitions": check_min_partitions,
-    "fail_on_data_loss": lambda value, name: as_bool(name, value),
-}
-
-
-def check_job_arguments(values: Mapping[str, Any], skip: Callable[[Any], bool] = lambda v: False) -> None:
-    """Check every given (not None, not ``skip``-ped) argument of the packaged job.
-
-    :param values: argument name (as :data:`CHECKS` names them) -> value.
-    :param skip: values to leave for later (e.g. ones that still hold a template).
-    :raises JetStreamConfigError: naming the first bad argument, its value and what is allowed.
-    """
-    for name, value in values.items():
-        if value is None or skip(value):
-            continue
-        CHECKS[name](value, name)
+#: ``JetStreamSparkSubmitOperator``'s arguments: the job's (each None: the job's default) and where it runs.
+SUBMIT = Args(
+    "spark submit",
+    {
+        "jetstream_conn_id": CONN_ID,
+        **{name: arg.but(default=None, empty=DEFAULT) for name, arg in JOB.args.items()},
+        "application": Arg(
+            optional(non_empty_text), None, DEFAULT, "another spark-submit application instead of the packaged job"
+        ),
+        "conn_id": Arg(
+            optional(connection_id), None, DEFAULT, "Airflow Spark connection; default None: a local master"
+        ),
+        "local_master": Arg(non_empty_text, "local[*]", VALUE, "master when conn_id is None; default 'local[*]'"),
+    },
+    [
+        *JOB.rules,
+        Rule(("application", "stream", "output_path", "checkpoint_bucket"), _packaged_job_needs, "the job's needs"),
+        Rule(("application", *JOB.args), _own_application_takes_none, "no job arguments with an application"),
+    ],
+)

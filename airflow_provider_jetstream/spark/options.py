@@ -1,18 +1,20 @@
-"""Options of the ``jetstream`` Spark data source: parsed and checked on the driver.
+"""Options of the ``jetstream`` Spark data source: declared once (:data:`READ`, :data:`READ_STREAM`,
+:data:`WRITE`), parsed and checked on the driver.
 
-Every bad option fails before any Spark task runs, with the option's name, the bad value and
-what is allowed. Connection options become a :class:`JetStreamConnectionConfig` through
-``JetStreamConnectionConfig.from_fields`` (the same validation as the Airflow connection); when
-``servers`` is not given, the connection comes from the environment variable
-``JETSTREAM_CONNECTION_SECRET`` that :class:`JetStreamSparkSubmitOperator` sets (its name ends in
-``SECRET`` so Spark redacts it).
+Each camelCase option is an :class:`~airflow_provider_jetstream.core.arguments.Arg` (most of them the
+declarations the operators use: a stream name, a domain, an API prefix); every bad option fails before
+any Spark task runs, with the option's name, the bad value and what is allowed (all of them at once),
+and an unknown option with the closest known name. Connection options become a
+:class:`JetStreamConnectionConfig` through ``JetStreamConnectionConfig.from_fields`` (the same
+validation as the Airflow connection); when ``servers`` is not given, the connection comes from the
+environment variable ``JETSTREAM_CONNECTION_SECRET`` that :class:`JetStreamSparkSubmitOperator` sets
+(its name ends in ``SECRET`` so Spark redacts it).
 
 Airflow-free: Spark drivers and executors import it.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import difflib
 import json
 import os
@@ -20,12 +22,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_jetstream.core.connection.fields import api_prefix_for, validate_api_prefix, validate_domain
+from airflow_provider_jetstream.core.arguments import DEFAULT, Arg, Args, Rule, exclusive
+from airflow_provider_jetstream.core.arguments.durations import parse_instant
+from airflow_provider_jetstream.core.arguments.names import stream_name, subject_text
+from airflow_provider_jetstream.core.arguments.values import Parser, boolean, choice, integer, number, text
+from airflow_provider_jetstream.core.connection.fields import api_prefix_for
 from airflow_provider_jetstream.core.connection.settings import JetStreamConnectionConfig
-from airflow_provider_jetstream.core.errors import JetStreamConfigError
+from airflow_provider_jetstream.core.errors import JetStreamConfigError, SpecError
 from airflow_provider_jetstream.core.publish.subjects import check_publish_subject
 from airflow_provider_jetstream.core.read.settings import READERS, PullSettings, default_reader
-from airflow_provider_jetstream.core.values import as_bool, as_number
+from airflow_provider_jetstream.core.signatures.shared import API_PREFIX, DOMAIN
 
 #: Environment variable holding the whole NATS connection as JSON (host, port, login, password,
 #: extra); set by JetStreamSparkSubmitOperator for the driver. Spark redacts names with SECRET.
@@ -49,38 +55,177 @@ CONNECTION_OPTIONS: dict[str, str] = {
     "connectTimeout": "connect_timeout",
 }
 
-READ_OPTIONS = {
-    "stream": "name of the stream to read",
-    "path": "same as stream (load('NAME'))",
-    "domain": "JetStream domain of the stream",
-    "apiPrefix": "JetStream API prefix of the stream (instead of domain)",
-    "filterSubject": "subject or comma-separated subjects to read",
-    "startingSequence": "earliest, latest (streaming only) or a sequence number",
-    "startingTime": "RFC 3339 time: start at the first message stored at or after it",
-    "endingSequence": "latest or a sequence number (batch only)",
-    "minPartitions": "minimum number of Spark partitions",
-    "maxMessagesPerPartition": "split partitions larger than this many sequences",
-    "maxMessagesPerTrigger": "sequences per micro-batch at most (streaming)",
-    "failOnDataLoss": "true or false",
-    "includeHeaders": "true or false",
-    "maxBufferedMessages": "messages in flight per partition",
-    "maxBufferedBytes": "bytes per pull request",
-    "heartbeatSeconds": "idle heartbeat interval of pull requests",
-    "reader": "vectorised (default: frames parsed in bulk into Arrow) or nats-py",
-    "connectionEnvVar": "environment variable with the connection JSON",
-}
-WRITE_OPTIONS = {
-    "subject": "subject to publish every row to",
-    "subjectColumn": "column holding each row's subject (default: subject, if present)",
-    "dataColumn": "column holding the payload (default: data)",
-    "headersColumn": "column holding headers (default: headers, if present)",
-    "msgIdColumn": "column whose value becomes the Nats-Msg-Id header (deduplication)",
-    "stream": "expected stream: the server refuses rows that would land in another one",
-    "maxInFlight": "unacknowledged publishes per task at most",
-    "domain": "JetStream domain whose streams must store the rows (every ack is checked)",
-    "apiPrefix": "JetStream API prefix of the target (instead of domain); subjects under it are refused",
-    "connectionEnvVar": "environment variable with the connection JSON",
-}
+#: The prefix of every option's name in messages.
+OPTION = "jetstream option "
+
+
+def _text(doc: str) -> Arg:
+    return Arg(text, None, DEFAULT, doc)
+
+
+#: The connection options (checked by ``JetStreamConnectionConfig.from_fields``, as an Airflow connection).
+CONNECTION = Args(
+    "connection options",
+    {
+        "servers": _text("NATS servers: host[:port] or URLs, comma-separated"),
+        "user": _text("user name"),
+        "password": _text("password"),
+        "token": _text("authentication token"),
+        "nkeySeed": _text("user NKey seed"),
+        "credsFile": _text("path of a .creds file"),
+        "creds": _text("content of a .creds file"),
+        "tlsCaFile": _text("PEM file of the CA"),
+        "tlsCertFile": _text("PEM client certificate"),
+        "tlsKeyFile": _text("PEM client key"),
+        "tlsVerify": _text("verify the server certificate: true or false"),
+        "tlsHostname": _text("hostname expected in the server certificate"),
+        "tlsHandshakeFirst": _text("TLS before the NATS INFO: true or false"),
+        "connectTimeout": _text("seconds to connect"),
+        "connectionEnvVar": _text(f"environment variable with the connection JSON; default {CONNECTION_ENV_VAR}"),
+    },
+)
+_TARGET = Args(
+    "target",
+    {
+        "domain": DOMAIN.but(doc="JetStream domain of the stream; default: the connection's"),
+        "apiPrefix": API_PREFIX.but(doc="JetStream API prefix of the stream (instead of domain)"),
+    },
+    [exclusive("domain", "apiPrefix", "give one")],
+)
+
+
+def _sequence_or(*words: str) -> Parser:
+    """A sequence number >= 1, or one of ``words`` (``earliest``, ``latest``)."""
+    number = integer(1)
+
+    def parse(value: Any, field: str) -> str | int:
+        if isinstance(value, str) and value.strip().lower() in words:
+            return value.strip().lower()
+        try:
+            return number(value, field, text=True)
+        except SpecError:
+            raise SpecError(
+                field, value, f"use {', '.join(repr(w) for w in words)} or a sequence number >= 1"
+            ) from None
+
+    return parse
+
+
+def _starting_time(value: Any, field: str) -> str:
+    try:
+        return parse_instant(value, field)
+    except SpecError:
+        raise SpecError(field, value, "use an RFC 3339 time with a zone, e.g. 2026-01-31T12:00:00Z") from None
+
+
+def _start_before_end(values: Mapping[str, Any], prefix: str) -> None:
+    start, end = values["startingSequence"], values["endingSequence"]
+    if isinstance(start, int) and isinstance(end, int) and start > end:
+        raise SpecError(
+            "startingSequence",
+            start,
+            message=f"jetstream options startingSequence={start} and endingSequence={end}: the start is after the end",
+        )
+
+
+def _only(name: str, when: str, why: str) -> Rule:
+    """A rule: the option ``name`` is for ``when`` reads only."""
+
+    def check(values: Mapping[str, Any], prefix: str) -> None:
+        if values[name] is not None:
+            raise SpecError(name, values[name], message=f"{prefix}{name} is for {when} reads only{why}")
+
+    return Rule((name,), check, f"{name}: {when} only")
+
+
+_READ = Args(
+    "read options",
+    {
+        "stream": Arg(stream_name, None, DEFAULT, "name of the stream to read"),
+        "path": Arg(stream_name, None, DEFAULT, "same as stream (load('NAME'))"),
+        "filterSubject": Arg(subject_text, None, DEFAULT, "subject or comma-separated subjects to read"),
+        "startingSequence": Arg(
+            _sequence_or("earliest", "latest"), None, DEFAULT, "earliest (default), latest (streaming only) or a number"
+        ),
+        "startingTime": Arg(_starting_time, None, DEFAULT, "RFC 3339 time: start at the first message stored then"),
+        "endingSequence": Arg(_sequence_or("latest"), None, DEFAULT, "latest or a sequence number (batch only)"),
+        "minPartitions": Arg(integer(1), None, DEFAULT, "minimum number of Spark partitions"),
+        "maxMessagesPerPartition": Arg(integer(1), None, DEFAULT, "split partitions larger than this many sequences"),
+        "maxMessagesPerTrigger": Arg(integer(1), None, DEFAULT, "sequences per micro-batch at most (streaming)"),
+        "failOnDataLoss": Arg(boolean, True, DEFAULT, "true or false"),
+        "includeHeaders": Arg(boolean, True, DEFAULT, "true or false"),
+        "maxBufferedMessages": Arg(
+            integer(1), PullSettings.max_buffered_messages, DEFAULT, "messages in flight per partition"
+        ),
+        "maxBufferedBytes": Arg(integer(1024), PullSettings.max_buffered_bytes, DEFAULT, "bytes per pull request"),
+        "heartbeatSeconds": Arg(
+            number(0.1), PullSettings.heartbeat, DEFAULT, "idle heartbeat interval of pull requests"
+        ),
+        "reader": Arg(
+            choice(READERS, words=f"use {' or '.join(READERS)}"),
+            None,
+            DEFAULT,
+            "vectorised (default: frames parsed in bulk into Arrow) or nats-py",
+        ),
+    },
+    [
+        exclusive("startingSequence", "startingTime", "give one"),
+        Rule(("startingSequence", "endingSequence"), _start_before_end),
+    ],
+)
+#: A batch read's options (``spark.read``).
+READ = (_READ + _TARGET + CONNECTION).ruled(
+    Rule(
+        ("startingSequence",),
+        lambda values, prefix: _latest_is_streaming(values["startingSequence"], prefix),
+        "startingSequence latest: streaming only",
+    ),
+    _only("maxMessagesPerTrigger", "streaming", ""),
+)
+#: A streaming read's options (``spark.readStream``).
+READ_STREAM = (_READ + _TARGET + CONNECTION).ruled(
+    _only(
+        "endingSequence",
+        "batch",
+        ": a streaming query runs on; use Trigger.AvailableNow to stop at the data present at its start",
+    )
+)
+
+
+def _latest_is_streaming(starting: Any, prefix: str) -> None:
+    if starting == "latest":
+        raise SpecError(
+            "startingSequence",
+            starting,
+            message=f"{prefix}startingSequence='latest' is for streaming reads only: a batch read would be empty; "
+            "use earliest or a sequence number",
+        )
+
+
+#: A write's options (``df.write``); the columns are checked against the DataFrame's.
+WRITE = (
+    Args(
+        "write options",
+        {
+            "subject": Arg(check_publish_subject, None, DEFAULT, "subject to publish every row to"),
+            "subjectColumn": Arg(
+                text, None, DEFAULT, "column holding each row's subject (default: subject, if present)"
+            ),
+            "dataColumn": Arg(text, "data", DEFAULT, "column holding the payload (default: data)"),
+            "headersColumn": Arg(text, None, DEFAULT, "column holding headers (default: headers, if present)"),
+            "msgIdColumn": Arg(
+                text, None, DEFAULT, "column whose value becomes the Nats-Msg-Id header (deduplication)"
+            ),
+            "stream": Arg(
+                stream_name, None, DEFAULT, "expected stream: the server refuses rows that would land in another one"
+            ),
+            "maxInFlight": Arg(integer(1), 1000, DEFAULT, "unacknowledged publishes per task at most"),
+        },
+        [exclusive("subject", "subjectColumn", "give one")],
+    )
+    + _TARGET
+    + CONNECTION
+)
 
 
 #: Kafka source options people bring along, and their JetStream counterparts.
@@ -117,22 +262,6 @@ def _normalized(options: Mapping[str, str], allowed: list[str], what: str) -> di
         if value is not None:
             result[name] = str(value)
     return result
-
-
-def _bool(options: dict[str, str], name: str, default: bool) -> bool:
-    return as_bool(f"jetstream option {name}", options[name]) if name in options else default
-
-
-def _int(options: dict[str, str], name: str, default: int | None, minimum: int = 1) -> int | None:
-    if name not in options:
-        return default
-    return int(as_number(f"jetstream option {name}", options[name], minimum=minimum, integer=True))
-
-
-def _float(options: dict[str, str], name: str, default: float, minimum: float) -> float:
-    if name not in options:
-        return default
-    return as_number(f"jetstream option {name}", options[name], minimum=minimum)
 
 
 def connection_fields(config: JetStreamConnectionConfig) -> dict[str, Any]:
@@ -206,69 +335,11 @@ def connection_config(options: dict[str, str]) -> JetStreamConnectionConfig:
         raise JetStreamConfigError(f"jetstream connection options: {err}") from None
 
 
-def _api_prefix(options: dict[str, str], connection: JetStreamConnectionConfig) -> str:
+def _api_prefix(args: Mapping[str, Any], connection: JetStreamConnectionConfig) -> str:
     """The options' domain / apiPrefix, else the connection's (as JetStreamHook does)."""
-    domain = options.get("domain")
-    api_prefix = options.get("apiPrefix")
-    if domain is None and api_prefix is None:
+    if args["domain"] is None and args["apiPrefix"] is None:
         return api_prefix_for(connection.domain, connection.api_prefix)
-    if domain is not None:
-        try:
-            validate_domain(domain)
-        except JetStreamConfigError:
-            raise JetStreamConfigError(
-                f"jetstream option domain={domain!r} is not a JetStream domain name: use a name without "
-                "whitespace, '.', '*', '>' (e.g. 'hub', 'leaf')"
-            ) from None
-    if api_prefix is not None:
-        try:
-            validate_api_prefix(api_prefix)
-        except JetStreamConfigError:
-            raise JetStreamConfigError(
-                f"jetstream option apiPrefix={api_prefix!r} is not an API prefix: use e.g. '$JS.hub.API'"
-            ) from None
-    if domain and api_prefix:
-        raise JetStreamConfigError(
-            f"jetstream options domain={domain!r} and apiPrefix={api_prefix!r} were both given: give one"
-        )
-    return api_prefix_for(domain, api_prefix)
-
-
-_STREAM_FORBIDDEN = set(" \t\r\n.*>/\\")
-
-
-def _stream(options: dict[str, str]) -> str:
-    stream = options.get("stream") or options.get("path")
-    if not stream:
-        raise JetStreamConfigError("jetstream option stream is missing: give the stream's name")
-    if set(stream) & _STREAM_FORBIDDEN:
-        raise JetStreamConfigError(
-            f"jetstream option stream={stream!r} is not a stream name: no whitespace, '.', '*', '>' or slashes"
-        )
-    return stream
-
-
-def _subjects(value: str | None) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    subjects = tuple(s.strip() for s in value.split(","))
-    for subject in subjects:
-        tokens = subject.split(".")
-        if not subject or any(not t or " " in t for t in tokens) or (">" in tokens and tokens[-1] != ">"):
-            raise JetStreamConfigError(
-                f"jetstream option filterSubject={value!r} is not allowed: use a subject or a "
-                "comma-separated list of subjects (wildcards * and a final > allowed), e.g. 'orders.*,events.>'"
-            )
-    return subjects
-
-
-def _reader(options: dict[str, str]) -> str:
-    value = options.get("reader", default_reader()).strip().lower()
-    if value not in READERS:
-        raise JetStreamConfigError(
-            f"jetstream option reader={options['reader']!r} is not allowed: use {' or '.join(READERS)}"
-        )
-    return value
+    return api_prefix_for(args["domain"], args["apiPrefix"])
 
 
 @dataclass(frozen=True)
@@ -296,74 +367,38 @@ class ReadOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, str], streaming: bool = False) -> ReadOptions:
-        allowed = list(READ_OPTIONS) + list(CONNECTION_OPTIONS)
-        opts = _normalized(options, allowed, "read")
-        starting: str | int = "earliest"
-        if "startingSequence" in opts:
-            raw = opts["startingSequence"].strip().lower()
-            starting = raw if raw in ("earliest", "latest") else (_int(opts, "startingSequence", None) or 0)
-            if raw == "latest" and not streaming:
-                raise JetStreamConfigError(
-                    "jetstream option startingSequence='latest' is for streaming reads only: a batch read "
-                    "would be empty; use earliest or a sequence number"
-                )
-        if "startingSequence" in opts and "startingTime" in opts:
-            raise JetStreamConfigError(
-                f"jetstream options startingSequence={opts['startingSequence']!r} and "
-                f"startingTime={opts['startingTime']!r} were both given: give one"
-            )
-        starting_time = None
-        if "startingTime" in opts:
-            starting_time = opts["startingTime"].strip()
-            try:
-                parsed = dt.datetime.fromisoformat(starting_time.replace("Z", "+00:00"))
-            except ValueError:
-                parsed = None
-            if parsed is None or parsed.tzinfo is None:
-                raise JetStreamConfigError(
-                    f"jetstream option startingTime={opts['startingTime']!r} is not allowed: use an RFC 3339 "
-                    "time with a zone, e.g. 2026-01-31T12:00:00Z"
-                )
-        ending: str | int = "latest"
-        if "endingSequence" in opts:
-            if streaming:
-                raise JetStreamConfigError(
-                    "jetstream option endingSequence is for batch reads only: a streaming query runs on; "
-                    "use Trigger.AvailableNow to stop at the data present at its start"
-                )
-            raw = opts["endingSequence"].strip().lower()
-            ending = "latest" if raw == "latest" else (_int(opts, "endingSequence", None) or 0)
-        if isinstance(starting, int) and isinstance(ending, int) and starting > ending:
-            raise JetStreamConfigError(
-                f"jetstream options startingSequence={starting} and endingSequence={ending}: the start is after the end"
-            )
-        if "maxMessagesPerTrigger" in opts and not streaming:
-            raise JetStreamConfigError("jetstream option maxMessagesPerTrigger is for streaming reads only")
+        signature = READ_STREAM if streaming else READ
+        opts = _normalized(options, list(signature.args), "read")
+        args = signature.check(opts, text=True, prefix=OPTION)
+        stream = args["stream"] or args["path"]
+        if not stream:
+            raise JetStreamConfigError("jetstream option stream is missing: give the stream's name")
+        heartbeat = args["heartbeatSeconds"]
         try:
             pull = PullSettings(
-                max_buffered_messages=_int(opts, "maxBufferedMessages", PullSettings.max_buffered_messages) or 1,
-                max_buffered_bytes=_int(opts, "maxBufferedBytes", PullSettings.max_buffered_bytes, 1024) or 1,
-                heartbeat=_float(opts, "heartbeatSeconds", PullSettings.heartbeat, 0.1),
-                expires=max(PullSettings.expires, 2 * _float(opts, "heartbeatSeconds", PullSettings.heartbeat, 0.1)),
+                max_buffered_messages=args["maxBufferedMessages"],
+                max_buffered_bytes=args["maxBufferedBytes"],
+                heartbeat=heartbeat,
+                expires=max(PullSettings.expires, 2 * heartbeat),
             )
         except ValueError as err:
             raise JetStreamConfigError(f"jetstream pull options: {err}") from None
         connection = connection_config(opts)
         return cls(
             connection=connection,
-            stream=_stream(opts),
-            api_prefix=_api_prefix(opts, connection),
-            filter_subjects=_subjects(opts.get("filterSubject")),
-            starting_sequence=starting,
-            starting_time=starting_time,
-            ending_sequence=ending,
-            min_partitions=_int(opts, "minPartitions", None),
-            max_messages_per_partition=_int(opts, "maxMessagesPerPartition", None),
-            max_messages_per_trigger=_int(opts, "maxMessagesPerTrigger", None),
-            fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
-            include_headers=_bool(opts, "includeHeaders", True),
+            stream=stream,
+            api_prefix=_api_prefix(args, connection),
+            filter_subjects=args["filterSubject"] or (),
+            starting_sequence=args["startingSequence"] or "earliest",
+            starting_time=args["startingTime"],
+            ending_sequence=args["endingSequence"] or "latest",
+            min_partitions=args["minPartitions"],
+            max_messages_per_partition=args["maxMessagesPerPartition"],
+            max_messages_per_trigger=args["maxMessagesPerTrigger"],
+            fail_on_data_loss=args["failOnDataLoss"],
+            include_headers=args["includeHeaders"],
             pull=pull,
-            reader=_reader(opts),
+            reader=args["reader"] or default_reader(),
         )
 
 
@@ -383,14 +418,9 @@ class WriteOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, str], columns: list[str]) -> WriteOptions:
-        allowed = list(WRITE_OPTIONS) + list(CONNECTION_OPTIONS)
-        opts = _normalized(options, allowed, "write")
-        subject = opts.get("subject")
-        subject_column = opts.get("subjectColumn")
-        if subject and subject_column:
-            raise JetStreamConfigError(
-                f"jetstream options subject={subject!r} and subjectColumn={subject_column!r} were both given: give one"
-            )
+        opts = _normalized(options, list(WRITE.args), "write")
+        args = WRITE.check(opts, text=True, prefix=OPTION)
+        subject, subject_column = args["subject"], args["subjectColumn"]
         if subject is None and subject_column is None:
             if "subject" not in columns:
                 raise JetStreamConfigError(
@@ -407,28 +437,19 @@ class WriteOptions:
                 )
             return value
 
-        data_column = opts.get("dataColumn", "data")
-        if data_column not in columns:
-            raise JetStreamConfigError(
-                f"jetstream option dataColumn={data_column!r} is not a column of the DataFrame "
-                f"(columns: {', '.join(columns)})"
-            )
-        headers_column = opts.get("headersColumn") or ("headers" if "headers" in columns else None)
-        stream = opts.get("stream")
-        if stream is not None:
-            _stream({"stream": stream})
+        headers_column = args["headersColumn"] or ("headers" if "headers" in columns else None)
         connection = connection_config(opts)
-        api_prefix = _api_prefix(opts, connection)
+        api_prefix = _api_prefix(args, connection)
         if subject is not None:
-            check_publish_subject(subject, "jetstream option subject", [api_prefix, connection.api_prefix])
+            check_publish_subject(subject, f"{OPTION}subject", [api_prefix, connection.api_prefix])
         return cls(
             connection=connection,
             api_prefix=api_prefix,
             subject=subject,
             subject_column=column("subjectColumn", subject_column),
-            data_column=data_column,
+            data_column=column("dataColumn", args["dataColumn"]),  # type: ignore[arg-type]
             headers_column=column("headersColumn", headers_column),
-            msg_id_column=column("msgIdColumn", opts.get("msgIdColumn")),
-            stream=stream,
-            max_in_flight=_int(opts, "maxInFlight", 1000) or 1000,
+            msg_id_column=column("msgIdColumn", args["msgIdColumn"]),
+            stream=args["stream"],
+            max_in_flight=args["maxInFlight"],
         )

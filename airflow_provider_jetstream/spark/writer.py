@@ -26,9 +26,9 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from airflow_provider_jetstream.core.api import describe_prefix
+from airflow_provider_jetstream.core.arguments.names import domain_of
 from airflow_provider_jetstream.core.connection.client import open_connection, release
 from airflow_provider_jetstream.core.errors import JetStreamError
-from airflow_provider_jetstream.core.names import domain_of
 from airflow_provider_jetstream.core.publish.engine import Outgoing, ack_problems, publish_messages
 from airflow_provider_jetstream.core.sync import iterate_blocking
 from airflow_provider_jetstream.spark.options import WriteOptions

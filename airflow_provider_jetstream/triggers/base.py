@@ -17,7 +17,8 @@ import nats.errors
 import nats.js.errors
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_provider_jetstream.core.manage.specs.durations import optional_duration_seconds
+from airflow_provider_jetstream.core.arguments import Args
+from airflow_provider_jetstream.core.signatures.waits import WAIT
 from airflow_provider_jetstream.core.status.waiting import (
     Reading,
     UnreachableClock,
@@ -27,6 +28,9 @@ from airflow_provider_jetstream.core.status.waiting import (
     wait_until_final,
 )
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
+
+#: The arguments every waiting trigger takes, in the order of :class:`JetStreamWaitTrigger`'s constructor.
+SHARED = ("jetstream_conn_id", "domain", "api_prefix", "unreachable_timeout", "state")
 
 
 def no_answer_reason(hook: JetStreamHook, err: BaseException) -> str:
@@ -63,6 +67,8 @@ class JetStreamWaitTrigger(BaseTrigger, abc.ABC):
     #: A subclass's own constructor arguments, each kept in the attribute of its name: serialized
     #: with the shared ones, so the triggerer rebuilds the trigger from them.
     fields: tuple[str, ...] = ()
+    #: The signature of the trigger's constructor (its kwargs are checked with it, by the subclass).
+    arguments: Args = WAIT
     #: Key of the success event that holds the reading's XCom value.
     event_key: str = ""
     #: Seconds between two checks (subclasses set it from their arguments).
@@ -77,12 +83,20 @@ class JetStreamWaitTrigger(BaseTrigger, abc.ABC):
         state: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
-        self.jetstream_conn_id = jetstream_conn_id
-        self.domain = domain
-        self.api_prefix = api_prefix
-        self.unreachable_timeout = optional_duration_seconds(unreachable_timeout, "unreachable_timeout")
-        self.state = dict(state or {})
+        values = (jetstream_conn_id, domain, api_prefix, unreachable_timeout, state)
+        args = WAIT.check(dict(zip(SHARED, values, strict=True)))
+        self.jetstream_conn_id = args["jetstream_conn_id"]
+        self.domain = args["domain"]
+        self.api_prefix = args["api_prefix"]
+        self.unreachable_timeout = args["unreachable_timeout"]
+        self.state = args["state"] or {}
         self._unreachable = UnreachableClock(self.unreachable_timeout, self.state.get("unreachable_since"))
+
+    def checked(self, **values: Any) -> dict[str, Any]:
+        """A subclass's constructor kwargs (its own and the shared ones), checked with its :attr:`arguments`
+        before anything else: every bad one at once, raised where the trigger is made (the DAG's import,
+        the sensor's defer)."""
+        return type(self).arguments.check(values)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         names = ("jetstream_conn_id", *self.fields, "domain", "api_prefix", "unreachable_timeout", "state")

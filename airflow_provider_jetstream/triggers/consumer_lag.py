@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_provider_jetstream.core.signatures.waits import CONSUMER_LAG_TRIGGER
 from airflow_provider_jetstream.core.status.consumer_lag import ConsumerLagCheck
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
-from airflow_provider_jetstream.triggers.base import JetStreamWaitTrigger
+from airflow_provider_jetstream.triggers.base import SHARED, JetStreamWaitTrigger
 
 
 class JetStreamConsumerLagTrigger(JetStreamWaitTrigger):
@@ -42,6 +43,7 @@ class JetStreamConsumerLagTrigger(JetStreamWaitTrigger):
     """
 
     fields = ("stream", "consumer", "max_pending", "max_ack_pending", "max_redelivered", "poll_interval")
+    arguments = CONSUMER_LAG_TRIGGER
     event_key = "consumer"
 
     def __init__(
@@ -58,13 +60,26 @@ class JetStreamConsumerLagTrigger(JetStreamWaitTrigger):
         unreachable_timeout: float | str | None = None,
         state: dict[str, Any] | None = None,
     ) -> None:
-        super().__init__(jetstream_conn_id, domain, api_prefix, unreachable_timeout, state)
-        self.stream = stream
-        self.consumer = consumer
-        self.max_pending = max_pending
-        self.max_ack_pending = max_ack_pending
-        self.max_redelivered = max_redelivered
-        self.poll_interval = float(poll_interval)
+        args = self.checked(
+            jetstream_conn_id=jetstream_conn_id,
+            stream=stream,
+            consumer=consumer,
+            domain=domain,
+            api_prefix=api_prefix,
+            max_pending=max_pending,
+            max_ack_pending=max_ack_pending,
+            max_redelivered=max_redelivered,
+            poll_interval=poll_interval,
+            unreachable_timeout=unreachable_timeout,
+            state=state,
+        )
+        super().__init__(*(args[name] for name in SHARED))
+        self.stream = args["stream"]
+        self.consumer = args["consumer"]
+        self.max_pending = args["max_pending"]
+        self.max_ack_pending = args["max_ack_pending"]
+        self.max_redelivered = args["max_redelivered"]
+        self.poll_interval = args["poll_interval"]
 
     @property
     def what(self) -> str:

@@ -11,10 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_provider_jetstream.core.api import JetStreamApi
+from airflow_provider_jetstream.core.signatures.waits import KEY_TRIGGER
 from airflow_provider_jetstream.core.status.kv_key import KeyCheck, judge_entry, watch_key
 from airflow_provider_jetstream.core.status.waiting import WaitOutcome, wait_until_final
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
-from airflow_provider_jetstream.triggers.base import JetStreamWaitTrigger
+from airflow_provider_jetstream.triggers.base import SHARED, JetStreamWaitTrigger
 
 
 class JetStreamKeyValueTrigger(JetStreamWaitTrigger):
@@ -46,6 +47,7 @@ class JetStreamKeyValueTrigger(JetStreamWaitTrigger):
     """
 
     fields = ("bucket", "key", "value", "min_revision", "rewatch_interval")
+    arguments = KEY_TRIGGER
     event_key = "entry"
 
     def __init__(
@@ -61,12 +63,24 @@ class JetStreamKeyValueTrigger(JetStreamWaitTrigger):
         unreachable_timeout: float | str | None = None,
         state: dict[str, Any] | None = None,
     ) -> None:
-        super().__init__(jetstream_conn_id, domain, api_prefix, unreachable_timeout, state)
-        self.bucket = bucket
-        self.key = key
-        self.value = value
-        self.min_revision = min_revision
-        self.rewatch_interval = float(rewatch_interval)
+        args = self.checked(
+            jetstream_conn_id=jetstream_conn_id,
+            bucket=bucket,
+            key=key,
+            domain=domain,
+            api_prefix=api_prefix,
+            value=value,
+            min_revision=min_revision,
+            rewatch_interval=rewatch_interval,
+            unreachable_timeout=unreachable_timeout,
+            state=state,
+        )
+        super().__init__(*(args[name] for name in SHARED))
+        self.bucket = args["bucket"]
+        self.key = args["key"]
+        self.value = args["value"]
+        self.min_revision = args["min_revision"]
+        self.rewatch_interval = args["rewatch_interval"]
 
     @property
     def what(self) -> str:

@@ -6,29 +6,8 @@ import hashlib
 from typing import Any
 
 from airflow_provider_jetstream.core.consume.deliveries import Delivery, decode_payload
-from airflow_provider_jetstream.core.errors import JetStreamConfigError, SpecError
-from airflow_provider_jetstream.core.names import validate_bucket, validate_key
+from airflow_provider_jetstream.core.signatures.events import INITIAL, KV_EVENTS
 from airflow_provider_jetstream.triggers.messages import JetStreamMessageTrigger
-
-#: Where a new watch starts: only changes from now on, or the current value of each key first.
-INITIAL = {"new": "new", "current": "last_per_subject"}
-
-
-def validate_key_pattern(pattern: Any, path: str) -> str:
-    """A KV key or a pattern of keys: ``*`` matches one ``.``-separated part, a final ``>`` the rest."""
-    if not isinstance(pattern, str) or not pattern:
-        raise SpecError(path, pattern, "a key or key pattern is a non-empty string (e.g. 'site.a', 'site.*', '>')")
-    tokens = pattern.split(".")
-    for i, token in enumerate(tokens):
-        if token == ">" and i == len(tokens) - 1:
-            continue
-        if token == "*":
-            continue
-        if ">" in token or "*" in token:
-            raise SpecError(path, pattern, "'*' is a whole part and '>' only the whole last part (e.g. 'site.*.load')")
-    concrete = ".".join(t if t not in ("*", ">") else "x" for t in tokens)
-    validate_key(concrete, path)
-    return pattern
 
 
 def kv_consumer_name(bucket: str, keys: list[str], initial: str) -> str:
@@ -58,6 +37,9 @@ class JetStreamKeyValueEventTrigger(JetStreamMessageTrigger):
         max_payload_bytes, cohort_wait, fallback_ack_delay: as for :class:`JetStreamMessageTrigger`.
     """
 
+    #: The signature of the trigger's kwargs (its message-trigger kwargs follow from them).
+    arguments = KV_EVENTS
+
     def __init__(
         self,
         *,
@@ -79,9 +61,9 @@ class JetStreamKeyValueEventTrigger(JetStreamMessageTrigger):
         cohort_wait: float = 3.0,
         fallback_ack_delay: float = 10.0,
     ) -> None:
-        self.kv_kwargs: dict[str, Any] = {
+        given = {
             "bucket": bucket,
-            "keys": list(keys) if keys else [">"],
+            "keys": keys,
             "jetstream_conn_id": jetstream_conn_id,
             "domain": domain,
             "api_prefix": api_prefix,
@@ -98,23 +80,17 @@ class JetStreamKeyValueEventTrigger(JetStreamMessageTrigger):
             "cohort_wait": cohort_wait,
             "fallback_ack_delay": fallback_ack_delay,
         }
+        #: The checked kwargs (JSON-serializable), as the triggerer rebuilds the trigger from them.
+        self.kv_kwargs: dict[str, Any] = KV_EVENTS.check(given)
         super().__init__(**self.message_kwargs(self.kv_kwargs))
 
     @classmethod
     def message_kwargs(cls, kwargs: dict[str, Any]) -> dict[str, Any]:
         """The message-trigger kwargs of a watch: stream ``KV_<bucket>``, filters ``$KV.<bucket>.<key>``."""
-        kv = dict(kwargs)
-        bucket = validate_bucket(kv.pop("bucket"), "bucket")
-        keys = kv.pop("keys") or [">"]
-        if not isinstance(keys, list):
-            raise JetStreamConfigError(f"keys={keys!r} must be a list of keys or key patterns")
-        for i, key in enumerate(keys):
-            validate_key_pattern(key, f"keys[{i}]")
-        initial = kv.pop("initial")
-        if initial not in INITIAL:
-            raise JetStreamConfigError(f"initial={initial!r} is not allowed: use 'new' or 'current'")
-        kv.pop("include_deletes", None)
-        consumer = kv.pop("consumer", None) or kv_consumer_name(bucket, keys, initial)
+        kv = KV_EVENTS.check(kwargs)
+        bucket, keys, initial = kv.pop("bucket"), kv.pop("keys"), kv.pop("initial")
+        kv.pop("include_deletes")
+        consumer = kv.pop("consumer") or kv_consumer_name(bucket, keys, initial)
         message = {
             **kv,
             "stream": f"KV_{bucket}",

@@ -10,11 +10,10 @@ from typing import Any
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
-from airflow_provider_jetstream.core.connection.settings import api_prefix_for
-from airflow_provider_jetstream.core.consume.deliveries import DECODINGS, Delivery, batch_payload, delivery_payload
-from airflow_provider_jetstream.core.errors import JetStreamConfigError
+from airflow_provider_jetstream.core.arguments.names import subjects_collide
+from airflow_provider_jetstream.core.consume.deliveries import Delivery, batch_payload, delivery_payload
 from airflow_provider_jetstream.core.manage.specs.consumer import ConsumerSpec
-from airflow_provider_jetstream.core.names import subjects_collide, validate_name, validate_subject
+from airflow_provider_jetstream.core.signatures.events import MESSAGES
 from airflow_provider_jetstream.triggers.message_producer import (
     HAS_SHARED_STREAMS,
     AdvanceItem,
@@ -25,16 +24,6 @@ from airflow_provider_jetstream.triggers.message_producer import (
 )
 
 log = logging.getLogger(__name__)
-
-DELIVER_POLICIES = ("all", "new", "last", "last_per_subject", "by_start_sequence", "by_start_time")
-#: Ack policies the trigger can create its consumer with (an existing consumer keeps its own).
-ACK_POLICIES = ("explicit", "all")
-
-
-def _positive(name: str, value: Any, *, zero: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or (value == 0 and not zero):
-        raise JetStreamConfigError(f"{name}={value!r} is not allowed: use a number {'>=' if zero else '>'} 0")
-    return value
 
 
 class JetStreamMessageTrigger(BaseEventTrigger):
@@ -90,6 +79,9 @@ class JetStreamMessageTrigger(BaseEventTrigger):
         and acking it. Default 10.
     """
 
+    #: The signature of the trigger's kwargs (checked when it is made, and when the triggerer rebuilds it).
+    arguments = MESSAGES
+
     def __init__(
         self,
         *,
@@ -120,13 +112,13 @@ class JetStreamMessageTrigger(BaseEventTrigger):
         fallback_ack_delay: float = 10.0,
     ) -> None:
         super().__init__()
-        self.kwargs: dict[str, Any] = {
+        given = {
             "stream": stream,
             "consumer": consumer,
             "jetstream_conn_id": jetstream_conn_id,
             "domain": domain,
             "api_prefix": api_prefix,
-            "filter_subjects": list(filter_subjects) if filter_subjects else None,
+            "filter_subjects": filter_subjects,
             "deliver_policy": deliver_policy,
             "opt_start_seq": opt_start_seq,
             "opt_start_time": opt_start_time,
@@ -140,71 +132,25 @@ class JetStreamMessageTrigger(BaseEventTrigger):
             "batch_window": batch_window,
             "dead_letter_stream": dead_letter_stream,
             "dead_letter_subject": dead_letter_subject,
-            "subjects": list(subjects) if subjects else None,
+            "subjects": subjects,
             "decode": decode,
             "max_payload_bytes": max_payload_bytes,
             "include_headers": include_headers,
             "cohort_wait": cohort_wait,
             "fallback_ack_delay": fallback_ack_delay,
         }
-        self.spec = JetStreamMessageTrigger.consumer_spec(
-            self.kwargs
-        )  # validates everything: a bad argument is a DAG import error
+        # Checked with its one declaration: a bad argument is a DAG import error; nothing is sent anywhere.
+        checked = MESSAGES.check(given)
+        self.spec: ConsumerSpec = checked.pop("spec")
+        #: The checked kwargs (JSON-serializable), as the triggerer rebuilds the trigger from them.
+        self.kwargs: dict[str, Any] = {name: checked[name] for name in given}
 
     # -- arguments --------------------------------------------------------------------------
 
     @classmethod
     def consumer_spec(cls, kw: dict[str, Any]) -> ConsumerSpec:
-        """Validate trigger kwargs (nothing is sent anywhere) and return the consumer they ask for."""
-        validate_name(kw["stream"], "stream")
-        if not isinstance(kw["jetstream_conn_id"], str) or not kw["jetstream_conn_id"]:
-            raise JetStreamConfigError(f"jetstream_conn_id={kw['jetstream_conn_id']!r} must be a connection id")
-        api_prefix_for(kw.get("domain"), kw.get("api_prefix"))
-        if kw["deliver_policy"] not in DELIVER_POLICIES:
-            raise JetStreamConfigError(
-                f"deliver_policy={kw['deliver_policy']!r} is not allowed: use one of {', '.join(DELIVER_POLICIES)}"
-            )
-        ack_policy = kw.get("ack_policy", "explicit")
-        if ack_policy not in ACK_POLICIES:
-            raise JetStreamConfigError(
-                f"ack_policy={ack_policy!r} is not allowed: use one of {', '.join(ACK_POLICIES)}"
-            )
-        for name in ("max_ack_pending", "batch_size", "max_payload_bytes"):
-            value = kw[name]
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise JetStreamConfigError(f"{name}={value!r} is not allowed: use an integer >= 1")
-        for name in ("ack_wait", "nak_delay", "nak_max_delay"):
-            _positive(name, kw[name])
-        for name in ("batch_window", "cohort_wait", "fallback_ack_delay"):
-            _positive(name, kw[name], zero=True)
-        if kw["decode"] not in DECODINGS:
-            raise JetStreamConfigError(f"decode={kw['decode']!r} is not allowed: use one of {', '.join(DECODINGS)}")
-        if kw.get("dead_letter_stream") is not None:
-            validate_name(kw["dead_letter_stream"], "dead_letter_stream")
-        if kw.get("dead_letter_subject") is not None:
-            validate_subject(kw["dead_letter_subject"], "dead_letter_subject", wildcards=False)
-            if not kw.get("dead_letter_stream"):
-                raise JetStreamConfigError("dead_letter_subject needs dead_letter_stream (the stream that stores it)")
-        for i, subject in enumerate(kw.get("subjects") or []):
-            validate_subject(subject, f"subjects[{i}]")
-        spec: dict[str, Any] = {
-            "name": kw["consumer"],
-            "ack_policy": ack_policy,
-            "deliver_policy": kw["deliver_policy"],
-            "max_ack_pending": kw["max_ack_pending"],
-            "ack_wait": f"{float(kw['ack_wait'])}s",
-            "max_deliver": kw["max_deliver"],
-        }
-        filters = kw.get("filter_subjects") or []
-        if len(filters) == 1:
-            spec["filter_subject"] = filters[0]
-        elif filters:
-            spec["filter_subjects"] = filters
-        if kw.get("opt_start_seq") is not None:
-            spec["start_seq"] = kw["opt_start_seq"]
-        if kw.get("opt_start_time") is not None:
-            spec["start_time"] = kw["opt_start_time"]
-        return ConsumerSpec.from_dict(spec, "consumer")
+        """The consumer the trigger kwargs ask for (checked with :data:`MESSAGES`; nothing is sent anywhere)."""
+        return MESSAGES.check(kw)["spec"]
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return f"{type(self).__module__}.{type(self).__qualname__}", dict(self.kwargs)

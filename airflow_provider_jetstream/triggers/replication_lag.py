@@ -11,12 +11,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from airflow_provider_jetstream.core.manage.specs.durations import duration_seconds
-from airflow_provider_jetstream.core.status.replication import UNREACHABLE_ORIGINS, VERIFY_ORIGIN, ReplicationWatch
+from airflow_provider_jetstream.core.signatures.waits import REPLICATION_TRIGGER
+from airflow_provider_jetstream.core.status.replication import ReplicationWatch
 from airflow_provider_jetstream.core.status.report import ReplicationCheck
-from airflow_provider_jetstream.core.values import validate_choice
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
-from airflow_provider_jetstream.triggers.base import JetStreamWaitTrigger
+from airflow_provider_jetstream.triggers.base import SHARED, JetStreamWaitTrigger
 
 
 class JetStreamReplicationLagTrigger(JetStreamWaitTrigger):
@@ -57,6 +56,7 @@ class JetStreamReplicationLagTrigger(JetStreamWaitTrigger):
     released when ``run()`` returns, is cancelled or is closed: ``cleanup()`` has nothing left to do.
     """
 
+    arguments = REPLICATION_TRIGGER
     fields = (
         "stream",
         "max_lag",
@@ -87,15 +87,30 @@ class JetStreamReplicationLagTrigger(JetStreamWaitTrigger):
         unreachable_timeout: float | str | None = None,
         state: dict[str, Any] | None = None,
     ) -> None:
-        super().__init__(jetstream_conn_id, domain, api_prefix, unreachable_timeout, state)
-        self.stream = stream
-        self.max_lag = max_lag
-        self.max_inactive = duration_seconds(max_inactive, "max_inactive", positive=True)
-        self.error_grace = duration_seconds(error_grace, "error_grace")
-        self.sources = list(sources) if sources else None
-        self.poll_interval = float(poll_interval)
-        self.verify_origin = validate_choice(verify_origin, "verify_origin", VERIFY_ORIGIN)
-        self.unreachable_origins = validate_choice(unreachable_origins, "unreachable_origins", UNREACHABLE_ORIGINS)
+        args = self.checked(
+            jetstream_conn_id=jetstream_conn_id,
+            stream=stream,
+            domain=domain,
+            api_prefix=api_prefix,
+            max_lag=max_lag,
+            max_inactive=max_inactive,
+            error_grace=error_grace,
+            sources=sources,
+            poll_interval=poll_interval,
+            verify_origin=verify_origin,
+            unreachable_origins=unreachable_origins,
+            unreachable_timeout=unreachable_timeout,
+            state=state,
+        )
+        super().__init__(*(args[name] for name in SHARED))
+        self.stream = args["stream"]
+        self.max_lag = args["max_lag"]
+        self.max_inactive = args["max_inactive"]
+        self.error_grace = args["error_grace"]
+        self.sources = args["sources"]
+        self.poll_interval = args["poll_interval"]
+        self.verify_origin = args["verify_origin"]
+        self.unreachable_origins = args["unreachable_origins"]
 
     @property
     def what(self) -> str:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from airflow_provider_jetstream.core.errors import DoubleStoreError, JetStreamConfigError, JetStreamPublishError
-from airflow_provider_jetstream.operators.publish import JetStreamPublishOperator, msg_id_parts
+from airflow_provider_jetstream.core.publish.messages import msg_id_parts
+from airflow_provider_jetstream.operators.publish import JetStreamPublishOperator
 from tests.support.management import uid
 
 

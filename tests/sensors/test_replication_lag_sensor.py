@@ -168,7 +168,7 @@ def test_templates_inside_lists_are_left_for_rendering(sources) -> None:
 
 
 def test_templated_unreachable_timeout_is_checked_once_rendered() -> None:
-    from airflow_provider_jetstream.sensors.base import templated
+    from airflow_provider_jetstream.utils.templates import is_resolved_at_run_time as templated
 
     assert templated({"a": ["{{ x }}"]}) and templated(("{{ x }}",)) and not templated(["a", 1, None])
     sensor = JetStreamReplicationLagSensor(task_id="t", stream="agg", unreachable_timeout="{{ params.t }}")

@@ -6,6 +6,7 @@ import datetime as dt
 
 import pytest
 
+from airflow_provider_jetstream.core.arguments.names import subjects_collide
 from airflow_provider_jetstream.core.errors import SpecErrors
 from airflow_provider_jetstream.core.manage.specs import (
     STREAM,
@@ -19,7 +20,6 @@ from airflow_provider_jetstream.core.manage.specs import (
     parse_instant,
 )
 from airflow_provider_jetstream.core.manage.specs.consumer import CONSUMER
-from airflow_provider_jetstream.core.names import subjects_collide
 
 S = 1_000_000_000
 

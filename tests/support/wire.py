@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from airflow_provider_jetstream.core.names import is_name
+from airflow_provider_jetstream.core.arguments.names import is_name
 from airflow_provider_jetstream.core.protocol import AckReply
 
 #: A stream, consumer or domain name: printable, no whitespace, '.', '*', '>' or path separators.

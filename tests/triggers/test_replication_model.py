@@ -6,8 +6,8 @@ from datetime import timedelta
 
 import pytest
 
+from airflow_provider_jetstream.core.arguments.durations import duration_seconds
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
-from airflow_provider_jetstream.core.manage.specs.durations import duration_seconds
 from airflow_provider_jetstream.core.status.origins import statuses_from_stream_info
 from airflow_provider_jetstream.core.status.replication import ReplicationWatch
 from airflow_provider_jetstream.core.status.report import format_seconds

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from airflow_provider_jetstream.core.arguments import names
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
-from airflow_provider_jetstream.core.names import is_name
 
 DEFAULT_PORT = 4222
 SCHEMES = ("nats", "tls", "ws", "wss")
@@ -99,16 +99,6 @@ EXTRA_FIELDS: dict[str, ExtraField] = {
 }
 
 
-def validate_domain(domain: str, field_name: str = "domain") -> str:
-    """Return ``domain`` if it is a valid JetStream domain name, else raise naming the field."""
-    if not isinstance(domain, str) or not is_name(domain):
-        raise JetStreamConfigError(
-            f"{field_name}={domain!r} is not a JetStream domain name: use a non-empty name without "
-            "whitespace, '.', '*', '>' or path separators (e.g. 'hub', 'leaf-a')"
-        )
-    return domain
-
-
 def validate_asset_server(value: Any, field_name: str = "asset_server") -> str:
     """Return ``value`` if it is a ``host[:port]`` for asset URIs (no scheme, user, path or whitespace)."""
     text = value if isinstance(value, str) else ""
@@ -122,17 +112,6 @@ def validate_asset_server(value: Any, field_name: str = "asset_server") -> str:
     return text
 
 
-def validate_api_prefix(api_prefix: str, field_name: str = "api_prefix") -> str:
-    """Return ``api_prefix`` without a trailing dot if it is a valid subject prefix."""
-    prefix = api_prefix.rstrip(".") if isinstance(api_prefix, str) else api_prefix
-    if not isinstance(prefix, str) or not prefix or re.search(r"[\s*>]", prefix) or ".." in prefix:
-        raise JetStreamConfigError(
-            f"{field_name}={api_prefix!r} is not a JetStream API prefix: use a subject without "
-            "whitespace or wildcards, e.g. '$JS.hub.API' or 'JS.acc@hub.API'"
-        )
-    return prefix
-
-
 def api_prefix_for(domain: str | None = None, api_prefix: str | None = None) -> str:
     """The JetStream API prefix for a domain or an explicit prefix (at most one of them)."""
     if domain and api_prefix:
@@ -141,9 +120,9 @@ def api_prefix_for(domain: str | None = None, api_prefix: str | None = None) -> 
             f"prefix '$JS.{domain}.API', so give one or the other"
         )
     if api_prefix:
-        return validate_api_prefix(api_prefix)
+        return names.api_prefix(api_prefix)
     if domain:
-        return f"$JS.{validate_domain(domain)}.API"
+        return f"$JS.{names.domain_name(domain)}.API"
     return "$JS.API"
 
 

@@ -15,18 +15,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from airflow_provider_jetstream.core.arguments.names import api_prefix, domain_name
+from airflow_provider_jetstream.core.arguments.values import boolean, integer, number
 from airflow_provider_jetstream.core.connection.fields import (
     EXTRA_FIELDS,
     WEBSOCKET_SCHEMES,
     api_prefix_for,
     parse_servers,
     redact_url,
-    validate_api_prefix,
     validate_asset_server,
-    validate_domain,
 )
-from airflow_provider_jetstream.core.errors import JetStreamConfigError
-from airflow_provider_jetstream.core.values import as_bool, as_number
+from airflow_provider_jetstream.core.errors import JetStreamConfigError, SpecError
 
 if TYPE_CHECKING:
     from airflow.sdk import Connection
@@ -35,6 +34,13 @@ if TYPE_CHECKING:
 def _closest(key: str, known: list[str]) -> str:
     match = difflib.get_close_matches(key, known, n=1)
     return f" (did you mean {match[0]!r}?)" if match else ""
+
+
+def _flag(value: Any, name: str) -> bool:
+    try:
+        return boolean(value, name, text=True)
+    except SpecError as err:
+        raise SpecError(name, value, err.allowed, problem="is not a boolean") from None
 
 
 def _check_readable(field_name: str, what: str, path: str) -> None:
@@ -134,9 +140,9 @@ class JetStreamConnectionConfig:
             if extra.get("domain") and extra.get("api_prefix"):
                 api_prefix_for(extra["domain"], extra["api_prefix"])
             if extra.get("domain"):
-                validate_domain(extra["domain"])
+                domain_name(extra["domain"])
             if extra.get("api_prefix"):
-                extra["api_prefix"] = validate_api_prefix(extra["api_prefix"])
+                extra["api_prefix"] = api_prefix(extra["api_prefix"])
             if "asset_server" in extra:
                 validate_asset_server(extra["asset_server"])
             if "token" in extra and (login or password):
@@ -153,18 +159,18 @@ class JetStreamConnectionConfig:
                 raise JetStreamConfigError(
                     "tls_cert_file and tls_key_file go together: give both for mutual TLS, or neither"
                 )
-            minimums = {"connect_timeout": 0.1, "max_reconnect_attempts": -1, "reconnect_time_wait": 0}
+            # Extras are JSON or form text: the text forms of numbers and booleans are accepted.
+            parsers = {
+                "connect_timeout": number(0.1),
+                "max_reconnect_attempts": integer(-1),
+                "reconnect_time_wait": number(0),
+            }
             numbers = {
-                name: as_number(
-                    name,
-                    extra.get(name, EXTRA_FIELDS[name].default),
-                    minimum=minimum,
-                    integer=EXTRA_FIELDS[name].kind == "integer",
-                )
-                for name, minimum in minimums.items()
+                name: parse(extra.get(name, EXTRA_FIELDS[name].default), name, text=True)
+                for name, parse in parsers.items()
             }
             flags = {
-                name: as_bool(name, extra.get(name, spec.default), "is not a boolean")
+                name: _flag(extra.get(name, spec.default), name)
                 for name, spec in EXTRA_FIELDS.items()
                 if spec.kind == "boolean"
             }

@@ -24,7 +24,6 @@ public request API, and checks the ack names the expected stream and domain.
 from __future__ import annotations
 
 import base64
-import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -34,6 +33,11 @@ import nats.errors
 import nats.js.errors
 
 from airflow_provider_jetstream.core.api import WRONG_LAST_SEQUENCE, JetStreamApi, describe_prefix
+from airflow_provider_jetstream.core.arguments.names import (
+    bucket_name,
+    domain_of,
+    kv_key,
+)
 from airflow_provider_jetstream.core.errors import (
     JetStreamDomainUnavailableError,
     JetStreamNotFoundError,
@@ -45,7 +49,6 @@ from airflow_provider_jetstream.core.errors import (
 from airflow_provider_jetstream.core.manage.reconcile import ReconcileResult, reconcile_stream
 from airflow_provider_jetstream.core.manage.specs import KeyValueSpec, describe_source
 from airflow_provider_jetstream.core.manage.specs.kv import KV_STREAM_PREFIX, kv_stream_name, kv_subjects
-from airflow_provider_jetstream.core.names import domain_of, validate_bucket, validate_key
 from airflow_provider_jetstream.core.protocol import headers_from_api, parse_pub_ack
 
 log = logging.getLogger(__name__)
@@ -139,7 +142,7 @@ async def kv_get(api: JetStreamApi, bucket: str, key: str) -> KvEntry | None:
     """The latest value of ``key`` in ``bucket`` of ``api``'s domain, mirror buckets of other domains
     included; None when the key holds none (never put, deleted or purged).
     :class:`JetStreamNotFoundError` naming the target if the bucket does not exist."""
-    validate_key(key, "key")
+    kv_key(key, "key")
     layout = await bucket_layout_of(api, bucket)
     message = await api.last_msg(layout.stream, layout.key_prefix + key)
     if message is None:
@@ -218,7 +221,7 @@ async def reconcile_bucket(api: JetStreamApi, spec: KeyValueSpec, **kwargs: Any)
 async def bucket_layout_of(api: JetStreamApi, bucket: str) -> BucketLayout:
     """Where ``bucket``'s keys are stored in ``api``'s domain (read from its stream);
     :class:`JetStreamNotFoundError` naming the target if there is no such bucket."""
-    validate_bucket(bucket, "bucket")
+    bucket_name(bucket, "bucket")
     config = await _stream_config(api, bucket)
     if config is None:
         raise JetStreamNotFoundError(f"KV bucket {bucket!r} does not exist in {api.target}")
@@ -233,7 +236,7 @@ async def _stream_config(api: JetStreamApi, bucket: str) -> dict[str, Any] | Non
 
 async def bucket_config(api: JetStreamApi, bucket: str) -> dict[str, Any]:
     """The config of the bucket's stream, for a write: :class:`KeyValueError` if there is no such bucket."""
-    validate_bucket(bucket, "bucket")
+    bucket_name(bucket, "bucket")
     config = await _stream_config(api, bucket)
     if config is None:
         raise KeyValueError(f"bucket {bucket!r} does not exist in {api.target}")
@@ -250,7 +253,7 @@ async def _write(
     headers: dict[str, str],
     expected_revision: int | None,
 ) -> tuple[int, WriteTarget]:
-    validate_key(key, "key")
+    kv_key(key, "key")
     config = await bucket_config(api, bucket)
     target = write_target(bucket, key, api.prefix, config)
     if expected_revision is not None:
@@ -308,12 +311,3 @@ async def kv_delete(
         revision,
     )
     return revision
-
-
-def encode_value(value: Any) -> bytes:
-    """Bytes for a KV value or message: bytes as is, str as UTF-8, anything else as JSON."""
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value)
-    if isinstance(value, str):
-        return value.encode()
-    return json.dumps(value, separators=(",", ":"), default=str).encode()

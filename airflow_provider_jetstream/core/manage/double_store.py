@@ -28,6 +28,7 @@ from typing import Any
 from nats.aio.client import Client
 
 from airflow_provider_jetstream.core.api import JetStreamApi, describe_prefix, parse_reply
+from airflow_provider_jetstream.core.arguments.names import domain_of
 from airflow_provider_jetstream.core.errors import (
     DoubleStoreError,
     DoubleStoreUnreachableError,
@@ -37,7 +38,6 @@ from airflow_provider_jetstream.core.errors import (
     JetStreamPermissionError,
     JetStreamTimeoutError,
 )
-from airflow_provider_jetstream.core.names import domain_of
 
 log = logging.getLogger(__name__)
 

@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_jetstream.core.api import JetStreamApi
+from airflow_provider_jetstream.core.arguments.names import domain_of
+from airflow_provider_jetstream.core.arguments.values import choice
 from airflow_provider_jetstream.core.errors import (
-    JetStreamConfigError,
     ReconcileError,
 )
 from airflow_provider_jetstream.core.manage.specs import (
@@ -41,7 +42,6 @@ from airflow_provider_jetstream.core.manage.specs import (
     diff_config,
 )
 from airflow_provider_jetstream.core.manage.specs.fields import API_LEVEL_VERSIONS
-from airflow_provider_jetstream.core.names import domain_of
 
 log = logging.getLogger(__name__)
 
@@ -90,10 +90,13 @@ class ReconcileResult:
 Guard = Callable[[], Awaitable[None]]
 
 
+#: The parser of ``if_exists``: every layer's (``core.arguments.shared.IF_EXISTS_ARG``), and this module's own.
+parse_if_exists = choice(IF_EXISTS, f"use one of {', '.join(IF_EXISTS)}")
+
+
 def check_if_exists(if_exists: str) -> str:
-    if if_exists not in IF_EXISTS:
-        raise JetStreamConfigError(f"if_exists={if_exists!r} is not allowed: use one of {', '.join(IF_EXISTS)}")
-    return if_exists
+    """``if_exists`` parsed as every layer parses it (the reconcile functions are called directly too)."""
+    return parse_if_exists(if_exists, "if_exists")
 
 
 async def check_api_level(api: JetStreamApi, requirements: list[Requirement]) -> None:
@@ -302,7 +305,7 @@ async def reconcile_stream(
     returns (the caller's migration recipe) replaces the generic ``if_exists='recreate'`` line of
     the error, and is logged when recreating.
     """
-    check_if_exists(if_exists)
+    if_exists = check_if_exists(if_exists)
     name = spec.name
     label = label or name
 
@@ -345,7 +348,7 @@ async def reconcile_consumer(
     logger: logging.Logger | logging.LoggerAdapter = log,
 ) -> ReconcileResult:
     """Create or update the durable pull consumer ``spec`` on ``stream`` (same rules as streams)."""
-    check_if_exists(if_exists)
+    if_exists = check_if_exists(if_exists)
     name = spec.name
 
     def send(config: Mapping[str, Any], action: str) -> Awaitable[dict[str, Any]]:

@@ -26,10 +26,10 @@ import nats.errors
 import nats.js.errors
 from nats.aio.client import Client
 
+from airflow_provider_jetstream.core.arguments.values import seconds
 from airflow_provider_jetstream.core.errors import JetStreamPublishError
 from airflow_provider_jetstream.core.protocol import PubAck, parse_pub_ack
 from airflow_provider_jetstream.core.publish.subjects import SubjectGuard
-from airflow_provider_jetstream.core.values import positive_seconds
 
 #: One message to publish: ``(subject, payload, headers or None)``.
 Outgoing = tuple[str, bytes, "dict[str, str] | None"]
@@ -72,7 +72,7 @@ async def publish_messages(
     :raises UnsafeSubjectError: a subject is reserved or not literal (nothing more is sent).
     :raises JetStreamPublishError: acks missing after ``ack_timeout``.
     """
-    ack_timeout = positive_seconds("ack_timeout", ack_timeout)
+    ack_timeout = seconds()(ack_timeout, "ack_timeout")
     check = SubjectGuard(api_prefixes, subject_field)
     inbox = nc.new_inbox() + "."
     cut = len(inbox)

@@ -68,8 +68,10 @@ def check_publish_subject(subject: Any, field: str = "subject", api_prefixes: It
     problem = publish_subject_problem(subject, api_prefixes)
     if problem:
         raise UnsafeSubjectError(
-            f"{field}={subject!r} is not allowed: {problem}; publish to a literal subject outside $JS., $KV., "
-            "$O., $SYS., _INBOX. and the JetStream API prefixes (e.g. 'orders.created')"
+            field,
+            subject,
+            f"{problem}; publish to a literal subject outside $JS., $KV., $O., $SYS., _INBOX. and the JetStream "
+            "API prefixes (e.g. 'orders.created')",
         )
     return subject
 

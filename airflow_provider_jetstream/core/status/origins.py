@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_jetstream.core.api import JetStreamApi, JetStreamApiError, unavailable_hint
+from airflow_provider_jetstream.core.arguments.names import domain_of
 from airflow_provider_jetstream.core.errors import (
     JetStreamDomainUnavailableError,
     JetStreamImportMissingError,
     JetStreamNotFoundError,
 )
-from airflow_provider_jetstream.core.names import domain_of
 
 
 @dataclass(frozen=True)

@@ -60,18 +60,7 @@ from airflow_provider_jetstream.core.manage.buckets import kv_get, kv_put, recon
 from airflow_provider_jetstream.core.manage.specs import KeyValueSpec
 from airflow_provider_jetstream.core.read.settings import READERS
 from airflow_provider_jetstream.core.sync import run_sync
-from airflow_provider_jetstream.spark.job_args import (
-    PARTITION_COLUMNS,
-    check_api_prefix,
-    check_bucket,
-    check_domain,
-    check_filter_subject,
-    check_key,
-    check_output,
-    check_partition_by,
-    check_starting_sequence,
-    check_stream,
-)
+from airflow_provider_jetstream.spark.job_args import COMMAND_LINE, FLAGS, PARTITION_COLUMNS
 from airflow_provider_jetstream.spark.jobs.commit import RangeCommitter
 from airflow_provider_jetstream.spark.options import CONNECTION_ENV_VAR, ReadOptions
 
@@ -132,48 +121,34 @@ def parse_args(argv: list[str]) -> JobArgs:
     target.add_argument("--domain", help="JetStream domain of the stream")
     target.add_argument("--api-prefix", help="JetStream API prefix of the stream")
     parser.add_argument("--filter-subject", help="subject or comma-separated subjects")
-    parser.add_argument("--end-sequence", type=int, help="last sequence to copy (default: the stream's last)")
+    parser.add_argument("--end-sequence", help="last sequence to copy (default: the stream's last)")
     parser.add_argument("--starting-sequence", default="earliest", help="first run only: earliest or a number")
     parser.add_argument("--partition-by", default="date", help=f"comma list of {', '.join(PARTITION_COLUMNS)}")
-    parser.add_argument("--min-partitions", type=int, help="Spark partitions to read with")
+    parser.add_argument("--min-partitions", help="Spark partitions to read with")
     parser.add_argument("--fail-on-data-loss", default="true", choices=["true", "false"])
     parser.add_argument("--reader", choices=READERS, help="range reader (default vectorised; nats-py is the fallback)")
     parser.add_argument("--servers", help="NATS servers without credentials (else $" + CONNECTION_ENV_VAR + ")")
     ns = parser.parse_args(argv)
-    check = {
-        "--stream": (check_stream, ns.stream),
-        "--output": (check_output, ns.output),
-        "--checkpoint-bucket": (check_bucket, ns.checkpoint_bucket),
-        "--checkpoint-key": (check_key, ns.checkpoint_key),
-        "--checkpoint-domain": (check_domain, ns.checkpoint_domain),
-        "--domain": (check_domain, ns.domain),
-        "--api-prefix": (check_api_prefix, ns.api_prefix),
-        "--filter-subject": (check_filter_subject, ns.filter_subject),
-        "--starting-sequence": (check_starting_sequence, ns.starting_sequence),
-    }
-    for flag, (function, value) in check.items():
-        if value is not None:
-            function(value, flag)
-    partition_by = check_partition_by(ns.partition_by, "--partition-by")
-    for flag, number in (("--end-sequence", ns.end_sequence), ("--min-partitions", ns.min_partitions)):
-        if number is not None and number < 1:
-            raise JetStreamConfigError(f"{flag}={number!r} is not allowed: use an integer >= 1")
+    # The job's arguments, checked with the declarations the operator checks them with.
+    given = {flag: getattr(ns, flag[2:].replace("-", "_")) for flag in FLAGS.values()}
+    checked = COMMAND_LINE.check(given, text=True)
+    value = {name: checked[flag] for name, flag in FLAGS.items()}
     if ns.servers and urlsplit(ns.servers if "://" in ns.servers else f"nats://{ns.servers}").password:
         raise JetStreamConfigError("--servers must not hold a password: pass credentials in $" + CONNECTION_ENV_VAR)
     return JobArgs(
-        stream=ns.stream,
-        output=ns.output.rstrip("/"),
-        checkpoint_bucket=ns.checkpoint_bucket,
-        checkpoint_key=ns.checkpoint_key or f"stream_to_parquet.{ns.stream}",
-        checkpoint_domain=ns.checkpoint_domain,
-        domain=ns.domain,
-        api_prefix=ns.api_prefix,
-        filter_subject=ns.filter_subject,
-        end_sequence=ns.end_sequence,
-        starting_sequence=ns.starting_sequence,
-        partition_by=partition_by,
-        min_partitions=ns.min_partitions,
-        fail_on_data_loss=ns.fail_on_data_loss == "true",
+        stream=value["stream"],
+        output=value["output_path"].rstrip("/"),
+        checkpoint_bucket=value["checkpoint_bucket"],
+        checkpoint_key=value["checkpoint_key"] or f"stream_to_parquet.{value['stream']}",
+        checkpoint_domain=value["checkpoint_domain"],
+        domain=value["domain"],
+        api_prefix=value["api_prefix"],
+        filter_subject=value["filter_subject"],
+        end_sequence=value["end_sequence"],
+        starting_sequence=value["starting_sequence"] or "earliest",
+        partition_by=value["partition_by"],
+        min_partitions=value["min_partitions"],
+        fail_on_data_loss=value["fail_on_data_loss"],
         servers=ns.servers,
         reader=ns.reader,
     )

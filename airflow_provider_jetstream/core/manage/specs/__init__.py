@@ -6,9 +6,9 @@ known key for a typo), turn them into exactly the JetStream API config the user 
 server version each field needs, and diff them against a server's config.
 """
 
+from airflow_provider_jetstream.core.arguments.durations import format_duration, parse_duration, parse_instant
 from airflow_provider_jetstream.core.manage.specs.consumer import CONSUMER, ConsumerSpec, consumer_server_view
 from airflow_provider_jetstream.core.manage.specs.diff import Change, Diff, diff_config
-from airflow_provider_jetstream.core.manage.specs.durations import format_duration, parse_duration, parse_instant
 from airflow_provider_jetstream.core.manage.specs.fields import API_LEVEL_VERSIONS, Requirement
 from airflow_provider_jetstream.core.manage.specs.kv import KeyValueSpec, encode_kv_value, kv_stream_name
 from airflow_provider_jetstream.core.manage.specs.sources import describe_source, parse_source, source_key

@@ -6,10 +6,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_provider_jetstream.core.arguments import durations as D
+from airflow_provider_jetstream.core.arguments import names as N
+from airflow_provider_jetstream.core.arguments import values as V
 from airflow_provider_jetstream.core.errors import SpecError, SpecErrors
 from airflow_provider_jetstream.core.manage.specs import fields as F
 from airflow_provider_jetstream.core.manage.specs.fields import Field, Spec, Struct
-from airflow_provider_jetstream.core.names import validate_name
 
 _ACK = {"explicit": "explicit", "all": "all", "none": "none"}
 _DELIVER = {
@@ -30,14 +32,14 @@ PUSH_FIELDS = ("deliver_subject", "deliver_group", "flow_control", "idle_heartbe
 
 
 def _pending(value: Any, path: str) -> int:
-    number = F.integer(-1)(value, path)
+    number = V.integer(-1)(value, path)
     if number == 0:
         raise SpecError(path, value, "use -1 (unlimited) or a positive number (0 would mean the server default)")
     return number
 
 
 def _backoff(value: Any, path: str) -> list[int]:
-    return F.list_of(F.duration(allow_zero=False), min_items=1)(value, path)
+    return V.list_of(D.nanoseconds(allow_zero=False), min_items=1)(value, path)
 
 
 CONSUMER = Struct(
@@ -46,22 +48,26 @@ CONSUMER = Struct(
         Field(
             "name",
             "durable_name",
-            lambda v, p: validate_name(v, p, "consumer"),
+            N.consumer_name,
             "durable name",
             aliases=("durable",),
             editable=F.IMMUTABLE,
         ),
-        Field("description", "description", F.text, "free text", normalize=F.norm_text),
+        Field("description", "description", V.text, "free text", normalize=F.norm_text),
         Field(
             "ack_policy",
             "ack_policy",
-            F.choice(_ACK),
+            V.choice(_ACK),
             "explicit | all | none",
             editable=F.IMMUTABLE,
             normalize=lambda v: v or "explicit",
         ),
         Field(
-            "ack_wait", "ack_wait", F.duration(allow_zero=False), "redelivery delay (default 30s)", show=F.show_duration
+            "ack_wait",
+            "ack_wait",
+            D.nanoseconds(allow_zero=False),
+            "redelivery delay (default 30s)",
+            show=F.show_duration,
         ),
         Field(
             "max_deliver",
@@ -80,11 +86,13 @@ CONSUMER = Struct(
             show=lambda v: "[" + ", ".join(F.show_duration(x) for x in v or []) + "]",
             normalize=lambda v: list(v) if v else None,
         ),
-        Field("filter_subject", "filter_subject", F.subject(), "deliver only these subjects", normalize=F.norm_text),
+        Field(
+            "filter_subject", "filter_subject", N.subject_filter, "deliver only these subjects", normalize=F.norm_text
+        ),
         Field(
             "filter_subjects",
             "filter_subjects",
-            F.subject_list,
+            N.subject_list,
             "several filters",
             since="2.10",
             normalize=F.norm_sorted,
@@ -92,7 +100,7 @@ CONSUMER = Struct(
         Field(
             "deliver_policy",
             "deliver_policy",
-            F.choice(_DELIVER),
+            V.choice(_DELIVER),
             "all | last | new | by_start_sequence | by_start_time | last_per_subject",
             editable=F.IMMUTABLE,
             normalize=lambda v: v or "all",
@@ -100,31 +108,31 @@ CONSUMER = Struct(
         Field(
             "start_seq",
             "opt_start_seq",
-            F.integer(1),
+            V.integer(1),
             "first stream sequence (deliver by_start_sequence)",
             editable=F.IMMUTABLE,
         ),
         Field(
             "start_time",
             "opt_start_time",
-            F.instant_field,
+            D.parse_instant,
             "first instant (deliver by_start_time)",
             editable=F.IMMUTABLE,
             normalize=F.norm_instant,
         ),
         Field("max_ack_pending", "max_ack_pending", _pending, "unacked messages in flight, -1: unlimited"),
-        Field("max_waiting", "max_waiting", F.integer(1), "pull requests waiting (default 512)", editable=F.IMMUTABLE),
+        Field("max_waiting", "max_waiting", V.integer(1), "pull requests waiting (default 512)", editable=F.IMMUTABLE),
         Field(
             "max_batch",
             "max_request_batch",
-            F.integer(0),
+            V.integer(0),
             "largest pull batch",
             normalize=F.norm_zero_none,
         ),
         Field(
             "max_expires",
             "max_request_expires",
-            F.duration(),
+            D.nanoseconds(),
             "longest pull expiry",
             normalize=F.norm_zero_none,
             show=F.show_duration,
@@ -132,14 +140,14 @@ CONSUMER = Struct(
         Field(
             "max_bytes",
             "max_request_max_bytes",
-            F.integer(0),
+            V.integer(0),
             "largest pull in bytes",
             normalize=F.norm_zero_none,
         ),
         Field(
             "inactive_threshold",
             "inactive_threshold",
-            F.duration(),
+            D.nanoseconds(),
             "delete after this long unused",
             normalize=F.norm_zero_none,
             show=F.show_duration,
@@ -147,7 +155,7 @@ CONSUMER = Struct(
         Field(
             "replicas",
             "num_replicas",
-            F.integer(0, 5),
+            V.integer(0, 5),
             "0: as the stream",
             normalize=F.norm_zero_none,
         ),
@@ -156,17 +164,17 @@ CONSUMER = Struct(
         Field(
             "replay_policy",
             "replay_policy",
-            F.choice(_REPLAY),
+            V.choice(_REPLAY),
             "instant | original",
             editable=F.IMMUTABLE,
             normalize=lambda v: v or "instant",
         ),
-        Field("sample_freq", "sample_freq", F.text, "ack sampling, e.g. '100%'", normalize=F.norm_text),
-        Field("metadata", "metadata", F.string_map, "string -> string", since="2.10", normalize=F.norm_metadata),
+        Field("sample_freq", "sample_freq", V.text, "ack sampling, e.g. '100%'", normalize=F.norm_text),
+        Field("metadata", "metadata", V.string_map, "string -> string", since="2.10", normalize=F.norm_metadata),
         Field(
             "pause_until",
             "pause_until",
-            F.instant_field,
+            D.parse_instant,
             "paused until this instant",
             since="2.11",
             level=1,
@@ -175,7 +183,7 @@ CONSUMER = Struct(
         Field(
             "priority_groups",
             "priority_groups",
-            F.list_of(F.text, min_items=1),
+            V.list_of(V.text, min_items=1),
             "pull priority groups",
             since="2.11",
             level=1,
@@ -184,7 +192,7 @@ CONSUMER = Struct(
         Field(
             "priority_policy",
             "priority_policy",
-            F.choice(_PRIORITY),
+            V.choice(_PRIORITY),
             "none | overflow | pinned_client",
             since="2.11",
             level=1,
@@ -194,7 +202,7 @@ CONSUMER = Struct(
         Field(
             "pinned_ttl",
             "priority_timeout",
-            F.duration(),
+            D.nanoseconds(),
             "pinned client TTL",
             since="2.11",
             level=1,

@@ -1,7 +1,8 @@
 """The field engine behind every spec: one :class:`Field` per key, one :class:`Struct` per dict.
 
 A field knows its spec key and aliases, its JSON key in the JetStream API, how to validate and
-convert a value (plain dict values, as templated DAG arguments give them: numbers may come as
+convert a value (one of the shared parsers of :mod:`airflow_provider_jetstream.core.arguments`, given
+the text forms too: plain dict values, as templated DAG arguments give them, may hold numbers as
 strings), whether the server can change it in place, the JetStream API level and server version
 that introduced it, and how to normalise the server's representation for comparison.
 """
@@ -12,17 +13,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from airflow_provider_jetstream.core.arguments import values as V
+from airflow_provider_jetstream.core.arguments.durations import format_duration, instant
 from airflow_provider_jetstream.core.errors import SpecError, SpecErrors, unknown_key
-from airflow_provider_jetstream.core.manage.specs.durations import (
-    format_duration,
-    instant,
-    parse_duration,
-    parse_instant,
-)
-from airflow_provider_jetstream.core.names import validate_subject
-from airflow_provider_jetstream.core.values import bool_or_none
 
-Parser = Callable[[Any, str], Any]
+Parser = V.Parser
 
 #: How a field may change on an existing object.
 EDITABLE = "yes"  # updated in place
@@ -87,7 +82,8 @@ class Struct:
             if value is None:
                 continue  # None means "not set": templated specs often carry empty optionals
             try:
-                values[f.name] = f.parse(value, f"{path}.{f.name}")
+                # Spec values come from templated dicts: text forms ("5", "true") are accepted.
+                values[f.name] = V.parse_value(f.parse, value, f"{path}.{f.name}", text=True)
             except SpecErrors as many:
                 errors.extend(many.errors)
             except SpecError as err:
@@ -106,111 +102,10 @@ def raise_all(errors: list[SpecError]) -> None:
         raise SpecErrors(errors)
 
 
-# -- parsers ---------------------------------------------------------------------------------------
-
-
-def text(value: Any, path: str) -> str:
-    if not isinstance(value, str):
-        raise SpecError(path, value, "use a string")
-    return value
-
-
-def boolean(value: Any, path: str) -> bool:
-    parsed = bool_or_none(value)
-    if parsed is None:
-        raise SpecError(path, value, "use true or false")
-    return parsed
-
-
-def integer(minimum: int, maximum: int | None = None, hint: str = "") -> Parser:
-    def parse(value: Any, path: str) -> int:
-        number: int | None = None
-        if isinstance(value, int) and not isinstance(value, bool):
-            number = value
-        elif isinstance(value, float) and value.is_integer():
-            number = int(value)
-        elif isinstance(value, str):
-            try:
-                number = int(value.strip())
-            except ValueError:
-                number = None
-        if number is None or number < minimum or (maximum is not None and number > maximum):
-            bounds = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
-            raise SpecError(path, value, f"use an integer {bounds}{hint}")
-        return number
-
-    return parse
-
+# -- spec kinds built on the shared parsers (:mod:`airflow_provider_jetstream.core.arguments`) -------------
 
 #: A limit where -1 means unlimited (the server's default).
-limit = integer(-1, hint=" (-1: unlimited)")
-
-
-def duration(allow_zero: bool = True) -> Parser:
-    def parse(value: Any, path: str) -> int:
-        return parse_duration(value, path, allow_zero=allow_zero)
-
-    return parse
-
-
-def choice(options: Mapping[str, str]) -> Parser:
-    """One of ``options`` (spelling -> wire value), case-insensitive."""
-
-    def parse(value: Any, path: str) -> str:
-        if isinstance(value, str) and value.strip().lower() in options:
-            return options[value.strip().lower()]
-        allowed = sorted(set(options.values()))
-        raise SpecError(path, value, f"use one of {', '.join(repr(a) for a in allowed)}")
-
-    return parse
-
-
-def subject(wildcards: bool = True) -> Parser:
-    def parse(value: Any, path: str) -> str:
-        return validate_subject(value, path, wildcards=wildcards)
-
-    return parse
-
-
-def subject_list(value: Any, path: str) -> list[str]:
-    items = [value] if isinstance(value, str) else value
-    if not isinstance(items, (list, tuple)) or not items:
-        raise SpecError(path, value, "use a subject or a non-empty list of subjects")
-    out = [validate_subject(s, f"{path}[{i}]") for i, s in enumerate(items)]
-    if len(set(out)) != len(out):
-        raise SpecError(path, value, "each subject once")
-    return out
-
-
-def string_map(value: Any, path: str) -> dict[str, str]:
-    if not isinstance(value, Mapping) or not all(isinstance(k, str) and k for k in value):
-        raise SpecError(path, value, "use a dict of string keys to string values")
-    bad = [k for k, v in value.items() if not isinstance(v, str)]
-    if bad:
-        raise SpecError(f"{path}.{bad[0]}", value[bad[0]], "metadata values are strings")
-    reserved = [k for k in value if k.startswith("_nats.")]
-    if reserved:
-        raise SpecError(f"{path}.{reserved[0]}", value[reserved[0]], "keys starting with '_nats.' belong to the server")
-    return dict(value)
-
-
-def list_of(parse_item: Parser, *, min_items: int = 0) -> Parser:
-    def parse(value: Any, path: str) -> list[Any]:
-        if not isinstance(value, (list, tuple)) or len(value) < min_items:
-            raise SpecError(path, value, f"use a list{f' of at least {min_items}' if min_items else ''}")
-        errors: list[SpecError] = []
-        out = []
-        for i, item in enumerate(value):
-            try:
-                out.append(parse_item(item, f"{path}[{i}]"))
-            except SpecErrors as many:
-                errors.extend(many.errors)
-            except SpecError as err:
-                errors.append(err)
-        raise_all(errors)
-        return out
-
-    return parse
+limit = V.integer(-1, hint=" (-1: unlimited)")
 
 
 def nested(struct: Struct, check: Callable[[dict[str, Any], str], None] | None = None) -> Parser:
@@ -223,10 +118,6 @@ def nested(struct: Struct, check: Callable[[dict[str, Any], str], None] | None =
         return struct.to_wire(values)
 
     return parse
-
-
-def instant_field(value: Any, path: str) -> str:
-    return parse_instant(value, path)
 
 
 # -- normalisers (server form vs desired form) ----------------------------------------------------
@@ -247,7 +138,7 @@ def show_bool(value: Any) -> str:
 
 def flag(name: str, api_name: str, help: str, **options: Any) -> Field:
     """A boolean field (absent counts as false)."""
-    return Field(name, api_name, boolean, help, normalize=norm_bool, show=show_bool, **options)
+    return Field(name, api_name, V.boolean, help, normalize=norm_bool, show=show_bool, **options)
 
 
 def norm_text(value: Any) -> Any:

@@ -13,18 +13,18 @@ read a mirror of a bucket in another domain or account under its origin's prefix
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_provider_jetstream.core.arguments import durations as D
+from airflow_provider_jetstream.core.arguments import names as N
+from airflow_provider_jetstream.core.arguments import values as V
 from airflow_provider_jetstream.core.errors import SpecError
 from airflow_provider_jetstream.core.manage.specs import fields as F
 from airflow_provider_jetstream.core.manage.specs.fields import Field, Spec, Struct
 from airflow_provider_jetstream.core.manage.specs.sources import parse_source
 from airflow_provider_jetstream.core.manage.specs.stream import PLACEMENT, REPUBLISH, STREAM, StreamSpec
-from airflow_provider_jetstream.core.names import validate_bucket
 
 KV_STREAM_PREFIX = "KV_"
 MAX_HISTORY = 64
@@ -49,7 +49,7 @@ def _origin(value: Any, path: str) -> dict[str, Any]:
             raise SpecError(f"{path}.bucket", data["bucket"], "give bucket or name, not both")
         data["name"] = data.pop("bucket")
     if "name" in data:
-        validate_bucket(data["name"], f"{path}.bucket")
+        N.bucket_name(data["name"], f"{path}.bucket")
     if "filter_subject" in data or "subject_transforms" in data:
         raise SpecError(f"{path}.filter_subject", "...", "KV mirrors and sources copy whole buckets")
     return parse_source(data, path)
@@ -58,24 +58,24 @@ def _origin(value: Any, path: str) -> dict[str, Any]:
 KV = Struct(
     "bucket",
     (
-        Field("bucket", "bucket", validate_bucket, "bucket name", aliases=("name",)),
-        Field("description", "description", F.text, "free text"),
-        Field("history", "history", F.integer(1, MAX_HISTORY), f"revisions kept per key, 1-{MAX_HISTORY}"),
-        Field("ttl", "ttl", F.duration(), "how long a value lives, 0: forever", aliases=("max_age",)),
+        Field("bucket", "bucket", N.bucket_name, "bucket name", aliases=("name",)),
+        Field("description", "description", V.text, "free text"),
+        Field("history", "history", V.integer(1, MAX_HISTORY), f"revisions kept per key, 1-{MAX_HISTORY}"),
+        Field("ttl", "ttl", D.nanoseconds(), "how long a value lives, 0: forever", aliases=("max_age",)),
         Field("max_value_size", "max_value_size", F.limit, "-1: unlimited", aliases=("max_msg_size",)),
         Field("max_bytes", "max_bytes", F.limit, "-1: unlimited"),
-        Field("storage", "storage", F.choice({"file": "file", "memory": "memory", "mem": "memory"}), "file | memory"),
-        Field("replicas", "replicas", F.integer(1, 5), "1-5", aliases=("num_replicas",)),
+        Field("storage", "storage", V.choice({"file": "file", "memory": "memory", "mem": "memory"}), "file | memory"),
+        Field("replicas", "replicas", V.integer(1, 5), "1-5", aliases=("num_replicas",)),
         Field("placement", "placement", F.nested(PLACEMENT), "cluster / tags"),
-        Field("compression", "compression", F.boolean, "s2 compression on disk", since="2.10"),
+        Field("compression", "compression", V.boolean, "s2 compression on disk", since="2.10"),
         Field("republish", "republish", F.nested(REPUBLISH), "src / dest / headers_only"),
-        Field("metadata", "metadata", F.string_map, "string -> string", since="2.10"),
+        Field("metadata", "metadata", V.string_map, "string -> string", since="2.10"),
         Field("mirror", "mirror", _origin, "the origin bucket of a read-only copy"),
-        Field("sources", "sources", F.list_of(_origin, min_items=1), "origin buckets to aggregate"),
+        Field("sources", "sources", V.list_of(_origin, min_items=1), "origin buckets to aggregate"),
         Field(
             "limit_marker_ttl",
             "limit_marker_ttl",
-            F.duration(allow_zero=False),
+            D.nanoseconds(allow_zero=False),
             "keep a delete marker this long when a key's TTL removes it",
             since="2.11",
             level=1,
@@ -169,46 +169,11 @@ class KeyValueSpec(Spec):
         return StreamSpec(values=values, path=self.path)
 
 
-# -- values ---------------------------------------------------------------------------------------
-# Exactly the types whose stored bytes are unambiguous: bytes as they are, str as UTF-8, and a dict, list,
-# tuple, number or bool as compact JSON. Anything else is refused, naming the path inside the value:
-# turning it into text (``str({1, 2})`` is ``"{1, 2}"``) would store something no reader can parse back.
-
-ALLOWED_VALUES = (
-    "bytes, str, or JSON made of dicts with string keys, lists, finite numbers, bools and None "
-    "(e.g. {'rate': 5}); convert other types yourself (a set to a sorted list, a datetime to ISO text)"
-)
-
-
-def _check_json(value: Any, path: str) -> None:
-    if value is None or isinstance(value, (str, bool, int)):
-        return
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise SpecError(path, value, "JSON has no NaN or infinity: use a finite number")
-        return
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise SpecError(path, value, f"JSON object keys are strings; key {key!r} is not")
-            _check_json(item, f"{path}[{key!r}]")
-        return
-    if isinstance(value, (list, tuple)):
-        for i, item in enumerate(value):
-            _check_json(item, f"{path}[{i}]")
-        return
-    raise SpecError(path, value, f"a {type(value).__name__} has no JSON form; use {ALLOWED_VALUES}")
-
-
 def encode_kv_value(value: Any, path: str = "value") -> bytes:
-    """The bytes stored for a KV ``value``; :class:`SpecError` naming the path of anything else."""
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value)
-    if isinstance(value, str):
-        return value.encode()
+    """The bytes stored for a KV ``value`` (see :func:`~airflow_provider_jetstream.core.arguments.values.value_bytes`);
+    None is refused: a delete is the delete operator's."""
     if value is None:
         raise SpecError(
-            path, value, f"give a value to store: {ALLOWED_VALUES} (to delete a key, use the delete operator)"
+            path, value, f"give a value to store: {V.ALLOWED_VALUES} (to delete a key, use the delete operator)"
         )
-    _check_json(value, path)
-    return json.dumps(value, separators=(",", ":"), allow_nan=False).encode()
+    return V.value_bytes(value, path)

@@ -10,27 +10,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from airflow_provider_jetstream.core.arguments import durations as D
+from airflow_provider_jetstream.core.arguments import names as N
+from airflow_provider_jetstream.core.arguments import values as V
+from airflow_provider_jetstream.core.arguments.names import domain_of
 from airflow_provider_jetstream.core.errors import SpecError
 from airflow_provider_jetstream.core.manage.specs import fields as F
 from airflow_provider_jetstream.core.manage.specs.fields import Field, Struct
-from airflow_provider_jetstream.core.names import domain_of, validate_name
-
-
-def _domain(value: Any, path: str) -> str:
-    return validate_name(value, path, what="domain")
-
-
-def _api_prefix(value: Any, path: str) -> str:
-    prefix = value.rstrip(".") if isinstance(value, str) else value
-    F.subject(wildcards=False)(prefix, path)
-    return prefix
-
 
 TRANSFORM = Struct(
     "subject transform",
     (
-        Field("src", "src", F.subject(), "subjects to transform", aliases=("source",)),
-        Field("dest", "dest", F.subject(), "destination subject (mapping)", aliases=("destination",)),
+        Field("src", "src", N.subject_filter, "subjects to transform", aliases=("source",)),
+        Field("dest", "dest", N.subject_filter, "destination subject (mapping)", aliases=("destination",)),
     ),
 )
 
@@ -45,20 +37,20 @@ transform = F.nested(TRANSFORM, check_transform)
 SOURCE = Struct(
     "source",
     (
-        Field("name", "name", lambda v, p: validate_name(v, p), "name of the origin stream"),
-        Field("domain", "domain", _domain, "JetStream domain of the origin: external API $JS.<domain>.API"),
-        Field("api_prefix", "api_prefix", _api_prefix, "external API prefix, e.g. the imported JS.acc@hub.API"),
-        Field("deliver_prefix", "deliver_prefix", F.subject(wildcards=False), "delivery subject prefix (imports)"),
-        Field("filter_subject", "filter_subject", F.subject(), "copy only messages on these subjects"),
+        Field("name", "name", N.stream_name, "name of the origin stream"),
+        Field("domain", "domain", N.domain_name, "JetStream domain of the origin: external API $JS.<domain>.API"),
+        Field("api_prefix", "api_prefix", N.api_prefix, "external API prefix, e.g. the imported JS.acc@hub.API"),
+        Field("deliver_prefix", "deliver_prefix", N.literal_subject, "delivery subject prefix (imports)"),
+        Field("filter_subject", "filter_subject", N.subject_filter, "copy only messages on these subjects"),
         Field(
             "subject_transforms",
             "subject_transforms",
-            F.list_of(transform, min_items=1),
+            V.list_of(transform, min_items=1),
             "filter and transform subjects while copying",
             since="2.10",
         ),
-        Field("start_seq", "opt_start_seq", F.integer(1), "first origin sequence to copy"),
-        Field("start_time", "opt_start_time", F.instant_field, "copy from this instant"),
+        Field("start_seq", "opt_start_seq", V.integer(1), "first origin sequence to copy"),
+        Field("start_time", "opt_start_time", D.parse_instant, "copy from this instant"),
     ),
 )
 

@@ -13,6 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_provider_jetstream.core.arguments import durations as D
+from airflow_provider_jetstream.core.arguments import names as N
+from airflow_provider_jetstream.core.arguments import values as V
+from airflow_provider_jetstream.core.arguments.names import domain_of
 from airflow_provider_jetstream.core.errors import SpecError
 from airflow_provider_jetstream.core.manage.specs import fields as F
 from airflow_provider_jetstream.core.manage.specs.fields import Field, Spec, Struct
@@ -24,28 +28,27 @@ from airflow_provider_jetstream.core.manage.specs.sources import (
     parse_source,
     show_source,
 )
-from airflow_provider_jetstream.core.names import domain_of, validate_name
 
 PLACEMENT = Struct(
     "placement",
     (
-        Field("cluster", "cluster", F.text, "cluster to place the stream in"),
-        Field("tags", "tags", F.list_of(F.text), "server tags the placement must match"),
+        Field("cluster", "cluster", V.text, "cluster to place the stream in"),
+        Field("tags", "tags", V.list_of(V.text), "server tags the placement must match"),
     ),
 )
 REPUBLISH = Struct(
     "republish",
     (
-        Field("src", "src", F.subject(), "subjects to republish (default all)", aliases=("source",)),
-        Field("dest", "dest", F.subject(), "destination subject", aliases=("destination",)),
-        Field("headers_only", "headers_only", F.boolean, "republish headers only"),
+        Field("src", "src", N.subject_filter, "subjects to republish (default all)", aliases=("source",)),
+        Field("dest", "dest", N.subject_filter, "destination subject", aliases=("destination",)),
+        Field("headers_only", "headers_only", V.boolean, "republish headers only"),
     ),
 )
 CONSUMER_LIMITS = Struct(
     "consumer limits",
     (
-        Field("inactive_threshold", "inactive_threshold", F.duration(), "default inactive threshold"),
-        Field("max_ack_pending", "max_ack_pending", F.integer(-1), "default max ack pending"),
+        Field("inactive_threshold", "inactive_threshold", D.nanoseconds(), "default inactive threshold"),
+        Field("max_ack_pending", "max_ack_pending", V.integer(-1), "default max ack pending"),
     ),
 )
 
@@ -59,19 +62,19 @@ _PERSIST = {"default": "default", "async": "async"}
 STREAM = Struct(
     "stream",
     (
-        Field("name", "name", lambda v, p: validate_name(v, p), "stream name", editable=F.IMMUTABLE),
-        Field("description", "description", F.text, "free text", since="2.3", normalize=F.norm_text),
+        Field("name", "name", N.stream_name, "stream name", editable=F.IMMUTABLE),
+        Field("description", "description", V.text, "free text", since="2.3", normalize=F.norm_text),
         Field(
             "subjects",
             "subjects",
-            F.subject_list,
+            N.subject_list,
             "subjects the stream listens on (wildcards allowed)",
             normalize=F.norm_sorted,
         ),
         Field(
             "retention",
             "retention",
-            F.choice(_RETENTION),
+            V.choice(_RETENTION),
             "limits | interest | workqueue",
             editable=F.IMMUTABLE,
             normalize=lambda v: v or "limits",
@@ -79,12 +82,12 @@ STREAM = Struct(
         Field(
             "storage",
             "storage",
-            F.choice(_STORAGE),
+            V.choice(_STORAGE),
             "file | memory",
             editable=F.IMMUTABLE,
             normalize=lambda v: v or "file",
         ),
-        Field("discard", "discard", F.choice(_DISCARD), "old | new", normalize=lambda v: v or "old"),
+        Field("discard", "discard", V.choice(_DISCARD), "old | new", normalize=lambda v: v or "old"),
         F.flag(
             "discard_new_per_subject",
             "discard_new_per_subject",
@@ -102,7 +105,7 @@ STREAM = Struct(
         ),
         Field("max_msgs", "max_msgs", F.limit, "-1: unlimited", normalize=F.norm_limit, show=F.show_limit),
         Field("max_bytes", "max_bytes", F.limit, "-1: unlimited", normalize=F.norm_limit, show=F.show_limit),
-        Field("max_age", "max_age", F.duration(), "0: unlimited", normalize=F.norm_zero_none, show=F.show_duration),
+        Field("max_age", "max_age", D.nanoseconds(), "0: unlimited", normalize=F.norm_zero_none, show=F.show_duration),
         Field(
             "max_msgs_per_subject",
             "max_msgs_per_subject",
@@ -115,16 +118,16 @@ STREAM = Struct(
         Field(
             "max_msg_size",
             "max_msg_size",
-            F.integer(-1, 2**31 - 1, " (-1: unlimited)"),
+            V.integer(-1, 2**31 - 1, " (-1: unlimited)"),
             "-1: unlimited",
             normalize=F.norm_limit,
             show=F.show_limit,
         ),
-        Field("duplicate_window", "duplicate_window", F.duration(), "dedupe window", show=F.show_duration),
+        Field("duplicate_window", "duplicate_window", D.nanoseconds(), "dedupe window", show=F.show_duration),
         Field(
             "replicas",
             "num_replicas",
-            F.integer(1, 5),
+            V.integer(1, 5),
             "1-5",
             normalize=lambda v: v or 1,
         ),
@@ -142,12 +145,12 @@ STREAM = Struct(
         Field(
             "sources",
             "sources",
-            F.list_of(parse_source, min_items=1),
+            V.list_of(parse_source, min_items=1),
             "origins to aggregate",
             normalize=norm_sources,
         ),
         Field(
-            "sealed", "sealed", F.boolean, "no more writes or deletes", since="2.6.2", editable=F.ONCE, show=F.show_bool
+            "sealed", "sealed", V.boolean, "no more writes or deletes", since="2.6.2", editable=F.ONCE, show=F.show_bool
         ),
         F.flag("deny_delete", "deny_delete", "refuse message deletes", since="2.6.2", editable=F.IMMUTABLE),
         F.flag("deny_purge", "deny_purge", "refuse purges", since="2.6.2", editable=F.IMMUTABLE),
@@ -178,7 +181,7 @@ STREAM = Struct(
         Field(
             "compression",
             "compression",
-            F.choice(_COMPRESSION),
+            V.choice(_COMPRESSION),
             "none | s2",
             since="2.10",
             normalize=lambda v: v or "none",
@@ -186,12 +189,12 @@ STREAM = Struct(
         Field(
             "first_seq",
             "first_seq",
-            F.integer(1),
+            V.integer(1),
             "first sequence of a new stream",
             since="2.10",
             editable=F.CREATE_ONLY,
         ),
-        Field("metadata", "metadata", F.string_map, "string -> string", since="2.10", normalize=F.norm_metadata),
+        Field("metadata", "metadata", V.string_map, "string -> string", since="2.10", normalize=F.norm_metadata),
         Field(
             "consumer_limits",
             "consumer_limits",
@@ -211,7 +214,7 @@ STREAM = Struct(
         Field(
             "subject_delete_marker_ttl",
             "subject_delete_marker_ttl",
-            F.duration(allow_zero=False),
+            D.nanoseconds(allow_zero=False),
             "TTL of delete markers left when max_age removes a subject's last message",
             since="2.11",
             level=1,
@@ -245,7 +248,7 @@ STREAM = Struct(
         Field(
             "persist_mode",
             "persist_mode",
-            F.choice(_PERSIST),
+            V.choice(_PERSIST),
             "default | async (R1 only)",
             since="2.12",
             level=2,

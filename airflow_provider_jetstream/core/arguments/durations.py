@@ -1,15 +1,18 @@
-"""Durations and instants as DAG authors write them, turned into what the JetStream API takes.
+"""The parsers of durations and instants as DAG authors write them, turned into what the JetStream API takes.
 
 Durations: seconds (``30``, ``0.5``, ``"30"``), Go-style strings (``"5m"``, ``"1h30m"``,
 ``"250ms"``, ``"2d"``), ISO-8601 (``"PT5M"``, ``"P1DT2H"``) or a ``datetime.timedelta``; the API
 takes integer nanoseconds. Instants: ISO-8601 / RFC 3339 strings or ``datetime`` objects; the API
-takes RFC 3339 in UTC.
+takes RFC 3339 in UTC. Arguments that are durations (a sensor's ``max_inactive``) take seconds:
+:func:`duration_seconds`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
+from collections.abc import Callable
 from typing import Any
 
 from airflow_provider_jetstream.core.errors import SpecError
@@ -146,6 +149,11 @@ def duration_seconds(value: Any, field_name: str, *, positive: bool = False) -> 
     return parse_duration(value, field_name, allow_zero=not positive) / 1e9
 
 
-def optional_duration_seconds(value: Any, field_name: str) -> float | None:
-    """Like :func:`duration_seconds` (positive) for a bound that may be None (no bound)."""
-    return None if value is None else duration_seconds(value, field_name, positive=True)
+def nanoseconds(*, allow_zero: bool = True) -> Callable[[Any, str], int]:
+    """The parser of a duration in nanoseconds (a spec field: what the JetStream API takes)."""
+    return functools.partial(parse_duration, allow_zero=allow_zero)
+
+
+def seconds_of(*, positive: bool = False) -> Callable[[Any, str], float]:
+    """The parser of a duration argument in seconds (:func:`duration_seconds`); ``positive``: not zero."""
+    return functools.partial(duration_seconds, positive=positive)

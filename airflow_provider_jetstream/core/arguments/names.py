@@ -1,0 +1,217 @@
+"""Names and subjects: their parsers (streams, consumers, domains, API prefixes, buckets, keys, subjects,
+headers) and how they relate (the domain of an API prefix, whether two subject filters overlap).
+
+What the server accepts, checked before any request; each parser is ``parse(value, field)`` and raises
+:class:`SpecError` naming the field, the value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from airflow_provider_jetstream.core.errors import SpecError
+
+_NAME_BAD = re.compile(r"[\s.*>/\\]|[\x00-\x1f\x7f]")
+_BUCKET_OK = re.compile(r"^[a-zA-Z0-9_-]+$")
+_KEY_OK = re.compile(r"^[-/_=.a-zA-Z0-9]+$")
+MAX_NAME = 255
+
+
+def is_name(value: Any) -> bool:
+    """Whether ``value`` is a stream, consumer or domain name: 1-255 printable characters without
+    whitespace, ``.``, ``*``, ``>`` or path separators."""
+    return isinstance(value, str) and 0 < len(value) <= MAX_NAME and not _NAME_BAD.search(value)
+
+
+def name_of(what: str) -> Callable[[Any, str], str]:
+    """The parser of a ``what`` name (stream, consumer...): see :func:`is_name`."""
+
+    def parse(value: Any, field: str) -> str:
+        if not is_name(value):
+            raise SpecError(
+                field,
+                value,
+                f"a {what} name is 1-{MAX_NAME} printable characters without whitespace, '.', '*', '>', "
+                "'/' or '\\' (e.g. 'orders', 'backup-test-leaf')",
+            )
+        return value
+
+    return parse
+
+
+stream_name = name_of("stream")
+consumer_name = name_of("consumer")
+
+
+def domain_name(value: Any, field: str = "domain") -> str:
+    """A JetStream domain name (the ``<domain>`` of ``$JS.<domain>.API``)."""
+    if not is_name(value):
+        raise SpecError(
+            field,
+            value,
+            "use a non-empty name without whitespace, '.', '*', '>' or path separators (e.g. 'hub', 'leaf-a')",
+            problem="is not a JetStream domain name",
+        )
+    return value
+
+
+def api_prefix(value: Any, field: str = "api_prefix") -> str:
+    """A JetStream API prefix (``$JS.hub.API``, an imported ``JS.acc@hub.API``), without a trailing dot."""
+    prefix = value.rstrip(".") if isinstance(value, str) else value
+    if subject_problem(prefix, wildcards=False):
+        raise SpecError(
+            field,
+            value,
+            "use a subject without whitespace or wildcards, e.g. '$JS.hub.API' or 'JS.acc@hub.API'",
+            problem="is not a JetStream API prefix",
+        )
+    return prefix
+
+
+def bucket_name(value: Any, field: str) -> str:
+    """A KV bucket name: letters, digits, ``_`` and ``-`` (the KV convention of every client)."""
+    if not isinstance(value, str) or not _BUCKET_OK.match(value):
+        raise SpecError(field, value, "a bucket name uses only letters, digits, '_' and '-' (e.g. 'config')")
+    return value
+
+
+def kv_key(value: Any, field: str) -> str:
+    """A KV key: letters, digits and ``-/_=.``; dots separate non-empty tokens (it is a subject:
+    ``$KV.<bucket>.<key>``), so no leading, trailing or double ``.``."""
+    if not isinstance(value, str) or not _KEY_OK.match(value) or "" in value.split("."):
+        raise SpecError(
+            field,
+            value,
+            "a key uses letters, digits and '-/_=.', and '.' only between non-empty parts (no leading, trailing "
+            "or double '.'; e.g. 'site.a')",
+        )
+    return value
+
+
+def subject_problem(subject: Any, *, wildcards: bool = True) -> str | None:
+    """Why ``subject`` is not a valid subject (filter), or None if it is."""
+    if not isinstance(subject, str) or not subject:
+        return "a subject is a non-empty string"
+    if re.search(r"\s", subject):
+        return "a subject has no whitespace"
+    tokens = subject.split(".")
+    for i, token in enumerate(tokens):
+        if not token:
+            return "a subject has no empty tokens (no leading, trailing or double '.')"
+        if ("*" in token and token != "*") or (">" in token and token != ">"):
+            return "a wildcard '*' or '>' is a whole token (e.g. 'orders.*', 'orders.>')"
+        if token == ">" and i != len(tokens) - 1:
+            return "'>' may only be the last token"
+        if token in ("*", ">") and not wildcards:
+            return "no wildcards here: give a literal subject"
+    return None
+
+
+def subject(*, wildcards: bool = True) -> Callable[[Any, str], str]:
+    """The parser of a subject: a filter (``wildcards``: ``*`` tokens, a final ``>``) or a literal one."""
+
+    def parse(value: Any, field: str) -> str:
+        problem = subject_problem(value, wildcards=wildcards)
+        if problem:
+            raise SpecError(field, value, problem)
+        return value
+
+    return parse
+
+
+subject_filter = subject()
+literal_subject = subject(wildcards=False)
+
+
+def subject_list(value: Any, field: str) -> list[str]:
+    """A subject filter, or a non-empty list of distinct ones."""
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or not items:
+        raise SpecError(field, value, "use a subject or a non-empty list of subjects")
+    out = [subject_filter(s, f"{field}[{i}]") for i, s in enumerate(items)]
+    if len(set(out)) != len(out):
+        raise SpecError(field, value, "each subject once")
+    return out
+
+
+def subject_text(value: Any, field: str) -> tuple[str, ...]:
+    """A subject filter or a comma-separated list of them, as a command line or Spark option gives it."""
+    subjects = tuple(s.strip() for s in value.split(",")) if isinstance(value, str) else (value,)
+    for item in subjects:
+        problem = subject_problem(item, wildcards=True)
+        if problem:
+            raise SpecError(
+                field, value, f"{problem}; use a subject or a comma-separated list (e.g. 'orders.*,events.>')"
+            )
+    return subjects
+
+
+def headers(value: Any, field: str) -> dict[str, str]:
+    """Headers: a mapping of names (non-empty, no whitespace or ``:``) to strings without line breaks."""
+    if not isinstance(value, Mapping):
+        raise SpecError(field, value, "give a mapping of header names to string values, e.g. {'source': 'airflow'}")
+    for name, item in value.items():
+        if not isinstance(name, str) or not name or re.search(r"[\s:]", name):
+            raise SpecError(
+                field,
+                name,
+                message=f"{field} name {name!r} is not allowed: a header name is a non-empty string without "
+                "whitespace or ':'",
+            )
+        if not isinstance(item, str) or "\r" in item or "\n" in item:
+            raise SpecError(
+                f"{field}[{name!r}]",
+                item,
+                "a header value is a string without line breaks (convert numbers with str())",
+            )
+    return dict(value)
+
+
+def connection_id(value: Any, field: str) -> str:
+    """The id of an Airflow connection."""
+    if not isinstance(value, str) or not value.strip():
+        raise SpecError(field, value, "use the id of an Airflow connection, e.g. 'jetstream_default'")
+    return value
+
+
+def kv_key_pattern(value: Any, field: str) -> str:
+    """A KV key or a pattern of keys: ``*`` matches one ``.``-separated part, a final ``>`` the rest."""
+    if not isinstance(value, str) or not value:
+        raise SpecError(field, value, "a key or key pattern is a non-empty string (e.g. 'site.a', 'site.*', '>')")
+    tokens = value.split(".")
+    for i, token in enumerate(tokens):
+        if token == ">" and i == len(tokens) - 1:
+            continue
+        if token == "*":
+            continue
+        if ">" in token or "*" in token:
+            raise SpecError(field, value, "'*' is a whole part and '>' only the whole last part (e.g. 'site.*.load')")
+    kv_key(".".join(t if t not in ("*", ">") else "x" for t in tokens), field)
+    return value
+
+
+# -- how subjects and API prefixes relate ----------------------------------------------------------
+
+
+def domain_of(prefix: str | None) -> str | None:
+    """The domain of a ``$JS.<domain>.API`` prefix; None for ``$JS.API`` or an imported prefix."""
+    if prefix and prefix.startswith("$JS.") and prefix.endswith(".API") and prefix.count(".") == 2:
+        return prefix.split(".")[1]
+    return None
+
+
+def subjects_collide(a: str, b: str) -> bool:
+    """True if some literal subject matches both subject filters ``a`` and ``b``."""
+    ta, tb = a.split("."), b.split(".")
+    for i in range(max(len(ta), len(tb))):
+        x = ta[i] if i < len(ta) else None
+        y = tb[i] if i < len(tb) else None
+        if x == ">" or y == ">":
+            return x is not None and y is not None
+        if x is None or y is None:
+            return False
+        if x != y and x != "*" and y != "*":
+            return False
+    return True

@@ -1,0 +1,38 @@
+"""The messages of a publish: each payload's bytes, the shared headers and its ``Nats-Msg-Id`` from a template."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from airflow_provider_jetstream.core.arguments.values import value_bytes
+from airflow_provider_jetstream.core.publish.engine import Outgoing
+
+MSG_ID_HEADER = "Nats-Msg-Id"
+#: The placeholder of a message's index in a ``msg_id`` template.
+INDEX = "{index}"
+
+
+def msg_id_parts(template: str) -> tuple[str, str]:
+    """``(before, after)`` the ``{index}`` placeholder; one is appended when the template has none."""
+    if INDEX not in template:
+        template = f"{template}/{INDEX}"
+    before, _, after = template.partition(INDEX)
+    return before, after
+
+
+def outgoing(
+    subject: str, messages: Iterable[Any], headers: dict[str, str] | None, msg_id: str | None
+) -> Iterator[Outgoing]:
+    """The ``(subject, payload, headers)`` of each message, with its ``Nats-Msg-Id``; a payload that is
+    not bytes, str or JSON is refused (:func:`~airflow_provider_jetstream.core.arguments.values.value_bytes`)."""
+    base = dict(headers or {})
+    before, after = msg_id_parts(msg_id) if msg_id else ("", "")
+    for index, message in enumerate(messages):
+        payload = value_bytes(message, f"messages[{index}]")
+        if msg_id:
+            hdrs: dict[str, str] | None = base.copy()
+            hdrs[MSG_ID_HEADER] = f"{before}{index}{after}"  # type: ignore[index]
+        else:
+            hdrs = base.copy() if base else None
+        yield subject, payload, hdrs

@@ -1,0 +1,344 @@
+"""The signature of each operation the hook, operators, sensors and triggers offer, declared once.
+
+Each :class:`~airflow_provider_jetstream.core.arguments.Args` holds the operation's own arguments (as
+the hook method names them); each layer adds where JetStream is: a hook method
+:data:`~.shared.REQUEST` (``domain``, ``api_prefix``, ``timeout``), an operator
+:data:`~.shared.OPERATOR`, a sensor :data:`~.shared.SENSOR`-like arguments, a trigger its own. An
+operator that calls an argument otherwise renames it (``ENSURE_STREAM.renamed(spec="stream")``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from airflow_provider_jetstream.core.arguments import DEFAULT, REFUSE, REQUIRED, VALUE, Arg, Args, Rule, exclusive
+from airflow_provider_jetstream.core.arguments.durations import seconds_of
+from airflow_provider_jetstream.core.arguments.names import domain_name, headers, stream_name, subject_filter
+from airflow_provider_jetstream.core.arguments.values import (
+    anything,
+    boolean,
+    choice,
+    count,
+    instance_of,
+    integer,
+    list_of,
+    optional,
+    positive_count,
+    seconds,
+)
+from airflow_provider_jetstream.core.errors import SpecError
+from airflow_provider_jetstream.core.manage.specs import ConsumerSpec, KeyValueSpec, StreamSpec, encode_kv_value
+from airflow_provider_jetstream.core.publish.subjects import check_publish_subject
+from airflow_provider_jetstream.core.signatures.shared import (
+    ALLOW_DOUBLE_STORE,
+    BUCKET,
+    CONN_ID,
+    CONSUMER,
+    DRY_RUN,
+    EXPECTED_REVISION,
+    IF_EXISTS_ARG,
+    IGNORE_MISSING,
+    KEY,
+    LOGGER,
+    OPTIONAL_COUNT,
+    PEER_DOMAINS,
+    PRUNE_SOURCES,
+    REQUEST,
+    STREAM,
+    TARGET,
+    TIMEOUT,
+)
+from airflow_provider_jetstream.core.status.replication import UNREACHABLE_ORIGINS, VERIFY_ORIGIN, ReplicationWatch
+
+# -- declaring streams, consumers and buckets ----------------------------------------------------------
+
+STREAM_SPEC = Arg(
+    lambda value, field: StreamSpec.from_dict(value),
+    REQUIRED,
+    VALUE,
+    "the stream: a StreamSpec or its dict, e.g. {'name': 'test', 'subjects': ['test']}",
+    templated=True,
+)
+CONSUMER_SPEC = Arg(
+    lambda value, field: ConsumerSpec.from_dict(value),
+    REQUIRED,
+    VALUE,
+    "the durable pull consumer: a ConsumerSpec or its dict, e.g. {'name': 'dur', 'ack_wait': '30s'}",
+    templated=True,
+)
+BUCKET_SPEC = Arg(
+    lambda value, field: KeyValueSpec.from_dict(value),
+    REQUIRED,
+    VALUE,
+    "the KV bucket: a name, a KeyValueSpec or its dict, e.g. {'bucket': 'config', 'history': 5}",
+    templated=True,
+)
+_RECONCILE = {"if_exists": IF_EXISTS_ARG, "dry_run": DRY_RUN}
+_GUARDED = {"prune_sources": PRUNE_SOURCES, "allow_double_store": ALLOW_DOUBLE_STORE, "peer_domains": PEER_DOMAINS}
+
+ENSURE_STREAM = Args("ensure stream", {"spec": STREAM_SPEC, **_RECONCILE, **_GUARDED})
+ENSURE_CONSUMER = Args("ensure consumer", {"stream": STREAM, "spec": CONSUMER_SPEC, **_RECONCILE})
+ENSURE_BUCKET = Args("ensure bucket", {"spec": BUCKET_SPEC, **_RECONCILE, **_GUARDED})
+STREAM_INFO = Args("stream info", {"name": STREAM})
+
+
+# -- removing data: every narrowing argument is refused empty, never taken as "not given" ------------
+
+DELETE_STREAM = Args("delete stream", {"name": STREAM, "ignore_missing": IGNORE_MISSING})
+DELETE_CONSUMER = Args("delete consumer", {"stream": STREAM, "name": CONSUMER, "ignore_missing": IGNORE_MISSING})
+PURGE = Args(
+    "purge",
+    {
+        "name": STREAM,
+        "subject": Arg(
+            subject_filter, None, REFUSE, "purge only messages on this subject (wildcards allowed)", templated=True
+        ),
+        "keep": Arg(count, None, REFUSE, "keep this many newest messages (per subject with subject)", templated=True),
+        "up_to_sequence": Arg(
+            integer(1),
+            None,
+            REFUSE,
+            "purge the messages below this sequence (at most the stream's last sequence + 1)",
+            templated=True,
+        ),
+    },
+    [exclusive("keep", "up_to_sequence", "give keep or up_to_sequence, not both")],
+)
+
+# -- status checks -------------------------------------------------------------------------------------
+
+CONSUMER_LAG = Args(
+    "consumer lag",
+    {
+        "stream": STREAM,
+        "consumer": CONSUMER,
+        "max_pending": Arg(count, 0, VALUE, "most unprocessed messages (num_pending); default 0"),
+        "max_ack_pending": Arg(count, 0, VALUE, "most delivered-but-unacknowledged messages; default 0"),
+        "max_redelivered": Arg(OPTIONAL_COUNT, None, VALUE, "most redelivered messages; default None: not checked"),
+    },
+)
+
+
+def origin_names(value: Any, field: str) -> list[str] | None:
+    """None (the mirror or every source), or a non-empty list of origin stream names."""
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, (list, tuple)) or not value:
+        raise SpecError(field, value, "use a non-empty list of stream names")
+    return [stream_name(name, field) for name in value]
+
+
+REPLICATION = Args(
+    "replication",
+    {
+        "stream": STREAM,
+        "sources": Arg(
+            origin_names,
+            None,
+            VALUE,
+            "origin streams to judge; default None: the mirror or every source",
+            templated=True,
+        ),
+        "max_lag": Arg(count, 0, VALUE, "most messages an origin may be behind (lag/active rule); default 0"),
+        "max_inactive": Arg(
+            seconds_of(positive=True),
+            10.0,
+            VALUE,
+            "most time since the last contact with an origin (lag/active rule): seconds or text like '10s'; "
+            "default 10 s",
+            templated=True,
+        ),
+        "error_grace": Arg(
+            seconds_of(),
+            30.0,
+            VALUE,
+            "how long a replication error may last before failing; default 30 s",
+            templated=True,
+        ),
+        "verify_origin": Arg(
+            choice(VERIFY_ORIGIN),
+            "auto",
+            VALUE,
+            "'auto' (default), 'required' or 'off' (the lag/active rule only)",
+            templated=True,
+        ),
+        "unreachable_origins": Arg(
+            choice(UNREACHABLE_ORIGINS),
+            "wait",
+            VALUE,
+            "'wait' (default): an unreachable origin is never caught up; 'proceed': done once every reachable "
+            "origin is",
+            templated=True,
+        ),
+    },
+)
+
+
+def replication_watch(values: Mapping[str, Any], unreachable_timeout: float | None = None) -> ReplicationWatch:
+    """A fresh :class:`ReplicationWatch` from :data:`REPLICATION`'s checked values."""
+    return ReplicationWatch(
+        values["stream"],
+        values["max_lag"],
+        values["max_inactive"],
+        values["error_grace"],
+        values["sources"],
+        verify_origin=values["verify_origin"],
+        unreachable_origins=values["unreachable_origins"],
+        unreachable_timeout=unreachable_timeout,
+    )
+
+
+CHECK_REPLICATION = Args(
+    "check replication",
+    {
+        "watch": Arg(
+            instance_of(ReplicationWatch, "use a ReplicationWatch (see replication_status for one check)"),
+            REQUIRED,
+            VALUE,
+            "the watch kept across checks (it remembers since when errors and outages last)",
+        )
+    },
+)
+
+
+def expected_text(value: Any, field: str) -> str | None:
+    """None (any value), or the text a key must hold."""
+    if value is not None and not isinstance(value, str):
+        raise SpecError(field, value, "use text (compared as UTF-8) or None")
+    return value
+
+
+KV_GET = Args("kv get", {"bucket": BUCKET, "key": KEY})
+KEY_CHECK = KV_GET + Args(
+    "key check",
+    {
+        "value": Arg(expected_text, None, VALUE, "UTF-8 text the key must hold; default None: any", templated=True),
+        "min_revision": Arg(OPTIONAL_COUNT, None, VALUE, "revision the key must reach; default None: any"),
+    },
+)
+
+# -- writing -------------------------------------------------------------------------------------------
+
+KV_PUT = KV_GET + Args(
+    "kv put",
+    {
+        "value": Arg(
+            encode_kv_value,
+            REQUIRED,
+            VALUE,
+            "bytes, str (stored as UTF-8), or a dict, list, number or bool (stored as JSON)",
+            templated=True,
+        ),
+        "expected_revision": EXPECTED_REVISION,
+    },
+)
+KV_DELETE = KV_GET + Args(
+    "kv delete",
+    {
+        "purge": Arg(boolean, False, VALUE, "also drop the key's history; default False", templated=True),
+        "expected_revision": EXPECTED_REVISION,
+    },
+)
+
+
+def payloads(value: Any, field: str) -> Iterable[Any]:
+    """The messages to publish: bytes, str, or an iterable of payloads (one payload is a list of one)."""
+    if isinstance(value, (str, bytes)):
+        return [value]
+    if value is None or isinstance(value, Mapping) or not isinstance(value, Iterable):
+        raise SpecError(field, value, "give the payloads to publish: bytes, str, or a list (any iterable) of them")
+    return value
+
+
+def msg_id_template(value: Any, field: str) -> str | None:
+    """A ``Nats-Msg-Id`` template (``{index}``: the message's index), or None / ``""``: no id."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise SpecError(field, value, "use a text template with {index} (e.g. 'run-1/{index}'), or None for no id")
+    return value
+
+
+def _publish_subject(value: Any, field: str) -> str:
+    return check_publish_subject(value, field)
+
+
+def _subject_outside_api_prefix(values: Mapping[str, Any], prefix: str) -> None:
+    check_publish_subject(values["subject"], f"{prefix}subject", [values["api_prefix"]])
+
+
+#: The subject is not under the ``api_prefix`` given with it (that would be an API request).
+SUBJECT_OUTSIDE_API = Rule(("subject", "api_prefix"), _subject_outside_api_prefix, "subject not under api_prefix")
+
+PUBLISH = Args(
+    "publish",
+    {
+        "subject": Arg(
+            _publish_subject,
+            REQUIRED,
+            VALUE,
+            "the subject: literal, outside the reserved subject spaces and the JetStream API prefixes",
+            templated=True,
+        ),
+        "messages": Arg(
+            payloads, REQUIRED, VALUE, "the payloads: bytes, str or JSON-serializable values", templated=True
+        ),
+        "headers": Arg(optional(headers), None, VALUE, "headers on every message: names to strings", templated=True),
+        "msg_id": Arg(
+            msg_id_template,
+            None,
+            VALUE,
+            "template of each message's Nats-Msg-Id ({index}: the message's index); None or '': no id",
+            templated=True,
+        ),
+        "expected_stream": Arg(
+            stream_name, None, DEFAULT, "the stream that must store them (Nats-Expected-Stream)", templated=True
+        ),
+        "max_in_flight": Arg(positive_count, 4000, VALUE, "most messages published but not yet acked; default 4000"),
+        "ack_timeout": Arg(seconds(), 30.0, VALUE, "seconds without any ack before failing; default 30"),
+        "allow_double_store": ALLOW_DOUBLE_STORE,
+        "peer_domains": PEER_DOMAINS,
+    },
+)
+
+
+# -- hook methods: each operation with where it acts --------------------------------------------------
+
+HOOK = Args("hook", {"jetstream_conn_id": CONN_ID}) + TARGET
+API = REQUEST
+JETSTREAM = TARGET
+ACCOUNT_INFO = Args("account info", {"nc": Arg(anything, REQUIRED, VALUE, "a connected nats-py client")}) + TARGET
+PROBE_DOMAINS = Args(
+    "probe domains",
+    {"domains": Arg(list_of(domain_name), REQUIRED, VALUE, "the domains to ask"), "timeout": TIMEOUT},
+)
+
+__all__ = [
+    "ACCOUNT_INFO",
+    "API",
+    "BUCKET_SPEC",
+    "CHECK_REPLICATION",
+    "CONSUMER_LAG",
+    "CONSUMER_SPEC",
+    "DELETE_CONSUMER",
+    "DELETE_STREAM",
+    "ENSURE_BUCKET",
+    "ENSURE_CONSUMER",
+    "ENSURE_STREAM",
+    "HOOK",
+    "JETSTREAM",
+    "KEY_CHECK",
+    "KV_DELETE",
+    "KV_GET",
+    "KV_PUT",
+    "LOGGER",
+    "PROBE_DOMAINS",
+    "PUBLISH",
+    "PURGE",
+    "REPLICATION",
+    "STREAM_INFO",
+    "STREAM_SPEC",
+    "SUBJECT_OUTSIDE_API",
+    "replication_watch",
+]

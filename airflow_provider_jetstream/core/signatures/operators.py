@@ -1,0 +1,172 @@
+"""Arguments only operators take: the parts of the stream a mirror or sourced-stream operator declares,
+and the publish operator's message callable.
+
+The hook methods take the spec itself (:data:`.operations.ENSURE_STREAM`); these operators take its
+fields as arguments, each checked on its own (reported at its place in the spec,
+``stream.mirror.start_time``), then the whole spec they build (the derived value ``spec``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from airflow_provider_jetstream.core.arguments import DEFAULT, REQUIRED, VALUE, Arg, Args, Rule
+from airflow_provider_jetstream.core.arguments.values import Parser, optional, parse_value
+from airflow_provider_jetstream.core.errors import SpecError
+from airflow_provider_jetstream.core.manage.specs import StreamSpec
+from airflow_provider_jetstream.core.manage.specs.fields import Struct
+from airflow_provider_jetstream.core.manage.specs.sources import SOURCE
+from airflow_provider_jetstream.core.manage.specs.stream import STREAM as STREAM_FIELDS
+
+
+def _spec_part(struct: Struct, key: str, path: str) -> Parser:
+    """The parser of ``struct``'s field ``key``, reporting at ``path`` (``stream.mirror.start_time``):
+    an operator argument that is a field of the spec it builds. The value is returned as given: the
+    whole spec, built from it, parses it in context."""
+    field_parse = struct.by_key()[key].parse
+
+    def parse(value: Any, field: str) -> Any:
+        parse_value(field_parse, value, path, text=True)
+        return value
+
+    return parse
+
+
+def _overrides(reserved: tuple[str, ...]) -> Parser:
+    """The parser of ``stream_overrides``: a dict of other stream fields, none the operator sets itself."""
+
+    def parse(value: Any, field: str) -> dict[str, Any]:
+        if not isinstance(value, Mapping):
+            raise SpecError(field, value, "use a dict of stream fields (storage, max_age, replicas...)")
+        clash = [k for k in value if k in reserved]
+        if clash:
+            raise SpecError(f"{field}.{clash[0]}", value[clash[0]], "this operator sets it from its own argument")
+        return dict(value)
+
+    return parse
+
+
+def _stream_from(build: Callable[[Mapping[str, Any]], dict[str, Any]], names: tuple[str, ...]) -> Rule:
+    """The rule that builds the operator's stream spec from its arguments (the derived value ``spec``)."""
+
+    def check(values: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+        return {"spec": StreamSpec.from_dict(build(values))}
+
+    return Rule(names, check, "the stream these arguments declare")
+
+
+def _from_the_first(parse: Parser) -> Parser:
+    """A start sequence where 0, like None, means from the first (sequences start at 1)."""
+
+    def parse_start(value: Any, field: str) -> Any:
+        return None if value == 0 and not isinstance(value, bool) else parse(value, field)
+
+    return parse_start
+
+
+def _source_arg(key: str, doc: str, templated: bool = True) -> Arg:
+    return Arg(_spec_part(SOURCE, key, f"stream.mirror.{key}"), None, DEFAULT, doc, templated=templated)
+
+
+_MIRROR_ARGS = {
+    "name": Arg(_spec_part(STREAM_FIELDS, "name", "stream.name"), REQUIRED, VALUE, "the mirror's name", templated=True),
+    "source_stream": Arg(
+        _spec_part(SOURCE, "name", "stream.mirror.name"), REQUIRED, VALUE, "the origin stream", templated=True
+    ),
+    "source_domain": _source_arg("domain", "JetStream domain of the origin"),
+    "source_api_prefix": _source_arg("api_prefix", "API prefix of the origin (another account), instead"),
+    "deliver_prefix": _source_arg("deliver_prefix", "delivery subject prefix (imports)"),
+    "filter_subject": _source_arg("filter_subject", "copy only messages on these subjects"),
+    "subject_transforms": _source_arg("subject_transforms", "filter and transform subjects", templated=False),
+    "start_seq": _source_arg("start_seq", "first origin sequence to copy; 0 or None: from the first").but(
+        parse=_from_the_first(_spec_part(SOURCE, "start_seq", "stream.mirror.start_seq"))
+    ),
+    "start_time": _source_arg("start_time", "copy from this instant (with a time zone)"),
+    "stream_overrides": Arg(
+        _overrides(("name", "mirror", "sources")), None, DEFAULT, "other stream fields", templated=True
+    ),
+}
+
+
+def _mirror_dict(values: Mapping[str, Any]) -> dict[str, Any]:
+    mirror = {
+        key: values[arg]
+        for key, arg in (
+            ("name", "source_stream"),
+            ("domain", "source_domain"),
+            ("api_prefix", "source_api_prefix"),
+            ("deliver_prefix", "deliver_prefix"),
+            ("filter_subject", "filter_subject"),
+            ("subject_transforms", "subject_transforms"),
+            ("start_seq", "start_seq"),
+            ("start_time", "start_time"),
+        )
+    }
+    return {**(values["stream_overrides"] or {}), "name": values["name"], "mirror": mirror}
+
+
+#: ``JetStreamCreateMirrorOperator``'s own arguments: the mirror's fields; ``spec`` the stream they declare.
+CREATE_MIRROR = Args("create mirror", _MIRROR_ARGS, [_stream_from(_mirror_dict, tuple(_MIRROR_ARGS))])
+
+
+def _subjects(value: Any, field: str) -> Any:
+    return _spec_part(STREAM_FIELDS, "subjects", "stream.subjects")(value, field) if value else None
+
+
+_SOURCED_ARGS = {
+    "name": _MIRROR_ARGS["name"].but(doc="the stream's name"),
+    "sources": Arg(
+        _spec_part(STREAM_FIELDS, "sources", "stream.sources"),
+        REQUIRED,
+        VALUE,
+        "source specs: name, domain | api_prefix (+ deliver_prefix), filter_subject | subject_transforms, "
+        "start_seq | start_time",
+        templated=True,
+    ),
+    "subjects": Arg(_subjects, None, DEFAULT, "subjects the stream also listens on", templated=True),
+    "stream_overrides": _MIRROR_ARGS["stream_overrides"].but(
+        parse=_overrides(("name", "mirror", "sources", "subjects"))
+    ),
+}
+
+
+def _sourced_dict(values: Mapping[str, Any]) -> dict[str, Any]:
+    stream = {**(values["stream_overrides"] or {}), "name": values["name"], "sources": values["sources"]}
+    if values["subjects"]:
+        stream["subjects"] = values["subjects"]
+    return stream
+
+
+#: ``JetStreamCreateSourcedStreamOperator``'s own arguments; ``spec`` the stream they declare.
+CREATE_SOURCED = Args("create sourced stream", _SOURCED_ARGS, [_stream_from(_sourced_dict, tuple(_SOURCED_ARGS))])
+
+
+def _callable(value: Any, field: str) -> Any:
+    if not callable(value):
+        raise SpecError(field, value, "give a callable that returns the messages (an iterable; a generator streams)")
+    return value
+
+
+def _keyword_arguments(value: Any, field: str) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise SpecError(field, value, "use a dict of keyword arguments")
+    return dict(value)
+
+
+def _messages_or_callable(values: Mapping[str, Any], prefix: str) -> None:
+    if (values["messages"] is None) == (values["messages_callable"] is None):
+        raise SpecError(f"{prefix}messages", values["messages"], "give messages or messages_callable (exactly one)")
+
+
+#: ``JetStreamPublishOperator``'s messages: given, or made by a callable (exactly one of them).
+PUBLISH_FROM_CALLABLE = Args(
+    "publish from a callable",
+    {
+        "messages_callable": Arg(
+            optional(_callable), None, DEFAULT, "a callable returning the messages, called with op_kwargs"
+        ),
+        "op_kwargs": Arg(optional(_keyword_arguments), None, DEFAULT, "messages_callable's arguments", templated=True),
+    },
+)
+PUBLISHED_MESSAGES = Rule(("messages", "messages_callable"), _messages_or_callable, "messages or messages_callable")

@@ -1,0 +1,180 @@
+"""The arguments many operations share, declared once: names, where JetStream is, timeouts, reconcile options.
+
+Each is an :class:`~airflow_provider_jetstream.core.arguments.Arg`; an operation's signature
+(:mod:`.operations`) names them under its own argument names. ``TARGET`` is the target of a hook
+method (``domain`` / ``api_prefix`` / ``timeout``), ``OPERATOR`` and ``SENSOR`` what every operator
+and sensor of the provider takes besides its operation's arguments.
+"""
+
+from __future__ import annotations
+
+from airflow_provider_jetstream.core.arguments import DEFAULT, REFUSE, REQUIRED, VALUE, Arg, Args, exclusive
+from airflow_provider_jetstream.core.arguments.durations import seconds_of
+from airflow_provider_jetstream.core.arguments.names import (
+    api_prefix,
+    bucket_name,
+    connection_id,
+    consumer_name,
+    domain_name,
+    kv_key,
+    stream_name,
+)
+from airflow_provider_jetstream.core.arguments.values import (
+    anything,
+    boolean,
+    integer,
+    list_of,
+    optional,
+    seconds,
+)
+from airflow_provider_jetstream.core.manage.reconcile import parse_if_exists
+
+# -- where JetStream is --------------------------------------------------------------------------
+
+CONN_ID = Arg(
+    connection_id,
+    "jetstream_default",
+    REFUSE,
+    "the Airflow connection (type jetstream); default 'jetstream_default'",
+    templated=True,
+)
+DOMAIN = Arg(
+    domain_name,
+    None,
+    DEFAULT,
+    "JetStream domain to act in ($JS.<domain>.API); default: the hook's, else the connection's",
+    templated=True,
+)
+API_PREFIX = Arg(
+    api_prefix,
+    None,
+    DEFAULT,
+    "JetStream API prefix instead of a domain (an imported JS.acc@hub.API); default: the connection's",
+    templated=True,
+)
+#: ``domain`` and ``api_prefix`` name the same thing two ways.
+ONE_TARGET = exclusive("domain", "api_prefix", "a domain means the API prefix '$JS.<domain>.API': give one of them")
+TIMEOUT = Arg(
+    seconds(),
+    None,
+    VALUE,
+    "seconds to wait for each JetStream API answer; default None: the connection's connect_timeout",
+)
+
+#: Where a hook method acts: a domain or API prefix (default: the hook's, else the connection's).
+TARGET = Args("target", {"domain": DOMAIN, "api_prefix": API_PREFIX}, [ONE_TARGET])
+#: The target and the wait of a hook method that makes JetStream API requests.
+REQUEST = TARGET + Args("request", {"timeout": TIMEOUT})
+#: The target of an action that removes data: a rendered empty domain must not send it elsewhere.
+DESTRUCTIVE_TARGET = Args(
+    "target",
+    {"domain": DOMAIN.but(empty=REFUSE), "api_prefix": API_PREFIX.but(empty=REFUSE)},
+    [ONE_TARGET],
+)
+
+#: An action that removes data, as a hook method takes it.
+DESTRUCTIVE_REQUEST = DESTRUCTIVE_TARGET + Args("request", {"timeout": TIMEOUT})
+
+LOGGER = Arg(anything, None, DEFAULT, "the logger of progress lines; default: the hook's")
+#: Where a hook method that changes something logs what it did.
+LOG = Args("log", {"logger": LOGGER})
+
+#: What every operator takes besides its operation's arguments.
+OPERATOR = Args(
+    "operator",
+    {
+        "jetstream_conn_id": CONN_ID,
+        "domain": DOMAIN,
+        "api_prefix": API_PREFIX,
+        "request_timeout": Arg(seconds(), 5.0, VALUE, "seconds to wait for each JetStream API answer; default 5"),
+    },
+    [ONE_TARGET],
+)
+#: An operator that removes data (delete, purge): its target is refused empty (see :data:`DESTRUCTIVE_TARGET`).
+DESTRUCTIVE_OPERATOR = OPERATOR.without("domain", "api_prefix") + DESTRUCTIVE_TARGET
+
+UNREACHABLE_TIMEOUT = Arg(
+    optional(seconds_of(positive=True)),
+    None,
+    VALUE,
+    "how long the target may go without answering before the wait fails: seconds, timedelta or text like "
+    "'10m'; default None: no bound (the sensor's timeout applies)",
+    templated=True,
+)
+
+# -- names ---------------------------------------------------------------------------------------
+
+STREAM = Arg(stream_name, REQUIRED, VALUE, "the stream's name", templated=True)
+CONSUMER = Arg(consumer_name, REQUIRED, VALUE, "the consumer's name", templated=True)
+BUCKET = Arg(bucket_name, REQUIRED, VALUE, "the KV bucket's name", templated=True)
+KEY = Arg(kv_key, REQUIRED, VALUE, "the KV key", templated=True)
+
+# -- reconcile and delete options ----------------------------------------------------------------
+
+IF_EXISTS_ARG = Arg(
+    parse_if_exists,
+    "update",
+    VALUE,
+    "what to do when it exists: 'update' (default), 'skip', 'fail' or 'recreate' (only this deletes data)",
+    templated=True,
+)
+DRY_RUN = Arg(boolean, False, VALUE, "plan only, change nothing; default False", templated=True)
+PRUNE_SOURCES = Arg(boolean, False, VALUE, "remove sources the spec does not name; default False: kept", templated=True)
+ALLOW_DOUBLE_STORE = Arg(
+    boolean,
+    False,
+    VALUE,
+    "write even if another connected domain of this account stores the same subjects, or a domain cannot "
+    "be checked; default False: refused",
+    templated=True,
+)
+PEER_DOMAINS = Arg(
+    list_of(domain_name, words="use a list of domain names, e.g. ['leaf']"),
+    (),
+    DEFAULT,
+    "more domains for the double-store check, besides the connection's own; default none",
+    templated=True,
+)
+IGNORE_MISSING = Arg(
+    boolean, True, VALUE, "a missing object is success; default True (False: the server's refusal)", templated=True
+)
+#: A compare-and-set revision: a rendered empty one must not drop the condition and overwrite.
+EXPECTED_REVISION = Arg(
+    optional(integer(0, hint=" (0: only if the key does not exist)")),
+    None,
+    REFUSE,
+    "compare-and-set: write only if the key's latest revision is this one (0: only if the key does not "
+    "exist); default None: no condition",
+    templated=True,
+)
+#: A count threshold that may be None: not checked.
+OPTIONAL_COUNT = optional(integer(0, hint=" or None"))
+
+__all__ = [
+    "ALLOW_DOUBLE_STORE",
+    "API_PREFIX",
+    "BUCKET",
+    "CONN_ID",
+    "CONSUMER",
+    "DESTRUCTIVE_OPERATOR",
+    "DESTRUCTIVE_REQUEST",
+    "DESTRUCTIVE_TARGET",
+    "DOMAIN",
+    "DRY_RUN",
+    "EXPECTED_REVISION",
+    "IF_EXISTS_ARG",
+    "IGNORE_MISSING",
+    "KEY",
+    "LOG",
+    "LOGGER",
+    "ONE_TARGET",
+    "OPERATOR",
+    "OPTIONAL_COUNT",
+    "PEER_DOMAINS",
+    "PRUNE_SOURCES",
+    "REQUEST",
+    "STREAM",
+    "TARGET",
+    "TIMEOUT",
+    "UNREACHABLE_TIMEOUT",
+]
