@@ -74,29 +74,16 @@ class JetStreamWaitTrigger(BaseTrigger, abc.ABC):
     #: Seconds between two checks (subclasses set it from their arguments).
     poll_interval: float = 5.0
 
-    def __init__(
-        self,
-        jetstream_conn_id: str,
-        domain: str | None = None,
-        api_prefix: str | None = None,
-        unreachable_timeout: float | str | None = None,
-        state: dict[str, Any] | None = None,
-    ) -> None:
+    def __init__(self, **values: Any) -> None:
+        """Check the constructor's kwargs (the shared ones and the subclass's own :attr:`fields`) with the
+        class's :attr:`arguments`, every bad one at once, raised where the trigger is made (the DAG's
+        import, the sensor's defer); keep each in the attribute of its name."""
         super().__init__()
-        values = (jetstream_conn_id, domain, api_prefix, unreachable_timeout, state)
-        args = WAIT.check(dict(zip(SHARED, values, strict=True)))
-        self.jetstream_conn_id = args["jetstream_conn_id"]
-        self.domain = args["domain"]
-        self.api_prefix = args["api_prefix"]
-        self.unreachable_timeout = args["unreachable_timeout"]
-        self.state = args["state"] or {}
+        args = type(self).arguments.check(values)
+        for name in (*SHARED, *self.fields):
+            setattr(self, name, args[name])
+        self.state = self.state or {}
         self._unreachable = UnreachableClock(self.unreachable_timeout, self.state.get("unreachable_since"))
-
-    def checked(self, **values: Any) -> dict[str, Any]:
-        """A subclass's constructor kwargs (its own and the shared ones), checked with its :attr:`arguments`
-        before anything else: every bad one at once, raised where the trigger is made (the DAG's import,
-        the sensor's defer)."""
-        return type(self).arguments.check(values)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         names = ("jetstream_conn_id", *self.fields, "domain", "api_prefix", "unreachable_timeout", "state")

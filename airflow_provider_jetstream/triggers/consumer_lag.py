@@ -12,7 +12,7 @@ from typing import Any
 from airflow_provider_jetstream.core.signatures.waits import CONSUMER_LAG_TRIGGER
 from airflow_provider_jetstream.core.status.consumer_lag import ConsumerLagCheck
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
-from airflow_provider_jetstream.triggers.base import SHARED, JetStreamWaitTrigger
+from airflow_provider_jetstream.triggers.base import JetStreamWaitTrigger
 
 
 class JetStreamConsumerLagTrigger(JetStreamWaitTrigger):
@@ -60,7 +60,7 @@ class JetStreamConsumerLagTrigger(JetStreamWaitTrigger):
         unreachable_timeout: float | str | None = None,
         state: dict[str, Any] | None = None,
     ) -> None:
-        args = self.checked(
+        super().__init__(
             jetstream_conn_id=jetstream_conn_id,
             stream=stream,
             consumer=consumer,
@@ -73,13 +73,6 @@ class JetStreamConsumerLagTrigger(JetStreamWaitTrigger):
             unreachable_timeout=unreachable_timeout,
             state=state,
         )
-        super().__init__(*(args[name] for name in SHARED))
-        self.stream = args["stream"]
-        self.consumer = args["consumer"]
-        self.max_pending = args["max_pending"]
-        self.max_ack_pending = args["max_ack_pending"]
-        self.max_redelivered = args["max_redelivered"]
-        self.poll_interval = args["poll_interval"]
 
     @property
     def what(self) -> str:

@@ -15,7 +15,7 @@ from airflow_provider_jetstream.core.signatures.waits import KEY_TRIGGER
 from airflow_provider_jetstream.core.status.kv_key import KeyCheck, judge_entry, watch_key
 from airflow_provider_jetstream.core.status.waiting import WaitOutcome, wait_until_final
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
-from airflow_provider_jetstream.triggers.base import SHARED, JetStreamWaitTrigger
+from airflow_provider_jetstream.triggers.base import JetStreamWaitTrigger
 
 
 class JetStreamKeyValueTrigger(JetStreamWaitTrigger):
@@ -63,7 +63,7 @@ class JetStreamKeyValueTrigger(JetStreamWaitTrigger):
         unreachable_timeout: float | str | None = None,
         state: dict[str, Any] | None = None,
     ) -> None:
-        args = self.checked(
+        super().__init__(
             jetstream_conn_id=jetstream_conn_id,
             bucket=bucket,
             key=key,
@@ -75,12 +75,6 @@ class JetStreamKeyValueTrigger(JetStreamWaitTrigger):
             unreachable_timeout=unreachable_timeout,
             state=state,
         )
-        super().__init__(*(args[name] for name in SHARED))
-        self.bucket = args["bucket"]
-        self.key = args["key"]
-        self.value = args["value"]
-        self.min_revision = args["min_revision"]
-        self.rewatch_interval = args["rewatch_interval"]
 
     @property
     def what(self) -> str:

@@ -15,7 +15,7 @@ from airflow_provider_jetstream.core.signatures.waits import REPLICATION_TRIGGER
 from airflow_provider_jetstream.core.status.replication import ReplicationWatch
 from airflow_provider_jetstream.core.status.report import ReplicationCheck
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
-from airflow_provider_jetstream.triggers.base import SHARED, JetStreamWaitTrigger
+from airflow_provider_jetstream.triggers.base import JetStreamWaitTrigger
 
 
 class JetStreamReplicationLagTrigger(JetStreamWaitTrigger):
@@ -87,7 +87,7 @@ class JetStreamReplicationLagTrigger(JetStreamWaitTrigger):
         unreachable_timeout: float | str | None = None,
         state: dict[str, Any] | None = None,
     ) -> None:
-        args = self.checked(
+        super().__init__(
             jetstream_conn_id=jetstream_conn_id,
             stream=stream,
             domain=domain,
@@ -102,15 +102,6 @@ class JetStreamReplicationLagTrigger(JetStreamWaitTrigger):
             unreachable_timeout=unreachable_timeout,
             state=state,
         )
-        super().__init__(*(args[name] for name in SHARED))
-        self.stream = args["stream"]
-        self.max_lag = args["max_lag"]
-        self.max_inactive = args["max_inactive"]
-        self.error_grace = args["error_grace"]
-        self.sources = args["sources"]
-        self.poll_interval = args["poll_interval"]
-        self.verify_origin = args["verify_origin"]
-        self.unreachable_origins = args["unreachable_origins"]
 
     @property
     def what(self) -> str:
