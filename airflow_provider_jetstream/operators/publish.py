@@ -21,7 +21,7 @@ from airflow_provider_jetstream.assets.lineage import server_of, stream_location
 from airflow_provider_jetstream.core.arguments import Args
 from airflow_provider_jetstream.core.publish.messages import INDEX
 from airflow_provider_jetstream.core.signatures.operations import PUBLISH, SUBJECT_OUTSIDE_API
-from airflow_provider_jetstream.core.signatures.operators import PUBLISH_FROM_CALLABLE, PUBLISHED_MESSAGES
+from airflow_provider_jetstream.core.signatures.operator_only import PUBLISH_FROM_CALLABLE, PUBLISHED_MESSAGES
 from airflow_provider_jetstream.core.signatures.shared import OPERATOR
 from airflow_provider_jetstream.operators.base import JetStreamBaseOperator
 

@@ -22,7 +22,7 @@ from typing import Any
 from airflow_provider_jetstream.core.arguments import Args
 from airflow_provider_jetstream.core.manage.specs import StreamSpec
 from airflow_provider_jetstream.core.signatures.operations import DELETE_STREAM, ENSURE_STREAM, PURGE
-from airflow_provider_jetstream.core.signatures.operators import CREATE_MIRROR, CREATE_SOURCED
+from airflow_provider_jetstream.core.signatures.operator_only import CREATE_MIRROR, CREATE_SOURCED
 from airflow_provider_jetstream.core.signatures.shared import DESTRUCTIVE_OPERATOR
 from airflow_provider_jetstream.operators.base import JetStreamBaseOperator, ReconcileOperator
 

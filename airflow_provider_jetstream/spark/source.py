@@ -36,7 +36,7 @@ from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.core.read.range import read_range_with_config
 from airflow_provider_jetstream.core.sync import iterate_blocking, run_sync
 from airflow_provider_jetstream.spark.options import ReadOptions, WriteOptions
-from airflow_provider_jetstream.spark.ranges import (
+from airflow_provider_jetstream.spark.planning import (
     StreamBounds,
     resolve_end,
     resolve_start,

@@ -246,7 +246,7 @@ class StreamToParquetJob:
     # -- range -----------------------------------------------------------------------------------
 
     def _stream_end(self) -> tuple[int, int]:
-        from airflow_provider_jetstream.spark.ranges import stream_bounds
+        from airflow_provider_jetstream.spark.planning import stream_bounds
 
         async def bounds(nc: Any, api: JetStreamApi) -> Any:
             return await stream_bounds(nc, self.read_options)
