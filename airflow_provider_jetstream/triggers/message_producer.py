@@ -13,8 +13,8 @@ from typing import Any
 
 from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.consume.dead_letter import dead_letter
-from airflow_provider_jetstream.core.consume.deliveries import Delivery
-from airflow_provider_jetstream.core.consume.durable import DurablePuller, Settlement, Ticket, ensure_consumer
+from airflow_provider_jetstream.core.consume.deliveries import Delivery, Settlement, Ticket
+from airflow_provider_jetstream.core.consume.durable import DurablePuller, ensure_consumer
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.core.manage.specs.consumer import ConsumerSpec
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook

@@ -13,8 +13,7 @@ from hypothesis import strategies as st
 
 from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.consume.ack_floor import AckFloor
-from airflow_provider_jetstream.core.consume.deliveries import Delivery
-from airflow_provider_jetstream.core.consume.durable import Ticket
+from airflow_provider_jetstream.core.consume.deliveries import Delivery, Ticket
 from airflow_provider_jetstream.core.errors import JetStreamError
 from tests.support.fakes import FakeClient
 

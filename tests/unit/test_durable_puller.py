@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airflow_provider_jetstream.core.api import JetStreamApi
-from airflow_provider_jetstream.core.consume.deliveries import Delivery
-from airflow_provider_jetstream.core.consume.durable import DurablePuller, Ticket
+from airflow_provider_jetstream.core.consume.deliveries import Delivery, Ticket
+from airflow_provider_jetstream.core.consume.durable import DurablePuller
 from airflow_provider_jetstream.core.errors import JetStreamConfigError, JetStreamError
 from airflow_provider_jetstream.core.protocol import pull_status
 from tests.support.fakes import FakeClient

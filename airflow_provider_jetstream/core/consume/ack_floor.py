@@ -5,15 +5,12 @@ from __future__ import annotations
 import asyncio
 import collections
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 from nats.aio.client import Client
 
 from airflow_provider_jetstream.core.api import JetStreamApi
+from airflow_provider_jetstream.core.consume.deliveries import Settlement, Ticket
 from airflow_provider_jetstream.core.errors import JetStreamError
-
-if TYPE_CHECKING:
-    from airflow_provider_jetstream.core.consume.durable import Settlement, Ticket
 
 # What nats-server does with an AckAll consumer (server/consumer.go):
 # - +ACK of stream sequence S (processAckMsg, case AckAll) drops every pending message <= S and sets the

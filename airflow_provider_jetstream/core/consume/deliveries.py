@@ -1,4 +1,4 @@
-"""One JetStream delivery as plain data, and the JSON payload of its event (the wire layouts are :mod:`..protocol`)."""
+"""One JetStream delivery as plain data, its ticket until it is settled, and the JSON payload of its event."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import base64
 import datetime
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 #: How a payload may be decoded: ``auto`` tries JSON, then UTF-8 text, then base64.
 DECODINGS = ("auto", "json", "text", "base64")
@@ -42,6 +42,26 @@ class Delivery:
         """The last value of header ``name`` (NATS header names are case-sensitive), or None."""
         values = (self.headers or {}).get(name)
         return values[-1] if values else None
+
+
+#: What became of one message: stored by every watcher, refused by one, not stored, nobody listening.
+Settlement = Literal["ack", "reject", "fail", "idle"]
+
+
+@dataclass
+class Ticket:
+    """A message handed to the caller and not yet settled: where to send its ack, how often it came.
+
+    ``state`` is used with ``ack_policy: all`` only: ``out`` (handed out), ``ack`` / ``reject``
+    (settled, waiting for the ack floor to reach it), ``fail`` (naked, waiting for its redelivery).
+    """
+
+    sequence: int
+    reply: str
+    delivered: int
+    delivery: Delivery
+    consumer_sequence: int = 0
+    state: str = "out"
 
 
 def decode_payload(data: bytes, decode: str = "auto", max_bytes: int = 65536) -> tuple[str, Any]:

@@ -9,8 +9,8 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, replace
-from typing import Literal, NamedTuple
+from dataclasses import replace
+from typing import NamedTuple
 
 import nats.errors
 from nats.aio.client import Client
@@ -18,7 +18,7 @@ from nats.aio.msg import Msg
 
 from airflow_provider_jetstream.core.api import JetStreamApi, domain_of
 from airflow_provider_jetstream.core.consume.ack_floor import AckFloor
-from airflow_provider_jetstream.core.consume.deliveries import Delivery
+from airflow_provider_jetstream.core.consume.deliveries import Delivery, Settlement, Ticket
 from airflow_provider_jetstream.core.errors import JetStreamConfigError, JetStreamError
 from airflow_provider_jetstream.core.manage.reconcile import reconcile_consumer
 from airflow_provider_jetstream.core.manage.specs.consumer import ConsumerSpec
@@ -34,9 +34,6 @@ from airflow_provider_jetstream.core.protocol import (
 from airflow_provider_jetstream.core.read.pull import Backoff, PullRequests
 
 log = logging.getLogger(__name__)
-
-#: What became of one message: stored by every watcher, refused by one, not stored, nobody listening.
-Settlement = Literal["ack", "reject", "fail", "idle"]
 
 #: Consumer fields that only apply when the consumer is created ("first start").
 FIRST_START_ONLY = ("deliver_policy", "start_seq", "start_time")
@@ -82,22 +79,6 @@ async def ensure_consumer(
     kept = ConsumerSpec(values=values, path=spec.path)
     result = await reconcile_consumer(api, stream, kept, if_exists="update", logger=logger)
     return EnsuredConsumer(result.action, ack_policy)
-
-
-@dataclass
-class Ticket:
-    """A message handed to the caller and not yet settled: where to send its ack, how often it came.
-
-    ``state`` is used with ``ack_policy: all`` only: ``out`` (handed out), ``ack`` / ``reject``
-    (settled, waiting for the ack floor to reach it), ``fail`` (naked, waiting for its redelivery).
-    """
-
-    sequence: int
-    reply: str
-    delivered: int
-    delivery: Delivery
-    consumer_sequence: int = 0
-    state: str = "out"
 
 
 class DurablePuller:
