@@ -144,6 +144,11 @@ class SpecError(JetStreamConfigError):
         self.allowed = allowed
         super().__init__(message or f"{path}={_show(value)} {problem}: {allowed}")
 
+    @property
+    def errors(self) -> list[SpecError]:
+        """This one refusal, as :class:`SpecErrors` holds its own: code collecting refusals takes both alike."""
+        return [self]
+
 
 class SpecErrors(JetStreamConfigError):
     """Several invalid fields of one spec, all reported at once (one per line)."""

@@ -247,10 +247,8 @@ class Args:
 
 
 def _spec_errors(err: JetStreamConfigError, field: str, value: Any) -> list[SpecError]:
-    if isinstance(err, SpecErrors):
+    if isinstance(err, (SpecError, SpecErrors)):
         return list(err.errors)
-    if isinstance(err, SpecError):
-        return [err]
     return [SpecError(field, value, message=str(err))]
 
 

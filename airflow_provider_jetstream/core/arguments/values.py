@@ -206,10 +206,8 @@ def list_of(parse_item: Parser, *, min_items: int = 0, words: str | None = None)
         for i, item in enumerate(value):
             try:
                 out.append(parse_value(parse_item, item, f"{field}[{i}]", text=text))
-            except SpecErrors as many:
-                errors.extend(many.errors)
-            except SpecError as err:
-                errors.append(err)
+            except (SpecError, SpecErrors) as refused:
+                errors.extend(refused.errors)
         if errors:
             raise SpecErrors(errors)
         return out

@@ -84,10 +84,8 @@ class Struct:
             try:
                 # Spec values come from templated dicts: text forms ("5", "true") are accepted.
                 values[f.name] = V.parse_value(f.parse, value, f"{path}.{f.name}", text=True)
-            except SpecErrors as many:
-                errors.extend(many.errors)
-            except SpecError as err:
-                errors.append(err)
+            except (SpecError, SpecErrors) as refused:
+                errors.extend(refused.errors)
         if errors:
             raise SpecErrors(errors)
         return values
