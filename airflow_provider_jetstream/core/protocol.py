@@ -82,6 +82,8 @@ def parse_ack_reply(reply: str | None) -> AckReply | None:
 
 STATUS = "Status"
 DESCRIPTION = "Description"
+#: The status of a request nothing answered: no JetStream there, or no stream for a published subject.
+NO_RESPONDERS = "503"
 
 
 def parse_header_block(raw: bytes) -> tuple[str | None, str, dict[str, list[str]]]:
@@ -164,6 +166,11 @@ class PullStatus:
         """The status in words: ``409 Consumer Deleted``."""
         return f"{self.code} {self.description}".strip()
 
+    @property
+    def no_responders(self) -> bool:
+        """No JetStream answered the request (a domain not connected)."""
+        return self.code == NO_RESPONDERS
+
 
 #: 409 descriptions (lower case, as a prefix) that end one request, and that end every one.
 _DONE_409 = ("batch completed", "message size exceeds maxbytes")
@@ -203,7 +210,7 @@ def pull_status(headers: Mapping[str, str] | None) -> PullStatus | None:
         return status(HEARTBEAT, last_stream_seq=_int(headers.get("Nats-Last-Stream")))
     if code in ("404", "408"):
         return status(REQUEST_DONE)
-    if code == "503":
+    if code == NO_RESPONDERS:
         return status(RETRY_AFTER)
     if code == "409":
         if text.startswith(_LEADERSHIP):
@@ -229,6 +236,11 @@ class PubAck(NamedTuple):
     seq: int
     domain: str | None = None
     duplicate: bool = False
+
+
+def is_no_responders(headers: Mapping[str, str] | None) -> bool:
+    """The reply (headers as nats-py gives them) says nothing answered the request or publish."""
+    return (headers or {}).get(STATUS) == NO_RESPONDERS
 
 
 def parse_pub_ack(data: bytes) -> PubAck:

@@ -93,11 +93,6 @@ class BaseJetStreamSensor(CheckedArguments, BaseSensorOperator, abc.ABC):
         args = self.checked_arguments()
         return {name: args[name] for name in trigger.arguments.args if name in args}
 
-    @property
-    def unreachable_timeout_seconds(self) -> float | None:
-        """The checked ``unreachable_timeout``: seconds, or None (no bound)."""
-        return self.checked_arguments()["unreachable_timeout"]
-
     # -- what each sensor defines -------------------------------------------------------------
 
     @abc.abstractmethod

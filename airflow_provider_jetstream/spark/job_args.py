@@ -5,7 +5,7 @@ again once rendered, before spark-submit starts; the job checks its command line
 the same declarations under their ``--flag`` names). Each error names the argument, the value and what
 is allowed. They become a command line, so their text forms (``"5"``, ``"true"``) are accepted.
 
-Airflow-free and Spark-free: the operator imports it at DAG parse time, the job on the driver.
+Airflow-free: the operator imports it at DAG parse time (with the ``spark`` extra), the job on the driver.
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ from airflow_provider_jetstream.core.arguments.names import (
 )
 from airflow_provider_jetstream.core.arguments.values import boolean, integer, non_empty_text, optional
 from airflow_provider_jetstream.core.errors import SpecError
+from airflow_provider_jetstream.core.read.settings import READER
 from airflow_provider_jetstream.core.signatures.shared import API_PREFIX, CONN_ID, DOMAIN, ONE_TARGET
+from airflow_provider_jetstream.spark.options import CONNECTION_ENV_VAR
 
 #: Columns the output may be partitioned by.
 PARTITION_COLUMNS = ("stream", "domain", "subject", "date")
@@ -117,10 +119,36 @@ JOB = Args(
     [ONE_TARGET],
 )
 
+
+def servers_without_credentials(value: Any, field: str) -> str:
+    """NATS servers (``host[:port]`` or URLs, comma-separated) that hold no password: a command line is
+    visible to every user of the machine, so credentials go in the connection's environment variable."""
+    text = non_empty_text(value, field)
+    for server in text.split(","):
+        server = server.strip()
+        if urlsplit(server if "://" in server else f"nats://{server}").password is not None:
+            raise SpecError(
+                field, "***", f"give servers without credentials: pass them in ${CONNECTION_ENV_VAR} instead"
+            )
+    return text
+
+
 #: The names of the job's command-line flags, by argument.
 FLAGS = {name: "--" + ("output" if name == "output_path" else name.replace("_", "-")) for name in JOB.args}
-#: :data:`JOB` under the command line's flag names (``--partition-by``), as the job checks ``sys.argv``.
-COMMAND_LINE = JOB.renamed(**FLAGS)
+#: :data:`JOB` under the command line's flag names (``--partition-by``), as the job checks ``sys.argv``,
+#: and the flags only the command line has (the operator hands the connection over in the environment).
+COMMAND_LINE = JOB.renamed(**FLAGS) + Args(
+    "stream_to_parquet command line",
+    {
+        "--reader": READER,
+        "--servers": Arg(
+            servers_without_credentials,
+            None,
+            DEFAULT,
+            f"NATS servers without credentials; default: the connection in ${CONNECTION_ENV_VAR}",
+        ),
+    },
+)
 
 
 def _packaged_job_needs(values: Mapping[str, Any], prefix: str) -> None:

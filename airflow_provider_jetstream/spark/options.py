@@ -25,12 +25,12 @@ from typing import Any
 from airflow_provider_jetstream.core.arguments import DEFAULT, Arg, Args, Rule, exclusive
 from airflow_provider_jetstream.core.arguments.durations import parse_instant
 from airflow_provider_jetstream.core.arguments.names import stream_name, subject_text
-from airflow_provider_jetstream.core.arguments.values import Parser, boolean, choice, integer, number, text
+from airflow_provider_jetstream.core.arguments.values import Parser, boolean, integer, number, text
 from airflow_provider_jetstream.core.connection.fields import api_prefix_for
 from airflow_provider_jetstream.core.connection.settings import JetStreamConnectionConfig
 from airflow_provider_jetstream.core.errors import JetStreamConfigError, SpecError
 from airflow_provider_jetstream.core.publish.subjects import check_publish_subject
-from airflow_provider_jetstream.core.read.settings import READERS, PullSettings, default_reader
+from airflow_provider_jetstream.core.read.settings import READER, PullSettings, default_reader
 from airflow_provider_jetstream.core.signatures.shared import API_PREFIX, DOMAIN
 
 #: Environment variable holding the whole NATS connection as JSON (host, port, login, password,
@@ -161,12 +161,7 @@ _READ = Args(
         "heartbeatSeconds": Arg(
             number(0.1), PullSettings.heartbeat, DEFAULT, "idle heartbeat interval of pull requests"
         ),
-        "reader": Arg(
-            choice(READERS, words=f"use {' or '.join(READERS)}"),
-            None,
-            DEFAULT,
-            "vectorised (default: frames parsed in bulk into Arrow) or nats-py",
-        ),
+        "reader": READER,
     },
     [
         exclusive("startingSequence", "startingTime", "give one"),
@@ -282,9 +277,9 @@ def connection_fields(config: JetStreamConnectionConfig) -> dict[str, Any]:
     }
 
 
-def connection_env(config: JetStreamConnectionConfig, env_var: str = CONNECTION_ENV_VAR) -> dict[str, str]:
-    """The environment (one variable, JSON) that hands ``config`` to a Spark driver."""
-    return {env_var: json.dumps(connection_fields(config))}
+def connection_env(config: JetStreamConnectionConfig) -> dict[str, str]:
+    """The environment (one variable, ``CONNECTION_ENV_VAR``, JSON) that hands ``config`` to a Spark driver."""
+    return {CONNECTION_ENV_VAR: json.dumps(connection_fields(config))}
 
 
 def _fields_from_env(env_var: str) -> dict[str, Any] | None:

@@ -5,7 +5,7 @@
 >>> df = spark.read.format("jetstream").option("servers", "nats://hub:4222").option("stream", "ORDERS").load()
 
 Offsets are stream sequences. The driver reads the stream's bounds, fixes the range, and splits it
-into sequence ranges; each task reads exactly its range with the fast pull path
+into sequence ranges; each task reads exactly its range with the range reader
 (:mod:`airflow_provider_jetstream.core.read.range`) and yields Arrow record batches. Airflow-free: Spark
 executors import only this package's Airflow-free modules and nats-py.
 """

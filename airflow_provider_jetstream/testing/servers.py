@@ -56,15 +56,6 @@ def nats_server_binary() -> str:
     return found
 
 
-def nats_server_version(binary: str | None = None) -> tuple[int, int, int]:
-    """The ``(major, minor, patch)`` version of a nats-server binary."""
-    out = subprocess.run(
-        [binary or nats_server_binary(), "--version"], capture_output=True, text=True, check=True
-    ).stdout
-    digits = out.strip().rsplit("v", 1)[-1].split("-")[0].split(".")
-    return tuple(int(d) for d in digits[:3])  # type: ignore[return-value]
-
-
 _handed_out_ports: set[int] = set()
 
 
@@ -376,6 +367,8 @@ class LocalTopology:
     async def _await_domains(self, timeout: float, domains: list[str]) -> None:
         import nats
 
+        from airflow_provider_jetstream.core.api import JetStreamApi
+
         user, password = USERS["ACC"]
         nc = await nats.connect(self.hub.url, user=user, password=password, allow_reconnect=False)
         try:
@@ -384,7 +377,7 @@ class LocalTopology:
             while waiting or not self._remotes_up(domains):
                 for domain in sorted(waiting):
                     with contextlib.suppress(Exception):
-                        await nc.request(f"$JS.{domain}.API.INFO", b"", timeout=1)
+                        await JetStreamApi(nc, f"$JS.{domain}.API", timeout=1).account_info()
                         waiting.discard(domain)
                 if time.monotonic() > deadline:
                     logs = "\n".join(self.leaves[d]._log_tail(5) for d in domains)

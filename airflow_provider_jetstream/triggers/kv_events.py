@@ -5,8 +5,13 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.consume.deliveries import Delivery, decode_payload
+from airflow_provider_jetstream.core.manage.buckets import KV_OPERATION, bucket_layout_of, key_of
+from airflow_provider_jetstream.core.manage.specs.consumer import ConsumerSpec
+from airflow_provider_jetstream.core.manage.specs.kv import kv_stream_name
 from airflow_provider_jetstream.core.signatures.events import INITIAL, KV_EVENTS
+from airflow_provider_jetstream.triggers.message_producer import JetStreamSharedStreamProducer
 from airflow_provider_jetstream.triggers.messages import JetStreamMessageTrigger
 
 
@@ -16,10 +21,29 @@ def kv_consumer_name(bucket: str, keys: list[str], initial: str) -> str:
     return f"af_kv_{digest}"
 
 
+class KeyValueStreamProducer(JetStreamSharedStreamProducer):
+    """The producer of a KV watch: its consumer filters where the bucket stores the watched keys, read from
+    the bucket's stream (a mirror of another bucket, as nats.go and nats.js make it, stores them under the
+    origin's name, ``$KV.<origin>.<key>``)."""
+
+    def __init__(self, kwargs: dict[str, Any], consumer_spec: ConsumerSpec, bucket: str, keys: list[str]) -> None:
+        super().__init__(kwargs, consumer_spec)
+        self.bucket = bucket
+        self.keys = keys
+
+    async def consumer_in(self, api: JetStreamApi) -> ConsumerSpec:
+        layout = await bucket_layout_of(api, self.bucket)
+        filters = [layout.key_prefix + key for key in self.keys]
+        if filters == self.kwargs["filter_subjects"]:
+            return self.spec
+        return JetStreamMessageTrigger.consumer_spec({**self.kwargs, "filter_subjects": filters})
+
+
 class JetStreamKeyValueEventTrigger(JetStreamMessageTrigger):
     """Fires for each change (put, delete, purge) of the watched keys of a KV bucket, in any domain.
 
-    The watch is a durable consumer on the bucket's stream ``KV_<bucket>``; it is acked only after
+    The watch is a durable consumer on the bucket's stream ``KV_<bucket>``, filtered where the bucket
+    stores the keys (under the origin's name for a mirror of another bucket); it is acked only after
     Airflow stored the event, so after a triggerer restart it resumes from the first revision
     Airflow did not store (at-least-once: a DAG dedups by ``revision``). Payload: ``bucket``,
     ``key``, ``revision``, ``operation`` (``PUT``, ``DEL`` or ``PURGE``), ``value`` (decoded; None
@@ -86,14 +110,15 @@ class JetStreamKeyValueEventTrigger(JetStreamMessageTrigger):
 
     @classmethod
     def message_kwargs(cls, kwargs: dict[str, Any]) -> dict[str, Any]:
-        """The message-trigger kwargs of a watch: stream ``KV_<bucket>``, filters ``$KV.<bucket>.<key>``."""
+        """The message-trigger kwargs of a watch: stream ``KV_<bucket>``, filters ``$KV.<bucket>.<key>`` (a
+        mirror's producer filters under its origin's name instead, see :class:`KeyValueStreamProducer`)."""
         kv = KV_EVENTS.check(kwargs)
         bucket, keys, initial = kv.pop("bucket"), kv.pop("keys"), kv.pop("initial")
         kv.pop("include_deletes")
         consumer = kv.pop("consumer") or kv_consumer_name(bucket, keys, initial)
         message = {
             **kv,
-            "stream": f"KV_{bucket}",
+            "stream": kv_stream_name(bucket),
             "consumer": consumer,
             "filter_subjects": [f"$KV.{bucket}.{key}" for key in keys],
             "deliver_policy": INITIAL[initial],
@@ -103,9 +128,15 @@ class JetStreamKeyValueEventTrigger(JetStreamMessageTrigger):
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return f"{type(self).__module__}.{type(self).__qualname__}", dict(self.kv_kwargs)
 
+    @classmethod
+    def create_shared_stream_producer(cls, kwargs: dict[str, Any]) -> KeyValueStreamProducer:
+        kv = KV_EVENTS.check(kwargs)
+        message = cls.message_kwargs(kwargs)
+        return KeyValueStreamProducer(message, cls.consumer_spec(message), kv["bucket"], kv["keys"])
+
     def message_payload(self, delivery: Delivery) -> dict[str, Any] | None:
         """The event of one revision; None for a delete or purge when ``include_deletes`` is off."""
-        operation = (delivery.header("KV-Operation") or "PUT").upper()
+        operation = (delivery.header(KV_OPERATION) or "PUT").upper()
         if operation != "PUT" and not self.kv_kwargs["include_deletes"]:
             return None
         bucket = self.kv_kwargs["bucket"]
@@ -117,7 +148,7 @@ class JetStreamKeyValueEventTrigger(JetStreamMessageTrigger):
             )
         return {
             "bucket": bucket,
-            "key": delivery.subject.removeprefix(f"$KV.{bucket}."),
+            "key": key_of(delivery.subject),
             "revision": delivery.sequence,
             "operation": operation,
             "encoding": encoding,

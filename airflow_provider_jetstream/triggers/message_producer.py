@@ -89,9 +89,9 @@ class JetStreamSharedStreamProducer(SharedStreamProducer):
     """Feeds one shared stream of a triggerer from a durable pull consumer; acks what Airflow stored.
 
     Built from a :class:`~airflow_provider_jetstream.triggers.messages.JetStreamMessageTrigger`'s
-    kwargs; connects only when the stream is opened. ``open_stream`` yields ``(raw, payload)``:
-    ``raw`` is a :class:`Delivery` (a tuple of them with ``batch_size > 1``), ``payload`` the
-    matching :class:`Ticket` (tuple). ``advance`` acks, dead-letters, terminates or naks each.
+    checked kwargs (every one present); connects only when the stream is opened. ``open_stream``
+    yields ``(raw, payload)``: ``raw`` is a :class:`Delivery` (a tuple of them with ``batch_size > 1``),
+    ``payload`` the matching :class:`Ticket` (tuple). ``advance`` acks, dead-letters, terminates or naks each.
     """
 
     def __init__(self, kwargs: Mapping[str, Any], consumer_spec: ConsumerSpec) -> None:
@@ -100,9 +100,7 @@ class JetStreamSharedStreamProducer(SharedStreamProducer):
         self.stream: str = kwargs["stream"]
         self.consumer: str = consumer_spec.name
         self.fingerprint = producer_fingerprint(kwargs)
-        self.hook = JetStreamHook(
-            kwargs["jetstream_conn_id"], domain=kwargs.get("domain"), api_prefix=kwargs.get("api_prefix")
-        )
+        self.hook = JetStreamHook(kwargs["jetstream_conn_id"], domain=kwargs["domain"], api_prefix=kwargs["api_prefix"])
         self.puller: DurablePuller | None = None
         self._exit = contextlib.AsyncExitStack()
         self._registered: tuple[str, str, str, str] | None = None
@@ -117,45 +115,49 @@ class JetStreamSharedStreamProducer(SharedStreamProducer):
         prefix = self.hook.resolve_api_prefix()
         self._register(prefix)
         api = JetStreamApi(nc, prefix, timeout=config.connect_timeout)
-        ready = await ensure_consumer(api, self.stream, self.spec)
+        ready = await ensure_consumer(api, self.stream, await self.consumer_in(api))
         log.info(
             "consumer %r on stream %r in %s: %s (ack_policy %s)",
             self.consumer, self.stream, api.target, ready.action, ready.ack_policy,
         )  # fmt: skip
-        if kw.get("cohort_wait"):
-            await asyncio.sleep(float(kw["cohort_wait"]))
+        if kw["cohort_wait"]:
+            await asyncio.sleep(kw["cohort_wait"])
         self.puller = DurablePuller(
             nc,
             api,
             self.stream,
             self.consumer,
             max_in_flight=self._in_flight_limit(),
-            ack_wait=float(kw.get("ack_wait", 30.0)),
-            nak_delay=float(kw.get("nak_delay", 1.0)),
-            nak_max_delay=float(kw.get("nak_max_delay", 60.0)),
+            ack_wait=kw["ack_wait"],
+            nak_delay=kw["nak_delay"],
+            nak_max_delay=kw["nak_max_delay"],
             ack_all=ready.ack_policy == "all",
         )
-        batch_size = int(kw.get("batch_size", 1))
+        batch_size = kw["batch_size"]
         tickets = self.puller.deliveries()
         if batch_size <= 1:
             async for ticket in tickets:
                 yield ticket.delivery, ticket
             return
-        async for batch in _batches(tickets, batch_size, float(kw.get("batch_window", 0.0))):
+        async for batch in _batches(tickets, batch_size, kw["batch_window"]):
             yield tuple(t.delivery for t in batch), tuple(batch)
+
+    async def consumer_in(self, api: JetStreamApi) -> ConsumerSpec:
+        """The consumer to ensure on the stream in ``api``'s domain: the one the kwargs ask for."""
+        return self.spec
 
     def _in_flight_limit(self) -> int:
         """Unsettled messages at most (with ``ack_policy: all``, also the stored ones not yet acked: they are
         pending on the server): the consumer's ``max_ack_pending``, and half a subscriber queue (Airflow's
         manager fails a watcher whose queue overflows; it applies no backpressure)."""
-        limit = int(self.kwargs.get("max_ack_pending", 256))
+        limit = self.kwargs["max_ack_pending"]
         try:
             from airflow.configuration import conf
 
             queue = conf.getint("triggerer", "shared_stream_subscriber_queue_size", fallback=1024)
         except Exception:
             queue = 1024
-        batch = max(1, int(self.kwargs.get("batch_size", 1)))
+        batch = self.kwargs["batch_size"]
         return max(1, min(limit if limit > 0 else 10_000, (queue // 2) * batch))
 
     def _register(self, prefix: str) -> None:
@@ -205,14 +207,14 @@ class JetStreamSharedStreamProducer(SharedStreamProducer):
         await self.puller.settle(verdicts)
 
     def _exhausted(self, ticket: Ticket) -> bool:
-        max_deliver = int(self.kwargs.get("max_deliver", -1))
+        max_deliver = self.kwargs["max_deliver"]
         return max_deliver > 0 and ticket.delivered >= max_deliver
 
     async def _dead_letter(self, delivery: Delivery, reason: str) -> None:
-        target = self.kwargs.get("dead_letter_stream")
+        target = self.kwargs["dead_letter_stream"]
         if not target or self.puller is None:
             return
-        subject = self.kwargs.get("dead_letter_subject") or f"{target}.{self.stream}.{self.consumer}"
+        subject = self.kwargs["dead_letter_subject"] or f"{target}.{self.stream}.{self.consumer}"
         seq = await dead_letter(self.puller.nc, delivery, dead_letter_stream=target, subject=subject, reason=reason)
         where = f"{self.stream} #{delivery.sequence} ({delivery.subject})"
         log.warning("%s dead-lettered to %s #%d: %s", where, target, seq, reason)

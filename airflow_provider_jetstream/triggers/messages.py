@@ -163,8 +163,8 @@ class JetStreamMessageTrigger(BaseEventTrigger):
         return (
             "jetstream",
             kw["jetstream_conn_id"],
-            kw.get("domain") or "",
-            kw.get("api_prefix") or "",
+            kw["domain"] or "",
+            kw["api_prefix"] or "",
             kw["stream"],
             kw["consumer"],
             producer_fingerprint(kw),
@@ -172,8 +172,9 @@ class JetStreamMessageTrigger(BaseEventTrigger):
 
     @classmethod
     def message_kwargs(cls, kwargs: dict[str, Any]) -> dict[str, Any]:
-        """The :class:`JetStreamMessageTrigger` kwargs behind this class's serialized kwargs (the same here)."""
-        return kwargs
+        """The :class:`JetStreamMessageTrigger` kwargs behind this class's serialized kwargs: checked, every
+        default filled in (kwargs serialized by an earlier release may lack newer arguments)."""
+        return JetStreamMessageTrigger(**kwargs).kwargs
 
     @classmethod
     def create_shared_stream_producer(cls, kwargs: dict[str, Any]) -> JetStreamSharedStreamProducer:
@@ -227,7 +228,7 @@ class JetStreamMessageTrigger(BaseEventTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Consume alone: each event is acked ``fallback_ack_delay`` seconds after the triggerer took it
         (the generator resumed), kept alive by ``+WPI`` meanwhile; a reject dead-letters and terminates."""
-        producer = JetStreamSharedStreamProducer(self.kwargs, self.spec)
+        producer = self.create_shared_stream_producer(self.serialize()[1])
         delay = float(self.kwargs["fallback_ack_delay"])
         lock = asyncio.Lock()  # advance calls are serial, as under Airflow's manager
         later: set[asyncio.Task[None]] = set()

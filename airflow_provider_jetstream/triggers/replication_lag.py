@@ -8,12 +8,12 @@ domain, for its last sequence, then reads the stream and judges every origin (se
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from airflow_provider_jetstream.core.signatures.waits import REPLICATION_TRIGGER
 from airflow_provider_jetstream.core.status.replication import ReplicationWatch
 from airflow_provider_jetstream.core.status.report import ReplicationCheck
+from airflow_provider_jetstream.core.status.waiting import PollClock
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.triggers.base import JetStreamWaitTrigger
 
@@ -128,9 +128,10 @@ class JetStreamReplicationLagTrigger(JetStreamWaitTrigger):
         watch = self.new_watch()
         try:
             check = await hook.acheck_replication(watch)
+            clock = PollClock(min(self.poll_interval, 5.0))
             while self.confirm_errors and watch.errors_pending and not check.failed:
                 self.log.info("Replication of %r:\n%s", self.stream, check.table())
-                await asyncio.sleep(min(self.poll_interval, 5.0))
+                await clock.wait()
                 check = await hook.acheck_replication(watch)
             if watch.should_log(check) or check.failed or check.done:
                 self.log.info("Replication of stream %r in %s:\n%s", self.stream, check.target, check.table())

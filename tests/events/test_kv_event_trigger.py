@@ -10,7 +10,7 @@ from nats.js.api import KeyValueConfig
 from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.triggers.kv_events import JetStreamKeyValueEventTrigger, kv_consumer_name
-from tests.support.natsutil import connect, unique
+from tests.support.natsutil import connect, hub_mirror_bucket, unique
 from tests.support.triggerer import Triggerer
 from tests.support.triggers import rebuild
 from tests.support.waiting import eventually
@@ -105,6 +105,51 @@ def test_the_standalone_round_trip_and_skipping_deletes(hub_leaf, hub_conn) -> N
         assert (event.payload["key"], event.payload["value"], event.payload["revision"]) == ("a", "x", 3)
         await events.aclose()
         await nc.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_hub_mirror_of_a_leaf_bucket_fires_in_either_layout(hub_leaf, hub_conn) -> None:
+    """A hub bucket mirroring a leaf bucket, as nats.go and nats.js make it (the keys stay under the origin's
+    name) or as earlier releases did (a subject transform): a change made on the leaf fires the hub watch,
+    naming the hub bucket and the key, through a shared stream and standalone alike."""
+    origin, official, legacy = unique("kveo"), unique("kvem"), unique("kvel")
+
+    def watch(copy: str, **more) -> JetStreamKeyValueEventTrigger:
+        return JetStreamKeyValueEventTrigger(
+            jetstream_conn_id=hub_conn, bucket=copy, keys=["site.*"], domain="hub", cohort_wait=0, **more
+        )
+
+    async def scenario() -> None:
+        nc = await connect(hub_leaf.url("leaf"))
+        kv = await nc.jetstream().create_key_value(KeyValueConfig(bucket=origin, history=5))
+        await hub_mirror_bucket(hub_leaf, official, origin, legacy=False)
+        await hub_mirror_bucket(hub_leaf, legacy, origin, legacy=True)
+        triggerer = Triggerer()
+        triggerer.start(1, watch(official, initial="current"))
+        triggerer.start(2, watch(legacy, initial="current"))
+        alone = rebuild(watch(official, initial="current", consumer="standalone")).run()
+        try:
+            await kv.put("other", b"not watched")
+            await kv.put("site.a", b'{"load": 1}')
+            fired = await triggerer.wait_fired(2)
+            first_alone = await asyncio.wait_for(anext(alone), 30)
+        finally:
+            await alone.aclose()
+            await triggerer.stop()
+            await nc.close()
+        events = {f.trigger_id: f.event.payload for f in fired}
+        events[3] = first_alone.payload
+        for trigger_id, copy in ((1, official), (2, legacy), (3, official)):
+            payload = events[trigger_id]
+            assert payload == {
+                **payload,
+                "bucket": copy,
+                "key": "site.a",
+                "operation": "PUT",
+                "value": {"load": 1},
+                "domain": "hub",
+            }, trigger_id
 
     asyncio.run(scenario())
 

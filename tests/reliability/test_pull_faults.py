@@ -1,5 +1,5 @@
-"""The pull reader (``pull.py``) under faults, on real servers: a leaf stream read through the hub
-while the leaf restarts, the hub restarts, the leaf link is cut, or the stream is purged.
+"""The range reader (``core/read/range.py``, on the pull engine) under faults, on real servers: a leaf
+stream read through the hub while the leaf restarts, the hub restarts, the leaf link is cut, or the stream is purged.
 
 Each read either returns exactly the range's rows, in order, once, or fails with an error that
 says what happened; rows handed over before a failure are always a gap-free prefix of the range.

@@ -190,3 +190,16 @@ def test_spark_submit_killed_with_sigkill_during_the_write_then_rerun(spark, mak
     rerun = _job(spark, stream, output, bucket).run()
     assert (rerun.start, rerun.end, rerun.wrote) == (1, 400, True)
     assert _output_seqs(spark, output) == list(range(1, 401))
+
+
+def test_the_command_line_is_checked_with_the_same_declarations() -> None:
+    """``--reader`` and ``--servers`` go through the argument layer like every other flag: a bad reader
+    is refused naming what is allowed, and servers holding a password are refused without echoing it."""
+    required = ["--stream", "s", "--output", "o", "--checkpoint-bucket", "b"]
+    with pytest.raises(ValueError, match="--reader='fast' is not allowed: use vectorised or nats-py"):
+        parse_args([*required, "--reader", "fast"])
+    with pytest.raises(ValueError, match=r"--servers='\*\*\*' is not allowed: give servers without credentials") as err:
+        parse_args([*required, "--servers", "nats://hub:4222,nats://app:s3cret-pw@hub2:4222"])
+    assert "s3cret-pw" not in str(err.value)
+    args = parse_args([*required, "--reader", " NATS-PY ", "--servers", "hub:4222"])
+    assert (args.reader, args.servers) == ("nats-py", "hub:4222")

@@ -1,7 +1,7 @@
 """Connecting nats-py to the servers of a :class:`JetStreamConnectionConfig`, with clear errors.
 
 Free of Airflow imports: the hook uses it, and so do Spark executors, which import only this
-package's Airflow-free modules (``connection``, ``client``, ``exceptions``) and nats-py.
+package's Airflow-free modules (``core``: ``connection``, ``errors``...) and nats-py.
 """
 
 from __future__ import annotations

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import nats.errors
 from nats.aio.client import Client
 
@@ -20,7 +18,6 @@ async def dead_letter(
     subject: str,
     reason: str,
     timeout: float = 5.0,
-    extra_headers: Mapping[str, str] | None = None,
 ) -> int:
     """Copy ``delivery`` to ``dead_letter_stream`` on ``subject`` and wait for its PubAck; return its sequence there.
 
@@ -43,7 +40,6 @@ async def dead_letter(
             "Airflow-DLQ-Timestamp": delivery.timestamp,
             "Nats-Msg-Id": f"{delivery.domain or '_'}/{delivery.stream}/{delivery.sequence}",
             "Nats-Expected-Stream": dead_letter_stream,
-            **(extra_headers or {}),
         }
     )
     try:

@@ -69,6 +69,7 @@ def decode_payload(data: bytes, decode: str = "auto", max_bytes: int = 65536) ->
 
     :param decode: ``auto`` (default) tries JSON, then strict UTF-8 text, then base64; ``json``,
         ``text`` and ``base64`` force one form and raise ``ValueError`` if the payload is not in it.
+        An empty payload (a KV delete marker has one) is ``("text", "")`` in every form but ``base64``.
     :param max_bytes: payloads larger than this are ``omitted`` (value None): the event lands in
         Airflow's database. Default 64 KiB.
     """

@@ -65,7 +65,6 @@ class WriteTarget:
     subject: str
     stream: str
     domain: str | None
-    via_origin: bool = False
 
 
 def write_target(bucket: str, key: str, api_prefix: str, config: dict[str, Any] | None = None) -> WriteTarget:
@@ -80,9 +79,9 @@ def write_target(bucket: str, key: str, api_prefix: str, config: dict[str, Any] 
         origin = mirror["name"].removeprefix(KV_STREAM_PREFIX)
         external = (mirror.get("external") or {}).get("api")
         if external:
-            return WriteTarget(f"{external.rstrip('.')}.$KV.{origin}.{key}", mirror["name"], domain_of(external), True)
+            return WriteTarget(f"{external.rstrip('.')}.$KV.{origin}.{key}", mirror["name"], domain_of(external))
         pre = "" if prefix == "$JS.API" else f"{prefix}."
-        return WriteTarget(f"{pre}$KV.{origin}.{key}", mirror["name"], domain_of(prefix), True)
+        return WriteTarget(f"{pre}$KV.{origin}.{key}", mirror["name"], domain_of(prefix))
     pre = "" if prefix == "$JS.API" else f"{prefix}."
     return WriteTarget(f"{pre}$KV.{bucket}.{key}", kv_stream_name(bucket), domain_of(prefix))
 
@@ -102,6 +101,12 @@ class BucketLayout:
     key_prefix: str
     origin: str | None = None
     legacy_mirror: bool = False
+
+
+def key_of(subject: str) -> str:
+    """The key in a KV subject ``$KV.<name>.<key>``, whichever name it carries (a mirror made as nats.go
+    makes it stores its origin's)."""
+    return subject.split(".", 2)[2]
 
 
 def bucket_layout(bucket: str, config: Mapping[str, Any]) -> BucketLayout:

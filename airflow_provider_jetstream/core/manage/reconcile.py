@@ -90,7 +90,7 @@ class ReconcileResult:
 Guard = Callable[[], Awaitable[None]]
 
 
-#: The parser of ``if_exists``: every layer's (``core.arguments.shared.IF_EXISTS_ARG``), and this module's own.
+#: The parser of ``if_exists``: every layer's (``core.signatures.shared.IF_EXISTS_ARG``), and this module's own.
 parse_if_exists = choice(IF_EXISTS, f"use one of {', '.join(IF_EXISTS)}")
 
 

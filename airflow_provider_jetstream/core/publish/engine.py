@@ -28,7 +28,7 @@ from nats.aio.client import Client
 
 from airflow_provider_jetstream.core.arguments.values import seconds
 from airflow_provider_jetstream.core.errors import JetStreamPublishError
-from airflow_provider_jetstream.core.protocol import PubAck, parse_pub_ack
+from airflow_provider_jetstream.core.protocol import PubAck, is_no_responders, parse_pub_ack
 from airflow_provider_jetstream.core.publish.subjects import SubjectGuard
 
 #: One message to publish: ``(subject, payload, headers or None)``.
@@ -88,7 +88,7 @@ async def publish_messages(
         index = int(msg.subject[cut:])
         if index in acks:
             return
-        if msg.headers and msg.headers.get("Status") == "503":
+        if is_no_responders(msg.headers):
             acks[index] = nats.js.errors.NoStreamResponseError()
         else:
             try:

@@ -222,13 +222,6 @@ class RangePull:
         if batch > 0:
             await requests.ask(batch)
 
-    def silent(self) -> bool:
-        """No sign of the server for :data:`STALL_HEARTBEATS` heartbeats."""
-        requests = self.requests
-        if requests is None:
-            return False
-        return requests.silence() >= STALL_HEARTBEATS * self.settings.heartbeat
-
     # -- incoming --------------------------------------------------------------------------------
 
     async def on_message(self, msg: Msg) -> None:
@@ -398,12 +391,12 @@ class RangePull:
                     try:
                         await asyncio.wait_for(self.wakeup.wait(), stall_after)
                     except asyncio.TimeoutError:
-                        if self.silent():
+                        if self.requests is not None and self.requests.silent():
                             reason = f"no message or heartbeat for {stall_after:g}s"
                 if reason is None:
                     continue
                 if resumes >= settings.max_resumes:
-                    if interrupted is not None and interrupted.code == "503":
+                    if interrupted is not None and interrupted.no_responders:
                         raise JetStreamDomainUnavailableError(
                             f"no JetStream responded for {self.where}: is the domain connected?"
                         )

@@ -137,10 +137,14 @@ class PullRequests:
         """Seconds since the last sign of the server (a message, a status) or the last request sent."""
         return (time.monotonic() if now is None else now) - self.last_sign
 
-    def stalled(self, now: float | None = None) -> bool:
-        """Messages are owed and the server gave no sign for :data:`STALL_HEARTBEATS` heartbeats."""
+    def silent(self, now: float | None = None) -> bool:
+        """The server gave no sign for :data:`STALL_HEARTBEATS` heartbeats (without heartbeats: two ``expires``)."""
         bound = STALL_HEARTBEATS * self.heartbeat if self.heartbeat else self.expires * 2
-        return self.outstanding > 0 and self.silence(now) > bound
+        return self.silence(now) > bound
+
+    def stalled(self, now: float | None = None) -> bool:
+        """Messages are owed and the server is :meth:`silent`."""
+        return self.outstanding > 0 and self.silent(now)
 
 
 class Backoff:

@@ -16,18 +16,18 @@ from typing import Any
 
 from nats.aio.client import Client
 
+from airflow_provider_jetstream.core.arguments.values import integer
 from airflow_provider_jetstream.core.connection.client import open_connection, release
 from airflow_provider_jetstream.core.connection.settings import JetStreamConnectionConfig
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.core.read.exact import MissingRange, RangePull
-from airflow_provider_jetstream.core.read.settings import READERS, PullSettings, default_reader
+from airflow_provider_jetstream.core.read.settings import READER, PullSettings, default_reader
+
+_START = integer(1, hint=" (a stream sequence)")
 
 
 def _range_pull_class(reader: str | None) -> type[RangePull]:
-    reader = reader or default_reader()
-    if reader not in READERS:
-        raise JetStreamConfigError(f"reader={reader!r} is not allowed: use one of {', '.join(READERS)}")
-    if reader == "nats-py":
+    if (READER.value(reader, "reader") or default_reader()) == "nats-py":
         return RangePull
     try:
         from airflow_provider_jetstream.core.read.vectorised.reader import VectorisedRangePull
@@ -76,8 +76,7 @@ async def read_range(
         (:func:`~airflow_provider_jetstream.core.read.settings.default_reader`).
     """
     pull_class = _range_pull_class(reader)
-    if start < 1:
-        raise JetStreamConfigError(f"start={start} is not allowed: use a stream sequence >= 1")
+    start = _START(start, "start")
     if start > end:
         return
     pull = pull_class(

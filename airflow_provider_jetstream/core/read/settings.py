@@ -5,8 +5,21 @@ from __future__ import annotations
 import importlib.util
 from dataclasses import dataclass
 
+from airflow_provider_jetstream.core.arguments import DEFAULT, Arg
+from airflow_provider_jetstream.core.arguments.values import choice
+
 #: The range readers: frames parsed in bulk into Arrow columns, or nats-py's message objects.
 READERS = ("vectorised", "nats-py")
+
+#: The ``reader`` of every range read (:func:`~airflow_provider_jetstream.core.read.range.read_range`, the
+#: Spark option, the packaged job's ``--reader``); None or ``""``: :func:`default_reader`.
+READER = Arg(
+    choice(READERS, words=f"use {' or '.join(READERS)}"),
+    None,
+    DEFAULT,
+    "vectorised (frames parsed in bulk into Arrow; needs numpy and pyarrow) or nats-py; default: vectorised "
+    "where numpy and pyarrow are installed",
+)
 
 
 def default_reader() -> str:

@@ -3,7 +3,7 @@
 Each :class:`~airflow_provider_jetstream.core.arguments.Args` holds the operation's own arguments (as
 the hook method names them); each layer adds where JetStream is: a hook method
 :data:`~.shared.REQUEST` (``domain``, ``api_prefix``, ``timeout``), an operator
-:data:`~.shared.OPERATOR`, a sensor :data:`~.shared.SENSOR`-like arguments, a trigger its own. An
+:data:`~.shared.OPERATOR`, a sensor :data:`~.waits.SENSOR`-like arguments, a trigger its own. An
 operator that calls an argument otherwise renames it (``ENSURE_STREAM.renamed(spec="stream")``).
 """
 
@@ -40,7 +40,6 @@ from airflow_provider_jetstream.core.signatures.shared import (
     IF_EXISTS_ARG,
     IGNORE_MISSING,
     KEY,
-    LOGGER,
     OPTIONAL_COUNT,
     PEER_DOMAINS,
     PRUNE_SOURCES,
@@ -332,7 +331,6 @@ __all__ = [
     "KV_DELETE",
     "KV_GET",
     "KV_PUT",
-    "LOGGER",
     "PROBE_DOMAINS",
     "PUBLISH",
     "PURGE",

@@ -24,8 +24,10 @@ What a check must remember across checks (since when an error or an unreachable 
 silences seen, what was last logged) is a small JSON dict (:meth:`ReplicationWatch.state`), kept by
 the sensor between reschedules and handed to the trigger when it defers.
 
-Pure logic: the sensor's poke and the trigger read the servers and judge what they read with this.
-What the server reports is :mod:`.origins`; what a check found, :mod:`.report`.
+The rules are pure logic (:class:`ReplicationWatch`); :func:`check_replication` is the one check that
+reads the servers (the stream, each origin in its domain, the stream again) and judges what it read,
+for the hook, the sensor's poke and the trigger alike. What the server reports is :mod:`.origins`;
+what a check found, :mod:`.report`.
 """
 
 from __future__ import annotations
@@ -117,11 +119,11 @@ class ReplicationWatch:
         self._logged = dict(state.get("logged") or {})
         return self
 
-    def should_log(self, check: ReplicationCheck, now: float | None = None, heartbeat: float = LOG_HEARTBEAT) -> bool:
-        """Log the table when what it says changed, or ``heartbeat`` seconds after the last log."""
+    def should_log(self, check: ReplicationCheck, now: float | None = None) -> bool:
+        """Log the table when what it says changed, or ``LOG_HEARTBEAT`` seconds after the last log."""
         now = time.time() if now is None else now
         fingerprint = check.fingerprint()
-        if fingerprint != self._logged.get("fingerprint") or now - float(self._logged.get("at", 0)) >= heartbeat:
+        if fingerprint != self._logged.get("fingerprint") or now - float(self._logged.get("at", 0)) >= LOG_HEARTBEAT:
             self._logged = {"fingerprint": fingerprint, "at": now}
             return True
         return False
@@ -183,9 +185,6 @@ class ReplicationWatch:
         if status.lag > self.max_lag:
             return verdict(False, f"lag {status.lag} > max_lag {self.max_lag}")
         return verdict(True, "caught up")
-
-    # Kept for callers of the former API: the lag/active rule alone.
-    judge_origin = lag_active_rule
 
     def judge_exact(self, status: ReplicationStatus, probe: OriginProbe, held: HeldSeq, now: float) -> OriginVerdict:
         """The origin answered: caught up iff the stream holds the origin's last sequence."""

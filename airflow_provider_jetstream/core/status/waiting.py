@@ -113,10 +113,9 @@ class UnreachableClock:
         the sensor and handed to the trigger; None: it answered last time.
     """
 
-    def __init__(self, timeout: float | None, since: float | None = None, heartbeat: float = LOG_HEARTBEAT) -> None:
+    def __init__(self, timeout: float | None, since: float | None = None) -> None:
         self.timeout = timeout
         self.since = since
-        self.heartbeat = heartbeat
         self._logged: float | None = None
 
     def note(self, reason: str, now: float | None = None) -> str | None:
@@ -133,9 +132,9 @@ class UnreachableClock:
         return None
 
     def should_log(self, now: float | None = None) -> bool:
-        """Log the first unanswered check, then once per ``heartbeat``, not every check."""
+        """Log the first unanswered check, then once per ``LOG_HEARTBEAT`` seconds, not every check."""
         now = time.time() if now is None else now
-        if self._logged is None or now - self._logged >= self.heartbeat:
+        if self._logged is None or now - self._logged >= LOG_HEARTBEAT:
             self._logged = now
             return True
         return False

@@ -45,7 +45,6 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.connection.client import open_connection, release
@@ -58,7 +57,6 @@ from airflow_provider_jetstream.core.errors import (
 )
 from airflow_provider_jetstream.core.manage.buckets import kv_get, kv_put, reconcile_bucket
 from airflow_provider_jetstream.core.manage.specs import KeyValueSpec
-from airflow_provider_jetstream.core.read.settings import READERS
 from airflow_provider_jetstream.core.sync import run_sync
 from airflow_provider_jetstream.spark.job_args import COMMAND_LINE, FLAGS, PARTITION_COLUMNS
 from airflow_provider_jetstream.spark.jobs.commit import RangeCommitter
@@ -126,15 +124,13 @@ def parse_args(argv: list[str]) -> JobArgs:
     parser.add_argument("--partition-by", default="date", help=f"comma list of {', '.join(PARTITION_COLUMNS)}")
     parser.add_argument("--min-partitions", help="Spark partitions to read with")
     parser.add_argument("--fail-on-data-loss", default="true", choices=["true", "false"])
-    parser.add_argument("--reader", choices=READERS, help="range reader (default vectorised; nats-py is the fallback)")
+    parser.add_argument("--reader", help="range reader: vectorised (the default with the spark extra) or nats-py")
     parser.add_argument("--servers", help="NATS servers without credentials (else $" + CONNECTION_ENV_VAR + ")")
     ns = parser.parse_args(argv)
     # The job's arguments, checked with the declarations the operator checks them with.
-    given = {flag: getattr(ns, flag[2:].replace("-", "_")) for flag in FLAGS.values()}
+    given = {flag: getattr(ns, flag[2:].replace("-", "_")) for flag in COMMAND_LINE.args}
     checked = COMMAND_LINE.check(given, text=True)
     value = {name: checked[flag] for name, flag in FLAGS.items()}
-    if ns.servers and urlsplit(ns.servers if "://" in ns.servers else f"nats://{ns.servers}").password:
-        raise JetStreamConfigError("--servers must not hold a password: pass credentials in $" + CONNECTION_ENV_VAR)
     return JobArgs(
         stream=value["stream"],
         output=value["output_path"].rstrip("/"),
@@ -149,8 +145,8 @@ def parse_args(argv: list[str]) -> JobArgs:
         partition_by=value["partition_by"],
         min_partitions=value["min_partitions"],
         fail_on_data_loss=value["fail_on_data_loss"],
-        servers=ns.servers,
-        reader=ns.reader,
+        servers=checked["--servers"],
+        reader=checked["--reader"],
     )
 
 
@@ -256,13 +252,9 @@ class StreamToParquetJob:
         return b.first, end
 
     def _first_start(self, first: int) -> int:
+        """The first run's start: the stream's first sequence, or ``--starting-sequence`` (checked: a number)."""
         starting = self.args.starting_sequence
-        if starting == "earliest":
-            return first
-        try:
-            return int(starting)
-        except ValueError:
-            raise JetStreamConfigError(f"--starting-sequence={starting!r}: use earliest or a number") from None
+        return first if starting == "earliest" else int(starting)
 
     def write(self, start: int, end: int, staging: str) -> None:
         """Write sequences ``start``-``end`` as Parquet to the directory ``staging``."""

@@ -61,9 +61,6 @@ class Struct:
                 keys[key] = f
         return keys
 
-    def by_wire(self) -> dict[str, Field]:
-        return {f.wire: f for f in self.fields}
-
     def parse(self, data: Any, path: str) -> dict[str, Any]:
         """``{field name: wire value}`` for the keys given; every invalid key reported at once."""
         if not isinstance(data, Mapping):

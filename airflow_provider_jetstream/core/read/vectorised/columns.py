@@ -136,7 +136,7 @@ def _sequences_and_timestamps(blob: pa.Buffer, records: np.ndarray) -> np.ndarra
 
 
 def to_columns(bufs: list[bytes], records: np.ndarray) -> DataFrames:
-    """Columns of the data frames :func:`.wire.split_frames` recorded (offsets into ``bufs`` joined)."""
+    """Columns of the data frames :func:`.tap.split_frames` recorded (offsets into ``bufs`` joined)."""
     blob_bytes = bufs[0] if len(bufs) == 1 else b"".join(bufs)
     blob = pa.py_buffer(blob_bytes)
     eol, hsize, size = records[:, LINE_END], records[:, HEADER_SIZE], records[:, SIZE]

@@ -283,7 +283,7 @@ def split_frames(buf: bytes, taps: dict[bytes, _Tap]) -> tuple[list[bytes], int]
     return passthrough, pos
 
 
-def install(nc: Client, hold_bytes: int = 1 << 20) -> TapParser:
+def install(nc: Client) -> TapParser:
     """Make ``nc`` read through a :class:`TapParser` (once; later calls return the same one).
 
     Transparent for everything not tapped: it can stay installed for the client's life.
@@ -291,7 +291,7 @@ def install(nc: Client, hold_bytes: int = 1 << 20) -> TapParser:
     current = nc._ps
     if isinstance(current, TapParser):
         return current
-    parser = TapParser(nc, hold_bytes)
+    parser = TapParser(nc)
     parser.take_over(current)
     nc._ps = parser
     return parser
