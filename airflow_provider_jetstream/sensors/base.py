@@ -17,7 +17,7 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from airflow_provider_jetstream.core.arguments import Args
-from airflow_provider_jetstream.core.errors import REFUSE, JetStreamConfigError, JetStreamError
+from airflow_provider_jetstream.core.errors import REFUSE, RETRY, JetStreamConfigError, JetStreamError
 from airflow_provider_jetstream.core.signatures.waits import SENSOR
 from airflow_provider_jetstream.core.status.waiting import DONE, WAITING, WaitOutcome
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
@@ -175,5 +175,5 @@ class BaseJetStreamSensor(CheckedArguments, BaseSensorOperator, abc.ABC):
             self.log.info("Success criteria met in the triggerer.")
             return event.get(self.event_key)
         message = event.get("message") or f"the trigger failed: {event!r}"
-        disposition = event.get("disposition") or (REFUSE if event.get("reason") in REFUSED_REASONS else "retry")
+        disposition = event.get("disposition") or (REFUSE if event.get("reason") in REFUSED_REASONS else RETRY)
         self.finish(message, disposition)

@@ -88,6 +88,11 @@ class JetStreamReplicationLagSensor(BaseJetStreamSensor):
         """The checked ``max_inactive``, in seconds."""
         return self.checked_arguments()["max_inactive"]
 
+    @property
+    def error_grace_seconds(self) -> float:
+        """The checked ``error_grace``, in seconds."""
+        return self.checked_arguments()["error_grace"]
+
     def new_watch(self) -> ReplicationWatch:
         """The watch the next poke's check uses: the rendered arguments and what earlier pokes left."""
         return self.trigger().new_watch()

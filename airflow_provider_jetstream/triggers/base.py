@@ -17,6 +17,7 @@ import nats.errors
 import nats.js.errors
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_provider_jetstream.core.api import describe_prefix, unavailable_hint
 from airflow_provider_jetstream.core.arguments import Args
 from airflow_provider_jetstream.core.signatures.waits import WAIT
 from airflow_provider_jetstream.core.status.waiting import (
@@ -34,17 +35,13 @@ SHARED = ("jetstream_conn_id", "domain", "api_prefix", "unreachable_timeout", "s
 
 
 def no_answer_reason(hook: JetStreamHook, err: BaseException) -> str:
-    """Why a check got no answer, in words (nats-py's 503 error prints as ``code=None``)."""
+    """Why a check got no answer, in words (nats-py's 503 error prints as ``code=None``); the hint is the
+    JetStream API's own (:func:`~airflow_provider_jetstream.core.api.unavailable_hint`)."""
+    prefix = hook.resolve_api_prefix()
     if isinstance(err, (nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError)):
-        return (
-            f"no JetStream responded in {hook.describe_target()}: a leaf that is offline, or a wrong "
-            "domain name? Waiting"
-        )
+        return f"no JetStream responded in {describe_prefix(prefix)}: {unavailable_hint(prefix)} Waiting"
     if isinstance(err, nats.errors.TimeoutError):
-        return (
-            f"JetStream in {hook.describe_target()} did not answer in time: a leaf that is offline, or a "
-            "wrong domain name? Waiting"
-        )
+        return f"JetStream in {describe_prefix(prefix)} did not answer in time: {unavailable_hint(prefix)} Waiting"
     return str(err) or type(err).__name__
 
 

@@ -54,6 +54,8 @@ from airflow_provider_jetstream.core.protocol import headers_from_api, parse_pub
 log = logging.getLogger(__name__)
 
 KV_OPERATION = "KV-Operation"
+#: The ``KV-Operation`` of a delete and a purge marker: the key holds no value.
+REMOVED = ("DEL", "PURGE")
 EXPECTED_LAST_SUBJECT_SEQUENCE = "Nats-Expected-Last-Subject-Sequence"
 ROLLUP = "Nats-Rollup"
 
@@ -153,7 +155,7 @@ async def kv_get(api: JetStreamApi, bucket: str, key: str) -> KvEntry | None:
     if message is None:
         return None
     operation = (headers_from_api(message).get(KV_OPERATION) or ["PUT"])[-1].upper()
-    if operation in ("DEL", "PURGE"):
+    if operation in REMOVED:
         return None
     value = base64.b64decode(message.get("data") or "")
     return KvEntry(bucket, key, value, int(message["seq"]), message.get("time"))

@@ -30,6 +30,7 @@ from typing import Any
 from nats.aio.client import Client
 
 from airflow_provider_jetstream.core.api import STREAM_NOT_FOUND, JetStreamApi, JetStreamApiError
+from airflow_provider_jetstream.core.arguments.durations import parse_instant
 from airflow_provider_jetstream.core.errors import (
     JetStreamDomainUnavailableError,
     JetStreamError,
@@ -166,13 +167,6 @@ class Backoff:
         self._next = self.first
 
 
-def _rfc3339(when: str | dt.datetime) -> str:
-    moment = when if isinstance(when, dt.datetime) else dt.datetime.fromisoformat(when.replace("Z", "+00:00"))
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.timezone.utc)
-    return moment.astimezone(dt.timezone.utc).isoformat().replace("+00:00", "Z")
-
-
 async def create_ephemeral_consumer(
     api: JetStreamApi,
     stream: str,
@@ -207,7 +201,7 @@ async def create_ephemeral_consumer(
     if last_per_subject:
         config["deliver_policy"] = "last_per_subject"
     elif start_time is not None:
-        config.update(deliver_policy="by_start_time", opt_start_time=_rfc3339(start_time))
+        config.update(deliver_policy="by_start_time", opt_start_time=parse_instant(start_time, "start_time"))
     else:
         config.update(deliver_policy="by_start_sequence", opt_start_seq=start_seq or 1)
     if len(filter_subjects) == 1:

@@ -23,11 +23,9 @@ from airflow_provider_jetstream.core.errors import (
     JetStreamError,
     JetStreamPermissionError,
 )
-from airflow_provider_jetstream.core.manage.buckets import KV_OPERATION, KvEntry, bucket_layout_of
+from airflow_provider_jetstream.core.manage.buckets import KV_OPERATION, REMOVED, KvEntry, bucket_layout_of
 from airflow_provider_jetstream.core.protocol import HEARTBEAT, REQUEST_DONE, RETRY_AFTER, parse_ack_reply
 from airflow_provider_jetstream.core.read.pull import PullRequests, create_ephemeral_consumer, discard_consumer
-
-_REMOVED = ("DEL", "PURGE")
 
 
 @dataclass(frozen=True)
@@ -67,7 +65,7 @@ def judge_entry(
     min_revision: int | None,
 ) -> KeyCheck:
     """Judge the latest entry of a key (None: no entry, or deleted/purged)."""
-    if entry is None or entry.operation in _REMOVED:
+    if entry is None or entry.operation in REMOVED:
         what = "absent" if entry is None else f"{entry.operation.lower()}d at revision {entry.revision}"
         return KeyCheck(bucket, key, target, False, f"key {key!r} is {what}")
     raw = entry.value or b""
