@@ -6,25 +6,14 @@ import asyncio
 import time
 
 import pytest
-from nats.js.api import ExternalStream, StreamConfig, StreamSource
+from nats.js.api import StreamConfig, StreamSource
 
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.sensors.replication_lag import JetStreamReplicationLagSensor
 from tests.dags import sensors_replication_lag as dags
 from tests.support.logs import captured_logs
-from tests.support.natsutil import connect, unique
+from tests.support.natsutil import LEAF_API, connect, leaf_stream_with_messages, unique
 from tests.support.waiting import Later
-
-LEAF_API = ExternalStream(api="$JS.leaf.API")
-
-
-async def leaf_origin(url: str, origin: str, messages: int) -> None:
-    nc = await connect(url)
-    js = nc.jetstream()
-    await js.add_stream(StreamConfig(name=origin, subjects=[f"{origin}.in"]))
-    for i in range(messages):
-        await js.publish(f"{origin}.in", f"m{i}".encode())
-    await nc.close()
 
 
 async def hub_mirror(url: str, origin: str) -> str:
@@ -38,7 +27,7 @@ async def hub_mirror(url: str, origin: str) -> str:
 @pytest.mark.parametrize("mode", ["poke", "reschedule"])
 def test_sensor_returns_the_replication_report_once_caught_up(airflow_db, hub_leaf, hub_conn, mode) -> None:
     origin = unique("reps")
-    asyncio.run(leaf_origin(hub_leaf.url("leaf"), origin, 7))
+    asyncio.run(leaf_stream_with_messages(hub_leaf.url("leaf"), origin, 7))
     mirror = asyncio.run(hub_mirror(hub_leaf.url("hub"), origin))
     run = getattr(dags, f"sensors_replication_lag_{mode}").test(
         run_conf={"conn_id": hub_conn, "domain": "hub", "stream": mirror}
@@ -69,7 +58,7 @@ def test_deferrable_sensor_waits_through_an_error_within_grace_until_caught_up(a
 
     async def create_the_origin_once_the_sensor_waits() -> None:
         await logs.wait_for(f"Stream {mirror!r}: waiting:", timeout=60)  # it checked without the origin, and waits
-        await leaf_origin(hub_leaf.url("leaf"), origin, 5)
+        await leaf_stream_with_messages(hub_leaf.url("leaf"), origin, 5)
 
     with captured_logs() as logs:
         creator = Later(create_the_origin_once_the_sensor_waits)

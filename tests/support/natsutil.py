@@ -60,25 +60,27 @@ async def leaf_stream(url: str, stream: str, *extra: str) -> None:
     await nc.close()
 
 
-async def leaf_stream_with_consumer(url: str, stream: str, messages: int) -> None:
-    """A stream in the leaf's own domain with ``messages`` messages and a durable explicit-ack consumer ``worker``."""
+async def leaf_stream_with_messages(url: str, stream: str, messages: int) -> None:
+    """A stream on ``<stream>.in`` in the domain of the server at ``url``, holding ``messages`` messages (``m0``...)."""
     nc = await connect(url)
     js = nc.jetstream()
     await js.add_stream(StreamConfig(name=stream, subjects=[f"{stream}.in"]))
     for i in range(messages):
         await js.publish(f"{stream}.in", f"m{i}".encode())
-    await js.add_consumer(stream, ConsumerConfig(durable_name="worker", ack_policy=AckPolicy.EXPLICIT))
+    await nc.close()
+
+
+async def leaf_stream_with_consumer(url: str, stream: str, messages: int) -> None:
+    """A stream in the leaf's own domain with ``messages`` messages and a durable explicit-ack consumer ``worker``."""
+    await leaf_stream_with_messages(url, stream, messages)
+    nc = await connect(url)
+    await nc.jetstream().add_consumer(stream, ConsumerConfig(durable_name="worker", ack_policy=AckPolicy.EXPLICIT))
     await nc.close()
 
 
 async def leaf_origin_and_hub_copies(topology: Any, origin: str, messages: int) -> tuple[str, str]:
     """A leaf stream with messages, a hub aggregate sourcing it and a hub mirror of it."""
-    leaf = await connect(topology.url("leaf"))
-    ljs = leaf.jetstream()
-    await ljs.add_stream(StreamConfig(name=origin, subjects=[f"{origin}.in"]))
-    for i in range(messages):
-        await ljs.publish(f"{origin}.in", f"m{i}".encode())
-    await leaf.close()
+    await leaf_stream_with_messages(topology.url("leaf"), origin, messages)
     hub = await connect(topology.url("hub"))
     hjs = hub.jetstream()
     aggregate, mirror = f"{origin}_agg", f"{origin}_mirror"

@@ -30,11 +30,10 @@ from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.sensors.replication_lag import JetStreamReplicationLagSensor
 from airflow_provider_jetstream.testing.servers import USERS
 from airflow_provider_jetstream.triggers.replication_lag import JetStreamReplicationLagTrigger
-from tests.support.natsutil import connect, unique
+from tests.support.natsutil import LEAF_API, connect, unique
 from tests.support.triggers import first_event, rebuild
 from tests.support.waiting import eventually
 
-LEAF_API = ExternalStream(api="$JS.leaf.API")
 GHOST_API = ExternalStream(api="$JS.ghost.API")  # a domain no server has: it never answers
 
 
