@@ -324,8 +324,16 @@ async def check_replication(nc: Client, api: JetStreamApi, watch: ReplicationWat
     if after is None:
         raise JetStreamNotFoundError(f"stream {watch.stream!r} does not exist in {watch.target}")
     held: dict[str, HeldSeq] = {}
+    looked_up = False
     for status in watch.select(after):
         found = probes.get(status.key)
         if found is not None and found.state == "ok":
             held[status.key] = await held_seq(api, after, status, found)
+            looked_up = looked_up or (status.kind == "source" and status.seq is None)
+    if looked_up:
+        # A lookup may find copies stored after ``after`` was read: the state reported beside the
+        # verdicts is read last, so it never counts fewer messages than the verdicts saw held.
+        after = await api.stream_info(watch.stream)
+        if after is None:
+            raise JetStreamNotFoundError(f"stream {watch.stream!r} does not exist in {watch.target}")
     return watch.judge(after, probes=probes, held=held)
