@@ -45,7 +45,7 @@ from airflow_provider_jetstream.core.errors import SpecError, SpecErrors, Unsafe
 from airflow_provider_jetstream.core.publish.subjects import check_publish_subject
 from airflow_provider_jetstream.core.signatures.events import KV_EVENTS, MESSAGES
 from airflow_provider_jetstream.core.signatures.operations import PURGE
-from airflow_provider_jetstream.core.signatures.shared import DESTRUCTIVE_REQUEST
+from airflow_provider_jetstream.core.signatures.shared import REQUEST
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.operators import consumers, kv, publish, spark, streams
 from airflow_provider_jetstream.sensors.consumer_lag import JetStreamConsumerLagSensor
@@ -127,7 +127,7 @@ def test_narrowing_arguments_of_a_purge_are_refused_empty() -> None:
         with pytest.raises(SpecErrors, match=f"^{name}=None is not allowed"):
             PURGE.check({"name": "s", name: None}, rendered={name})
     with pytest.raises(SpecErrors, match="domain='' is not a JetStream domain name"):
-        DESTRUCTIVE_REQUEST.check({"domain": ""})
+        REQUEST.check({"domain": ""})
     assert PURGE.check({"name": "s"}) == {"name": "s", "subject": None, "keep": None, "up_to_sequence": None}
 
 
@@ -151,9 +151,7 @@ def test_rules_can_derive_values() -> None:
 
 def test_every_refusal_is_reported_at_once() -> None:
     with pytest.raises(SpecErrors) as err:
-        (PURGE + DESTRUCTIVE_REQUEST).check(
-            {"name": "a b", "subject": "a..b", "keep": -1, "timeout": 0, "domain": "x.y"}
-        )
+        (PURGE + REQUEST).check({"name": "a b", "subject": "a..b", "keep": -1, "timeout": 0, "domain": "x.y"})
     assert sorted(e.path for e in err.value.errors) == ["domain", "keep", "name", "subject", "timeout"]
     assert str(err.value).startswith("5 invalid fields:\n  ")
     with pytest.raises(SpecErrors) as at_parse:
@@ -219,10 +217,16 @@ def test_text_forms_are_accepted_only_where_the_value_may_be_text() -> None:
     assert boolean("yes", "f", text=True) is True and integer(1)(" 7 ", "f", text=True) == 7
     for parse, value in ((boolean, "true"), (integer(1), "7"), (number(0), "1.5")):
         refusal(parse, value)
-    # A hook method is called from Python: a string is a mistake there; an operator renders text.
+    # A hook method is called from Python: a string is a mistake there, and so it is in an operator's
+    # literal argument; only a value that came from a template is text.
     with pytest.raises(SpecErrors, match="dry_run='yes' is not allowed: use true or false"):
         JetStreamHook.aensure_stream.arguments.check({"spec": {"name": "s"}, "dry_run": "yes"})
-    op = streams.JetStreamCreateStreamOperator(task_id="t", stream={"name": "s"}, dry_run="yes")
+    with pytest.raises(SpecErrors, match="dry_run='yes' is not allowed: use true or false"):
+        streams.JetStreamCreateStreamOperator(task_id="t", stream={"name": "s"}, dry_run="yes")
+    with pytest.raises(SpecErrors, match="purge='yes' is not allowed: use true or false"):
+        kv.JetStreamKeyValueDeleteOperator(task_id="t", bucket="b", key="k", purge="yes")
+    op = streams.JetStreamCreateStreamOperator(task_id="t", stream={"name": "s"}, dry_run="{{ params.dry }}")
+    op.render_template_fields({"params": {"dry": "yes"}})
     assert op.checked_arguments()["dry_run"] is True
 
 
@@ -412,7 +416,7 @@ if given is not None:
     @settings(max_examples=200)
     @given(st.dictionaries(st.sampled_from(sorted(PURGE.args)), ANY_VALUE, max_size=4), st.booleans())
     def test_any_values_are_checked_or_refused_in_the_one_form(values: dict[str, Any], text_forms: bool) -> None:
-        signature = PURGE + DESTRUCTIVE_REQUEST
+        signature = PURGE + REQUEST
         try:
             checked = signature.check(values, text=text_forms)
         except SpecErrors as err:

@@ -93,8 +93,9 @@ def test_ui_prefixed_extras_and_string_values_from_uri_form() -> None:
 
 
 def test_secrets_lists_every_secret_including_url_passwords() -> None:
-    config = build("nats://u:in-url-pw@hub:4222", login="acc", password="pw", extra={"creds": "C"})
-    assert set(config.secrets) == {"pw", "C", "in-url-pw"}
+    config = build("nats://u:in-url-pw@hub:4222", login="acc", password="pw")
+    assert set(config.secrets) == {"pw", "in-url-pw"}
+    assert set(build("nats://u:in-url-pw@hub:4222", extra={"creds": "C"}).secrets) == {"C", "in-url-pw"}
 
 
 def test_connect_options_map_fields_to_nats_py() -> None:

@@ -12,6 +12,7 @@ import contextlib
 import functools
 import inspect
 import logging
+import os
 import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
@@ -20,6 +21,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import nats.errors
 import nats.js.errors
 from airflow.sdk import BaseHook
+from airflow.sdk.exceptions import AirflowNotFoundException
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
@@ -28,6 +30,7 @@ from airflow_provider_jetstream.core.arguments import Args
 from airflow_provider_jetstream.core.connection.client import open_connection, refusal_since, release
 from airflow_provider_jetstream.core.connection.settings import JetStreamConnectionConfig, api_prefix_for
 from airflow_provider_jetstream.core.errors import (
+    JetStreamConfigError,
     JetStreamDomainUnavailableError,
     JetStreamError,
     JetStreamImportMissingError,
@@ -111,14 +114,41 @@ class JetStreamBaseHook(BaseHook):
     def get_conn_config(self) -> JetStreamConnectionConfig:
         """The validated connection settings (looked up once; secrets registered for masking)."""
         if self._config is None:
-            self._config = self._validated(self.get_connection(self.jetstream_conn_id))
+            try:
+                conn = self.get_connection(self.jetstream_conn_id)
+            except AirflowNotFoundException:
+                raise self._unreadable_env_connection() from None
+            self._config = self._validated(conn)
         return self._config
 
     async def aget_conn_config(self) -> JetStreamConnectionConfig:
         """Like :meth:`get_conn_config`, without blocking the event loop (for triggers)."""
         if self._config is None:
-            self._config = self._validated(await self.aget_connection(self.jetstream_conn_id))
+            try:
+                conn = await self.aget_connection(self.jetstream_conn_id)
+            except AirflowNotFoundException:
+                raise self._unreadable_env_connection() from None
+            self._config = self._validated(conn)
         return self._config
+
+    def _unreadable_env_connection(self) -> Exception:
+        """Why Airflow found no connection: an ``AIRFLOW_CONN_<ID>`` Airflow could not read (a port that is
+        not a number) is reported as Airflow's reason, without the value (it may hold a password)."""
+        conn_id = self.jetstream_conn_id
+        variable = f"AIRFLOW_CONN_{conn_id.upper()}"
+        value = os.environ.get(variable)
+        if value is None:
+            return AirflowNotFoundException(f"The conn_id `{conn_id}` isn't defined")
+        from airflow.sdk import Connection
+
+        try:
+            if value.lstrip().startswith("{"):
+                Connection.from_json(value, conn_id=conn_id)
+            else:
+                Connection.from_uri(value, conn_id=conn_id)
+        except Exception as err:
+            return JetStreamConfigError(f"connection {conn_id!r}: ${variable} cannot be read: {err}")
+        return AirflowNotFoundException(f"The conn_id `{conn_id}` isn't defined")
 
     @staticmethod
     def _validated(conn: Any) -> JetStreamConnectionConfig:

@@ -34,7 +34,7 @@ from airflow_provider_jetstream.core.signatures.operations import (
     SUBJECT_OUTSIDE_API,
     replication_watch,
 )
-from airflow_provider_jetstream.core.signatures.shared import DESTRUCTIVE_REQUEST, LOG, REQUEST, TARGET
+from airflow_provider_jetstream.core.signatures.shared import LOG, REQUEST, TARGET
 from airflow_provider_jetstream.core.status.consumer_lag import ConsumerLagCheck, check_consumer_lag
 from airflow_provider_jetstream.core.status.kv_key import KeyCheck, judge_entry
 from airflow_provider_jetstream.core.status.replication import ReplicationCheck, ReplicationWatch, check_replication
@@ -209,7 +209,7 @@ class JetStreamHook(JetStreamStreamsHook):
 
     kv_put = blocking(akv_put)
 
-    @checked(KV_DELETE + DESTRUCTIVE_REQUEST)
+    @checked(KV_DELETE + REQUEST)
     async def akv_delete(
         self,
         bucket: str,

@@ -26,7 +26,7 @@ from airflow_provider_jetstream.core.signatures.operations import (
     PURGE,
     STREAM_INFO,
 )
-from airflow_provider_jetstream.core.signatures.shared import DESTRUCTIVE_REQUEST, LOG, REQUEST
+from airflow_provider_jetstream.core.signatures.shared import LOG, REQUEST
 from airflow_provider_jetstream.hooks.base import JetStreamBaseHook, blocking, checked
 
 Logger = logging.Logger | logging.LoggerAdapter
@@ -225,7 +225,7 @@ class JetStreamStreamsHook(JetStreamBaseHook):
 
     # -- delete and purge: the only calls that remove data, each asked for explicitly --------------
 
-    @checked(DELETE_STREAM + DESTRUCTIVE_REQUEST + LOG)
+    @checked(DELETE_STREAM + REQUEST + LOG)
     async def adelete_stream(
         self,
         name: str,
@@ -253,7 +253,7 @@ class JetStreamStreamsHook(JetStreamBaseHook):
 
     delete_stream = blocking(adelete_stream)
 
-    @checked(PURGE + DESTRUCTIVE_REQUEST + LOG)
+    @checked(PURGE + REQUEST + LOG)
     async def apurge_stream(
         self,
         name: str,
@@ -314,7 +314,7 @@ class JetStreamStreamsHook(JetStreamBaseHook):
                 ]
             )
 
-    @checked(DELETE_CONSUMER + DESTRUCTIVE_REQUEST + LOG)
+    @checked(DELETE_CONSUMER + REQUEST + LOG)
     async def adelete_consumer(
         self,
         stream: str,

@@ -7,7 +7,7 @@ from typing import Any
 
 from airflow_provider_jetstream.core.arguments import Args
 from airflow_provider_jetstream.core.signatures.operations import DELETE_CONSUMER, ENSURE_CONSUMER
-from airflow_provider_jetstream.core.signatures.shared import DESTRUCTIVE_OPERATOR, OPERATOR
+from airflow_provider_jetstream.core.signatures.shared import OPERATOR
 from airflow_provider_jetstream.operators.base import JetStreamBaseOperator
 
 
@@ -54,7 +54,7 @@ class JetStreamDeleteConsumerOperator(JetStreamBaseOperator):
     :param ignore_missing: a missing consumer (or stream) is success. Default True.
     """
 
-    arguments: Args = DESTRUCTIVE_OPERATOR + DELETE_CONSUMER
+    arguments: Args = OPERATOR + DELETE_CONSUMER
     template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(self, *, stream: str, name: str, ignore_missing: bool = True, **kwargs: Any) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 from airflow_provider_jetstream.core.arguments import Args
 from airflow_provider_jetstream.core.manage.specs.kv import kv_stream_name
 from airflow_provider_jetstream.core.signatures.operations import ENSURE_BUCKET, KV_DELETE, KV_PUT
-from airflow_provider_jetstream.core.signatures.shared import DESTRUCTIVE_OPERATOR, OPERATOR
+from airflow_provider_jetstream.core.signatures.shared import OPERATOR
 from airflow_provider_jetstream.operators.base import JetStreamBaseOperator, ReconcileOperator
 
 
@@ -111,7 +111,7 @@ class JetStreamKeyValuePutOperator(_KeyOperator):
 class JetStreamKeyValueDeleteOperator(_KeyOperator):
     """Delete a key (a delete marker; ``purge=True`` also drops its history). XCom: the marker's revision."""
 
-    arguments: Args = DESTRUCTIVE_OPERATOR + KV_DELETE
+    arguments: Args = OPERATOR + KV_DELETE
     template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(self, *, purge: bool = False, **kwargs: Any) -> None:

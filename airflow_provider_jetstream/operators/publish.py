@@ -54,7 +54,7 @@ class JetStreamPublishOperator(JetStreamBaseOperator):
     :param headers: headers on every message: a mapping of header names to strings.
     :param msg_id: template of each message's ``Nats-Msg-Id``; ``{index}`` is the message's index
         (appended if missing). Default ``<dag_id>/<run_id>/<task_id>/<map_index>/{index}``; ``None``
-        or ``""`` sends none (no deduplication).
+        sends none (no deduplication); ``""`` (also rendered) is refused.
     :param max_in_flight: most messages published but not yet acked. Default 4000.
     :param expected_stream: the stream that must store them (``Nats-Expected-Stream``).
     :param domain: the domain whose stream must store them: every ack is checked, and before

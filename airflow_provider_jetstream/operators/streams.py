@@ -23,7 +23,7 @@ from airflow_provider_jetstream.core.arguments import Args
 from airflow_provider_jetstream.core.manage.specs import StreamSpec
 from airflow_provider_jetstream.core.signatures.operations import DELETE_STREAM, ENSURE_STREAM, PURGE
 from airflow_provider_jetstream.core.signatures.operator_only import CREATE_MIRROR, CREATE_SOURCED
-from airflow_provider_jetstream.core.signatures.shared import DESTRUCTIVE_OPERATOR
+from airflow_provider_jetstream.core.signatures.shared import OPERATOR
 from airflow_provider_jetstream.operators.base import JetStreamBaseOperator, ReconcileOperator
 
 
@@ -148,7 +148,7 @@ class JetStreamDeleteStreamOperator(JetStreamBaseOperator):
     :param ignore_missing: a missing stream is success (``deleted: False``). Default True.
     """
 
-    arguments: Args = DESTRUCTIVE_OPERATOR + DELETE_STREAM
+    arguments: Args = OPERATOR + DELETE_STREAM
     template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(self, *, name: str, ignore_missing: bool = True, **kwargs: Any) -> None:
@@ -179,7 +179,7 @@ class JetStreamPurgeStreamOperator(JetStreamBaseOperator):
     given", which would purge more.
     """
 
-    arguments: Args = DESTRUCTIVE_OPERATOR + PURGE
+    arguments: Args = OPERATOR + PURGE
     template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from airflow_provider_jetstream.core.arguments import DEFAULT, REQUIRED, VALUE, Arg, Args, Rule
+from airflow_provider_jetstream.core.arguments import DEFAULT, REFUSE, REQUIRED, VALUE, Arg, Args, Rule
 from airflow_provider_jetstream.core.arguments.names import (
     bucket_name,
     connection_id,
@@ -88,6 +88,14 @@ def _subjects(value: Any, field: str) -> str:
     return ",".join(subject_text(value, field))
 
 
+def _starts_before_the_end(values: Mapping[str, Any], prefix: str) -> None:
+    start, end = values["starting_sequence"], values["end_sequence"]
+    if start not in (None, "earliest") and end is not None and int(start) > end:
+        raise SpecError(
+            f"{prefix}starting_sequence", start, f"use at most end_sequence={end}: the range would be empty"
+        )
+
+
 #: The packaged job's arguments (as the operator names them).
 JOB = Args(
     "stream_to_parquet",
@@ -95,28 +103,31 @@ JOB = Args(
         "stream": Arg(stream_name, REQUIRED, VALUE, "stream to read", templated=True),
         "output_path": Arg(output_directory, REQUIRED, VALUE, "Parquet output directory", templated=True),
         "checkpoint_bucket": Arg(bucket_name, REQUIRED, VALUE, "KV bucket of the checkpoint", templated=True),
-        "checkpoint_key": Arg(kv_key, None, DEFAULT, "KV key; default stream_to_parquet.<stream>", templated=True),
+        "checkpoint_key": Arg(kv_key, None, REFUSE, "KV key; default stream_to_parquet.<stream>", templated=True),
         "checkpoint_domain": DOMAIN.but(doc="JetStream domain of the KV bucket; default: the connection's"),
         "domain": DOMAIN.but(doc="JetStream domain of the stream; default: the connection's"),
         "api_prefix": API_PREFIX.but(doc="JetStream API prefix of the stream, instead of domain"),
         "filter_subject": Arg(
-            _subjects, None, DEFAULT, "subject or comma list of subjects; default all", templated=True
+            _subjects, None, REFUSE, "subject or comma list of subjects; default all", templated=True
         ),
         "end_sequence": Arg(
             integer(1, hint=" (the last stream sequence to copy)"),
             None,
-            DEFAULT,
+            REFUSE,
             "last sequence to copy; default: the stream's last at the start",
             templated=True,
         ),
-        "starting_sequence": Arg(starting_sequence, None, DEFAULT, "first run only: 'earliest' (default) or a number"),
+        "starting_sequence": Arg(starting_sequence, None, REFUSE, "first run only: 'earliest' (default) or a number"),
         "min_partitions": Arg(
             integer(1, hint=" (Spark partitions to read with)"), None, DEFAULT, "default: Spark's default parallelism"
         ),
         "partition_by": Arg(partition_columns, ("date",), DEFAULT, "Parquet partition columns; default ('date',)"),
         "fail_on_data_loss": Arg(boolean, True, DEFAULT, "fail when sequences of the range are gone; default True"),
     },
-    [ONE_TARGET],
+    [
+        ONE_TARGET,
+        Rule(("starting_sequence", "end_sequence"), _starts_before_the_end, "starting_sequence <= end_sequence"),
+    ],
 )
 
 
@@ -181,7 +192,7 @@ SUBMIT = Args(
     "spark submit",
     {
         "jetstream_conn_id": CONN_ID,
-        **{name: arg.but(default=None, empty=DEFAULT) for name, arg in JOB.args.items()},
+        **{name: arg.but(default=None) for name, arg in JOB.args.items()},
         "application": Arg(
             optional(non_empty_text), None, DEFAULT, "another spark-submit application instead of the packaged job"
         ),

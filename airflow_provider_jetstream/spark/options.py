@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_jetstream.core.arguments import DEFAULT, Arg, Args, Rule, exclusive
+from airflow_provider_jetstream.core.arguments import DEFAULT, REFUSE, Arg, Args, Rule, exclusive
 from airflow_provider_jetstream.core.arguments.durations import parse_instant
 from airflow_provider_jetstream.core.arguments.names import stream_name, subject_text
 from airflow_provider_jetstream.core.arguments.values import Parser, boolean, integer, number, text
@@ -141,14 +141,14 @@ def _only(name: str, when: str, why: str) -> Rule:
 _READ = Args(
     "read options",
     {
-        "stream": Arg(stream_name, None, DEFAULT, "name of the stream to read"),
-        "path": Arg(stream_name, None, DEFAULT, "same as stream (load('NAME'))"),
-        "filterSubject": Arg(subject_text, None, DEFAULT, "subject or comma-separated subjects to read"),
+        "stream": Arg(stream_name, None, REFUSE, "name of the stream to read"),
+        "path": Arg(stream_name, None, REFUSE, "same as stream (load('NAME'))"),
+        "filterSubject": Arg(subject_text, None, REFUSE, "subject or comma-separated subjects to read"),
         "startingSequence": Arg(
             _sequence_or("earliest", "latest"), None, DEFAULT, "earliest (default), latest (streaming only) or a number"
         ),
         "startingTime": Arg(_starting_time, None, DEFAULT, "RFC 3339 time: start at the first message stored then"),
-        "endingSequence": Arg(_sequence_or("latest"), None, DEFAULT, "latest or a sequence number (batch only)"),
+        "endingSequence": Arg(_sequence_or("latest"), None, REFUSE, "latest or a sequence number (batch only)"),
         "minPartitions": Arg(integer(1), None, DEFAULT, "minimum number of Spark partitions"),
         "maxMessagesPerPartition": Arg(integer(1), None, DEFAULT, "split partitions larger than this many sequences"),
         "maxMessagesPerTrigger": Arg(integer(1), None, DEFAULT, "sequences per micro-batch at most (streaming)"),
@@ -202,17 +202,15 @@ WRITE = (
     Args(
         "write options",
         {
-            "subject": Arg(check_publish_subject, None, DEFAULT, "subject to publish every row to"),
+            "subject": Arg(check_publish_subject, None, REFUSE, "subject to publish every row to"),
             "subjectColumn": Arg(
                 text, None, DEFAULT, "column holding each row's subject (default: subject, if present)"
             ),
             "dataColumn": Arg(text, "data", DEFAULT, "column holding the payload (default: data)"),
             "headersColumn": Arg(text, None, DEFAULT, "column holding headers (default: headers, if present)"),
-            "msgIdColumn": Arg(
-                text, None, DEFAULT, "column whose value becomes the Nats-Msg-Id header (deduplication)"
-            ),
+            "msgIdColumn": Arg(text, None, REFUSE, "column whose value becomes the Nats-Msg-Id header (deduplication)"),
             "stream": Arg(
-                stream_name, None, DEFAULT, "expected stream: the server refuses rows that would land in another one"
+                stream_name, None, REFUSE, "expected stream: the server refuses rows that would land in another one"
             ),
             "maxInFlight": Arg(integer(1), 1000, DEFAULT, "unacknowledged publishes per task at most"),
         },

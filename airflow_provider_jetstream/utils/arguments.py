@@ -64,8 +64,9 @@ class CheckedArguments:
 
     #: The signature of the class's public arguments (besides Airflow's own).
     arguments: ClassVar[Args]
-    #: Where text forms (``"true"``, ``"5"``) are accepted: None, the templated arguments (a rendered
-    #: template is text); True, every argument (a command line's).
+    #: Where text forms (``"true"``, ``"5"``) are accepted: None, the arguments whose values came from
+    #: a template (a rendered template is text; a literal ``purge="yes"`` is a mistake, not a boolean);
+    #: True, every argument (a command line's).
     text_arguments: ClassVar[bool | Collection[str] | None] = None
     #: Argument name -> the attribute holding it, where they differ.
     argument_attributes: ClassVar[Mapping[str, str]] = {}
@@ -88,13 +89,9 @@ class CheckedArguments:
         attributes = type(self).argument_attributes
         return {name: getattr(self, attributes.get(name, name)) for name in type(self).arguments.args}
 
-    def _check(self, values: Mapping[str, Any], **options: Any) -> dict[str, Any]:
+    def _check(self, values: Mapping[str, Any], rendered: Collection[str] = (), **options: Any) -> dict[str, Any]:
         text = type(self).text_arguments
-        return type(self).arguments.check(
-            values,
-            text=type(self).arguments.template_fields() if text is None else text,
-            **options,
-        )
+        return type(self).arguments.check(values, text=rendered if text is None else text, rendered=rendered, **options)
 
     def check_literal_arguments(self) -> None:
         """Check every argument whose value is final; the others once rendered (see the module doc)."""

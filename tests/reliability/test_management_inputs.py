@@ -265,7 +265,7 @@ def test_good_inputs_with_final_objects_are_accepted() -> None:
         source_domain="leaf",
         start_time=dt.datetime(2026, 1, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=1))),
     )
-    JetStreamCreateStreamOperator(task_id="t2", stream={"name": "s"}, dry_run="true", allow_double_store=False)
+    JetStreamCreateStreamOperator(task_id="t2", stream={"name": "s"}, dry_run=True, allow_double_store=False)
     JetStreamKeyValueDeleteOperator(task_id="d", bucket="b", key="a.b", purge="{{ params.purge }}")
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -36,14 +37,25 @@ _ISO = re.compile(
 DURATION_HELP = "seconds (30), a duration string ('5m', '1h30m', '250ms', '2d') or ISO-8601 ('PT5M')"
 
 
+#: The longest duration the JetStream API takes: a signed 64-bit count of nanoseconds (about 292 years).
+MAX_NANOS = 2**63 - 1
+
+
 def parse_duration(value: Any, path: str, *, allow_zero: bool = True) -> int:
-    """Nanoseconds for a duration written in any of the accepted forms; ``SpecError`` otherwise."""
+    """Nanoseconds for a duration written in any of the accepted forms; ``SpecError`` otherwise
+    (NaN, infinity and durations beyond :data:`MAX_NANOS` included)."""
     nanos = _duration_nanos(value)
     if nanos is None:
         raise SpecError(path, value, f"use {DURATION_HELP}")
     if nanos < 0 or (nanos == 0 and not allow_zero):
         raise SpecError(path, value, f"use a {'positive' if not allow_zero else 'non-negative'} duration")
+    if nanos > MAX_NANOS:
+        raise SpecError(path, value, f"use a duration of at most {MAX_NANOS // NANOS['d'] // 365} years")
     return nanos
+
+
+def _nanos_of_seconds(seconds: float) -> int | None:
+    return round(seconds * 1e9) if math.isfinite(seconds) else None
 
 
 def _duration_nanos(value: Any) -> int | None:
@@ -52,14 +64,14 @@ def _duration_nanos(value: Any) -> int | None:
     if isinstance(value, dt.timedelta):
         return round(value.total_seconds() * 1e9)
     if isinstance(value, (int, float)):
-        return round(value * 1e9)
+        return _nanos_of_seconds(value)
     if not isinstance(value, str):
         return None
     text = value.strip()
     if not text:
         return None
     try:
-        return round(float(text) * 1e9)
+        return _nanos_of_seconds(float(text))
     except ValueError:
         pass
     negative = text.startswith("-")
@@ -68,15 +80,15 @@ def _duration_nanos(value: Any) -> int | None:
     if iso and body.upper() not in ("P", "PT") and any(iso.groupdict().values()):
         parts = iso.groupdict()
         seconds = sum(float(parts[k] or 0) * NANOS[k] / 1e9 for k in ("w", "d", "h", "m", "s"))
-        nanos = round(seconds * 1e9)
-        return -nanos if negative else nanos
+        nanos = _nanos_of_seconds(seconds)
+        return None if nanos is None else -nanos if negative else nanos
     pos, total = 0, 0.0
     for match in _GO.finditer(body):
         if match.start() != pos:
             return None
         total += float(match.group(1)) * NANOS[match.group(2)]
         pos = match.end()
-    if pos != len(body) or pos == 0:
+    if pos != len(body) or pos == 0 or not math.isfinite(total):
         return None
     return -round(total) if negative else round(total)
 

@@ -90,12 +90,23 @@ def kv_key(value: Any, field: str) -> str:
     return value
 
 
+#: The longest subject accepted, in UTF-8 bytes: a client sends a subject in one protocol line
+#: (``HPUB <subject> <reply> <sizes>``), which the server's default ``max_control_line`` bounds at 4096
+#: bytes; longer ones are refused before sending instead of hanging until the server drops the line.
+MAX_SUBJECT_BYTES = 4000
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
 def subject_problem(subject: Any, *, wildcards: bool = True) -> str | None:
     """Why ``subject`` is not a valid subject (filter), or None if it is."""
     if not isinstance(subject, str) or not subject:
         return "a subject is a non-empty string"
     if re.search(r"\s", subject):
         return "a subject has no whitespace"
+    if _CONTROL.search(subject):
+        return "a subject has no control characters"
+    if len(subject.encode("utf-8", "surrogatepass")) > MAX_SUBJECT_BYTES:
+        return f"a subject is at most {MAX_SUBJECT_BYTES} bytes (the server's protocol line limit)"
     tokens = subject.split(".")
     for i, token in enumerate(tokens):
         if not token:
@@ -105,15 +116,63 @@ def subject_problem(subject: Any, *, wildcards: bool = True) -> str | None:
         if token == ">" and i != len(tokens) - 1:
             return "'>' may only be the last token"
         if token in ("*", ">") and not wildcards:
-            return "no wildcards here: give a literal subject"
+            return "no wildcards ('*', '>'): give a literal subject"
     return None
 
 
-def subject(*, wildcards: bool = True) -> Callable[[Any, str], str]:
-    """The parser of a subject: a filter (``wildcards``: ``*`` tokens, a final ``>``) or a literal one."""
+# -- reserved subject spaces ------------------------------------------------------------------------
+# A subject the server answers (``$JS.API.STREAM.DELETE.orders``) is a request: data published there
+# is obeyed, a stream listening there stores every request or reply, a filter there reads them.
+
+#: Subject spaces of the server: JetStream (API, acks, flow control, advisories of every domain),
+#: clustering, the system account and replies.
+SERVER_SPACES: tuple[str, ...] = ("$JS.", "$JSC.", "$NRG.", "$SYS.", "_INBOX.")
+#: Subject spaces of KV buckets and object stores: written through their own operations.
+STORE_SPACES: tuple[str, ...] = ("$KV.", "$O.")
+#: JetStream advisories and metrics: a stream may keep them, a filter may read them.
+ADVISORIES = "$JS.EVENT."
+#: Any JetStream API, whatever the account calls it: ``$JS.API``, ``$JS.<domain>.API``, an imported
+#: ``JS.acc@hub.API``.
+_JS_API = re.compile(r"^\$?JS(\.[^.]+)*\.API(\.|$)")
+
+#: How a subject is used, for :func:`reserved_problem`.
+PUBLISH, STORE, FILTER = "publish", "store", "filter"
+
+
+def reserved_problem(subject: str, use: str) -> str | None:
+    """Why ``subject`` is in a reserved space for ``use``, or None.
+
+    :param use: :data:`PUBLISH` (data is sent there: every reserved space, KV and object store
+        subjects too), :data:`STORE` (a stream listens there: the server's spaces, advisories allowed;
+        a filter of only wildcards such as ``>`` would take the server's subjects too) or :data:`FILTER`
+        (a stream's messages are selected: the server's spaces, advisories allowed). A lone ``*`` is
+        allowed where a stream stores: no reserved subject has one token.
+    """
+    spaces = SERVER_SPACES + STORE_SPACES if use == PUBLISH else SERVER_SPACES
+    for space in spaces:
+        if subject.startswith(space) and not (use != PUBLISH and subject.startswith(ADVISORIES)):
+            return (
+                f"{space}> is a reserved subject space (the JetStream API, acks, clustering, system, reply"
+                f"{', KV or object store' if use == PUBLISH else ''} subjects): a message there is a request the "
+                "server may obey, e.g. deleting a stream"
+            )
+    if _JS_API.match(subject):
+        return (
+            "it addresses a JetStream API (JS.<account or domain>.API): a message there is a request the server "
+            "obeys, e.g. deleting a stream"
+        )
+    tokens = subject.split(".")
+    if use == STORE and (tokens == [">"] or (len(tokens) > 1 and all(t in ("*", ">") for t in tokens))):
+        return "a stream on only wildcards would also store the server's subjects ($JS.API.>, _INBOX.>)"
+    return None
+
+
+def subject(*, wildcards: bool = True, use: str | None = None) -> Callable[[Any, str], str]:
+    """The parser of a subject: a filter (``wildcards``: ``*`` tokens, a final ``>``) or a literal one;
+    with ``use``, outside the reserved spaces for that use (:func:`reserved_problem`)."""
 
     def parse(value: Any, field: str) -> str:
-        problem = subject_problem(value, wildcards=wildcards)
+        problem = subject_problem(value, wildcards=wildcards) or (use and reserved_problem(value, use))
         if problem:
             raise SpecError(field, value, problem)
         return value
@@ -123,24 +182,32 @@ def subject(*, wildcards: bool = True) -> Callable[[Any, str], str]:
 
 subject_filter = subject()
 literal_subject = subject(wildcards=False)
+#: A subject filter that selects a stream's messages (consumer and source filters, transforms' sources).
+reading_filter = subject(use=FILTER)
+#: A subject a stream stores messages on (its subjects, the destination of a transform or republish).
+stored_subject = subject(use=STORE)
 
 
-def subject_list(value: Any, field: str) -> list[str]:
-    """A subject filter, or a non-empty list of distinct ones."""
-    items = [value] if isinstance(value, str) else value
-    if not isinstance(items, (list, tuple)) or not items:
-        raise SpecError(field, value, "use a subject or a non-empty list of subjects")
-    out = [subject_filter(s, f"{field}[{i}]") for i, s in enumerate(items)]
-    if len(set(out)) != len(out):
-        raise SpecError(field, value, "each subject once")
-    return out
+def subject_list(parse_item: Callable[[Any, str], str] = subject_filter) -> Callable[[Any, str], list[str]]:
+    """The parser of a subject, or a non-empty list of distinct ones, each parsed by ``parse_item``."""
+
+    def parse(value: Any, field: str) -> list[str]:
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, (list, tuple)) or not items:
+            raise SpecError(field, value, "use a subject or a non-empty list of subjects")
+        out = [parse_item(s, f"{field}[{i}]") for i, s in enumerate(items)]
+        if len(set(out)) != len(out):
+            raise SpecError(field, value, "each subject once")
+        return out
+
+    return parse
 
 
 def subject_text(value: Any, field: str) -> tuple[str, ...]:
     """A subject filter or a comma-separated list of them, as a command line or Spark option gives it."""
     subjects = tuple(s.strip() for s in value.split(",")) if isinstance(value, str) else (value,)
     for item in subjects:
-        problem = subject_problem(item, wildcards=True)
+        problem = subject_problem(item, wildcards=True) or reserved_problem(item, FILTER)
         if problem:
             raise SpecError(
                 field, value, f"{problem}; use a subject or a comma-separated list (e.g. 'orders.*,events.>')"

@@ -74,13 +74,21 @@ def _number_from_text(value: str, integer: bool) -> float | int | None:
         return None
 
 
+#: The widest number the JetStream API takes (a sequence is an unsigned 64-bit integer).
+UINT64_MAX = 2**64 - 1
+#: The widest limit or count the JetStream API takes (``max_msgs``, ``max_bytes``: signed 64-bit).
+INT64_MAX = 2**63 - 1
+
+
 def integer(minimum: int, maximum: int | None = None, hint: str = "") -> Parser:
-    """An integer from ``minimum`` (to ``maximum``); ``hint`` follows the bounds in the message.
+    """An integer from ``minimum`` to ``maximum`` (default :data:`UINT64_MAX`); ``hint`` follows the
+    bounds in the message.
 
     A Python ``int`` (not a bool), or an integral float; with ``text``, also its text (``"5"``,
     ``" 18446744073709551615 "`` exactly, ``"1e3"``).
     """
-    bounds = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
+    top = UINT64_MAX if maximum is None else maximum
+    bounds = f">= {minimum}" if top >= INT64_MAX else f"from {minimum} to {top}"
 
     @reads_text
     def parse(value: Any, field: str, *, text: bool = False) -> int:
@@ -91,8 +99,10 @@ def integer(minimum: int, maximum: int | None = None, hint: str = "") -> Parser:
             number = int(number)
         if isinstance(number, bool) or not isinstance(number, int):
             number = None
-        if number is None or number < minimum or (maximum is not None and number > maximum):
+        if number is None or number < minimum:
             raise SpecError(field, value, f"use an integer {bounds}{hint}")
+        if number > top:
+            raise SpecError(field, value, f"use an integer from {minimum} to {top}{hint}")
         return number
 
     return parse

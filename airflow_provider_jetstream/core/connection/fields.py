@@ -112,6 +112,31 @@ def validate_asset_server(value: Any, field_name: str = "asset_server") -> str:
     return text
 
 
+def check_user_seed(seed: str) -> None:
+    """Refuse an ``nkey_seed`` that is not a user NKey seed (``SU...`` with a valid checksum), naming the
+    field but never the seed: otherwise it would only fail when connecting, as "no server reachable"."""
+    import base64
+    import binascii
+
+    import nkeys
+
+    text = seed.strip()
+    if not text.startswith("SU"):
+        raise JetStreamConfigError("nkey_seed is not a user NKey seed: it must start with 'SU'")
+    try:
+        # nkeys decodes a seed without checking its CRC-16: a mistyped character would still give a key.
+        decoded = base64.b32decode(text + "=" * (-len(text) % 8))
+        nkeys.decode_seed(text.encode())
+        intact = len(decoded) > 2 and nkeys.crc16_checksum(decoded[:-2]) == decoded[-2:]
+    except (binascii.Error, nkeys.NkeysError, ValueError):
+        intact = False
+    if not intact:
+        raise JetStreamConfigError(
+            "nkey_seed is not a valid user NKey seed (its encoding or checksum is wrong): copy it again from "
+            "the .nk file or `nsc`"
+        )
+
+
 def api_prefix_for(domain: str | None = None, api_prefix: str | None = None) -> str:
     """The JetStream API prefix for a domain or an explicit prefix (at most one of them)."""
     if domain and api_prefix:
@@ -168,6 +193,11 @@ def parse_servers(host: str | None, port: int | None, schema: str | None) -> lis
             parsed_port = parts.port
         except ValueError:
             raise JetStreamConfigError(f"host entry {redact_url(item)!r} is not a server address") from None
+        if parsed_port == 0:
+            raise JetStreamConfigError(
+                f"host entry {redact_url(item)!r} is not allowed: port 0 is no server's; use a TCP port from 1 to "
+                "65535, or none for 4222"
+            )
         if parts.scheme not in SCHEMES or not parts.hostname:
             raise JetStreamConfigError(
                 f"host entry {redact_url(item)!r} is not allowed: use host[:port] or a URL with "

@@ -21,6 +21,7 @@ from airflow_provider_jetstream.core.connection.fields import (
     EXTRA_FIELDS,
     WEBSOCKET_SCHEMES,
     api_prefix_for,
+    check_user_seed,
     parse_servers,
     redact_url,
     validate_asset_server,
@@ -136,6 +137,8 @@ class JetStreamConnectionConfig:
                 f"known fields: {', '.join(EXTRA_FIELDS)}"
             )
         try:
+            if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536):
+                raise SpecError("port", port, "use a TCP port from 1 to 65535, or leave it empty for 4222")
             servers = parse_servers(host, port, schema)
             if extra.get("domain") and extra.get("api_prefix"):
                 api_prefix_for(extra["domain"], extra["api_prefix"])
@@ -145,16 +148,20 @@ class JetStreamConnectionConfig:
                 extra["api_prefix"] = api_prefix(extra["api_prefix"])
             if "asset_server" in extra:
                 validate_asset_server(extra["asset_server"])
-            if "token" in extra and (login or password):
-                raise JetStreamConfigError("token and login/password were both given: a server takes one of them")
+            other_auth = [k for k in ("token", "nkey_seed", "creds", "creds_file") if k in extra]
+            if (login or password) and other_auth:
+                raise JetStreamConfigError(
+                    f"{other_auth[0]} and login/password were both given: a server authenticates a user one way; "
+                    "give one of them"
+                )
             if "creds" in extra and "creds_file" in extra:
                 raise JetStreamConfigError("creds and creds_file were both given: give one of them")
             if ("creds" in extra or "creds_file" in extra) and "nkey_seed" in extra:
                 raise JetStreamConfigError(
                     "nkey_seed and creds/creds_file were both given: a .creds file already holds the seed"
                 )
-            if "nkey_seed" in extra and not str(extra["nkey_seed"]).strip().startswith("SU"):
-                raise JetStreamConfigError("nkey_seed is not a user NKey seed: it must start with 'SU'")
+            if "nkey_seed" in extra:
+                check_user_seed(str(extra["nkey_seed"]))
             if bool(extra.get("tls_cert_file")) != bool(extra.get("tls_key_file")):
                 raise JetStreamConfigError(
                     "tls_cert_file and tls_key_file go together: give both for mutual TLS, or neither"

@@ -5,27 +5,25 @@ there deletes the stream. So the publish operator, the Spark writer and the shar
 (:mod:`airflow_provider_jetstream.core.publish.engine`) all refuse, before anything is sent:
 
 - subjects that are not literal: empty, with whitespace, empty tokens or wildcards;
-- the reserved subject spaces: ``$JS.`` (JetStream API, acks, flow control, events of every
-  domain), ``$JSC.`` and ``$NRG.`` (clustering), ``$KV.`` (KV buckets: KV writes go through the
-  KV operators), ``$O.`` (object stores), ``$SYS.`` (the system account) and ``_INBOX.`` (replies);
-- the JetStream API prefixes the account is configured with (an imported ``JS.acc@hub.API``):
-  the connection's ``api_prefix`` and any ``api_prefix`` given to the caller.
+- subjects longer than the server's protocol line or holding control characters;
+- the reserved subject spaces (:func:`~airflow_provider_jetstream.core.arguments.names.reserved_problem`):
+  ``$JS.`` (JetStream API, acks, flow control, events of every domain), ``$JSC.`` and ``$NRG.``
+  (clustering), ``$KV.`` (KV buckets: KV writes go through the KV operators), ``$O.`` (object
+  stores), ``$SYS.`` (the system account), ``_INBOX.`` (replies), and any JetStream API however an
+  account names it (``JS.acc@hub.API.>``);
+- the JetStream API prefixes the account is configured with: the connection's ``api_prefix`` and
+  any ``api_prefix`` given to the caller.
 
 Airflow-free: Spark executors import it.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from typing import Any
 
+from airflow_provider_jetstream.core.arguments.names import PUBLISH, reserved_problem, subject_problem
 from airflow_provider_jetstream.core.errors import UnsafeSubjectError
-
-#: Subject spaces no data is published to (prefixes, with their trailing dot).
-RESERVED_PREFIXES: tuple[str, ...] = ("$JS.", "$JSC.", "$NRG.", "$KV.", "$O.", "$SYS.", "_INBOX.")
-
-_WHITESPACE = re.compile(r"\s")
 
 
 def publish_subject_problem(subject: Any, api_prefixes: Iterable[str | None] = ()) -> str | None:
@@ -35,21 +33,9 @@ def publish_subject_problem(subject: Any, api_prefixes: Iterable[str | None] = (
     :param api_prefixes: JetStream API prefixes of the account (``JS.acc@hub.API``...); subjects
         under them are refused like ``$JS.``. None entries are ignored.
     """
-    if not isinstance(subject, str) or not subject:
-        return "a subject is a non-empty string"
-    if _WHITESPACE.search(subject):
-        return "a subject has no whitespace"
-    tokens = subject.split(".")
-    if any(not token for token in tokens):
-        return "a subject has no empty tokens (no leading, trailing or double '.')"
-    if any("*" in token or ">" in token for token in tokens):
-        return "no wildcards ('*', '>'): publish to a literal subject"
-    for prefix in RESERVED_PREFIXES:
-        if subject.startswith(prefix):
-            return (
-                f"{prefix}> is a reserved subject space (JetStream API, KV, object store, system or reply "
-                "subjects): a message there is a request the server may obey, e.g. deleting a stream"
-            )
+    problem = subject_problem(subject, wildcards=False) or reserved_problem(subject, PUBLISH)
+    if problem:
+        return problem
     for prefix in api_prefixes:
         if not prefix:
             continue

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from airflow_provider_jetstream.core.arguments import DEFAULT, REFUSE, REQUIRED, VALUE, Arg, Args, Rule, exclusive
+from airflow_provider_jetstream.core.arguments import REFUSE, REQUIRED, VALUE, Arg, Args, Rule, exclusive
 from airflow_provider_jetstream.core.arguments.durations import seconds_of
 from airflow_provider_jetstream.core.arguments.names import domain_name, headers, stream_name, subject_filter
 from airflow_provider_jetstream.core.arguments.values import (
@@ -26,8 +26,9 @@ from airflow_provider_jetstream.core.arguments.values import (
     optional,
     positive_count,
     seconds,
+    value_bytes,
 )
-from airflow_provider_jetstream.core.errors import SpecError
+from airflow_provider_jetstream.core.errors import SpecError, SpecErrors
 from airflow_provider_jetstream.core.manage.specs import ConsumerSpec, KeyValueSpec, StreamSpec, encode_kv_value
 from airflow_provider_jetstream.core.publish.subjects import check_publish_subject
 from airflow_provider_jetstream.core.signatures.shared import (
@@ -242,18 +243,37 @@ KV_DELETE = KV_GET + Args(
 
 
 def payloads(value: Any, field: str) -> Iterable[Any]:
-    """The messages to publish: bytes, str, or an iterable of payloads (one payload is a list of one)."""
+    """The messages to publish: bytes, str, or an iterable of payloads (one payload is a list of one).
+
+    A list or tuple is encoded here (:func:`value_bytes`), so a payload with no exact bytes (a set, NaN,
+    a datetime) is refused before anything is sent; an iterator is encoded as it is sent."""
     if isinstance(value, (str, bytes)):
         return [value]
     if value is None or isinstance(value, Mapping) or not isinstance(value, Iterable):
         raise SpecError(field, value, "give the payloads to publish: bytes, str, or a list (any iterable) of them")
+    if isinstance(value, (list, tuple)):
+        errors: list[SpecError] = []
+        encoded = []
+        for index, item in enumerate(value):
+            try:
+                encoded.append(value_bytes(item, f"{field}[{index}]"))
+            except SpecError as refused:
+                errors.append(refused)
+        if errors:
+            raise SpecErrors(errors)
+        return encoded
     return value
 
 
 def msg_id_template(value: Any, field: str) -> str | None:
-    """A ``Nats-Msg-Id`` template (``{index}``: the message's index), or None / ``""``: no id."""
-    if value is None or value == "":
+    """A ``Nats-Msg-Id`` template (``{index}``: the message's index), or None: no id.
+
+    ``""`` is refused: a template that renders empty would silently turn deduplication off (a retried
+    task would store every message twice); None says so explicitly."""
+    if value is None:
         return None
+    if isinstance(value, str) and not value.strip():
+        raise SpecError(field, value, "use a text template with {index} (e.g. 'run-1/{index}'), or None for no id")
     if not isinstance(value, str):
         raise SpecError(field, value, "use a text template with {index} (e.g. 'run-1/{index}'), or None for no id")
     return value
@@ -288,11 +308,12 @@ PUBLISH = Args(
             msg_id_template,
             None,
             VALUE,
-            "template of each message's Nats-Msg-Id ({index}: the message's index); None or '': no id",
+            "template of each message's Nats-Msg-Id ({index}: the message's index); None: no id; default None",
             templated=True,
         ),
+        # A rendered empty stream is refused: it would silently drop the check of where messages land.
         "expected_stream": Arg(
-            stream_name, None, DEFAULT, "the stream that must store them (Nats-Expected-Stream)", templated=True
+            stream_name, None, REFUSE, "the stream that must store them (Nats-Expected-Stream)", templated=True
         ),
         "max_in_flight": Arg(positive_count, 4000, VALUE, "most messages published but not yet acked; default 4000"),
         "ack_timeout": Arg(seconds(), 30.0, VALUE, "seconds without any ack before failing; default 30"),

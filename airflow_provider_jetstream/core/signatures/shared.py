@@ -38,17 +38,19 @@ CONN_ID = Arg(
     "the Airflow connection (type jetstream); default 'jetstream_default'",
     templated=True,
 )
+#: A rendered empty domain or API prefix is refused, never "not given": it would send the action to the
+#: connection's domain (a purge meant for a leaf would purge the hub's stream).
 DOMAIN = Arg(
     domain_name,
     None,
-    DEFAULT,
+    REFUSE,
     "JetStream domain to act in ($JS.<domain>.API); default: the hook's, else the connection's",
     templated=True,
 )
 API_PREFIX = Arg(
     api_prefix,
     None,
-    DEFAULT,
+    REFUSE,
     "JetStream API prefix instead of a domain (an imported JS.acc@hub.API); default: the connection's",
     templated=True,
 )
@@ -65,16 +67,6 @@ TIMEOUT = Arg(
 TARGET = Args("target", {"domain": DOMAIN, "api_prefix": API_PREFIX}, [ONE_TARGET])
 #: The target and the wait of a hook method that makes JetStream API requests.
 REQUEST = TARGET + Args("request", {"timeout": TIMEOUT})
-#: The target of an action that removes data: a rendered empty domain must not send it elsewhere.
-DESTRUCTIVE_TARGET = Args(
-    "target",
-    {"domain": DOMAIN.but(empty=REFUSE), "api_prefix": API_PREFIX.but(empty=REFUSE)},
-    [ONE_TARGET],
-)
-
-#: An action that removes data, as a hook method takes it.
-DESTRUCTIVE_REQUEST = DESTRUCTIVE_TARGET + Args("request", {"timeout": TIMEOUT})
-
 LOGGER = Arg(anything, None, DEFAULT, "the logger of progress lines; default: the hook's")
 #: Where a hook method that changes something logs what it did.
 LOG = Args("log", {"logger": LOGGER})
@@ -90,9 +82,6 @@ OPERATOR = Args(
     },
     [ONE_TARGET],
 )
-#: An operator that removes data (delete, purge): its target is refused empty (see :data:`DESTRUCTIVE_TARGET`).
-DESTRUCTIVE_OPERATOR = OPERATOR.without("domain", "api_prefix") + DESTRUCTIVE_TARGET
-
 UNREACHABLE_TIMEOUT = Arg(
     optional(seconds_of(positive=True)),
     None,
@@ -156,9 +145,6 @@ __all__ = [
     "BUCKET",
     "CONN_ID",
     "CONSUMER",
-    "DESTRUCTIVE_OPERATOR",
-    "DESTRUCTIVE_REQUEST",
-    "DESTRUCTIVE_TARGET",
     "DOMAIN",
     "DRY_RUN",
     "EXPECTED_REVISION",

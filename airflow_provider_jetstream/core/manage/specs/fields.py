@@ -79,8 +79,9 @@ class Struct:
             if value is None:
                 continue  # None means "not set": templated specs often carry empty optionals
             try:
-                # Spec values come from templated dicts: text forms ("5", "true") are accepted.
-                values[f.name] = V.parse_value(f.parse, value, f"{path}.{f.name}", text=True)
+                # Spec values come from templated dicts: text forms ("5", "true") are accepted. The error
+                # names the key as the user wrote it (an alias such as opt_start_seq too).
+                values[f.name] = V.parse_value(f.parse, value, f"{path}.{key}", text=True)
             except (SpecError, SpecErrors) as refused:
                 errors.extend(refused.errors)
         if errors:
@@ -100,7 +101,7 @@ def raise_all(errors: list[SpecError]) -> None:
 # -- spec kinds built on the shared parsers (:mod:`airflow_provider_jetstream.core.arguments`) -------------
 
 #: A limit where -1 means unlimited (the server's default).
-limit = V.integer(-1, hint=" (-1: unlimited)")
+limit = V.integer(-1, V.INT64_MAX, hint=" (-1: unlimited)")
 
 
 def nested(struct: Struct, check: Callable[[dict[str, Any], str], None] | None = None) -> Parser:

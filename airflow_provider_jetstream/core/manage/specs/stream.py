@@ -39,8 +39,8 @@ PLACEMENT = Struct(
 REPUBLISH = Struct(
     "republish",
     (
-        Field("src", "src", N.subject_filter, "subjects to republish (default all)", aliases=("source",)),
-        Field("dest", "dest", N.subject_filter, "destination subject", aliases=("destination",)),
+        Field("src", "src", N.reading_filter, "subjects to republish (default all)", aliases=("source",)),
+        Field("dest", "dest", N.stored_subject, "destination subject", aliases=("destination",)),
         Field("headers_only", "headers_only", V.boolean, "republish headers only"),
     ),
 )
@@ -67,7 +67,7 @@ STREAM = Struct(
         Field(
             "subjects",
             "subjects",
-            N.subject_list,
+            N.subject_list(N.stored_subject),
             "subjects the stream listens on (wildcards allowed)",
             normalize=F.norm_sorted,
         ),
