@@ -209,6 +209,11 @@ def legacy_mirror_advice(spec: KeyValueSpec, target: str, config: Mapping[str, A
 async def reconcile_bucket(api: JetStreamApi, spec: KeyValueSpec, **kwargs: Any) -> ReconcileResult:
     """Create or update a bucket (mirrors and sources across domains included) as its KV stream.
 
+    ``kwargs`` are :func:`reconcile_stream`'s. An existing bucket is compared and changed only in the
+    stream fields of the bucket fields the spec names (``STREAM_FIELDS`` of
+    :mod:`airflow_provider_jetstream.core.manage.specs.kv`): ``{"bucket": "cfg"}`` leaves a history of
+    5 alone.
+
     A mirror bucket made by this provider's older releases (see :class:`BucketLayout`) cannot be
     changed into the official layout in place: the error (or, with ``if_exists='recreate'``, the
     result's notes) spells out how to migrate it and what happens to its data.

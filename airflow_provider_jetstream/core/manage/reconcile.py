@@ -301,6 +301,8 @@ async def reconcile_stream(
 ) -> ReconcileResult:
     """Bring the stream ``spec`` describes into being in ``api``'s domain (see the module doc).
 
+    Only the fields ``spec`` names (:meth:`StreamSpec.named_values`) are compared and changed.
+
     ``replace_advice`` is given the server's config when a change needs a new stream; what it
     returns (the caller's migration recipe) replaces the generic ``if_exists='recreate'`` line of
     the error, and is logged when recreating.
@@ -322,7 +324,7 @@ async def reconcile_stream(
         label=label,
         summary=_summary(spec),
         spec=spec,
-        diff=lambda config: diff_config(STREAM, dict(spec.values), config, prune_sources=prune_sources),
+        diff=lambda config: diff_config(STREAM, spec.named_values(), config, prune_sources=prune_sources),
         create=create,
         update=lambda config: api.request(f"STREAM.UPDATE.{name}", config),
         delete=lambda: api.delete_stream(name),

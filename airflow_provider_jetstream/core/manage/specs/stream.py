@@ -265,8 +265,16 @@ class StreamSpec(Spec):
     """A validated stream spec: ``values`` maps field names to API values, for the fields given."""
 
     path: str = "stream"
+    #: The fields the user named, when ``values`` also holds conventions used only to create the stream
+    #: (a KV bucket's, :meth:`KeyValueSpec.stream_spec`); None: every field of ``values`` is named.
+    named: frozenset[str] | None = None
 
     struct = STREAM
+
+    def named_values(self) -> dict[str, Any]:
+        """The fields a reconcile compares with an existing stream and lays over its config: those the
+        user named (the others keep the server's values)."""
+        return {k: v for k, v in self.values.items() if self.named is None or k in self.named}
 
     @classmethod
     def from_dict(cls, data: Any, path: str = "stream") -> StreamSpec:
