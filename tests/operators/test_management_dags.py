@@ -92,7 +92,13 @@ def stored_message(raw: Raw, stream: str, seq: int, account: str) -> tuple[str, 
     return reply["message"]["subject"], base64.b64decode(reply["message"]["data"])
 
 
-DEFAULTS = {"domain": "leaf", "if_exists": "update", "dry_run": False, "allow_double_store": False}
+DEFAULTS = {
+    "domain": "leaf",
+    "if_exists": "update",
+    "dry_run": False,
+    "allow_data_loss": False,
+    "allow_double_store": False,
+}
 
 
 def run_stream(spec: dict, conn: str, **params):

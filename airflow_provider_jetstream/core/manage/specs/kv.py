@@ -106,6 +106,9 @@ STREAM_FIELDS: dict[str, tuple[str, ...]] = {
     "limit_marker_ttl": ("allow_msg_ttl", "subject_delete_marker_ttl"),
 }
 
+#: The bucket field's name of each stream field whose name differs (shown beside it in refusals).
+SPEC_NAMES = {name: key for key, names in STREAM_FIELDS.items() for name in names if name != key}
+
 
 @dataclass(frozen=True)
 class KeyValueSpec(Spec):

@@ -103,9 +103,21 @@ STREAM = Struct(
             normalize=F.norm_limit,
             show=F.show_limit,
         ),
-        Field("max_msgs", "max_msgs", F.limit, "-1: unlimited", normalize=F.norm_limit, show=F.show_limit),
-        Field("max_bytes", "max_bytes", F.limit, "-1: unlimited", normalize=F.norm_limit, show=F.show_limit),
-        Field("max_age", "max_age", D.nanoseconds(), "0: unlimited", normalize=F.norm_zero_none, show=F.show_duration),
+        Field(
+            "max_msgs", "max_msgs", F.limit, "-1: unlimited", normalize=F.norm_limit, show=F.show_limit, discards=True
+        ),
+        Field(
+            "max_bytes", "max_bytes", F.limit, "-1: unlimited", normalize=F.norm_limit, show=F.show_limit, discards=True
+        ),
+        Field(
+            "max_age",
+            "max_age",
+            D.nanoseconds(),
+            "0: unlimited",
+            normalize=F.norm_zero_none,
+            show=F.show_duration,
+            discards=True,
+        ),
         Field(
             "max_msgs_per_subject",
             "max_msgs_per_subject",
@@ -114,6 +126,7 @@ STREAM = Struct(
             since="2.3",
             normalize=F.norm_limit,
             show=F.show_limit,
+            discards=True,
         ),
         Field(
             "max_msg_size",
