@@ -18,8 +18,8 @@ from airflow_provider_jetstream.core.manage.specs.kv import KV, STREAM_FIELDS
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.operators.kv import JetStreamCreateKeyValueOperator
 from airflow_provider_jetstream.operators.streams import JetStreamCreateStreamOperator
-from tests.operators.test_management_dags import run_bucket, run_stream, xcom
 from tests.support.management import Raw, uid
+from tests.support.reconcile_dags import run_bucket, run_stream, xcom
 from tests.support.waiting import wait_until
 
 S = 1_000_000_000
