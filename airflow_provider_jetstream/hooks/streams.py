@@ -47,6 +47,7 @@ class JetStreamStreamsHook(JetStreamBaseHook):
         if_exists: str = "update",
         dry_run: bool = False,
         prune_sources: bool = False,
+        allow_data_loss: bool = False,
         allow_double_store: bool = False,
         peer_domains: list[str] | None = None,
         domain: str | None = None,
@@ -63,6 +64,9 @@ class JetStreamStreamsHook(JetStreamBaseHook):
             deletes data). A change the server cannot apply in place raises :class:`ReconcileError`.
         :param dry_run: plan only, change nothing (action ``"planned"``). Default False.
         :param prune_sources: remove sources the spec does not name. Default False: kept.
+        :param allow_data_loss: apply in place a change that discards stored data (``max_msgs``,
+            ``max_bytes``, ``max_age`` or ``max_msgs_per_subject`` lowered, or set where there was none).
+            Default False: :class:`ReconcileError` naming each such field ``old -> new``.
         :param allow_double_store: create even if another connected domain of this account stores the
             same subjects, or a domain cannot be checked. Default False: ``DoubleStoreError``.
         :param peer_domains: more domains for that check, besides the connection's own.
@@ -85,6 +89,7 @@ class JetStreamStreamsHook(JetStreamBaseHook):
                 if_exists=if_exists,
                 dry_run=dry_run,
                 prune_sources=prune_sources,
+                allow_data_loss=allow_data_loss,
                 guard=guard,
                 logger=logger,
             )
@@ -130,6 +135,7 @@ class JetStreamStreamsHook(JetStreamBaseHook):
         if_exists: str = "update",
         dry_run: bool = False,
         prune_sources: bool = False,
+        allow_data_loss: bool = False,
         allow_double_store: bool = False,
         peer_domains: list[str] | None = None,
         domain: str | None = None,
@@ -145,6 +151,10 @@ class JetStreamStreamsHook(JetStreamBaseHook):
         :param if_exists: ``"update"`` (default) | ``"skip"`` | ``"fail"`` | ``"recreate"``.
         :param dry_run: plan only, change nothing. Default False.
         :param prune_sources: remove sources the spec does not name. Default False: kept.
+        :param allow_data_loss: apply in place a change that discards stored data (``history``,
+            ``max_bytes`` or ``ttl`` lowered, or set where there was none). Default False:
+            :class:`ReconcileError` naming each such field ``old -> new``. Fields the spec does not
+            name are never changed.
         :param allow_double_store: create even if a bucket of this name takes writes in another
             connected domain of this account, or a domain cannot be checked. Default False.
         :param peer_domains: more domains for that check, besides the connection's own.
@@ -170,6 +180,7 @@ class JetStreamStreamsHook(JetStreamBaseHook):
                 if_exists=if_exists,
                 dry_run=dry_run,
                 prune_sources=prune_sources,
+                allow_data_loss=allow_data_loss,
                 guard=guard,
                 logger=logger,
             )

@@ -238,6 +238,7 @@ class ReconcileOperator(JetStreamBaseOperator):
         if_exists: str = "update",
         dry_run: bool = False,
         prune_sources: bool = False,
+        allow_data_loss: bool = False,
         allow_double_store: bool = False,
         peer_domains: list[str] | None = None,
         **kwargs: Any,
@@ -246,13 +247,14 @@ class ReconcileOperator(JetStreamBaseOperator):
         self.if_exists = if_exists
         self.dry_run = dry_run
         self.prune_sources = prune_sources
+        self.allow_data_loss = allow_data_loss
         self.allow_double_store = allow_double_store
         self.peer_domains = peer_domains
 
     def reconcile_kwargs(self) -> dict[str, Any]:
         """The keyword arguments of the hook's ``ensure_*`` methods, from the checked operator arguments."""
         args = self.checked_arguments()
-        options = ("if_exists", "dry_run", "prune_sources", "allow_double_store", "peer_domains")
+        options = ("if_exists", "dry_run", "prune_sources", "allow_data_loss", "allow_double_store", "peer_domains")
         return {
             **{name: args[name] for name in options},
             "timeout": args["request_timeout"],

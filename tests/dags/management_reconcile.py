@@ -14,6 +14,7 @@ PARAMS = {
     "spec": {},
     "if_exists": "update",
     "dry_run": False,
+    "allow_data_loss": False,
     "allow_double_store": False,
 }
 
@@ -32,6 +33,7 @@ with DAG(
         stream="{{ params.spec }}",
         if_exists="{{ params.if_exists }}",
         dry_run="{{ params.dry_run }}",
+        allow_data_loss="{{ params.allow_data_loss }}",
         allow_double_store="{{ params.allow_double_store }}",
     )
 
@@ -50,5 +52,6 @@ with DAG(
         bucket="{{ params.spec }}",
         if_exists="{{ params.if_exists }}",
         dry_run="{{ params.dry_run }}",
+        allow_data_loss="{{ params.allow_data_loss }}",
         allow_double_store="{{ params.allow_double_store }}",
     )

@@ -9,9 +9,9 @@ import base64
 import nats
 
 from airflow_provider_jetstream.testing.servers import USERS
-from tests.dags.management_reconcile import bucket_dag, stream_dag
 from tests.dags.management_seed import dag as seed_dag
 from tests.support.management import Raw, uid
+from tests.support.reconcile_dags import run_bucket, run_stream, xcom
 
 CREATE_TASKS = [
     "stream_test_leaf",
@@ -21,10 +21,6 @@ CREATE_TASKS = [
     "consumer_dur",
     "aggregate_test_leaf_from_acc",
 ]
-
-
-def xcom(run, task_id: str = "reconcile"):
-    return run.get_task_instance(task_id).xcom_pull(task_ids=task_id)
 
 
 def conn_for(jetstream_conn, server, account: str = "ACC") -> str:
@@ -90,18 +86,6 @@ def stored_message(raw: Raw, stream: str, seq: int, account: str) -> tuple[str, 
     reply = raw.request(f"$JS.hub.API.STREAM.MSG.GET.{stream}", {"seq": seq}, account=account)
     assert "error" not in reply, reply
     return reply["message"]["subject"], base64.b64decode(reply["message"]["data"])
-
-
-DEFAULTS = {"domain": "leaf", "if_exists": "update", "dry_run": False, "allow_double_store": False}
-
-
-def run_stream(spec: dict, conn: str, **params):
-    # Every param every time: dag.test() keeps the previous run's values for the ones left out.
-    return stream_dag.test(run_conf={**DEFAULTS, "conn_id": conn, "spec": spec, **params})
-
-
-def run_bucket(spec: dict, conn: str, **params):
-    return bucket_dag.test(run_conf={**DEFAULTS, "conn_id": conn, "spec": spec, **params})
 
 
 def test_every_reconcile_outcome_through_dag_test(airflow_db, hub_conn, raw, capfd) -> None:

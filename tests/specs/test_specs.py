@@ -379,7 +379,7 @@ def test_replace_forcing_changes_listed_old_to_new() -> None:
     lines = {c.field: (c.line(), c.in_place) for c in diff.changes}
     assert lines["storage"] == ("storage: 'file' -> 'memory'", False)
     assert lines["retention"] == ("retention: 'limits' -> 'interest'", False)
-    assert lines["max_age"] == ("max_age: 0 -> 1h", True)
+    assert lines["max_age"] == ("max_age: 0 -> 1h (discards stored data)", True)
     # Everything the spec does not name is sent back as the server has it.
     assert diff.update_config["metadata"]["team"] == "x" and diff.update_config["max_age"] == 3600 * S
 

@@ -48,7 +48,7 @@ from airflow_provider_jetstream.core.errors import (
 )
 from airflow_provider_jetstream.core.manage.reconcile import ReconcileResult, reconcile_stream
 from airflow_provider_jetstream.core.manage.specs import KeyValueSpec, describe_source
-from airflow_provider_jetstream.core.manage.specs.kv import KV_STREAM_PREFIX, kv_stream_name, kv_subjects
+from airflow_provider_jetstream.core.manage.specs.kv import KV_STREAM_PREFIX, SPEC_NAMES, kv_stream_name, kv_subjects
 from airflow_provider_jetstream.core.protocol import headers_from_api, parse_pub_ack
 
 log = logging.getLogger(__name__)
@@ -209,6 +209,12 @@ def legacy_mirror_advice(spec: KeyValueSpec, target: str, config: Mapping[str, A
 async def reconcile_bucket(api: JetStreamApi, spec: KeyValueSpec, **kwargs: Any) -> ReconcileResult:
     """Create or update a bucket (mirrors and sources across domains included) as its KV stream.
 
+    ``kwargs`` are :func:`reconcile_stream`'s. An existing bucket is compared and changed only in the
+    stream fields of the bucket fields the spec names (``STREAM_FIELDS`` of
+    :mod:`airflow_provider_jetstream.core.manage.specs.kv`):
+    ``{"bucket": "cfg"}`` leaves a history of 5 alone, and a lower ``history``, ``max_bytes`` or
+    ``ttl`` is refused unless ``allow_data_loss=True``.
+
     A mirror bucket made by this provider's older releases (see :class:`BucketLayout`) cannot be
     changed into the official layout in place: the error (or, with ``if_exists='recreate'``, the
     result's notes) spells out how to migrate it and what happens to its data.
@@ -219,6 +225,7 @@ async def reconcile_bucket(api: JetStreamApi, spec: KeyValueSpec, **kwargs: Any)
         kind="bucket",
         label=spec.bucket,
         replace_advice=lambda config: legacy_mirror_advice(spec, api.target, config),
+        spec_names=SPEC_NAMES,
         **kwargs,
     )
     result.name = spec.bucket

@@ -10,7 +10,10 @@ Shared by every "create" operator (streams, mirrors, sourced streams, KV buckets
    place are sent as the server's own config with the spec's fields laid over it, so nothing the
    spec does not name is reset, and sources the spec does not name are kept. A change that would
    need a new object (storage, retention, ...) fails listing every such field ``old -> new``,
-   unless ``if_exists="recreate"``, the only path that deletes anything.
+   unless ``if_exists="recreate"``, the only path that deletes the object. A change the server
+   applies in place by discarding stored data (a limit on what is stored lowered, or set where there
+   was none: ``max_msgs``, ``max_bytes``, ``max_age``, ``max_msgs_per_subject``; a bucket's
+   ``history``, ``max_bytes``, ``ttl``) fails the same way unless ``allow_data_loss=True``.
 
 Requests go straight to the JetStream API as JSON (``JetStreamApi``), so only the fields the user
 set are sent: servers >= 2.12 reject unknown fields (strict API), and older servers silently drop
@@ -154,9 +157,9 @@ def consumer_state(info: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _replace_error(
-    kind: str, name: str, target: str, diff: Diff, dry_run: bool, advice: str | None = None
+    kind: str, name: str, target: str, diff: Diff, dry_run: bool, advice: str | None, names: Mapping[str, str]
 ) -> ReconcileError:
-    fields = "\n  ".join(c.line() for c in diff.replace_forcing)
+    fields = "\n  ".join(c.line(names) for c in diff.replace_forcing)
     in_place = [c.field for c in diff.changes if c.in_place]
     also = f"\n(also changing in place: {', '.join(in_place)})" if in_place else ""
     recreate = advice or (
@@ -166,6 +169,18 @@ def _replace_error(
     return ReconcileError(
         f"{'dry run: ' if dry_run else ''}{kind} {name!r} in {target} cannot be changed in place; the server "
         f"would need a new {kind} for:\n  {fields}{also}\n{recreate}; nothing was changed"
+    )
+
+
+def _data_loss_error(
+    kind: str, name: str, target: str, diff: Diff, dry_run: bool, names: Mapping[str, str]
+) -> ReconcileError:
+    fields = "\n  ".join(c.line(names) for c in diff.discarding)
+    return ReconcileError(
+        f"{'dry run: ' if dry_run else ''}{kind} {name!r} in {target}: this change would discard stored data in "
+        f"place (a limit on what is stored lowered, or set where there was none):\n  {fields}\n"
+        f"allow_data_loss=True accepts the loss (with dry_run=True the plan is shown and nothing changes); "
+        f"nothing was changed"
     )
 
 
@@ -196,6 +211,8 @@ class _Object:
     #: Whether an in-place update needs the guard, given what changes.
     guard_update: Callable[[Diff], bool] = lambda diff: False
     replace_advice: Callable[[Mapping[str, Any]], str | None] | None = None
+    #: The spec's own name of a field whose name differs (a bucket's ``history``), shown in refusals.
+    names: Mapping[str, str] = field(default_factory=dict)
 
 
 def _result(kind: str, name: str, api: JetStreamApi) -> ReconcileResult:
@@ -218,10 +235,12 @@ async def _reconcile(
     *,
     if_exists: str,
     dry_run: bool,
+    allow_data_loss: bool,
     logger: logging.Logger | logging.LoggerAdapter,
 ) -> ReconcileResult:
     """The one ladder: create what is missing; else fail, skip, leave, recreate or update (or plan
-    it, on a dry run), by ``if_exists`` and by what the diff says the server can change in place."""
+    it, on a dry run), by ``if_exists``, by what the diff says the server can change in place, and by
+    whether an in-place change discarding stored data is allowed (``allow_data_loss``)."""
     kind, label, where = obj.kind, obj.label, api.target
     requirements = obj.spec.requirements()
 
@@ -261,7 +280,7 @@ async def _reconcile(
     if diff.replace_forcing:
         advice = obj.replace_advice(config) if obj.replace_advice else None
         if if_exists != "recreate":
-            raise _replace_error(kind, label, where, diff, dry_run, advice)
+            raise _replace_error(kind, label, where, diff, dry_run, advice, obj.names)
         if advice:
             result.notes = [*result.notes, advice]
         await checks(requirements, True)
@@ -274,6 +293,8 @@ async def _reconcile(
         result.state = obj.state(await obj.create())
         result.action = "recreated"
         return _done(result, api)
+    if diff.discarding and not allow_data_loss:
+        raise _data_loss_error(kind, label, where, diff, dry_run, obj.names)
     changed = diff.as_dict()
     await checks([r for r in requirements if r.path.rsplit(".", 1)[-1] in changed], obj.guard_update(diff))
     if dry_run:
@@ -293,17 +314,24 @@ async def reconcile_stream(
     if_exists: str = "update",
     dry_run: bool = False,
     prune_sources: bool = False,
+    allow_data_loss: bool = False,
     guard: Guard | None = None,
     kind: str = "stream",
     label: str | None = None,
     logger: logging.Logger | logging.LoggerAdapter = log,
     replace_advice: Callable[[Mapping[str, Any]], str | None] | None = None,
+    spec_names: Mapping[str, str] | None = None,
 ) -> ReconcileResult:
     """Bring the stream ``spec`` describes into being in ``api``'s domain (see the module doc).
 
+    Only the fields ``spec`` names (:meth:`StreamSpec.named_values`) are compared and changed.
+    ``allow_data_loss`` (default False) lets an in-place change discard stored data (a lowered limit).
+
     ``replace_advice`` is given the server's config when a change needs a new stream; what it
     returns (the caller's migration recipe) replaces the generic ``if_exists='recreate'`` line of
-    the error, and is logged when recreating.
+    the error, and is logged when recreating. ``spec_names`` gives the spec's own name of a stream
+    field whose name differs (a bucket's ``history`` for ``max_msgs_per_subject``), shown beside it in
+    refusals.
     """
     if_exists = check_if_exists(if_exists)
     name = spec.name
@@ -322,7 +350,7 @@ async def reconcile_stream(
         label=label,
         summary=_summary(spec),
         spec=spec,
-        diff=lambda config: diff_config(STREAM, dict(spec.values), config, prune_sources=prune_sources),
+        diff=lambda config: diff_config(STREAM, spec.named_values(), config, prune_sources=prune_sources),
         create=create,
         update=lambda config: api.request(f"STREAM.UPDATE.{name}", config),
         delete=lambda: api.delete_stream(name),
@@ -331,10 +359,18 @@ async def reconcile_stream(
         guard=guard,
         guard_update=lambda diff: "subjects" in diff.as_dict(),
         replace_advice=replace_advice,
+        names=spec_names or {},
     )
     info = await api.stream_info(name)
     return await _reconcile(
-        api, stream, info, _result(kind, label, api), if_exists=if_exists, dry_run=dry_run, logger=logger
+        api,
+        stream,
+        info,
+        _result(kind, label, api),
+        if_exists=if_exists,
+        dry_run=dry_run,
+        allow_data_loss=allow_data_loss,
+        logger=logger,
     )
 
 
@@ -369,7 +405,14 @@ async def reconcile_consumer(
     )
     info = await api.consumer_info(stream, name)
     return await _reconcile(
-        api, consumer, info, _result("consumer", name, api), if_exists=if_exists, dry_run=dry_run, logger=logger
+        api,
+        consumer,
+        info,
+        _result("consumer", name, api),
+        if_exists=if_exists,
+        dry_run=dry_run,
+        allow_data_loss=False,  # no consumer field discards stored data
+        logger=logger,
     )
 
 

@@ -32,6 +32,7 @@ from airflow_provider_jetstream.core.errors import SpecError, SpecErrors
 from airflow_provider_jetstream.core.manage.specs import ConsumerSpec, KeyValueSpec, StreamSpec, encode_kv_value
 from airflow_provider_jetstream.core.publish.subjects import check_publish_subject
 from airflow_provider_jetstream.core.signatures.shared import (
+    ALLOW_DATA_LOSS,
     ALLOW_DOUBLE_STORE,
     BUCKET,
     CONN_ID,
@@ -76,10 +77,12 @@ BUCKET_SPEC = Arg(
 )
 _RECONCILE = {"if_exists": IF_EXISTS_ARG, "dry_run": DRY_RUN}
 _GUARDED = {"prune_sources": PRUNE_SOURCES, "allow_double_store": ALLOW_DOUBLE_STORE, "peer_domains": PEER_DOMAINS}
+#: What only stores (streams and buckets) have: limits whose lowering discards stored data.
+_STORED = {"allow_data_loss": ALLOW_DATA_LOSS}
 
-ENSURE_STREAM = Args("ensure stream", {"spec": STREAM_SPEC, **_RECONCILE, **_GUARDED})
+ENSURE_STREAM = Args("ensure stream", {"spec": STREAM_SPEC, **_RECONCILE, **_GUARDED, **_STORED})
 ENSURE_CONSUMER = Args("ensure consumer", {"stream": STREAM, "spec": CONSUMER_SPEC, **_RECONCILE})
-ENSURE_BUCKET = Args("ensure bucket", {"spec": BUCKET_SPEC, **_RECONCILE, **_GUARDED})
+ENSURE_BUCKET = Args("ensure bucket", {"spec": BUCKET_SPEC, **_RECONCILE, **_GUARDED, **_STORED})
 STREAM_INFO = Args("stream info", {"name": STREAM})
 
 

@@ -109,6 +109,14 @@ IF_EXISTS_ARG = Arg(
 )
 DRY_RUN = Arg(boolean, False, VALUE, "plan only, change nothing; default False", templated=True)
 PRUNE_SOURCES = Arg(boolean, False, VALUE, "remove sources the spec does not name; default False: kept", templated=True)
+ALLOW_DATA_LOSS = Arg(
+    boolean,
+    False,
+    VALUE,
+    "apply in place a change that discards stored data (max_msgs, max_bytes, max_age, max_msgs_per_subject, "
+    "a bucket's history or ttl lowered, or set where there was none); default False: refused",
+    templated=True,
+)
 ALLOW_DOUBLE_STORE = Arg(
     boolean,
     False,
@@ -140,6 +148,7 @@ EXPECTED_REVISION = Arg(
 OPTIONAL_COUNT = optional(integer(0, hint=" or None"))
 
 __all__ = [
+    "ALLOW_DATA_LOSS",
     "ALLOW_DOUBLE_STORE",
     "API_PREFIX",
     "BUCKET",

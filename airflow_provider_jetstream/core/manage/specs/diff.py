@@ -28,10 +28,16 @@ class Change:
     new: str
     in_place: bool
     note: str = ""
+    #: Applied in place, it discards stored data: a limit on what is stored lowered, or set where
+    #: there was none (see :attr:`Field.discards <airflow_provider_jetstream.core.manage.specs.fields.Field>`).
+    discards: bool = False
 
-    def line(self) -> str:
+    def line(self, names: Mapping[str, str] | None = None) -> str:
+        """``field: old -> new (note)``; ``names`` gives the spec's own name of a field, shown beside it
+        (a bucket's ``history`` beside ``max_msgs_per_subject``)."""
         note = f" ({self.note})" if self.note else ""
-        return f"{self.field}: {self.old} -> {self.new}{note}"
+        name = (names or {}).get(self.field)
+        return f"{self.field}{f' ({name})' if name else ''}: {self.old} -> {self.new}{note}"
 
     def as_dict(self) -> dict[str, Any]:
         out = {"old": self.old, "new": self.new, "in_place": self.in_place}
@@ -56,6 +62,11 @@ class Diff:
     def replace_forcing(self) -> list[Change]:
         return [c for c in self.changes if not c.in_place]
 
+    @property
+    def discarding(self) -> list[Change]:
+        """The in-place changes that discard stored data (limits lowered)."""
+        return [c for c in self.changes if c.in_place and c.discards]
+
     def as_dict(self) -> dict[str, Any]:
         return {c.field: c.as_dict() for c in self.changes}
 
@@ -73,6 +84,15 @@ def _in_place(f: F.Field, old: Any, new: Any) -> bool:
     if f.editable in (F.ENABLE_ONLY, F.ONCE):
         return not f.normalize(old) and bool(f.normalize(new))
     return False
+
+
+#: The note of a change that discards stored data.
+DISCARDS = "discards stored data"
+
+
+def _discards(f: F.Field, old: Any, new: Any) -> bool:
+    """Whether changing ``f`` from ``old`` to ``new`` lowers a limit on what is stored (none -> any counts)."""
+    return f.discards and F.limit_bound(f.normalize(new)) < F.limit_bound(f.normalize(old))
 
 
 def _show(f: F.Field, value: Any) -> str:
@@ -104,7 +124,11 @@ def diff_config(
             _diff_sources(f, old or [], new, prune_sources, result)
             continue
         if _differs(f, old, new):
-            result.changes.append(Change(name, _show(f, old), _show(f, new), _in_place(f, old, new)))
+            lowers = _discards(f, old, new)
+            change = Change(
+                name, _show(f, old), _show(f, new), _in_place(f, old, new), DISCARDS if lowers else "", lowers
+            )
+            result.changes.append(change)
         result.update_config[f.wire] = new
     if server_view is not None:
         # One filter form at a time: the one the spec gives replaces the other.

@@ -9,6 +9,7 @@ that introduced it, and how to normalise the server's representation for compari
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -45,6 +46,9 @@ class Field:
     show: Callable[[Any], str] = field(default=lambda v: repr(v))
     #: True if the value uses the feature (only then does it need ``level``).
     active: Callable[[Any], bool] = field(default=bool)
+    #: A limit on what is stored (unlimited when absent, -1 or 0): lowering it, or setting it where
+    #: there was none, makes the server discard what is stored beyond it, in place.
+    discards: bool = False
 
 
 @dataclass(frozen=True)
@@ -181,6 +185,11 @@ def norm_struct(value: Any) -> Any:
 
 def show_duration(value: Any) -> str:
     return format_duration(value) if isinstance(value, int) else repr(value)
+
+
+def limit_bound(value: Any) -> float:
+    """A normalised limit as a number to compare: none (None, negative) is infinite."""
+    return math.inf if value is None or value < 0 else value
 
 
 def show_limit(value: Any) -> str:

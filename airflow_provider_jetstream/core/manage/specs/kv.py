@@ -84,6 +84,32 @@ KV = Struct(
 )
 
 
+#: The fields of the bucket's stream each bucket field sets. The stream's other fields are KV
+#: conventions and defaults, sent only to create the bucket: a reconcile of an existing bucket compares
+#: and changes only the stream fields of the bucket fields the spec names (a spec without ``history``
+#: leaves the history alone).
+STREAM_FIELDS: dict[str, tuple[str, ...]] = {
+    "bucket": ("name",),
+    "description": ("description",),
+    "history": ("max_msgs_per_subject",),
+    "ttl": ("max_age", "duplicate_window"),
+    "max_value_size": ("max_msg_size",),
+    "max_bytes": ("max_bytes",),
+    "storage": ("storage",),
+    "replicas": ("replicas",),
+    "placement": ("placement",),
+    "compression": ("compression",),
+    "republish": ("republish",),
+    "metadata": ("metadata",),
+    "mirror": ("mirror", "mirror_direct"),
+    "sources": ("sources",),
+    "limit_marker_ttl": ("allow_msg_ttl", "subject_delete_marker_ttl"),
+}
+
+#: The bucket field's name of each stream field whose name differs (shown beside it in refusals).
+SPEC_NAMES = {name: key for key, names in STREAM_FIELDS.items() for name in names if name != key}
+
+
 @dataclass(frozen=True)
 class KeyValueSpec(Spec):
     """A validated KV bucket spec; :meth:`stream_spec` is the stream that stores it."""
@@ -118,7 +144,8 @@ class KeyValueSpec(Spec):
         return kv_stream_name(self.bucket)
 
     def stream_spec(self) -> StreamSpec:
-        """The ``KV_<bucket>`` stream, configured by the KV conventions."""
+        """The ``KV_<bucket>`` stream, configured by the KV conventions; its ``named`` fields are those of
+        the bucket fields given (:data:`STREAM_FIELDS`), the only ones a reconcile changes."""
         v = self.values
         bucket = self.bucket
         ttl = v.get("ttl", 0)
@@ -141,8 +168,8 @@ class KeyValueSpec(Spec):
         for key in ("description", "placement", "republish", "metadata"):
             if key in v:
                 stream[key] = v[key]
-        if v.get("compression"):
-            stream["compression"] = "s2"
+        if "compression" in v:
+            stream["compression"] = "s2" if v["compression"] else "none"
         if "limit_marker_ttl" in v:
             stream["allow_msg_ttl"] = True
             stream["subject_delete_marker_ttl"] = v["limit_marker_ttl"]
@@ -166,7 +193,8 @@ class KeyValueSpec(Spec):
                     sources.append(source)
                 stream["sources"] = sources
         values = {STREAM.by_key()[k].name: val for k, val in stream.items()}
-        return StreamSpec(values=values, path=self.path)
+        named = frozenset(name for key in v for name in STREAM_FIELDS[key])
+        return StreamSpec(values=values, path=self.path, named=named)
 
 
 def encode_kv_value(value: Any, path: str = "value") -> bytes:

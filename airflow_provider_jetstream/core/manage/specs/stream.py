@@ -103,9 +103,21 @@ STREAM = Struct(
             normalize=F.norm_limit,
             show=F.show_limit,
         ),
-        Field("max_msgs", "max_msgs", F.limit, "-1: unlimited", normalize=F.norm_limit, show=F.show_limit),
-        Field("max_bytes", "max_bytes", F.limit, "-1: unlimited", normalize=F.norm_limit, show=F.show_limit),
-        Field("max_age", "max_age", D.nanoseconds(), "0: unlimited", normalize=F.norm_zero_none, show=F.show_duration),
+        Field(
+            "max_msgs", "max_msgs", F.limit, "-1: unlimited", normalize=F.norm_limit, show=F.show_limit, discards=True
+        ),
+        Field(
+            "max_bytes", "max_bytes", F.limit, "-1: unlimited", normalize=F.norm_limit, show=F.show_limit, discards=True
+        ),
+        Field(
+            "max_age",
+            "max_age",
+            D.nanoseconds(),
+            "0: unlimited",
+            normalize=F.norm_zero_none,
+            show=F.show_duration,
+            discards=True,
+        ),
         Field(
             "max_msgs_per_subject",
             "max_msgs_per_subject",
@@ -114,6 +126,7 @@ STREAM = Struct(
             since="2.3",
             normalize=F.norm_limit,
             show=F.show_limit,
+            discards=True,
         ),
         Field(
             "max_msg_size",
@@ -265,8 +278,16 @@ class StreamSpec(Spec):
     """A validated stream spec: ``values`` maps field names to API values, for the fields given."""
 
     path: str = "stream"
+    #: The fields the user named, when ``values`` also holds conventions used only to create the stream
+    #: (a KV bucket's, :meth:`KeyValueSpec.stream_spec`); None: every field of ``values`` is named.
+    named: frozenset[str] | None = None
 
     struct = STREAM
+
+    def named_values(self) -> dict[str, Any]:
+        """The fields a reconcile compares with an existing stream and lays over its config: those the
+        user named (the others keep the server's values)."""
+        return {k: v for k, v in self.values.items() if self.named is None or k in self.named}
 
     @classmethod
     def from_dict(cls, data: Any, path: str = "stream") -> StreamSpec:
