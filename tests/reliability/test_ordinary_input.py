@@ -306,3 +306,22 @@ def test_connection_fields_that_were_misreported_are_named(
     assert "nkey_seed is not a valid user NKey seed" in text and seed not in text
     text = refusal(jetstream_conn(host, login=user, password=password, creds="-----BEGIN NATS USER JWT-----"))
     assert "creds and login/password were both given" in text
+
+
+def test_the_hook_refuses_the_same_empty_values_before_connecting(quiet_conn: str, quiet_server: QuietServer) -> None:
+    hook = JetStreamHook(quiet_conn)
+    before = quiet_server.traffic()
+    for kwargs, message in (
+        ({"msg_id": ""}, "msg_id='' is not allowed"),
+        ({"expected_stream": ""}, "expected_stream='' is not allowed"),
+        ({"domain": ""}, "domain='' is not a JetStream domain name"),
+        ({"api_prefix": ""}, "api_prefix='' is not a JetStream API prefix"),
+    ):
+        with pytest.raises(JetStreamConfigError, match=message):
+            hook.publish("a.b", [b"x"], **kwargs)
+    with pytest.raises(JetStreamConfigError, match=r"stream\.subjects\[0\]='_INBOX\.>' is not allowed"):
+        hook.ensure_stream({"name": "s", "subjects": ["_INBOX.>"]})
+    assert quiet_server.traffic() == before
+    # None stays "no id" for the hook: the publish goes ahead (and finds no stream on the subject).
+    with pytest.raises(JetStreamPublishError, match="no stream listens on it"):
+        hook.publish(f"{uid('none')}.x", [b"x"], msg_id=None)
