@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from airflow_provider_jetstream.core.arguments.values import INT64_MAX
 from airflow_provider_jetstream.core.errors import SpecError
 
 NANOS = {
@@ -38,7 +39,7 @@ DURATION_HELP = "seconds (30), a duration string ('5m', '1h30m', '250ms', '2d') 
 
 
 #: The longest duration the JetStream API takes: a signed 64-bit count of nanoseconds (about 292 years).
-MAX_NANOS = 2**63 - 1
+MAX_NANOS = INT64_MAX
 
 
 def parse_duration(value: Any, path: str, *, allow_zero: bool = True) -> int:

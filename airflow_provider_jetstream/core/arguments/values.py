@@ -131,6 +131,11 @@ def number(minimum: float) -> Parser:
     return parse
 
 
+#: The longest wait or duration in seconds: what the JetStream API holds in signed 64-bit nanoseconds
+#: (a consumer's ``ack_wait``...), and far less than what an event loop's timer overflows at.
+MAX_SECONDS = INT64_MAX // 1_000_000_000
+
+
 def seconds(*, allow_zero: bool = False) -> Parser:
     """A finite number of seconds > 0 (>= 0 with ``allow_zero``): every timeout and wait.
 
@@ -146,6 +151,8 @@ def seconds(*, allow_zero: bool = False) -> Parser:
             amount = math.nan
         if not math.isfinite(amount) or amount < 0 or (amount == 0 and not allow_zero):
             raise SpecError(field, value, f"use a finite number of seconds {bound}, e.g. 5")
+        if amount > MAX_SECONDS:
+            raise SpecError(field, value, f"use at most {MAX_SECONDS:.0f} seconds (292 years)")
         return amount
 
     return parse
