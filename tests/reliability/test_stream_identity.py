@@ -1,0 +1,176 @@
+"""A stream deleted and created again under the same name is never read as the old one.
+
+Found: the exactly-once job's checkpoint said ``seq 40``; after the stream was recreated it reported
+"nothing new" while the new stream held 25 messages, and once the new stream passed the old end it
+copied only what lay beyond it: the first 40 messages of the new stream were never written, without
+an error. Every position the provider keeps now records the stream's identity (``STREAM.INFO``'s
+``created``) beside its sequence, and each place that resumes from one compares it
+(:func:`airflow_provider_jetstream.core.read.identity.same_stream`): a recreated stream fails with an
+error naming the stream and both creation times, or with ``failOnDataLoss=false`` is read from its
+first sequence. Each test below failed on the code before the fix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import uuid
+
+import pytest
+
+from airflow_provider_jetstream.core.errors import StreamRecreatedError
+from airflow_provider_jetstream.spark.jobs.stream_to_parquet import StreamToParquetJob, parse_args
+from tests.support import spark as spark_streams
+
+
+def _recreate(stream) -> None:
+    """Delete the stream and create it again under the same name and subjects (it starts again at 1)."""
+    from nats.js.api import StreamConfig
+
+    async def go() -> None:
+        nc = await spark_streams.hub_client(stream.topology)
+        try:
+            js = nc.jetstream(domain=stream.domain)
+            await js.delete_stream(stream.name)
+            await js.add_stream(StreamConfig(name=stream.name, subjects=[f"{stream.prefix}.>"]))
+        finally:
+            await nc.close()
+
+    spark_streams.run(go())
+
+
+def _created(stream) -> str:
+    async def go() -> str:
+        nc = await spark_streams.hub_client(stream.topology)
+        try:
+            msg = await nc.request(f"{stream.api_prefix}.STREAM.INFO.{stream.name}", b"", timeout=5)
+            return json.loads(msg.data)["created"]
+        finally:
+            await nc.close()
+
+    return spark_streams.run(go())
+
+
+# -- the exactly-once job's checkpoint -----------------------------------------------------------------
+
+
+def _job(spark, stream, output, bucket, *extra: str) -> StreamToParquetJob:
+    args = parse_args(
+        [
+            *("--stream", stream.name, "--domain", stream.domain, "--output", str(output)),
+            *("--checkpoint-bucket", bucket, "--min-partitions", "2", "--partition-by", "subject", *extra),
+        ]
+    )
+    return StreamToParquetJob(spark, args)
+
+
+def _rows(spark, output) -> list[tuple[str, int]]:
+    """``(seq_range, seq)`` of every row in the output."""
+    return sorted((r.seq_range, r.seq) for r in spark.read.parquet(str(output)).select("seq_range", "seq").collect())
+
+
+@pytest.mark.spark
+def test_the_job_refuses_a_recreated_stream_and_copies_all_of_it_once_told_to(spark, make_stream, tmp_path) -> None:
+    stream = make_stream("leaf")
+    bucket, output = f"identity_{uuid.uuid4().hex[:8]}", tmp_path / "out"
+    spark_streams.publish_many(stream, 40)
+    first = _job(spark, stream, output, bucket).run()
+    assert (first.start, first.end, first.outcome) == (1, 40, "written")
+    old_created = _created(stream)
+
+    _recreate(stream)
+    spark_streams.publish_many(stream, 25)  # sequences 1-25 of another stream
+    new_created = _created(stream)
+    assert new_created != old_created
+
+    with pytest.raises(StreamRecreatedError) as refused:
+        _job(spark, stream, output, bucket).run()
+    message = str(refused.value)
+    assert stream.name in message and old_created in message and new_created in message
+    assert "--fail-on-data-loss false" in message
+    assert [seq for _, seq in _rows(spark, output)] == list(range(1, 41)), "nothing written by the refused run"
+
+    told = _job(spark, stream, output, bucket, "--fail-on-data-loss", "false").run()
+    assert (told.start, told.end, told.outcome) == (1, 25, "written")
+    rows = _rows(spark, output)
+    old = [seq for name, seq in rows if not name.endswith(".1")]
+    new = [seq for name, seq in rows if name.endswith(".1")]
+    assert old == list(range(1, 41)), "the old stream's copy is kept"
+    assert new == list(range(1, 26)), "every message of the new stream, once"
+
+    # The new identity is recorded: later runs go on from it without failing.
+    spark_streams.publish_many(stream, 5)
+    later = _job(spark, stream, output, bucket).run()
+    assert (later.start, later.end, later.outcome) == (26, 30, "written")
+    assert sorted(seq for name, seq in _rows(spark, output) if name.endswith(".1")) == list(range(1, 31))
+
+
+@pytest.mark.spark
+def test_a_checkpoint_without_identity_is_accepted_and_upgraded(spark, make_stream, tmp_path) -> None:
+    stream = make_stream("leaf")
+    bucket, output = f"identity_{uuid.uuid4().hex[:8]}", tmp_path / "out"
+    spark_streams.publish_many(stream, 10)
+    job = _job(spark, stream, output, bucket)
+    job.run()
+    # What an earlier version wrote: the sequence, no identity.
+    job.created = None
+    job._put({"seq": 10}, job.read_checkpoint().revision)
+    assert job.read_checkpoint().created is None
+
+    spark_streams.publish_many(stream, 5)
+    result = _job(spark, stream, output, bucket).run()
+    assert (result.start, result.end, result.outcome) == (11, 15, "written")
+    assert job.read_checkpoint().created == _created(stream)
+
+
+# -- the streaming source's offsets ----------------------------------------------------------------------
+
+
+def _available_now(spark, options, output, checkpoint):
+    from pyspark.errors import StreamingQueryException
+
+    query = (
+        spark.readStream.format("jetstream")
+        .options(**options)
+        .load()
+        .selectExpr("seq", "data")
+        .writeStream.format("parquet")
+        .option("path", str(output))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    with contextlib.suppress(StreamingQueryException):  # the test reads query.exception()
+        query.awaitTermination(180)
+    return query
+
+
+@pytest.mark.spark
+def test_a_streaming_query_refuses_a_recreated_stream_and_reads_all_of_it_once_told_to(
+    spark, make_stream, tmp_path
+) -> None:
+    stream = make_stream("leaf")
+    output, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    spark_streams.publish_many(stream, 30)
+    query = _available_now(spark, stream.options(), output, checkpoint)
+    assert query.exception() is None
+    old_created = _created(stream)
+    assert [json.loads(p["sources"][0]["endOffset"]) for p in query.recentProgress if p["numInputRows"]] == [
+        {"seq": 30, "created": old_created}
+    ]
+
+    _recreate(stream)
+    spark_streams.publish_many(stream, 20)
+    new_created = _created(stream)
+
+    refused = _available_now(spark, stream.options(), output, checkpoint)
+    error = str(refused.exception())
+    assert "StreamRecreatedError" in error and stream.name in error
+    assert old_created in error and new_created in error and "failOnDataLoss=false" in error
+    assert spark.read.parquet(str(output)).count() == 30, "nothing of the new stream was read"
+
+    told = _available_now(spark, stream.options(failOnDataLoss="false"), output, checkpoint)
+    assert told.exception() is None
+    rows = sorted((r.seq, r.data.decode()) for r in spark.read.parquet(str(output)).collect())
+    expected = [(i, f"m{i}") for i in range(1, 31)] + [(i, f"m{i}") for i in range(1, 21)]
+    assert rows == sorted(expected), "every message of the new stream, once, beside the old stream's"
