@@ -12,20 +12,28 @@ first sequence. Each test below failed on the code before the fix.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+import logging
 import uuid
 
 import pytest
+from nats.js.api import ExternalStream, StreamConfig, StreamSource
 
 from airflow_provider_jetstream.core.errors import StreamRecreatedError
+from airflow_provider_jetstream.core.status.replication import ReplicationWatch
+from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.spark.jobs.stream_to_parquet import StreamToParquetJob, parse_args
 from tests.support import spark as spark_streams
+from tests.support.natsutil import LEAF_API, connect, leaf_stream_with_messages, unique
+from tests.support.waiting import wait_until
+
+GHOST_API = ExternalStream(api="$JS.ghost.API")  # a domain no server has: it never answers
 
 
 def _recreate(stream) -> None:
     """Delete the stream and create it again under the same name and subjects (it starts again at 1)."""
-    from nats.js.api import StreamConfig
 
     async def go() -> None:
         nc = await spark_streams.hub_client(stream.topology)
@@ -174,3 +182,79 @@ def test_a_streaming_query_refuses_a_recreated_stream_and_reads_all_of_it_once_t
     rows = sorted((r.seq, r.data.decode()) for r in spark.read.parquet(str(output)).collect())
     expected = [(i, f"m{i}") for i in range(1, 31)] + [(i, f"m{i}") for i in range(1, 21)]
     assert rows == sorted(expected), "every message of the new stream, once, beside the old stream's"
+
+
+# -- the replication watch ---------------------------------------------------------------------------------
+
+
+def _check(conn_id: str, watch: ReplicationWatch):
+    """One check of the replication sensor (the watch carries what earlier checks remembered)."""
+    return JetStreamHook(conn_id, domain="hub").check_replication(watch)
+
+
+def test_a_recreated_origin_fails_the_replication_check_instead_of_comparing_another_streams_sequences(
+    hub_leaf, hub_conn
+) -> None:
+    origin = unique("idorig")
+    mirror = f"{origin}_mirror"
+
+    async def setup() -> None:
+        await leaf_stream_with_messages(hub_leaf.url("leaf"), origin, 5)
+        hub = await connect(hub_leaf.url("hub"))
+        await hub.jetstream().add_stream(StreamConfig(name=mirror, mirror=StreamSource(name=origin, external=LEAF_API)))
+        await hub.close()
+
+    asyncio.run(setup())
+    watch = ReplicationWatch(mirror)
+    first = wait_until(lambda: _check(hub_conn, watch), lambda c: c.caught_up, what="the mirror caught up")
+    assert first.verdicts[0].origin_last_seq == 5
+
+    async def created() -> str:
+        leaf = await connect(hub_leaf.url("leaf"))
+        info = json.loads((await leaf.request(f"$JS.API.STREAM.INFO.{origin}", b"")).data)
+        await leaf.close()
+        return info["created"]
+
+    async def recreate() -> None:
+        leaf = await connect(hub_leaf.url("leaf"))
+        await leaf.jetstream().delete_stream(origin)
+        await leaf.close()
+        await leaf_stream_with_messages(hub_leaf.url("leaf"), origin, 2)
+
+    old_created = asyncio.run(created())
+    asyncio.run(recreate())
+    new_created = asyncio.run(created())
+    # The mirror still holds the old origin's 5 sequences; the new origin's last is 2: "5 >= 2" says nothing.
+    with pytest.raises(StreamRecreatedError) as refused:
+        _check(hub_conn, watch)
+    message = str(refused.value)
+    assert origin in message and new_created in message and old_created in message
+    assert f"recreate {mirror!r}" in message
+
+
+def test_a_recreated_stream_is_watched_as_a_new_copy_not_with_the_old_ones_timers(hub_leaf, hub_conn, caplog) -> None:
+    copy = unique("idcopy")
+    config = StreamConfig(name=copy, sources=[StreamSource(name="gone", external=GHOST_API)])
+
+    async def create(delete: bool) -> None:
+        hub = await connect(hub_leaf.url("hub"))
+        if delete:
+            await hub.jetstream().delete_stream(copy)
+        await hub.jetstream().add_stream(config)
+        await hub.close()
+
+    asyncio.run(create(delete=False))
+    watch = ReplicationWatch(copy, unreachable_timeout=600)
+    first = _check(hub_conn, watch)
+    assert first.verdicts[0].unreachable and first.failed is None
+    # What the sensor hands on after the origin of the old copy stayed unreachable for over an hour.
+    state = watch.state()
+    state["unreachable_since"] = {key: since - 3600 for key, since in state["unreachable_since"].items()}
+    watch.restore(state)
+
+    asyncio.run(create(delete=True))  # the copy is deleted and created again: a new copy
+    with caplog.at_level(logging.WARNING):
+        second = _check(hub_conn, watch)
+    assert second.failed is None, "the old copy's unreachable timer was carried over to the new one"
+    assert second.verdicts[0].unreachable
+    assert any(copy in r.getMessage() and "deleted and created again" in r.getMessage() for r in caplog.records)
