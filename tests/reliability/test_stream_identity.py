@@ -21,7 +21,11 @@ import uuid
 import pytest
 from nats.js.api import ExternalStream, StreamConfig, StreamSource
 
+from airflow_provider_jetstream.core.api import JetStreamApi
+from airflow_provider_jetstream.core.consume.durable import DurablePuller, ensure_consumer
 from airflow_provider_jetstream.core.errors import StreamRecreatedError
+from airflow_provider_jetstream.core.manage.specs.consumer import ConsumerSpec
+from airflow_provider_jetstream.core.read.identity import stream_identity
 from airflow_provider_jetstream.core.status.replication import ReplicationWatch
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.spark.jobs.stream_to_parquet import StreamToParquetJob, parse_args
@@ -258,3 +262,59 @@ def test_a_recreated_stream_is_watched_as_a_new_copy_not_with_the_old_ones_timer
     assert second.failed is None, "the old copy's unreachable timer was carried over to the new one"
     assert second.verdicts[0].unreachable
     assert any(copy in r.getMessage() and "deleted and created again" in r.getMessage() for r in caplog.records)
+
+
+# -- the event triggers' puller ------------------------------------------------------------------------------
+
+
+def test_an_event_trigger_whose_stream_is_recreated_fails_clearly_and_its_restart_fires_for_every_new_message(
+    hub_leaf,
+) -> None:
+    """The event triggers pull a durable consumer (:class:`DurablePuller`), which is deleted with its stream.
+
+    Found: a trigger holding the messages it handed out (its window full) while the stream was deleted and
+    created again then pulled the gone consumer for ever, each pull answered 503 as if the leaf were
+    unreachable, while the new stream filled up: no event, no error."""
+    name = unique("idevents")
+    spec = ConsumerSpec.from_dict({"name": "watcher", "ack_policy": "explicit"})
+
+    async def scenario() -> tuple[str, str, BaseException | None, list[bytes]]:
+        nc = await connect(hub_leaf.url("leaf"))
+        js = nc.jetstream()
+        api = JetStreamApi(nc, "$JS.API")
+        await js.add_stream(StreamConfig(name=name, subjects=[f"{name}.>"]))
+        for i in range(3):
+            await js.publish(f"{name}.a", b"old%d" % i)
+        old = await stream_identity(api, name)
+        await ensure_consumer(api, name, spec)
+        puller = DurablePuller(nc, api, name, "watcher", max_in_flight=3, expires=1.0, heartbeat=0.5)
+        deliveries = puller.deliveries()
+        held = [await anext(deliveries) for _ in range(3)]  # handed to Airflow, being stored
+
+        await js.delete_stream(name)
+        await js.add_stream(StreamConfig(name=name, subjects=[f"{name}.>"]))
+        for i in range(3):
+            await js.publish(f"{name}.a", b"new%d" % i)
+        new = await stream_identity(api, name)
+        await puller.settle([(ticket, "ack") for ticket in held])
+        failure = None
+        try:
+            await asyncio.wait_for(anext(deliveries), 20)
+        except (StreamRecreatedError, asyncio.TimeoutError) as err:
+            failure = err
+        await deliveries.aclose()
+
+        # The trigger starting again: its consumer is created on the new stream, which fires for every message.
+        await ensure_consumer(api, name, spec)
+        restarted = DurablePuller(nc, api, name, "watcher", expires=1.0, heartbeat=0.5)
+        again = restarted.deliveries()
+        fired = [(await asyncio.wait_for(anext(again), 20)).delivery.data for _ in range(3)]
+        await again.aclose()
+        await js.delete_stream(name)
+        await nc.close()
+        return old, new, failure, fired
+
+    old, new, failure, fired = asyncio.run(scenario())
+    assert isinstance(failure, StreamRecreatedError), f"no clear error: {failure!r}"
+    assert name in str(failure) and old in str(failure) and new in str(failure)
+    assert fired == [b"new0", b"new1", b"new2"]
