@@ -29,6 +29,7 @@ from airflow_provider_jetstream.core.read.identity import stream_identity
 from airflow_provider_jetstream.core.status.replication import ReplicationWatch
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.spark.jobs.stream_to_parquet import StreamToParquetJob, parse_args
+from airflow_provider_jetstream.testing.servers import NatsServer
 from tests.support import spark as spark_streams
 from tests.support.natsutil import LEAF_API, connect, leaf_stream_with_messages, unique
 from tests.support.waiting import wait_until
@@ -317,3 +318,40 @@ def test_an_event_trigger_whose_stream_is_recreated_fails_clearly_and_its_restar
     assert isinstance(failure, StreamRecreatedError), f"no clear error: {failure!r}"
     assert name in str(failure) and old in str(failure) and new in str(failure)
     assert fired == [b"new0", b"new1", b"new2"]
+
+
+def test_a_user_who_may_not_read_the_origins_info_still_gets_the_exact_check_and_is_not_asked_again(
+    tmp_path, jetstream_conn
+) -> None:
+    """The origin's identity is read with ``STREAM.INFO``; a user refused it keeps the exact rule, and later
+    checks do not wait for that refusal again."""
+    denied = json.dumps(["$JS.API.STREAM.INFO.orig"])
+    body = (
+        f"jetstream {{ store_dir: {json.dumps(str(tmp_path / 'store'))} }}\n"
+        "accounts { A: { jetstream: enabled, users: [\n"
+        "  {user: full, password: fullpass},\n"
+        f"  {{user: noinfo, password: noinfopass, permissions: {{publish: {{deny: {denied}}}}}}}\n"
+        "] } }\n"
+    )
+    server = NatsServer(name="identity-noinfo", workdir=tmp_path, body=body).start()
+    try:
+
+        async def setup() -> None:
+            nc = await connect(f"nats://full:fullpass@127.0.0.1:{server.port}")
+            js = nc.jetstream()
+            await js.add_stream(StreamConfig(name="orig", subjects=["orig.>"]))
+            await js.publish("orig.in", b"m")
+            await js.add_stream(StreamConfig(name="orig_copy", mirror=StreamSource(name="orig")))
+            await nc.close()
+
+        asyncio.run(setup())
+        conn_id = jetstream_conn(f"127.0.0.1:{server.port}", login="noinfo", password="noinfopass")
+        watch = ReplicationWatch("orig_copy")
+        hook = JetStreamHook(conn_id)
+        first = wait_until(lambda: hook.check_replication(watch, timeout=1.0), lambda c: c.caught_up, what="caught up")
+        assert [v.check for v in first.verdicts] == ["exact"]
+        assert watch.state()["identity_refused"] == ["mirror:orig:"], "the refusal is remembered"
+        second = hook.check_replication(watch, timeout=1.0)
+        assert second.caught_up and [v.check for v in second.verdicts] == ["exact"]
+    finally:
+        server.stop()

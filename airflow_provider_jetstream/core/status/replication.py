@@ -46,7 +46,12 @@ import nats.errors
 from nats.aio.client import Client
 
 from airflow_provider_jetstream.core.api import JetStreamApi, describe_prefix
-from airflow_provider_jetstream.core.errors import JetStreamConfigError, JetStreamError, JetStreamNotFoundError
+from airflow_provider_jetstream.core.errors import (
+    JetStreamConfigError,
+    JetStreamError,
+    JetStreamNotFoundError,
+    JetStreamPermissionError,
+)
 from airflow_provider_jetstream.core.read.identity import same_stream, stream_created, stream_identity
 from airflow_provider_jetstream.core.status.origins import (
     HeldSeq,
@@ -108,6 +113,8 @@ class ReplicationWatch:
     _logged: dict[str, Any] = field(default_factory=dict, repr=False)
     _created: str | None = field(default=None, repr=False)
     _origins_created: dict[str, str] = field(default_factory=dict, repr=False)
+    #: Origins whose ``STREAM.INFO`` this user may not read: their identity is not asked again.
+    identity_refused: set[str] = field(default_factory=set, repr=False)
 
     # -- state across checks ------------------------------------------------------------------------
 
@@ -120,6 +127,7 @@ class ReplicationWatch:
             "logged": dict(self._logged),
             "created": self._created,
             "origins_created": dict(self._origins_created),
+            "identity_refused": sorted(self.identity_refused),
         }
 
     def restore(self, state: dict[str, Any] | None) -> ReplicationWatch:
@@ -133,6 +141,7 @@ class ReplicationWatch:
         self._logged = dict(state.get("logged") or {})
         self._created = state.get("created") or None
         self._origins_created = {str(k): str(v) for k, v in (state.get("origins_created") or {}).items()}
+        self.identity_refused = {str(k) for k in state.get("identity_refused") or ()}
         return self
 
     def same_identities(self, info: dict[str, Any], probes: dict[str, OriginProbe]) -> None:
@@ -348,10 +357,16 @@ class ReplicationWatch:
         return bool(self._errors_since)
 
 
-async def _identity_or_none(api: JetStreamApi, stream: str) -> str | None:
-    """An origin's identity, None when it cannot be read now (refused, gone, unreachable): not compared then."""
+async def _origin_identity(api: JetStreamApi, status: ReplicationStatus, watch: ReplicationWatch) -> str | None:
+    """An origin's identity, None when it cannot be read now (gone, unreachable) or ever (this user may not
+    read its ``STREAM.INFO``: remembered in ``watch``, so later checks do not wait for that refusal again)."""
+    if status.key in watch.identity_refused:
+        return None
     try:
-        return await stream_identity(api, stream)
+        return await stream_identity(api, status.origin)
+    except JetStreamPermissionError:
+        watch.identity_refused.add(status.key)
+        return None
     except (JetStreamError, nats.errors.Error):
         return None
 
@@ -378,10 +393,10 @@ async def check_replication(nc: Client, api: JetStreamApi, watch: ReplicationWat
         async def probe(status: ReplicationStatus) -> None:
             prefix = status.api_prefix or api.prefix
             origin_api = JetStreamApi(nc, prefix, timeout=api.timeout, target=describe_prefix(prefix))
-            found = await probe_origin(origin_api, status)
-            if found.state == "ok":
-                found = replace(found, created=await _identity_or_none(origin_api, status.origin))
-            probes[status.key] = found
+            found, created = await asyncio.gather(
+                probe_origin(origin_api, status), _origin_identity(origin_api, status, watch)
+            )
+            probes[status.key] = replace(found, created=created) if found.state == "ok" else found
 
         await asyncio.gather(*(probe(s) for s in statuses))
     after = await api.stream_info(watch.stream)  # read after the probes: exact
