@@ -188,6 +188,22 @@ def test_a_streaming_query_refuses_a_recreated_stream_and_reads_all_of_it_once_t
     assert rows == sorted(expected), "every message of the new stream, once, beside the old stream's"
 
 
+@pytest.mark.spark
+def test_a_streaming_offset_without_identity_is_accepted_and_the_next_one_records_it(make_stream) -> None:
+    """Offsets in a checkpoint of an earlier version are ``{"seq": N}``: the query goes on from N."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from airflow_provider_jetstream.spark.options import ReadOptions
+    from airflow_provider_jetstream.spark.source import JetStreamStreamReader
+
+    stream = make_stream("leaf")
+    spark_streams.publish_many(stream, 8)
+    reader = JetStreamStreamReader(ReadOptions.parse(stream.options(), streaming=True), 2)
+    end = reader.latestOffset({"seq": 5}, ReadAllAvailable())
+    assert end == {"seq": 8, "created": _created(stream)}
+    assert [(p.start, p.end) for p in reader.partitions({"seq": 5}, end)] == [(6, 7), (8, 8)]
+
+
 # -- the replication watch ---------------------------------------------------------------------------------
 
 
