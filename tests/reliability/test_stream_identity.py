@@ -25,7 +25,7 @@ from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.consume.durable import DurablePuller, ensure_consumer
 from airflow_provider_jetstream.core.errors import StreamRecreatedError
 from airflow_provider_jetstream.core.manage.specs.consumer import ConsumerSpec
-from airflow_provider_jetstream.core.read.identity import stream_identity
+from airflow_provider_jetstream.core.read.identity import same_stream, stream_identity
 from airflow_provider_jetstream.core.status.replication import ReplicationWatch
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.spark.jobs.stream_to_parquet import StreamToParquetJob, parse_args
@@ -62,6 +62,20 @@ def _created(stream) -> str:
             await nc.close()
 
     return spark_streams.run(go())
+
+
+# -- the one rule -------------------------------------------------------------------------------------------
+
+
+def test_the_rule_accepts_the_same_or_an_unknown_identity_and_refuses_or_warns_on_another(caplog) -> None:
+    a, b = "2026-01-01T00:00:00.123456789Z", "2026-01-01T00:00:00.123456790Z"  # a nanosecond apart
+    for recorded, current in ((a, a), (None, a), (a, None)):
+        assert same_stream("S", recorded, current, position="p")
+    with pytest.raises(StreamRecreatedError, match=f"stream 'S' was deleted and created again: p .*{a}.*{b}.* Do X"):
+        same_stream("S", a, b, position="p", remedy="Do X")
+    with caplog.at_level(logging.WARNING):
+        assert not same_stream("S", a, b, position="p", fail_on_data_loss=False, restart="from 1")
+    assert any(b in r.getMessage() and r.getMessage().endswith("going on from 1") for r in caplog.records)
 
 
 # -- the exactly-once job's checkpoint -----------------------------------------------------------------

@@ -47,7 +47,7 @@ def same_stream(
     position: str,
     fail_on_data_loss: bool = True,
     remedy: str = "",
-    restart: str = "from the new stream's first sequence",
+    restart: str = "from the new stream's first sequence (failOnDataLoss=false)",
     logger: logging.Logger | logging.LoggerAdapter = log,
 ) -> bool:
     """Whether a kept position, recorded on ``stream`` created at ``recorded``, applies to the stream now
@@ -70,5 +70,5 @@ def same_stream(
     )
     if fail_on_data_loss:
         raise StreamRecreatedError(f"{what}." + (f" {remedy}" if remedy else ""))
-    logger.warning("%s; going on %s (failOnDataLoss is false)", what, restart)
+    logger.warning("%s; going on %s", what, restart)
     return False
