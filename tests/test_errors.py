@@ -39,6 +39,7 @@ REFUSAL = {
     "KeyValueError": False,
     "JetStreamReplicationError": True,
     "JetStreamDataLossError": False,
+    "StreamRecreatedError": True,
     "CheckpointConflictError": False,
     "TlsNotStartedError": None,
     "NatsServerError": None,

@@ -31,6 +31,7 @@ fix::
     │   └── JetStreamImportMissingError          the account has no import of that API
     ├── JetStreamNotFoundError (also LookupError)   a stream, consumer or bucket that must exist is not there
     ├── JetStreamReplicationError                an origin reports a replication error beyond the grace period
+    ├── StreamRecreatedError (also JetStreamDataLossError)   a kept position names another stream of that name
     └── KeyValueConflictError (also KeyValueError)   compare-and-set failed
 
 **Everything else** is to wait for (:data:`WAIT`: the first branch below) or left to ``retries``
@@ -273,6 +274,11 @@ class JetStreamPublishError(JetStreamError):
 
 class JetStreamDataLossError(JetStreamError):
     """Sequences inside the requested range are gone (purged, deleted, expired or over limits)."""
+
+
+class StreamRecreatedError(JetStreamDataLossError, JetStreamRefusalError):
+    """A position kept by the provider (a checkpoint, an offset, a watch) was recorded on a stream that
+    was deleted and created again under the same name: its sequences name other messages now."""
 
 
 class CheckpointConflictError(JetStreamError):

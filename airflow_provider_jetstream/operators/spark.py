@@ -168,7 +168,9 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, CheckedArguments, Operator
     :param partition_by: Parquet partition columns among stream, domain, subject, date. Default
         ``("date",)``.
     :param min_partitions: Spark partitions to read with. Default: Spark's default parallelism.
-    :param fail_on_data_loss: fail when sequences of the range are gone. Default True.
+    :param fail_on_data_loss: fail when sequences of the range are gone, or when the stream was deleted and
+        created again since the checkpoint (False: skip the gone ones; copy a recreated stream from its first
+        sequence). Default True.
     :param application: another spark-submit application instead of the packaged job; it gets the
         same connection environment (``spark.read.format("jetstream")`` without ``servers``).
     :param conn_id: Airflow Spark connection. Default None: a local master (``local_master``),

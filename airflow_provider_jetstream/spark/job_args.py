@@ -122,7 +122,12 @@ JOB = Args(
             integer(1, hint=" (Spark partitions to read with)"), None, DEFAULT, "default: Spark's default parallelism"
         ),
         "partition_by": Arg(partition_columns, ("date",), DEFAULT, "Parquet partition columns; default ('date',)"),
-        "fail_on_data_loss": Arg(boolean, True, DEFAULT, "fail when sequences of the range are gone; default True"),
+        "fail_on_data_loss": Arg(
+            boolean,
+            True,
+            DEFAULT,
+            "fail when sequences are gone, or the stream was recreated since the checkpoint; default True",
+        ),
     },
     [
         ONE_TARGET,

@@ -152,7 +152,9 @@ _READ = Args(
         "minPartitions": Arg(integer(1), None, DEFAULT, "minimum number of Spark partitions"),
         "maxMessagesPerPartition": Arg(integer(1), None, DEFAULT, "split partitions larger than this many sequences"),
         "maxMessagesPerTrigger": Arg(integer(1), None, DEFAULT, "sequences per micro-batch at most (streaming)"),
-        "failOnDataLoss": Arg(boolean, True, DEFAULT, "true or false"),
+        "failOnDataLoss": Arg(
+            boolean, True, DEFAULT, "true or false: fail when sequences are gone or the stream was recreated"
+        ),
         "includeHeaders": Arg(boolean, True, DEFAULT, "true or false"),
         "maxBufferedMessages": Arg(
             integer(1), PullSettings.max_buffered_messages, DEFAULT, "messages in flight per partition"

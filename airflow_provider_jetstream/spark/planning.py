@@ -20,6 +20,7 @@ from airflow_provider_jetstream.core.errors import (
     JetStreamDataLossError,
     JetStreamNotFoundError,
 )
+from airflow_provider_jetstream.core.read.identity import stream_created
 from airflow_provider_jetstream.core.read.seek import first_sequence_at
 from airflow_provider_jetstream.spark.options import ReadOptions
 
@@ -28,11 +29,13 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class StreamBounds:
-    """What the stream holds now: sequences ``first..last`` (``first = last + 1`` when empty)."""
+    """What the stream holds now: sequences ``first..last`` (``first = last + 1`` when empty), the domain
+    that holds it, and its identity (``created``, see :mod:`airflow_provider_jetstream.core.read.identity`)."""
 
     first: int
     last: int
     domain: str | None
+    created: str | None = None
 
 
 def target_name(options: ReadOptions) -> str:
@@ -40,7 +43,7 @@ def target_name(options: ReadOptions) -> str:
 
 
 async def stream_bounds(nc: Client, options: ReadOptions) -> StreamBounds:
-    """The stream's first and last sequence, and the JetStream domain that holds it."""
+    """The stream's first and last sequence, the JetStream domain that holds it, and its identity."""
     api = JetStreamApi(nc, options.api_prefix, timeout=options.pull.request_timeout)
     info = await api.stream_info(options.stream)
     if info is None:
@@ -51,7 +54,7 @@ async def stream_bounds(nc: Client, options: ReadOptions) -> StreamBounds:
     last = state.get("last_seq", 0)
     if state.get("messages", 0) == 0:
         first = last + 1
-    return StreamBounds(first=first, last=last, domain=account.get("domain") or None)
+    return StreamBounds(first=first, last=last, domain=account.get("domain") or None, created=stream_created(info))
 
 
 async def resolve_start(nc: Client, options: ReadOptions, bounds: StreamBounds) -> int:

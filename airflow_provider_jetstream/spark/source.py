@@ -33,6 +33,7 @@ from pyspark.sql.types import StructType
 
 from airflow_provider_jetstream.core.connection.client import open_connection, release
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
+from airflow_provider_jetstream.core.read.identity import IDENTITY_KEY, same_stream
 from airflow_provider_jetstream.core.read.range import read_range_with_config
 from airflow_provider_jetstream.core.sync import iterate_blocking, run_sync
 from airflow_provider_jetstream.spark.options import ReadOptions, WriteOptions
@@ -134,11 +135,17 @@ class JetStreamBatchReader(DataSourceReader):
 
 
 class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Streaming read. An offset is ``{"seq": N}``: every sequence up to N has been planned.
+    """Streaming read. An offset is ``{"seq": N, "created": C}``: every sequence up to N of the stream
+    created at C (its identity, ``STREAM.INFO``'s ``created``) has been planned.
 
     Micro-batch ``(start, end]`` reads sequences ``start.seq + 1 .. end.seq``. Spark's checkpoint
     holds the offsets, so a restarted query re-plans exactly the same ranges: nothing is lost or
     repeated. Nothing is acknowledged on the server (no acks to lose at a crash).
+
+    A stream deleted and created again under the same name since the start offset fails the query
+    (``StreamRecreatedError``), or with ``failOnDataLoss=false`` is read from its first sequence: that
+    batch's end offset names it (``"first"``). An offset of an earlier version (no ``created``) is
+    accepted; the next one records the identity.
     """
 
     def __init__(self, options: ReadOptions, default_parallelism: int) -> None:
@@ -156,19 +163,38 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def initialOffset(self) -> dict:
         options = self.options
 
-        async def first(nc: Any) -> int:
+        async def first(nc: Any) -> tuple[int, str | None]:
             bounds = await stream_bounds(nc, options)
-            return await resolve_start(nc, options, bounds)
+            return await resolve_start(nc, options, bounds), bounds.created
 
-        return {"seq": _with_connection(options, first) - 1}
+        seq, created = _with_connection(options, first)
+        return _offset(seq - 1, created)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        last = self._bounds().last
+        bounds = self._bounds()
+        last, after = bounds.last, start["seq"]
+        recreated = not same_stream(
+            self.options.stream,
+            start.get(IDENTITY_KEY),
+            bounds.created,
+            position=f"the streaming query's offset (sequence {after})",
+            fail_on_data_loss=self.options.fail_on_data_loss,
+            remedy=(
+                "Nothing of the new stream was read. To read it from its first sequence, restart the query with "
+                "failOnDataLoss=false; to start over, give the query a new checkpointLocation"
+            ),
+            logger=log,
+        )
+        if recreated:
+            after = bounds.first - 1
         if self.available_now_target is not None:
             last = min(last, self.available_now_target)
         if isinstance(limit, ReadMaxRows):
-            last = min(last, start["seq"] + limit.max_rows)
-        return {"seq": max(last, start["seq"])}
+            last = min(last, after + limit.max_rows)
+        end = _offset(max(last, after), bounds.created)
+        if recreated:
+            end["first"] = bounds.first
+        return end
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.options.max_messages_per_trigger:
@@ -176,7 +202,8 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return ReadAllAvailable()
 
     def reportLatestOffset(self) -> dict | None:
-        return {"seq": self._bounds().last}
+        bounds = self._bounds()
+        return _offset(bounds.last, bounds.created)
 
     def prepareForTriggerAvailableNow(self) -> None:
         self.available_now_target = self._bounds().last
@@ -184,7 +211,9 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         if not self._domain_known:
             self._bounds()
-        return _partitions(self.options, start["seq"] + 1, end["seq"], self._domain, self.default_parallelism)
+        # A batch onto a recreated stream (failOnDataLoss=false) starts at its first sequence, named by its end.
+        first = end["first"] if "first" in end else start["seq"] + 1
+        return _partitions(self.options, first, end["seq"], self._domain, self.default_parallelism)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, SequenceRangePartition)
@@ -192,6 +221,11 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def commit(self, end: dict) -> None:
         """Nothing to do: no acknowledgements, the offsets in Spark's checkpoint are the truth."""
+
+
+def _offset(seq: int, created: str | None) -> dict:
+    """A streaming offset: sequences up to ``seq`` of the stream created at ``created`` are planned."""
+    return {"seq": seq, IDENTITY_KEY: created} if created else {"seq": seq}
 
 
 class JetStreamDataSource(DataSource):

@@ -16,6 +16,7 @@ import json
 import os
 import re
 import uuid
+from unittest.mock import ANY
 
 import pytest
 
@@ -104,7 +105,7 @@ def test_the_run_that_committed_succeeds_and_the_concurrent_one_says_it_was_alre
     (other,) = others
     assert (other.start, other.end, other.wrote, other.outcome) == (1, 80, False, "already committed")
     assert _seqs(spark, output) == list(range(1, 81))
-    assert _checkpoint(stream, bucket) == {"stream": stream.name, "output": str(output), "seq": 80}
+    assert _checkpoint(stream, bucket) == {"stream": stream.name, "output": str(output), "seq": 80, "created": ANY}
 
 
 def test_hadoop_rename_semantics_and_a_stale_check_still_commit_one_copy(spark, make_stream, tmp_path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from unittest.mock import ANY
 
 import pytest
 
@@ -121,7 +122,7 @@ def test_a_run_killed_at_any_step_then_rerun_leaves_every_message_exactly_once(
     assert (rerun.start, rerun.end) == (101, 300)
     assert rerun.wrote == (point != "before_checkpoint")
     assert _output_seqs(spark, output) == list(range(1, 301))
-    assert _checkpoint(stream, bucket) == {"stream": stream.name, "output": str(output), "seq": 300}
+    assert _checkpoint(stream, bucket) == {"stream": stream.name, "output": str(output), "seq": 300, "created": ANY}
     assert not os.listdir(output / "_staging"), "a committed range's leftovers are cleaned up"
     _job(spark, stream, output, bucket).run()
     assert _output_seqs(spark, output) == list(range(1, 321))

@@ -36,7 +36,8 @@ def test_available_now_stops_at_the_data_present_and_a_restart_loses_and_repeats
     query = _available_now(spark, options, output, checkpoint)
     # 120 messages at <= 50 per micro-batch: 3 batches with data.
     offsets = [json.loads(p["sources"][0]["endOffset"]) for p in query.recentProgress if p["numInputRows"]]
-    assert offsets == [{"seq": 50}, {"seq": 100}, {"seq": 120}]
+    assert [offset["seq"] for offset in offsets] == [50, 100, 120]
+    assert len({offset["created"] for offset in offsets}) == 1, "each offset records the stream's identity"
     assert sorted(r.seq for r in spark.read.parquet(str(output)).collect()) == list(range(1, 121))
 
     publish_many(stream, 30)  # sequences 121-150

@@ -59,6 +59,11 @@ class AckFloor:
         self._acked_through = 0  # stream sequence of the last floor ack sent
         self._acked_dseq = 0  # its consumer sequence: the server ignores acks and naks at or below it
 
+    @property
+    def acked_through(self) -> int:
+        """The stream sequence of the last floor ack sent: every message up to it is acked (0: none yet)."""
+        return self._acked_through
+
     # -- deliveries -------------------------------------------------------------------------
 
     def received(self, consumer_sequence: int) -> None:

@@ -19,7 +19,12 @@ from nats.aio.msg import Msg
 from airflow_provider_jetstream.core.api import JetStreamApi, domain_of
 from airflow_provider_jetstream.core.consume.ack_floor import AckFloor
 from airflow_provider_jetstream.core.consume.deliveries import Delivery, Settlement, Ticket
-from airflow_provider_jetstream.core.errors import JetStreamConfigError, JetStreamError
+from airflow_provider_jetstream.core.errors import (
+    JetStreamConfigError,
+    JetStreamDomainUnavailableError,
+    JetStreamError,
+    JetStreamNotFoundError,
+)
 from airflow_provider_jetstream.core.manage.reconcile import reconcile_consumer
 from airflow_provider_jetstream.core.manage.specs.consumer import ConsumerSpec
 from airflow_provider_jetstream.core.protocol import (
@@ -31,6 +36,7 @@ from airflow_provider_jetstream.core.protocol import (
     headers_from_api,
     parse_ack_reply,
 )
+from airflow_provider_jetstream.core.read.identity import same_stream, stream_identity
 from airflow_provider_jetstream.core.read.pull import Backoff, PullRequests
 
 log = logging.getLogger(__name__)
@@ -95,6 +101,13 @@ class DurablePuller:
     ``max_in_flight``: they are pending on the server) and are acked with it. :attr:`floor` (an
     :class:`~airflow_provider_jetstream.core.consume.ack_floor.AckFloor`) keeps that bookkeeping.
 
+    What it acked is known by stream sequence, so it records the stream's identity (:attr:`created`)
+    when it starts. A stream deleted and created again under the same name deletes the consumer with
+    it: when the consumer is found gone (a pull status, or the periodic consumer check), and before a
+    delivery is taken for one already acked, the stream's identity is compared, and a recreated stream
+    raises :class:`~airflow_provider_jetstream.core.errors.StreamRecreatedError` instead of pulling a
+    consumer that no longer exists for ever, or acking the new stream's messages as old ones.
+
     :param nc: a connected client (shared: the puller never closes it).
     :param api: the JetStream API (domain or prefix) of the stream.
     :param stream: stream name. :param consumer: durable consumer name.
@@ -153,6 +166,10 @@ class DurablePuller:
         self._renewer: asyncio.Task[None] | None = None
         self._next_rival_check = 0.0
         self._rival_since: float | None = None
+        #: The stream's identity when pulling started (``created``; None until then, or if unknown).
+        self.created: str | None = None
+        self._identity_checked_at = 0.0
+        self._missing_since: float | None = None
         # ack_policy all: the floor bookkeeping over in_flight (shared with it, as are the counts).
         self.floor = AckFloor(nc, api, stream, consumer, self.in_flight, self.counts) if ack_all else None
 
@@ -165,6 +182,8 @@ class DurablePuller:
         subject is updated); one redelivered after it was acked is acked again. With ``ack_all``
         a failed message is handed out again when it comes back.
         """
+        self.created = await self._identity_now()
+        self._identity_checked_at = time.monotonic()
         if self.floor is not None:
             await self.floor.sync()
         await self.requests.listen(self._on_msg)
@@ -231,6 +250,15 @@ class DurablePuller:
             info = await self.api.consumer_info(self.stream, self.consumer)
         except (JetStreamError, nats.errors.Error):
             return  # unreachable now (a cut, a restart): the pull path reports and retries
+        if info is None:
+            # Gone (pulls of it answer 503, as an unreachable domain's); seen on two checks (not a server
+            # recovering its state): its stream was recreated, deleted, or only the consumer was deleted.
+            if self._missing_since is None:
+                self._missing_since = now
+                return
+            await self._same_stream()
+            raise JetStreamError(self._gone("no longer exists (deleted?)"))
+        self._missing_since = None
         others = int((info or {}).get("num_waiting", 0)) - (1 if request_open else 0)
         if others <= 0:
             self._rival_since = None
@@ -252,7 +280,7 @@ class DurablePuller:
                 self._backoff.reset()
             return
         if status.outcome == RESUME:
-            raise JetStreamError(f"{where} was deleted while pulling")
+            raise JetStreamError(self._gone("was deleted while pulling"))
         if status.outcome == FATAL:
             raise JetStreamError(f"{where} in {self.api.target}: the server refused the pull: {status.reason}")
         # Retry after a pause: no JetStream answered (a leaf cut off, a hub restarting), or too busy now.
@@ -268,6 +296,8 @@ class DurablePuller:
         if meta is None:
             status = self.requests.status(msg.headers)
             if status is not None:
+                if status.outcome == RESUME:
+                    await self._same_stream()
                 self._on_status(status)
             return None
         self.requests.received()
@@ -285,6 +315,11 @@ class DurablePuller:
             held.reply, held.delivered, held.consumer_sequence = msg.reply, meta.delivered, meta.consumer_sequence
             self.counts["redelivered_in_flight"] += 1
             return None
+        acked = meta.sequence in self.recently_acked or (
+            self.floor is not None and meta.sequence <= self.floor.acked_through
+        )
+        if acked and time.monotonic() - self._identity_checked_at >= self.expires:
+            await self._same_stream()  # a sequence acked before: of this stream, not of a new one of that name?
         if self.floor is not None and await self.floor.covered(msg.reply, meta.sequence, meta.consumer_sequence):
             return None  # below the floor acked already (that ack was lost)
         if meta.sequence in self.recently_acked:  # our ack was lost (a link cut): ack again, no second event
@@ -311,6 +346,43 @@ class DurablePuller:
         ticket = Ticket(meta.sequence, msg.reply, meta.delivered, delivery, meta.consumer_sequence)
         self.in_flight[meta.sequence] = ticket
         return ticket
+
+    # -- the stream's identity ---------------------------------------------------------------
+
+    def _gone(self, how: str) -> str:
+        return (
+            f"consumer {self.consumer!r} on stream {self.stream!r} {how} ({self.api.target}): "
+            "it is created again when the trigger starts again"
+        )
+
+    async def _identity_now(self) -> str | None:
+        """The stream's identity now; None when it cannot be told now (no answer). A stream that no
+        longer exists raises :class:`JetStreamNotFoundError`."""
+        try:
+            return await stream_identity(self.api, self.stream)
+        except JetStreamNotFoundError:
+            raise JetStreamNotFoundError(
+                f"stream {self.stream!r} no longer exists in {self.api.target} (deleted while consumer "
+                f"{self.consumer!r} was pulling it)"
+            ) from None
+        except (JetStreamDomainUnavailableError, nats.errors.Error):
+            return None
+
+    async def _same_stream(self) -> None:
+        """Raise :class:`StreamRecreatedError` if the stream was deleted and created again since pulling started."""
+        current = await self._identity_now()
+        self._identity_checked_at = time.monotonic()
+        same_stream(
+            self.stream,
+            self.created,
+            current,
+            position=f"consumer {self.consumer!r} (what was delivered and acked, by stream sequence)",
+            remedy=(
+                "The consumer was deleted with the old stream: the trigger creates it again on the new stream "
+                "(from its deliver_policy) when it starts again; nothing of the new stream was acked"
+            ),
+            logger=log,
+        )
 
     async def _all_header_values(self, sequence: int) -> dict[str, list[str]] | None:
         try:

@@ -211,11 +211,13 @@ class OriginProbe:
         (not probed).
     :param last_seq: the origin's last sequence among the subjects the copy takes (0: none).
     :param reason: why it could not be read, in words.
+    :param created: the origin stream's identity (``STREAM.INFO``'s ``created``; None: not read).
     """
 
     state: str
     last_seq: int | None = None
     reason: str = ""
+    created: str | None = None
 
 
 @dataclass(frozen=True)

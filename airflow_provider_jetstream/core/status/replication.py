@@ -21,8 +21,12 @@ domain. So each origin is judged by one of these rules (the table's "Check" colu
   silence the lag is trusted only after ``max_inactive`` of contact again.
 
 What a check must remember across checks (since when an error or an unreachable origin lasts, the
-silences seen, what was last logged) is a small JSON dict (:meth:`ReplicationWatch.state`), kept by
-the sensor between reschedules and handed to the trigger when it defers.
+silences seen, what was last logged, and the identity of the stream and of each origin) is a small
+JSON dict (:meth:`ReplicationWatch.state`), kept by the sensor between reschedules and handed to the
+trigger when it defers. A stream deleted and created again between two checks (its ``created`` time
+changed) is a new copy: what the watch remembered of the old one is dropped, with a warning. An
+origin deleted and created again fails the check (``StreamRecreatedError``): the copy holds the old
+origin's sequences, which say nothing about the new origin's.
 
 The rules are pure logic (:class:`ReplicationWatch`); :func:`check_replication` is the one check that
 reads the servers (the stream, each origin in its domain, the stream again) and judges what it read,
@@ -33,14 +37,22 @@ what a check found, :mod:`.report`.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+import nats.errors
 from nats.aio.client import Client
 
 from airflow_provider_jetstream.core.api import JetStreamApi, describe_prefix
-from airflow_provider_jetstream.core.errors import JetStreamConfigError, JetStreamNotFoundError
+from airflow_provider_jetstream.core.errors import (
+    JetStreamConfigError,
+    JetStreamError,
+    JetStreamNotFoundError,
+    JetStreamPermissionError,
+)
+from airflow_provider_jetstream.core.read.identity import same_stream, stream_created, stream_identity
 from airflow_provider_jetstream.core.status.origins import (
     HeldSeq,
     OriginProbe,
@@ -58,6 +70,8 @@ UNREACHABLE_ORIGINS = ("wait", "proceed")
 #: Seconds between two logs of an unchanged replication table.
 LOG_HEARTBEAT = 60.0
 
+log = logging.getLogger(__name__)
+
 
 @dataclass
 class ReplicationWatch:
@@ -69,7 +83,8 @@ class ReplicationWatch:
     since when each origin has been unreachable; which origins it has seen silent (for the
     lag/active rule: once such an origin is heard from again, its lag is trusted only after
     ``max_inactive`` of contact, because right after a relink the server reports fresh contact with
-    the lag it knew before the outage, seen on nats-server 2.10); and what it last logged.
+    the lag it knew before the outage, seen on nats-server 2.10); what it last logged; and the
+    identity (``created``) of the stream and of each origin it read (see the module doc).
 
     :param stream: the stream that mirrors or sources (in the sensor's domain).
     :param max_lag: most messages an origin may be behind (lag/active rule). Default 0.
@@ -96,6 +111,10 @@ class ReplicationWatch:
     _back_since: dict[str, float | None] = field(default_factory=dict, repr=False)
     _unreachable_since: dict[str, float] = field(default_factory=dict, repr=False)
     _logged: dict[str, Any] = field(default_factory=dict, repr=False)
+    _created: str | None = field(default=None, repr=False)
+    _origins_created: dict[str, str] = field(default_factory=dict, repr=False)
+    #: Origins whose ``STREAM.INFO`` this user may not read: their identity is not asked again.
+    identity_refused: set[str] = field(default_factory=set, repr=False)
 
     # -- state across checks ------------------------------------------------------------------------
 
@@ -106,6 +125,9 @@ class ReplicationWatch:
             "back_since": dict(self._back_since),
             "unreachable_since": dict(self._unreachable_since),
             "logged": dict(self._logged),
+            "created": self._created,
+            "origins_created": dict(self._origins_created),
+            "identity_refused": sorted(self.identity_refused),
         }
 
     def restore(self, state: dict[str, Any] | None) -> ReplicationWatch:
@@ -117,7 +139,46 @@ class ReplicationWatch:
         }
         self._unreachable_since = {str(k): float(v) for k, v in (state.get("unreachable_since") or {}).items()}
         self._logged = dict(state.get("logged") or {})
+        self._created = state.get("created") or None
+        self._origins_created = {str(k): str(v) for k, v in (state.get("origins_created") or {}).items()}
+        self.identity_refused = {str(k) for k in state.get("identity_refused") or ()}
         return self
+
+    def same_identities(self, info: dict[str, Any], probes: dict[str, OriginProbe]) -> None:
+        """Compare the stream's and each probed origin's identity with what earlier checks saw, and
+        remember them. A recreated stream drops what the watch remembered of the old one (warning);
+        a recreated origin raises :class:`StreamRecreatedError` (see the module doc)."""
+        where = self.target or "its domain"
+        created = stream_created(info)
+        if not same_stream(
+            self.stream,
+            self._created,
+            created,
+            position=f"the replication watch of {self.stream!r} in {where}",
+            fail_on_data_loss=False,
+            restart="as a new copy, forgetting what earlier checks remembered (errors, unreachable origins, silences)",
+            logger=log,
+        ):
+            self._errors_since, self._back_since, self._unreachable_since = {}, {}, {}
+            self._origins_created, self._logged = {}, {}
+        self._created = created or self._created
+        for status in self.select(info):
+            probe = probes.get(status.key)
+            if probe is None or probe.created is None:
+                continue
+            same_stream(
+                status.origin,
+                self._origins_created.get(status.key),
+                probe.created,
+                position=f"the replication watch of {self.stream!r} in {where} ({status.label})",
+                remedy=(
+                    f"{self.stream!r} holds sequences of the old origin, which say nothing about the new one's: "
+                    f"recreate {self.stream!r} (or its source of {status.origin!r}) so it copies the new origin, "
+                    "then run the sensor again"
+                ),
+                logger=log,
+            )
+            self._origins_created[status.key] = probe.created
 
     def should_log(self, check: ReplicationCheck, now: float | None = None) -> bool:
         """Log the table when what it says changed, or ``LOG_HEARTBEAT`` seconds after the last log."""
@@ -222,6 +283,7 @@ class ReplicationWatch:
         Raises :class:`JetStreamConfigError` when the stream has no mirror or sources, or lacks a
         named source."""
         now = time.time() if now is None else now
+        self.same_identities(info, probes or {})
         statuses = self.select(info)
         verdicts = []
         failed = []
@@ -295,6 +357,20 @@ class ReplicationWatch:
         return bool(self._errors_since)
 
 
+async def _origin_identity(api: JetStreamApi, status: ReplicationStatus, watch: ReplicationWatch) -> str | None:
+    """An origin's identity, None when it cannot be read now (gone, unreachable) or ever (this user may not
+    read its ``STREAM.INFO``: remembered in ``watch``, so later checks do not wait for that refusal again)."""
+    if status.key in watch.identity_refused:
+        return None
+    try:
+        return await stream_identity(api, status.origin)
+    except JetStreamPermissionError:
+        watch.identity_refused.add(status.key)
+        return None
+    except (JetStreamError, nats.errors.Error):
+        return None
+
+
 async def check_replication(nc: Client, api: JetStreamApi, watch: ReplicationWatch) -> ReplicationCheck:
     """Read the stream through ``api``, probe each watched origin in its own domain, read the
     stream again, judge (``watch`` keeps what successive checks must remember).
@@ -317,7 +393,10 @@ async def check_replication(nc: Client, api: JetStreamApi, watch: ReplicationWat
         async def probe(status: ReplicationStatus) -> None:
             prefix = status.api_prefix or api.prefix
             origin_api = JetStreamApi(nc, prefix, timeout=api.timeout, target=describe_prefix(prefix))
-            probes[status.key] = await probe_origin(origin_api, status)
+            found, created = await asyncio.gather(
+                probe_origin(origin_api, status), _origin_identity(origin_api, status, watch)
+            )
+            probes[status.key] = replace(found, created=created) if found.state == "ok" else found
 
         await asyncio.gather(*(probe(s) for s in statuses))
     after = await api.stream_info(watch.stream)  # read after the probes: exact

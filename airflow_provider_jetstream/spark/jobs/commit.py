@@ -35,14 +35,22 @@ class RangeCommitter:
     :param attempt: this run's attempt id, named by the commit markers it wins.
     """
 
+    #: How many times the job went on to a stream deleted and created again under the same name: the
+    #: ranges of epoch ``n > 0`` are named ``<start>-<end>.<n>``, apart from the old stream's.
+    epoch: int = 0
+
     def __init__(self, spark: Any, output: str, attempt: str) -> None:
         self.spark = spark
         self.output = output
         self.attempt = attempt
 
+    def range_name(self, start: int, end: int) -> str:
+        """The name of a range in the output: ``<start>-<end>`` (20 digits each), ``.<epoch>`` after a recreate."""
+        return f"{start:020d}-{end:020d}" + (f".{self.epoch}" if self.epoch else "")
+
     def target_path(self, start: int, end: int) -> str:
         """Where the committed range lives."""
-        return f"{self.output}/seq_range={start:020d}-{end:020d}"
+        return f"{self.output}/seq_range={self.range_name(start, end)}"
 
     def commit(self, start: int, end: int, target: str, write: Callable[[int, int, str], None]) -> str:
         """Make ``target`` hold the range exactly once: ``written`` (by this attempt, with
@@ -75,7 +83,8 @@ class RangeCommitter:
             names = [status.getPath().getName() for status in fs.listStatus(jroot)] if fs.exists(jroot) else []
         for name in names:
             parts = name.split("-")
-            if len(parts) == 3 and parts[1].isdigit() and int(parts[1]) <= committed:
+            end = parts[1].split(".")[0] if len(parts) == 3 else ""
+            if end.isdigit() and int(end) <= committed:
                 self._delete(f"{root}/{name}")
 
     def _is_local(self) -> bool:
@@ -125,10 +134,10 @@ class RangeCommitter:
         return bool(fs.rename(src, self._fs(target)[1]))
 
     def _marker_path(self, start: int, end: int) -> str:
-        return f"{self.output}/{COMMITS_DIR}/{start:020d}-{end:020d}"
+        return f"{self.output}/{COMMITS_DIR}/{self.range_name(start, end)}"
 
     def _staging_path(self, start: int, end: int, attempt: str) -> str:
-        return f"{self.output}/{STAGING_DIR}/{start:020d}-{end:020d}-{attempt}"
+        return f"{self.output}/{STAGING_DIR}/{self.range_name(start, end)}-{attempt}"
 
     def _read_marker(self, marker: str) -> str | None:
         """The attempt a commit marker names, or None if there is no marker."""

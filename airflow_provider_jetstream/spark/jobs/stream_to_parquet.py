@@ -10,7 +10,12 @@ without credentials.
 One run:
 
 1. reads the checkpoint (KV bucket ``--checkpoint-bucket``, key ``--checkpoint-key``): the last
-   sequence already in the output, and the claim of an unfinished run if there is one;
+   sequence already in the output, the claim of an unfinished run if there is one, and the identity
+   of the stream they were recorded on (its ``created`` time). A stream deleted and created again
+   under the same name fails the run (``StreamRecreatedError``), or with ``--fail-on-data-loss false``
+   is copied from its first sequence, its ranges named ``seq_range=<start>-<end>.<n>`` (the n-th
+   stream of that name the job copied after a recreate). A checkpoint of an earlier version without
+   the identity is accepted, and gets it at the next claim;
 2. claims the range ``[checkpoint + 1, end]`` (``end``: the stream's last sequence now, or
    ``--end-sequence``) by compare-and-set on the key's revision; an unfinished claim is taken
    over with its range unchanged, so a re-run after a crash redoes exactly the same range;
@@ -57,6 +62,7 @@ from airflow_provider_jetstream.core.errors import (
 )
 from airflow_provider_jetstream.core.manage.buckets import kv_get, kv_put, reconcile_bucket
 from airflow_provider_jetstream.core.manage.specs import KeyValueSpec
+from airflow_provider_jetstream.core.read.identity import IDENTITY_KEY, same_stream
 from airflow_provider_jetstream.core.sync import run_sync
 from airflow_provider_jetstream.spark.job_args import COMMAND_LINE, FLAGS, PARTITION_COLUMNS
 from airflow_provider_jetstream.spark.jobs.commit import RangeCommitter
@@ -88,11 +94,15 @@ class JobArgs:
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """The KV entry: last sequence written, the unfinished claim (if any), and the key's revision."""
+    """The KV entry: last sequence written, the unfinished claim (if any), the key's revision, and the
+    identity of the stream they belong to (``created``: None in a checkpoint of an earlier version;
+    ``epoch``: how many times the job went on to a recreated stream, default 0)."""
 
     seq: int | None
     claim: dict[str, Any] | None
     revision: int | None  # None: the key does not exist
+    created: str | None = None
+    epoch: int = 0
 
 
 @dataclass(frozen=True)
@@ -162,6 +172,10 @@ class StreamToParquetJob:
         self.read_options = ReadOptions.parse(self.source_options)
         conn = self.read_options.connection
         self.files = RangeCommitter(spark, args.output, self.attempt)
+        #: The identity (``created``) of the stream this run copies, and the checkpoint's epoch (see
+        #: :class:`Checkpoint`); set by :meth:`next_range`, recorded by every checkpoint write.
+        self.created: str | None = None
+        self.epoch = 0
         # The KV bucket's domain: --checkpoint-domain, else the connection's (not the stream's).
         self.checkpoint_prefix = (
             api_prefix_for(args.checkpoint_domain, None)
@@ -219,13 +233,22 @@ class StreamToParquetJob:
                     f"checkpoint key {key!r} belongs to stream {value.get('stream')!r} -> {owner!r}, not "
                     f"{self.args.stream!r} -> {self.args.output!r}: give each job its own --checkpoint-key"
                 )
-            return Checkpoint(value.get("seq"), value.get("claim"), entry.revision)
+            return Checkpoint(
+                value.get("seq"),
+                value.get("claim"),
+                entry.revision,
+                value.get(IDENTITY_KEY),
+                int(value.get("epoch") or 0),
+            )
 
         return self._with_kv(read)
 
     def _put(self, value: dict[str, Any], revision: int | None) -> int:
         key = self.args.checkpoint_key
-        body = json.dumps({"stream": self.args.stream, "output": self.args.output, **value}).encode()
+        identity = {IDENTITY_KEY: self.created} if self.created else {}
+        if self.epoch:
+            identity["epoch"] = self.epoch
+        body = json.dumps({"stream": self.args.stream, "output": self.args.output, **value, **identity}).encode()
 
         async def put(nc: Any, api: JetStreamApi) -> int:
             try:
@@ -241,7 +264,8 @@ class StreamToParquetJob:
 
     # -- range -----------------------------------------------------------------------------------
 
-    def _stream_end(self) -> tuple[int, int]:
+    def _stream_end(self) -> tuple[int, int, str | None]:
+        """The stream's first sequence, the range's end (its last, or ``--end-sequence``) and its identity."""
         from airflow_provider_jetstream.spark.planning import stream_bounds
 
         async def bounds(nc: Any, api: JetStreamApi) -> Any:
@@ -249,7 +273,7 @@ class StreamToParquetJob:
 
         b = self._with_kv(bounds)
         end = b.last if self.args.end_sequence is None else min(self.args.end_sequence, b.last)
-        return b.first, end
+        return b.first, end, b.created
 
     def _first_start(self, first: int) -> int:
         """The first run's start: the stream's first sequence, or ``--starting-sequence`` (checked: a number)."""
@@ -279,6 +303,7 @@ class StreamToParquetJob:
     def run(self) -> JobResult:
         checkpoint = self.read_checkpoint()
         start, end = self.next_range(checkpoint)
+        self.files.epoch = self.epoch
         if start > end:
             log.info("nothing new in %r: checkpoint %s, last sequence %d", self.args.stream, checkpoint.seq, end)
             return JobResult(start, end, None, False, checkpoint.seq, "nothing new")
@@ -293,13 +318,35 @@ class StreamToParquetJob:
 
     def next_range(self, checkpoint: Checkpoint) -> tuple[int, int]:
         """The range this run (re)does: an unfinished claim's, unchanged, else the new sequences
-        (``start > end`` when there are none)."""
+        (``start > end`` when there are none).
+
+        The checkpoint must belong to the stream of that name now (:func:`same_stream`): if the stream
+        was deleted and created again, the run fails (``StreamRecreatedError``), or with
+        ``--fail-on-data-loss false`` copies the new stream from its first sequence (under the next epoch)."""
+        first, end, self.created = self._stream_end()
+        self.epoch = checkpoint.epoch
+        a = self.args
+        kept = checkpoint.seq is not None or checkpoint.claim is not None
+        if kept and not same_stream(
+            a.stream,
+            checkpoint.created,
+            self.created,
+            position=f"checkpoint {a.checkpoint_bucket}/{a.checkpoint_key} (sequence {checkpoint.seq})",
+            fail_on_data_loss=a.fail_on_data_loss,
+            remedy=(
+                "Nothing was written. To copy the new stream from its first sequence beside what the output holds, "
+                "run the job once with --fail-on-data-loss false (fail_on_data_loss=False on the operator); to start "
+                "over, give it a new --checkpoint-key and --output"
+            ),
+            logger=log,
+        ):
+            self.epoch += 1
+            return first, end
         if checkpoint.claim is not None:
             # An unfinished run (crashed, or still running): redo exactly its range.
-            start, end = int(checkpoint.claim["start"]), int(checkpoint.claim["end"])
-            log.info("taking over the unfinished range %d-%d", start, end)
-            return start, end
-        first, end = self._stream_end()
+            start, claimed_end = int(checkpoint.claim["start"]), int(checkpoint.claim["end"])
+            log.info("taking over the unfinished range %d-%d", start, claimed_end)
+            return start, claimed_end
         return (checkpoint.seq + 1 if checkpoint.seq is not None else self._first_start(first)), end
 
     def claim(self, start: int, end: int, revision: int | None) -> int:
