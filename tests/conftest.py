@@ -145,6 +145,34 @@ def _acc_fields(server: NatsServer, account: str = "ACC") -> dict[str, Any]:
     return {"host": f"127.0.0.1:{server.port}", "login": user, "password": password}
 
 
+@pytest.fixture(scope="session")
+def _hub_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalTopology]:
+    with LocalTopology(tmp_path_factory.mktemp("hub_cluster"), leaf_domains=["leaf"], hub_nodes=3) as topology:
+        yield topology
+
+
+@pytest.fixture
+def hub_cluster(_hub_cluster: LocalTopology) -> Iterator[LocalTopology]:
+    """The hub as production runs it: a 3-node JetStream cluster (domain ``hub``) and a leaf (domain
+    ``leaf``) whose remotes list every node. A test may kill nodes and cut the leaf: afterwards every
+    node is running again and the leaf linked, for the next test."""
+    yield _hub_cluster
+    for index, node in enumerate(_hub_cluster.hubs):
+        if node.process is None or node.process.poll() is not None:
+            _hub_cluster.start_hub_node(index)
+    for domain in list(_hub_cluster.leaves):
+        if domain not in _hub_cluster.linked:
+            _hub_cluster.reconnect_leaf(domain)
+    _hub_cluster.wait_linked()
+
+
+@pytest.fixture
+def cluster_conn(hub_cluster: LocalTopology, jetstream_conn: Callable[..., str]) -> str:
+    """Connection id: user ``acc`` on every node of the hub cluster."""
+    user, password = USERS["ACC"]
+    return jetstream_conn(hub_cluster.hub_urls, login=user, password=password)
+
+
 @pytest.fixture
 def hub_conn(hub_leaf: LocalTopology, jetstream_conn: Callable[..., str]) -> str:
     """Connection id: user ``acc`` on the hub, no domain set (the hub's own JetStream)."""

@@ -139,6 +139,11 @@ class NatsServer:
 
     def start(self, timeout: float = 15.0) -> NatsServer:
         """Start the server and wait until its monitoring endpoint says it is healthy."""
+        return self.launch().wait_healthy(timeout)
+
+    def launch(self) -> NatsServer:
+        """Start the server process without waiting (a cluster node is healthy only once a quorum of
+        its peers runs: start them all, then :meth:`wait_healthy`)."""
         if self.process and self.process.poll() is None:
             return self
         self.write_config()
@@ -154,6 +159,11 @@ class NatsServer:
             if sys.platform.startswith("linux") and threading.current_thread() is threading.main_thread()
             else None,
         )
+        return self
+
+    def wait_healthy(self, timeout: float = 15.0) -> NatsServer:
+        """Wait until the monitoring endpoint says the server is healthy; stop it if it never is."""
+        assert self.process is not None, f"nats-server {self.name!r} was not started"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -176,6 +186,17 @@ class NatsServer:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout)
+        if proc.stderr:
+            proc.stderr.close()
+
+    def kill(self) -> None:
+        """Kill the server at once (SIGKILL: no shutdown, as a crash or a power cut); :meth:`start` brings it
+        back on the same ports and store."""
+        proc, self.process = self.process, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.kill()
+        proc.wait(10)
         if proc.stderr:
             proc.stderr.close()
 
@@ -254,10 +275,15 @@ def _jetstream_block(store_dir: Path, domain: str) -> str:
 
 
 class LocalTopology:
-    """A hub and its JetStream leaf nodes, each server its own JetStream domain.
+    """A hub and its JetStream leaf nodes, each leaf server its own JetStream domain.
 
     >>> with LocalTopology(workdir, leaf_domains=["leaf"]) as topo:
     ...     topo.hub.url, topo.leaves["leaf"].url
+
+    With ``hub_nodes=3`` the hub is a JetStream cluster of three servers (``cluster { routes }``,
+    one domain), as production hubs are: each leaf's remotes list every hub node, ``hub_urls``
+    lists them for a connection, and :meth:`kill_hub_node` / :meth:`start_hub_node` /
+    :meth:`stream_leader` drive failovers.
 
     :param workdir: where configs, logs and stores go (created if missing).
     :param hub_domain: JetStream domain of the hub. Default ``"hub"``.
@@ -265,6 +291,7 @@ class LocalTopology:
     :param leaf_compression: the leaf links' ``compression`` mode (``off``, ``s2_fast``...). Default
         None: the server's default, ``s2_auto``, which starts compressing what a leaf sends once it
         measures a round trip over 10 ms (a saturated machine's loopback can).
+    :param hub_nodes: servers in the hub: 1 (default) or a cluster of 3 or more.
     """
 
     def __init__(
@@ -273,20 +300,41 @@ class LocalTopology:
         hub_domain: str = "hub",
         leaf_domains: list[str] | None = None,
         leaf_compression: str | None = None,
+        hub_nodes: int = 1,
     ):
+        if hub_nodes < 1 or hub_nodes == 2:
+            raise ValueError(f"hub_nodes={hub_nodes}: use 1, or a cluster of 3 or more (a quorum needs a majority)")
         self.workdir = Path(workdir)
         self.hub_domain = hub_domain
         self.leaf_compression = leaf_compression
         self.workdir.mkdir(parents=True, exist_ok=True)
         (self.workdir / "accounts.conf").write_text(accounts_config(hub_domain))
-        self.leafnode_port = free_port()
-        self.hub = NatsServer(
-            name="hub-server",
-            workdir=self.workdir,
-            body=_jetstream_block(self.workdir / "store_hub", hub_domain)
-            + f"leafnodes {{\n  listen: {json.dumps(f'{LOOPBACK}:{self.leafnode_port}')}\n}}\n"
-            + "include ./accounts.conf\n",
-        )
+        self.leafnode_ports = [free_port() for _ in range(hub_nodes)]
+        self.leafnode_port = self.leafnode_ports[0]
+        cluster_ports = [free_port() for _ in range(hub_nodes)]
+        self.hubs: list[NatsServer] = []
+        for i in range(hub_nodes):
+            name = "hub-server" if hub_nodes == 1 else f"hub-{i + 1}"
+            cluster = ""
+            if hub_nodes > 1:
+                routes = ", ".join(
+                    json.dumps(f"nats-route://{LOOPBACK}:{port}") for j, port in enumerate(cluster_ports) if j != i
+                )
+                cluster = (
+                    f"cluster {{\n  name: hub-cluster\n  listen: {json.dumps(f'{LOOPBACK}:{cluster_ports[i]}')}\n"
+                    f"  routes: [{routes}]\n}}\n"
+                )
+            self.hubs.append(
+                NatsServer(
+                    name=name,
+                    workdir=self.workdir,
+                    body=_jetstream_block(self.workdir / f"store_{name}", hub_domain)
+                    + cluster
+                    + f"leafnodes {{\n  listen: {json.dumps(f'{LOOPBACK}:{self.leafnode_ports[i]}')}\n}}\n"
+                    + "include ./accounts.conf\n",
+                )
+            )
+        self.hub = self.hubs[0]
         self.linked: set[str] = set(leaf_domains or ["leaf"])
         self.leaves: dict[str, NatsServer] = {
             domain: NatsServer(name=f"{domain}-server", workdir=self.workdir, body=self._leaf_body(domain, True))
@@ -297,10 +345,15 @@ class LocalTopology:
         body = _jetstream_block(self.workdir / f"store_{domain}", domain)
         if linked:
             compression = f", compression: {json.dumps(self.leaf_compression)}" if self.leaf_compression else ""
+
+            def urls(acc: str) -> str:
+                user, password = USERS[acc]
+                return ", ".join(
+                    json.dumps(f"nats-leaf://{user}:{password}@{LOOPBACK}:{port}") for port in self.leafnode_ports
+                )
+
             remotes = ",\n".join(
-                f'    {{ urls: ["nats-leaf://{USERS[acc][0]}:{USERS[acc][1]}@{LOOPBACK}:{self.leafnode_port}"],'
-                f' account: "{acc}"{compression} }}'
-                for acc in ("SYS", "ACC")
+                f'    {{ urls: [{urls(acc)}], account: "{acc}"{compression} }}' for acc in ("SYS", "ACC")
             )
             body += f"leafnodes {{\n  remotes: [\n{remotes}\n  ]\n}}\n"
         return body + "include ./accounts.conf\n"
@@ -315,10 +368,18 @@ class LocalTopology:
         user, password = USERS[account]
         return f"nats://{user}:{password}@{LOOPBACK}:{server.port}"
 
+    @property
+    def hub_urls(self) -> str:
+        """Every hub node's address, comma-separated (a connection's ``host`` for the whole cluster)."""
+        return ",".join(f"{LOOPBACK}:{server.port}" for server in self.hubs)
+
     def start(self, timeout: float = 30.0) -> LocalTopology:
         """Start the hub, then the leaves; return once every domain answers through the hub."""
         try:
-            self.hub.start()
+            for hub in self.hubs:
+                hub.launch()
+            for hub in self.hubs:
+                hub.wait_healthy(timeout)
             for leaf in self.leaves.values():
                 leaf.start()
             self.wait_linked(timeout)
@@ -328,8 +389,50 @@ class LocalTopology:
         return self
 
     def stop(self) -> None:
-        for server in [*self.leaves.values(), self.hub]:
+        for server in [*self.leaves.values(), *self.hubs]:
             server.stop()
+
+    def kill_hub_node(self, index: int) -> NatsServer:
+        """Kill hub node ``index`` at once (SIGKILL); return it."""
+        node = self.hubs[index]
+        node.kill()
+        return node
+
+    def start_hub_node(self, index: int, timeout: float = 30.0) -> NatsServer:
+        """Start hub node ``index`` again (same ports and store) and wait until it is healthy."""
+        return self.hubs[index].start(timeout)
+
+    def hub_node_named(self, name: str) -> int:
+        """The index of the hub node called ``name`` (as ``STREAM.INFO`` names a leader)."""
+        return next(i for i, server in enumerate(self.hubs) if server.name == name)
+
+    def stream_leader(self, stream: str, account: str = "ACC", timeout: float = 30.0) -> int:
+        """The index of the hub node leading ``stream`` (waits for an election to finish)."""
+        from airflow_provider_jetstream.core.sync import run_sync
+
+        return run_sync(self._stream_leader(stream, account, timeout))
+
+    async def _stream_leader(self, stream: str, account: str, timeout: float) -> int:
+        import nats
+
+        from airflow_provider_jetstream.core.api import JetStreamApi
+
+        user, password = USERS[account]
+        servers = [server.url for server in self.hubs if server.process is not None]
+        nc = await nats.connect(servers=servers, user=user, password=password, allow_reconnect=False)
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                with contextlib.suppress(Exception):
+                    info = await JetStreamApi(nc, f"$JS.{self.hub_domain}.API", timeout=2).stream_info(stream)
+                    leader = ((info or {}).get("cluster") or {}).get("leader")
+                    if leader:
+                        return self.hub_node_named(leader)
+                if time.monotonic() > deadline:
+                    raise NatsServerError(f"stream {stream!r} has no leader after {timeout}s")
+                await asyncio.sleep(0.1)
+        finally:
+            await nc.close()
 
     def __enter__(self) -> LocalTopology:
         return self.start()
@@ -359,9 +462,13 @@ class LocalTopology:
         run_sync(self._await_domains(timeout, sorted(self.linked) if domains is None else list(domains)))
 
     def _remotes_up(self, domains: list[str]) -> bool:
-        """Whether the hub lists both remotes (SYS and ACC) of each of these leaves."""
-        leafz = self.hub.monitor("leafz", quiet=True) or {}
-        names = [leaf.get("name") for leaf in leafz.get("leafs") or []]
+        """Whether the hub (its running nodes) lists both remotes (SYS and ACC) of each of these leaves."""
+        names = [
+            leaf.get("name")
+            for hub in self.hubs
+            if hub.process is not None
+            for leaf in (hub.monitor("leafz", quiet=True) or {}).get("leafs") or []
+        ]
         return all(names.count(self.leaves[domain].name) >= 2 for domain in domains)
 
     async def _await_domains(self, timeout: float, domains: list[str]) -> None:
@@ -370,7 +477,8 @@ class LocalTopology:
         from airflow_provider_jetstream.core.api import JetStreamApi
 
         user, password = USERS["ACC"]
-        nc = await nats.connect(self.hub.url, user=user, password=password, allow_reconnect=False)
+        servers = [hub.url for hub in self.hubs if hub.process is not None]
+        nc = await nats.connect(servers=servers, user=user, password=password, allow_reconnect=False)
         try:
             deadline = time.monotonic() + timeout
             waiting = {self.hub_domain, *domains}
