@@ -46,7 +46,7 @@ BUCKETS: dict[str, dict[str, bytes]] = {"fzkv": {"k1": b"v1", "k2": b"v2"}, "fzo
 MIRROR = "fz_copy"
 
 #: Subject spaces no stream may listen on (a KV bucket's stream on its own ``$KV.<bucket>.>`` excepted).
-RESERVED_SPACES = re.compile(r"^(\$JS\.|\$JSC\.|\$SYS\.|_INBOX\.|\$KV\.|\$O\.|\$NRG\.|JS\.[^.]*@|[*>]$)")
+RESERVED_SPACES = re.compile(r"^(\$JS\.|\$JSC\.|\$SYS\.|_INBOX\.|\$KV\.|\$O\.|\$NRG\.|JS\.[^.]*@)")
 
 
 def reserved_subjects(name: str, config: dict[str, Any]) -> list[str]:
@@ -55,7 +55,7 @@ def reserved_subjects(name: str, config: dict[str, Any]) -> list[str]:
     for subject in config.get("subjects") or []:
         if name.startswith("KV_") and subject == f"$KV.{name[3:]}.>":
             continue
-        if RESERVED_SPACES.match(subject) or subject in (">", "*") or subject.startswith(("*.", ">.")):
+        if RESERVED_SPACES.match(subject) or subject == ">":
             bad.append(subject)
     return bad
 

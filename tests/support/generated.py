@@ -298,7 +298,8 @@ def _baseline(entry: Entry, world: FuzzWorld) -> dict[str, Any]:
     if entry.kind == "trigger":
         return {**TRIGGER_BASE[entry.name], "jetstream_conn_id": CONN_ID, "domain": TARGET}
     if entry.kind == "connection":
-        return {"host": world.hub_address, "login": "acc", "password": "acc", "connect_timeout": 2}
+        host, port = world.hub_address.split(":")
+        return {"host": host, "port": int(port), "login": "acc", "password": "acc", "connect_timeout": 2}
     if entry.kind == "spark":
         base = {"servers": f"nats://{world.hub_address}", "user": "acc", "password": "acc", "domain": TARGET}
         if entry.name == "spark write":
@@ -418,8 +419,31 @@ def _call_connection(kw: dict[str, Any]) -> Any:
         else:
             extra[name] = value
     top["extra"] = extra
-    os.environ[f"AIRFLOW_CONN_{FUZZ_CONN_ID.upper()}"] = json.dumps(top)
-    return JetStreamHook(FUZZ_CONN_ID, domain=TARGET).stream_info("fz_target", timeout=2)
+    try:
+        text = json.dumps(top)
+    except TypeError:
+        return None  # bytes cannot be a connection field: nothing to try
+    os.environ[f"AIRFLOW_CONN_{FUZZ_CONN_ID.upper()}"] = text
+    hook = JetStreamHook(FUZZ_CONN_ID, domain=TARGET)
+    _servers_as_given(hook.get_conn_config().servers, kw.get("port"))
+    return hook.stream_info("fz_target", timeout=2)
+
+
+class NotAsked(Exception):
+    """A value was accepted, but what the call uses is not what was given."""
+
+
+def _servers_as_given(servers: list[str], port: Any) -> None:
+    """Each server URL has a valid port, the connection's ``port`` when one is given."""
+    from urllib.parse import urlsplit
+
+    for url in servers:
+        try:
+            used = urlsplit(url).port
+        except ValueError as err:
+            raise NotAsked(f"the connection uses the server {url!r} ({err})") from None
+        if port not in (None, "") and str(used) != str(port).strip():
+            raise NotAsked(f"port={port!r} was accepted, but the connection uses {url!r}")
 
 
 def _spark_text(value: Any) -> Any:
@@ -540,7 +564,9 @@ def names_field(message: str, arg: str, entry: Entry) -> bool:
         names.add(arg.lstrip("-").replace("-", "_"))
     if entry.kind == "connection" and arg == "host":
         names.add("server")
-    return any(n in message for n in names)
+    spaced = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", arg).replace("_", " ")
+    names.add(spaced)  # "the account's JetStream API prefix 'x'" (api_prefix, apiPrefix)
+    return any(n.lower() in message.lower() for n in names)
 
 
 def _bad_numbers(value: Any, path: str = "") -> list[str]:
@@ -600,6 +626,7 @@ def _names_asked(kw: Mapping[str, Any], value: Any) -> set[str]:
 
     walk(dict(kw))
     walk(value)
+    walk(str(value))  # what a text template renders it to
     return names
 
 
@@ -619,7 +646,9 @@ def attempt(entry: Entry, world: FuzzWorld, arg: str, value: Any, mode: str) -> 
     if result.hung:
         problems.append(f"hang: still running after {BOUND:.0f} s")
     err = result.error
-    if err is not None:
+    if isinstance(err, NotAsked):
+        problems.append(str(err))
+    elif err is not None:
         core = jetstream_error_in(err)
         if core is None and not _is_airflow_outcome(err) and not (entry.kind == "job" and isinstance(err, SystemExit)):
             problems.append(f"raw {type(err).__name__}: {show(str(err))}")
