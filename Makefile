@@ -3,6 +3,8 @@
 # Each creates .venv when missing and installs the package with what it needs.
 # `make wheel` builds the wheel into dist/. With INSTALL=wheel (`make demo INSTALL=wheel`, also
 # stack), .venv gets that wheel, rebuilt from the working tree, instead of the editable sources.
+# `make fuzz` runs the generated-input tests (tests/reliability/test_generated_inputs.py) with many
+# more examples than `make test` does (Hypothesis profile "fuzz"), and every fixed attack on every argument.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -20,7 +22,7 @@ JS_STAMP := $(JS_DIR)/node_modules/.installed-stamp
 PY_VERSION = $(shell $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 CONSTRAINTS = $(if $(wildcard constraints-py$(PY_VERSION).txt),constraints-py$(PY_VERSION).txt,constraints.txt)
 
-.PHONY: install wheel interop-deps demo stack test lint format clean
+.PHONY: install wheel interop-deps demo stack test fuzz lint format clean
 
 ifeq ($(INSTALL),wheel)
 # Always rebuilt and reinstalled: a module removed from the sources must leave the install too.
@@ -70,6 +72,9 @@ stack: $(STAMP)
 
 test: $(STAMP) $(JS_STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+fuzz: $(STAMP)
+	HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest tests/reliability/test_generated_inputs.py --timeout=1800 $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
