@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import functools
 import inspect
+import json
 import logging
 import os
 import time
@@ -35,6 +36,7 @@ from airflow_provider_jetstream.core.errors import (
     JetStreamError,
     JetStreamImportMissingError,
     JetStreamPermissionError,
+    SpecError,
 )
 from airflow_provider_jetstream.core.signatures.operations import ACCOUNT_INFO, API, HOOK, JETSTREAM, PROBE_DOMAINS
 from airflow_provider_jetstream.core.sync import run_sync
@@ -117,7 +119,9 @@ class JetStreamBaseHook(BaseHook):
             try:
                 conn = self.get_connection(self.jetstream_conn_id)
             except AirflowNotFoundException:
+                self._check_env_port()
                 raise self._unreadable_env_connection() from None
+            self._check_env_port()
             self._config = self._validated(conn)
         return self._config
 
@@ -127,7 +131,9 @@ class JetStreamBaseHook(BaseHook):
             try:
                 conn = await self.aget_connection(self.jetstream_conn_id)
             except AirflowNotFoundException:
+                self._check_env_port()
                 raise self._unreadable_env_connection() from None
+            self._check_env_port()
             self._config = self._validated(conn)
         return self._config
 
@@ -149,6 +155,22 @@ class JetStreamBaseHook(BaseHook):
         except Exception as err:
             return JetStreamConfigError(f"connection {conn_id!r}: ${variable} cannot be read: {err}")
         return AirflowNotFoundException(f"The conn_id `{conn_id}` isn't defined")
+
+    def _check_env_port(self) -> None:
+        """Refuse the ``port`` of an ``AIRFLOW_CONN_<ID>`` in JSON form that Airflow would change: it reads
+        ``0`` as no port (4222) and ``1.5`` or ``true`` as port 1."""
+        value = os.environ.get(f"AIRFLOW_CONN_{self.jetstream_conn_id.upper()}", "")
+        if not value.lstrip().startswith("{"):
+            return
+        try:
+            port = json.loads(value).get("port")
+        except (ValueError, AttributeError):
+            return  # Airflow reports what it cannot read
+        if port is None or port == "":
+            return
+        number = int(port) if isinstance(port, str) and port.strip().isdigit() else port
+        if isinstance(number, bool) or not isinstance(number, int) or not 0 < number < 65536:
+            raise SpecError("port", port, "use a TCP port from 1 to 65535, or leave it out for 4222")
 
     @staticmethod
     def _validated(conn: Any) -> JetStreamConnectionConfig:

@@ -264,7 +264,8 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, CheckedArguments, Operator
                 value = ",".join(value)
             elif name == "fail_on_data_loss":
                 value = "true" if value else "false"
-            command += [FLAGS[name], str(value).strip()]
+            # One "--flag=value" each: a value that starts with '-' is never taken for a flag.
+            command.append(f"{FLAGS[name]}={str(value).strip()}")
         return command
 
     def execute(self, context: Any) -> None:

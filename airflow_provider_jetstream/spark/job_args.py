@@ -142,7 +142,11 @@ def servers_without_credentials(value: Any, field: str) -> str:
     text = non_empty_text(value, field)
     for server in text.split(","):
         server = server.strip()
-        if urlsplit(server if "://" in server else f"nats://{server}").password is not None:
+        try:
+            password = urlsplit(server if "://" in server else f"nats://{server}").password
+        except ValueError:
+            raise SpecError(field, server, "use host[:port] or URLs, comma-separated (e.g. 'hub-1:4222')") from None
+        if password is not None:
             raise SpecError(
                 field, "***", f"give servers without credentials: pass them in ${CONNECTION_ENV_VAR} instead"
             )

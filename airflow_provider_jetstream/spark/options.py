@@ -18,6 +18,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -327,7 +328,14 @@ def connection_config(options: dict[str, str]) -> JetStreamConnectionConfig:
             extra=dict(fields.get("extra") or {}),
         )
     except JetStreamConfigError as err:
-        raise JetStreamConfigError(f"jetstream connection options: {err}") from None
+        # The connection names its own fields (host, tls_verify): say which options set them.
+        named = [
+            f"{option} ({target})"
+            for option, target in CONNECTION_OPTIONS.items()
+            if option in options and re.search(rf"\b{target}\b", str(err))
+        ]
+        set_by = f" (set by jetstream option {', '.join(named)})" if named else ""
+        raise JetStreamConfigError(f"jetstream connection options: {err}{set_by}") from None
 
 
 def _api_prefix(args: Mapping[str, Any], connection: JetStreamConnectionConfig) -> str:

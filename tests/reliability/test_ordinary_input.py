@@ -319,7 +319,7 @@ def test_the_hook_refuses_the_same_empty_values_before_connecting(quiet_conn: st
     ):
         with pytest.raises(JetStreamConfigError, match=message):
             hook.publish("a.b", [b"x"], **kwargs)
-    with pytest.raises(JetStreamConfigError, match=r"stream\.subjects\[0\]='_INBOX\.>' is not allowed"):
+    with pytest.raises(JetStreamConfigError, match=r"spec\.subjects\[0\]='_INBOX\.>' is not allowed"):
         hook.ensure_stream({"name": "s", "subjects": ["_INBOX.>"]})
     assert quiet_server.traffic() == before
     # None stays "no id" for the hook: the publish goes ahead (and finds no stream on the subject).

@@ -82,7 +82,7 @@ def test_dag_runs_the_packaged_job_via_spark_submit_without_leaking_the_password
 
     spark_commands = [c for c in seen if "spark-submit" in c or "SparkSubmit" in c]
     assert spark_commands, "the watcher saw the spark-submit processes"
-    assert any("stream_to_parquet.py" in c and f"--stream {stream}" in c for c in spark_commands)
+    assert any("stream_to_parquet.py" in c and f"--stream={stream}" in c for c in spark_commands)
     assert not [c for c in seen if password in c], "the password is on a command line"
     assert "Spark-Submit cmd" in logs, "the logged spark-submit command was captured"
     assert password not in logs

@@ -60,6 +60,14 @@ def domain_name(value: Any, field: str = "domain") -> str:
 def api_prefix(value: Any, field: str = "api_prefix") -> str:
     """A JetStream API prefix (``$JS.hub.API``, an imported ``JS.acc@hub.API``), without a trailing dot."""
     prefix = value.rstrip(".") if isinstance(value, str) else value
+    if isinstance(prefix, str) and "API" in prefix.split(".")[:-1]:
+        raise SpecError(
+            field,
+            value,
+            "an API prefix ends at its 'API' token (e.g. '$JS.hub.API', 'JS.acc@hub.API'); this one names a request "
+            "inside the API",
+            problem="is not a JetStream API prefix",
+        )
     if subject_problem(prefix, wildcards=False):
         raise SpecError(
             field,
@@ -71,9 +79,14 @@ def api_prefix(value: Any, field: str = "api_prefix") -> str:
 
 
 def bucket_name(value: Any, field: str) -> str:
-    """A KV bucket name: letters, digits, ``_`` and ``-`` (the KV convention of every client)."""
-    if not isinstance(value, str) or not _BUCKET_OK.match(value):
-        raise SpecError(field, value, "a bucket name uses only letters, digits, '_' and '-' (e.g. 'config')")
+    """A KV bucket name: letters, digits, ``_`` and ``-`` (the KV convention of every client), short enough
+    for its stream's name ``KV_<bucket>``."""
+    if not isinstance(value, str) or not _BUCKET_OK.match(value) or len(value) > MAX_NAME - 3:
+        raise SpecError(
+            field,
+            value,
+            f"a bucket name is 1-{MAX_NAME - 3} letters, digits, '_' and '-' (e.g. 'config': its stream is KV_<it>)",
+        )
     return value
 
 
@@ -143,18 +156,20 @@ def reserved_problem(subject: str, use: str) -> str | None:
     """Why ``subject`` is in a reserved space for ``use``, or None.
 
     :param use: :data:`PUBLISH` (data is sent there: every reserved space, KV and object store
-        subjects too), :data:`STORE` (a stream listens there: the server's spaces, advisories allowed;
-        a filter of only wildcards such as ``>`` would take the server's subjects too) or :data:`FILTER`
-        (a stream's messages are selected: the server's spaces, advisories allowed). A lone ``*`` is
+        subjects too), :data:`STORE` (a stream listens there: the same, advisories allowed; a filter of
+        only wildcards such as ``>`` would take the server's subjects too) or :data:`FILTER` (a stream's
+        messages are selected: the server's spaces, advisories allowed; KV and object store subjects
+        are what their streams hold). A lone ``*`` is
         allowed where a stream stores: no reserved subject has one token.
     """
-    spaces = SERVER_SPACES + STORE_SPACES if use == PUBLISH else SERVER_SPACES
+    spaces = SERVER_SPACES if use == FILTER else SERVER_SPACES + STORE_SPACES
     for space in spaces:
         if subject.startswith(space) and not (use != PUBLISH and subject.startswith(ADVISORIES)):
+            if space in STORE_SPACES:
+                return f"{space}> belongs to KV buckets and object stores: write there through their own operators"
             return (
-                f"{space}> is a reserved subject space (the JetStream API, acks, clustering, system, reply"
-                f"{', KV or object store' if use == PUBLISH else ''} subjects): a message there is a request the "
-                "server may obey, e.g. deleting a stream"
+                f"{space}> is a reserved subject space (the JetStream API, acks, clustering, system or reply "
+                "subjects): a message there is a request the server may obey, e.g. deleting a stream"
             )
     if _JS_API.match(subject):
         return (

@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from nats.aio.client import Client
+
 from airflow_provider_jetstream.core.arguments import REFUSE, REQUIRED, VALUE, Arg, Args, Rule, exclusive
 from airflow_provider_jetstream.core.arguments.durations import seconds_of
 from airflow_provider_jetstream.core.arguments.names import domain_name, headers, stream_name, subject_filter
 from airflow_provider_jetstream.core.arguments.values import (
-    anything,
     boolean,
     choice,
     count,
@@ -55,21 +56,21 @@ from airflow_provider_jetstream.core.status.replication import UNREACHABLE_ORIGI
 # -- declaring streams, consumers and buckets ----------------------------------------------------------
 
 STREAM_SPEC = Arg(
-    lambda value, field: StreamSpec.from_dict(value),
+    lambda value, field: StreamSpec.from_dict(value, field),
     REQUIRED,
     VALUE,
     "the stream: a StreamSpec or its dict, e.g. {'name': 'test', 'subjects': ['test']}",
     templated=True,
 )
 CONSUMER_SPEC = Arg(
-    lambda value, field: ConsumerSpec.from_dict(value),
+    lambda value, field: ConsumerSpec.from_dict(value, field),
     REQUIRED,
     VALUE,
     "the durable pull consumer: a ConsumerSpec or its dict, e.g. {'name': 'dur', 'ack_wait': '30s'}",
     templated=True,
 )
 BUCKET_SPEC = Arg(
-    lambda value, field: KeyValueSpec.from_dict(value),
+    lambda value, field: KeyValueSpec.from_dict(value, field),
     REQUIRED,
     VALUE,
     "the KV bucket: a name, a KeyValueSpec or its dict, e.g. {'bucket': 'config', 'history': 5}",
@@ -331,7 +332,17 @@ PUBLISH = Args(
 HOOK = Args("hook", {"jetstream_conn_id": CONN_ID}) + TARGET
 API = REQUEST
 JETSTREAM = TARGET
-ACCOUNT_INFO = Args("account info", {"nc": Arg(anything, REQUIRED, VALUE, "a connected nats-py client")}) + TARGET
+ACCOUNT_INFO = (
+    Args(
+        "account info",
+        {
+            "nc": Arg(
+                instance_of(Client, "use a connected nats-py client"), REQUIRED, VALUE, "a connected nats-py client"
+            )
+        },
+    )
+    + TARGET
+)
 PROBE_DOMAINS = Args(
     "probe domains",
     {"domains": Arg(list_of(domain_name), REQUIRED, VALUE, "the domains to ask"), "timeout": TIMEOUT},

@@ -42,6 +42,7 @@ def _overrides(reserved: tuple[str, ...]) -> Parser:
         clash = [k for k in value if k in reserved]
         if clash:
             raise SpecError(f"{field}.{clash[0]}", value[clash[0]], "this operator sets it from its own argument")
+        STREAM_FIELDS.parse(value, field)  # each field checked under the argument's own name
         return dict(value)
 
     return parse

@@ -8,6 +8,8 @@ and sensor of the provider takes besides its operation's arguments.
 
 from __future__ import annotations
 
+from typing import Any
+
 from airflow_provider_jetstream.core.arguments import DEFAULT, REFUSE, REQUIRED, VALUE, Arg, Args, exclusive
 from airflow_provider_jetstream.core.arguments.durations import seconds_of
 from airflow_provider_jetstream.core.arguments.names import (
@@ -20,13 +22,13 @@ from airflow_provider_jetstream.core.arguments.names import (
     stream_name,
 )
 from airflow_provider_jetstream.core.arguments.values import (
-    anything,
     boolean,
     integer,
     list_of,
     optional,
     seconds,
 )
+from airflow_provider_jetstream.core.errors import SpecError
 from airflow_provider_jetstream.core.manage.reconcile import parse_if_exists
 
 # -- where JetStream is --------------------------------------------------------------------------
@@ -67,7 +69,16 @@ TIMEOUT = Arg(
 TARGET = Args("target", {"domain": DOMAIN, "api_prefix": API_PREFIX}, [ONE_TARGET])
 #: The target and the wait of a hook method that makes JetStream API requests.
 REQUEST = TARGET + Args("request", {"timeout": TIMEOUT})
-LOGGER = Arg(anything, None, DEFAULT, "the logger of progress lines; default: the hook's")
+
+
+def logger_like(value: Any, field: str) -> Any:
+    """A logger (``logging.Logger``, an adapter, or anything with ``info`` and ``warning`` methods)."""
+    if not all(callable(getattr(value, method, None)) for method in ("info", "warning")):
+        raise SpecError(field, value, "use a logging.Logger (or an object with info and warning methods)")
+    return value
+
+
+LOGGER = Arg(logger_like, None, DEFAULT, "the logger of progress lines; default: the hook's")
 #: Where a hook method that changes something logs what it did.
 LOG = Args("log", {"logger": LOGGER})
 
