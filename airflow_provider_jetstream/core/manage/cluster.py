@@ -4,8 +4,8 @@ A clustered JetStream reports, in ``STREAM.INFO``'s ``cluster`` block, the clust
 ``leader`` of the stream's Raft group (absent while no leader is elected) and every other peer under
 ``replicas``: ``name``, ``current`` (caught up with the leader), ``offline`` (the server is gone),
 ``active`` (nanoseconds since the leader last heard from it) and ``lag`` (operations behind). The
-servers flag a killed peer ``offline`` only once its statistics have been missing for minutes, while
-the leader hears from every live replica about once a second (Raft heartbeats): so a replica the leader
+servers do not flag a killed peer ``offline`` within a minute of its death (measured), while the
+leader hears from every live replica about once a second (Raft heartbeats): so a replica the leader
 has not heard from for longer than ``silent_after`` (default :data:`SILENT_AFTER`) counts as offline
 too. A single
 server (no ``cluster`` block) or a stream of one replica lists no replicas: there is no replica
