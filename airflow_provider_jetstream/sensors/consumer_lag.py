@@ -19,7 +19,8 @@ class JetStreamConsumerLagSensor(BaseJetStreamSensor):
     its outstanding acks (``num_ack_pending``) at most ``max_ack_pending`` and, if given, its
     redelivered count at most ``max_redelivered``: the nats CLI's ``nats server check consumer
     --unprocessed-critical --outstanding-ack-critical``. Returns (XCom) the consumer's counts and
-    its ``delivered`` and ``ack_floor`` sequences. A stream or consumer that does not exist fails
+    its ``delivered`` and ``ack_floor`` sequences, and on a cluster the consumer's leader and replica
+    health (``cluster``). A stream or consumer that does not exist fails
     the task at once.
 
     :param stream: stream of the consumer (templated).

@@ -32,7 +32,8 @@ class JetStreamReplicationLagSensor(BaseJetStreamSensor):
     the error; so do a refused request and an origin unreachable for longer than
     ``unreachable_timeout``. Returns (XCom) the stream's message count, last sequence, ``caught_up``
     (every origin), each origin's status (``origins``) and the unreachable ones (``unreachable``:
-    ``origin``, ``kind``, ``domain``, ``api_prefix``, ``reason``, ``since``).
+    ``origin``, ``kind``, ``domain``, ``api_prefix``, ``reason``, ``since``); on a cluster also the
+    stream's leader and each replica current, lagging or offline (``cluster``), a line under the table.
 
     :param stream: the stream that mirrors or sources, in ``domain`` (templated).
     :param max_lag: most messages an origin may be behind (lag/active rule). Default 0.

@@ -87,5 +87,7 @@ class JetStreamConsumerLagTrigger(JetStreamWaitTrigger):
             max_redelivered=self.max_redelivered,
         )
         state = "done" if check.done else "waiting"
-        self.log.info("Consumer %r > %r in %s: %s: %s", self.stream, self.consumer, check.target, state, check.reason)
+        self.log.info(
+            "Consumer %r > %r in %s: %s: %s", self.stream, self.consumer, check.target, state, check.describe()
+        )
         return check

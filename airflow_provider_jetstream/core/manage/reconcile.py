@@ -33,6 +33,7 @@ from airflow_provider_jetstream.core.arguments.values import choice
 from airflow_provider_jetstream.core.errors import (
     ReconcileError,
 )
+from airflow_provider_jetstream.core.manage.cluster import cluster_health
 from airflow_provider_jetstream.core.manage.specs import (
     CONSUMER,
     STREAM,
@@ -118,7 +119,9 @@ async def check_api_level(api: JetStreamApi, requirements: list[Requirement]) ->
 
 
 def stream_state(info: Mapping[str, Any]) -> dict[str, Any]:
-    """A short state summary: messages, sequences, consumers, and replication health."""
+    """A short state summary: messages, sequences, consumers, replication health (``mirror`` / ``sources``)
+    and, on a cluster, the stream's leader and replicas (``cluster``: see :func:`.cluster.cluster_health`;
+    absent on a single server)."""
     state = info.get("state") or {}
     out: dict[str, Any] = {
         key: state.get(key, 0) for key in ("messages", "bytes", "first_seq", "last_seq", "consumer_count")
@@ -141,6 +144,9 @@ def stream_state(info: Mapping[str, Any]) -> dict[str, Any]:
         out["sources"] = [
             replication(s, configs.get((s.get("name"), (s.get("external") or {}).get("api")))) for s in info["sources"]
         ]
+    health = cluster_health(info.get("cluster"))
+    if health is not None:
+        out["cluster"] = health
     return out
 
 

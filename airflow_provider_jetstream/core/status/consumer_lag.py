@@ -13,6 +13,7 @@ from typing import Any
 
 from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.errors import JetStreamNotFoundError
+from airflow_provider_jetstream.core.manage.cluster import cluster_health
 
 
 @dataclass(frozen=True)
@@ -31,8 +32,18 @@ class ConsumerLagCheck:
     done: bool
     reason: str
 
+    @property
+    def cluster(self) -> dict[str, Any] | None:
+        """The consumer's leader and replica health on a cluster (see
+        :func:`~airflow_provider_jetstream.core.manage.cluster.cluster_health`); None on a single server."""
+        return cluster_health(self.info.get("cluster"))
+
+    def describe(self) -> str:
+        """The reason, and on a cluster the consumer's leader and replicas: the sensor's log line."""
+        return self.reason + (f"; cluster: {self.cluster['summary']}" if self.cluster else "")
+
     def to_xcom(self) -> dict[str, Any]:
-        """The consumer's counts and its delivered and ack-floor sequences."""
+        """The consumer's counts and its delivered and ack-floor sequences; ``cluster`` on a cluster."""
         delivered = self.info.get("delivered") or {}
         ack_floor = self.info.get("ack_floor") or {}
         return {
@@ -51,6 +62,7 @@ class ConsumerLagCheck:
                 "consumer_seq": ack_floor.get("consumer_seq", 0),
                 "stream_seq": ack_floor.get("stream_seq", 0),
             },
+            **({"cluster": self.cluster} if self.cluster else {}),
         }
 
 

@@ -52,6 +52,7 @@ from airflow_provider_jetstream.core.errors import (
     JetStreamNotFoundError,
     JetStreamPermissionError,
 )
+from airflow_provider_jetstream.core.manage.cluster import cluster_health
 from airflow_provider_jetstream.core.read.identity import same_stream, stream_created, stream_identity
 from airflow_provider_jetstream.core.status.origins import (
     HeldSeq,
@@ -349,6 +350,7 @@ class ReplicationWatch:
             last_seq=state.get("last_seq"),
             ready=ready,
             failed_reason="unreachable" if failed and unreachable_failures == len(failed) else "replication_error",
+            cluster=cluster_health(info.get("cluster")),
         )
 
     @property

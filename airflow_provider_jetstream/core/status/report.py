@@ -79,6 +79,9 @@ class ReplicationCheck:
         verified with ``verify_origin="required"``): the reason.
     :param failed_reason: ``"unreachable"`` when only unreachable origins failed the check, else
         ``"replication_error"`` (the trigger's error event ``reason``).
+    :param cluster: the stream's leader and replica health
+        (:func:`~airflow_provider_jetstream.core.manage.cluster.cluster_health`); None (default) on a
+        single server.
     """
 
     stream: str
@@ -90,14 +93,17 @@ class ReplicationCheck:
     last_seq: int | None = None
     ready: bool | None = None
     failed_reason: str = "replication_error"
+    cluster: dict[str, Any] | None = None
 
     @property
     def done(self) -> bool:
         return self.caught_up if self.ready is None else self.ready
 
     def table(self) -> str:
-        """A small text table like ``nats stream report``'s replication report."""
-        return replication_table(self.stream, self.verdicts)
+        """A small text table like ``nats stream report``'s replication report; on a cluster, a line with the
+        stream's leader and replica health under it."""
+        table = replication_table(self.stream, self.verdicts)
+        return table + (f"\n{cluster_line(self.cluster)}" if self.cluster else "")
 
     def waiting_for(self) -> str:
         """Why the stream is not caught up, one clause per origin that is not."""
@@ -127,6 +133,7 @@ class ReplicationCheck:
             "caught_up": self.caught_up,
             "origins": [v.to_dict() for v in self.verdicts],
             "unreachable": self.unreachable(),
+            **({"cluster": self.cluster} if self.cluster else {}),
         }
 
     def fingerprint(self) -> str:
@@ -135,7 +142,17 @@ class ReplicationCheck:
             [v.status.key, v.caught_up, v.check, v.origin_last_seq, v.held_seq, v.status.lag, v.status.error]
             for v in self.verdicts
         ]
-        return json.dumps([rows, self.failed, self.done], default=str)
+        health = (
+            [self.cluster["leader"], [[r["name"], r["state"]] for r in self.cluster["replicas"]]]
+            if self.cluster
+            else None
+        )
+        return json.dumps([rows, self.failed, self.done, health], default=str)
+
+
+def cluster_line(health: dict[str, Any]) -> str:
+    """``Cluster hub: leader n1; replicas n2 current, n3 offline`` for a cluster health summary."""
+    return f"Cluster {health.get('name') or '?'}: {health['summary']}"
 
 
 def replication_table(stream: str, verdicts: Iterable[OriginVerdict]) -> str:
