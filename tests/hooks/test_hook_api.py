@@ -238,7 +238,7 @@ def test_publish_checks_every_ack(hub_conn, raw) -> None:
 # -- refused before anything is sent ---------------------------------------------------------------
 
 BAD_CALLS: list[tuple[str, tuple[Any, ...], dict[str, Any], str]] = [
-    ("ensure_stream", ({"name": "bad name"},), {}, "stream.name='bad name' is not allowed"),
+    ("ensure_stream", ({"name": "bad name"},), {}, "spec.name='bad name' is not allowed"),
     ("ensure_stream", ({"name": "s", "subjets": ["s"]},), {}, "did you mean 'subjects'"),
     ("ensure_stream", ({"name": "s"},), {"if_exists": "replace"}, "if_exists='replace' is not allowed"),
     ("ensure_stream", ({"name": "s"},), {"dry_run": "yes"}, "dry_run='yes' is not allowed"),
@@ -246,8 +246,8 @@ BAD_CALLS: list[tuple[str, tuple[Any, ...], dict[str, Any], str]] = [
     ("ensure_stream", ({"name": "s"},), {"domain": "leaf", "api_prefix": "JS.acc@hub.API"}, "both given"),
     ("ensure_stream", ({"name": "s"},), {"timeout": 0}, "timeout=0"),
     ("ensure_consumer", ("bad stream", {"name": "d"}), {}, "stream='bad stream' is not allowed"),
-    ("ensure_consumer", ("s", {"name": "d", "ack_wait": "soon"}), {}, "consumer.ack_wait='soon'"),
-    ("ensure_key_value", ({"bucket": "b", "history": 0},), {}, "bucket.history=0"),
+    ("ensure_consumer", ("s", {"name": "d", "ack_wait": "soon"}), {}, "spec.ack_wait='soon'"),
+    ("ensure_key_value", ({"bucket": "b", "history": 0},), {}, "spec.history=0"),
     ("stream_info", ("a.b",), {}, "name='a.b' is not allowed"),
     ("consumer_lag", ("s", "c"), {"max_pending": -1}, "max_pending=-1 is not allowed"),
     ("replication_status", ("s",), {"verify_origin": "maybe"}, "verify_origin='maybe' is not allowed"),
@@ -261,7 +261,7 @@ BAD_CALLS: list[tuple[str, tuple[Any, ...], dict[str, Any], str]] = [
     ("publish", ("orders.*", ["a"]), {}, "no wildcards"),
     ("publish", ("orders.a", ["a"]), {"headers": {"bad name": "x"}}, "headers name 'bad name' is not allowed"),
     ("publish", ("orders.a", ["a"]), {"max_in_flight": 0}, "max_in_flight=0 is not allowed"),
-    ("publish", ("JS.acc@hub.API.STREAM.DELETE.x", ["a"]), {"api_prefix": "JS.acc@hub.API"}, "API prefix"),
+    ("publish", ("JS.acc@hub.API.STREAM.DELETE.x", ["a"]), {"api_prefix": "JS.acc@hub.API"}, "JetStream API"),
 ]
 
 
