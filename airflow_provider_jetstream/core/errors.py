@@ -263,13 +263,17 @@ class JetStreamApiError(JetStreamError):
 class JetStreamPublishError(JetStreamError):
     """Some messages were not stored (or stored in another domain than the one aimed at).
 
-    For one message the server refused, ``err_code`` and ``description`` are the server's (else None, "").
+    For one message the server refused, ``err_code``, ``description`` and ``status`` (the HTTP-like
+    ``code``: 503 means nothing could store it now) are the server's (else None, "", None).
     """
 
-    def __init__(self, message: str, err_code: int | None = None, description: str = "") -> None:
+    def __init__(
+        self, message: str, err_code: int | None = None, description: str = "", status: int | None = None
+    ) -> None:
         super().__init__(message)
         self.err_code = err_code
         self.description = description or message
+        self.status = status
 
 
 class JetStreamDataLossError(JetStreamError):
