@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import pytest
+
+from airflow_provider_jetstream.core.errors import ReconcileError
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.testing.servers import LocalTopology
 from tests.support.management import uid
@@ -46,3 +49,24 @@ def test_a_publish_across_a_leader_change_stores_every_message_once(
     assert hub_cluster.stream_leader(name) != leader
     info = wait_until(lambda: hook.stream_info(name), lambda i: i["state"]["messages"] >= total, 30, "messages")
     assert info["state"]["messages"] == total  # each id stored once: no loss, no second copy
+
+
+def test_lowering_replicas_is_refused_like_data_loss_unless_allowed(
+    hub_cluster: LocalTopology, cluster_conn: str
+) -> None:
+    """On main, ``replicas: 3 -> 1`` was applied in place and reported as ``updated``."""
+    hook = JetStreamHook(cluster_conn, domain="hub")
+    name, bucket = uid("durable"), uid("durable-kv")
+    _r3_stream(hook, name)
+    assert hook.ensure_key_value({"bucket": bucket, "replicas": 3})["action"] == "created"
+    lowered = {"name": name, "subjects": [f"{name}.>"], "num_replicas": 1}
+    with pytest.raises(ReconcileError, match=r"(?s)lower its durability.*replicas: 3 -> 1 \(lowers durability"):
+        hook.ensure_stream(lowered)
+    with pytest.raises(ReconcileError, match=r"(?s)replicas: 3 -> 1 .*allow_data_loss=True"):
+        hook.ensure_key_value({"bucket": bucket, "replicas": 1})
+    assert hook.stream_info(name)["config"]["num_replicas"] == 3
+    assert hook.ensure_stream({**lowered, "num_replicas": 5}, dry_run=True)["action"] == "planned"  # raising: no flag
+    assert hook.ensure_stream(lowered, allow_data_loss=True)["action"] == "updated"
+    assert hook.ensure_key_value({"bucket": bucket, "replicas": 1}, allow_data_loss=True)["action"] == "updated"
+    assert hook.stream_info(name)["config"]["num_replicas"] == 1
+    assert hook.stream_info(f"KV_{bucket}")["config"]["num_replicas"] == 1
