@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from airflow_provider_jetstream.core.errors import ReconcileError
+from airflow_provider_jetstream.core.errors import DoubleStoreUnreachableError, ReconcileError
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.testing.servers import LocalTopology
 from tests.support.management import uid
@@ -70,3 +70,54 @@ def test_lowering_replicas_is_refused_like_data_loss_unless_allowed(
     assert hook.ensure_key_value({"bucket": bucket, "replicas": 1}, allow_data_loss=True)["action"] == "updated"
     assert hook.stream_info(name)["config"]["num_replicas"] == 1
     assert hook.stream_info(f"KV_{bucket}")["config"]["num_replicas"] == 1
+
+
+def _meta_leader(topology: LocalTopology) -> int:
+    """The hub node leading the JetStream meta group (which answers the account's API), once elected."""
+    names = wait_until(
+        lambda: [
+            ((node.monitor("jsz", quiet=True) or {}).get("meta_cluster") or {}).get("leader")
+            for node in topology.hubs
+            if node.process is not None and node.process.poll() is None
+        ],
+        lambda found: bool(found) and all(found) and len(set(found)) == 1,
+        30,
+        "one meta leader",
+    )
+    return topology.hub_node_named(names[0])
+
+
+def test_a_publish_at_a_leaf_passes_the_double_store_check_with_one_hub_node_down(
+    hub_cluster: LocalTopology, cluster_conn: str
+) -> None:
+    """On main, the check asked once with the request timeout while the hub elected a leader, and refused
+    with "the connection's own server: INFO: no answer within 5s (leaf link down, or no permission to ask?)"."""
+    name = uid("leaf-pub")
+    leaf = JetStreamHook(cluster_conn, domain="leaf")
+    assert leaf.ensure_stream({"name": name, "subjects": [f"{name}.>"]})["action"] == "created"
+    hub_cluster.kill_hub_node(_meta_leader(hub_cluster))
+    # The hub domain (its new meta leader) and the leaf (its link to a surviving node) answer: it succeeds.
+    assert leaf.publish(f"{name}.x", [b"1", b"2"], msg_id="one-down/{index}")["stored"] == 2
+
+
+def test_without_a_quorum_the_double_store_check_refuses_naming_the_cause(
+    hub_cluster: LocalTopology, cluster_conn: str
+) -> None:
+    """Fail closed, but say why: no leader answered (a node down, an election), not "leaf link down"."""
+    name = uid("no-quorum")
+    leaf = JetStreamHook(cluster_conn, domain="leaf")
+    assert leaf.ensure_stream({"name": name, "subjects": [f"{name}.>"]})["action"] == "created"
+    hub_cluster.kill_hub_node(1)
+    hub_cluster.kill_hub_node(2)
+    # The last node steps down once it hears from no follower: from then on no meta leader answers.
+    wait_until(
+        lambda: (hub_cluster.hubs[0].monitor("jsz", quiet=True) or {}).get("meta_cluster") or {},
+        lambda meta: not meta.get("leader"),
+        30,
+        "the meta leader stepping down",
+    )
+    with pytest.raises(DoubleStoreUnreachableError) as refused:
+        leaf.publish(f"{name}.x", [b"1"], msg_id="no-quorum/{index}")
+    assert "no leader answered" in str(refused.value), refused.value
+    assert "its JetStream cluster has no leader (nodes down, or an election under way)" in str(refused.value)
+    assert "(leaf link down, or no permission to ask?)" not in str(refused.value)
