@@ -43,6 +43,8 @@ STREAM_NOT_FOUND = 10059
 NO_MESSAGE_FOUND = 10037
 CONSUMER_NOT_FOUND = 10014
 WRONG_LAST_SEQUENCE = 10071
+#: "replicas > 1 not supported in non-clustered mode": the domain is one server.
+NOT_CLUSTERED = 10074
 
 
 def is_imported_prefix(prefix: str | None) -> bool:

@@ -9,11 +9,14 @@ starts every node again afterwards.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from airflow_provider_jetstream.core.errors import DoubleStoreUnreachableError, ReconcileError
+from airflow_provider_jetstream.core.errors import DoubleStoreUnreachableError, JetStreamTimeoutError, ReconcileError
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
+from airflow_provider_jetstream.spark.jobs.stream_to_parquet import StreamToParquetJob, parse_args
 from airflow_provider_jetstream.testing.servers import LocalTopology
 from tests.support.management import uid
 from tests.support.waiting import wait_until
@@ -121,3 +124,63 @@ def test_without_a_quorum_the_double_store_check_refuses_naming_the_cause(
     assert "no leader answered" in str(refused.value), refused.value
     assert "its JetStream cluster has no leader (nodes down, or an election under way)" in str(refused.value)
     assert "(leaf link down, or no permission to ask?)" not in str(refused.value)
+
+
+class _KillAtCommit(StreamToParquetJob):
+    """The packaged job, whose checkpoint bucket's leader is killed once the range is committed: the
+    checkpoint is advanced across the election."""
+
+    topology: LocalTopology
+    killed: list[int]
+
+    def commit(self, start: int, end: int, target: str) -> str:
+        outcome = super().commit(start, end, target)
+        leader = self.topology.stream_leader(f"KV_{self.args.checkpoint_bucket}")
+        self.topology.kill_hub_node(leader)
+        self.killed.append(leader)
+        return outcome
+
+
+def _job_args(topology: LocalTopology, stream: str, output: Path, bucket: str, *extra: str) -> Any:
+    # The connection's credentials come from the environment (the spark fixture's, user acc as here);
+    # --servers points the job and Spark's readers at every node of the cluster.
+    return parse_args(
+        [
+            *("--stream", stream, "--domain", "hub", "--output", str(output), "--checkpoint-bucket", bucket),
+            *("--checkpoint-domain", "hub", "--servers", topology.hub_urls, "--partition-by", "subject", *extra),
+        ]
+    )
+
+
+def test_the_exactly_once_job_advances_its_checkpoint_across_the_buckets_leader_change(
+    hub_cluster: LocalTopology, cluster_conn: str, spark: Any, tmp_path: Path
+) -> None:
+    """On main, the job created its checkpoint bucket with 1 replica and asked it once: its node killed at
+    commit failed the run ("did not answer STREAM within 10s: a leaf that is offline...")."""
+    name, bucket, output = uid("job"), uid("ckpt"), tmp_path / "out"
+    hook = JetStreamHook(cluster_conn, domain="hub")
+    _r3_stream(hook, name)
+    hook.publish(f"{name}.a", [b"m%02d" % i for i in range(30)])
+    job = _KillAtCommit(spark, _job_args(hub_cluster, name, output, bucket))
+    job.topology, job.killed = hub_cluster, []
+    result = job.run()
+    assert job.killed and (result.outcome, result.start, result.end, result.checkpoint) == ("written", 1, 30, 30)
+    assert hook.stream_info(f"KV_{bucket}")["config"]["num_replicas"] == 3  # the cluster's size
+    assert sorted(r.seq for r in spark.read.parquet(str(output)).select("seq").collect()) == list(range(1, 31))
+    assert StreamToParquetJob(spark, _job_args(hub_cluster, name, output, bucket)).read_checkpoint().seq == 30
+
+
+def test_the_job_fails_with_its_own_error_when_the_checkpoint_never_answers(
+    hub_cluster: LocalTopology, cluster_conn: str, spark: Any, tmp_path: Path
+) -> None:
+    """checkpoint_replicas=1 is honoured; with that one copy's node dead, the run fails naming the cause."""
+    name, bucket = uid("job1"), uid("ckpt1")
+    hook = JetStreamHook(cluster_conn, domain="hub")
+    _r3_stream(hook, name)
+    job = StreamToParquetJob(spark, _job_args(hub_cluster, name, tmp_path / "o", bucket, "--checkpoint-replicas", "1"))
+    job.checkpoint_wait = 2.0  # the bucket's only copy is gone for good: no need to wait for an election
+    assert job.read_checkpoint().seq is None
+    assert hook.stream_info(f"KV_{bucket}")["config"]["num_replicas"] == 1
+    hub_cluster.kill_hub_node(hub_cluster.stream_leader(f"KV_{bucket}"))
+    with pytest.raises(JetStreamTimeoutError, match=rf"checkpoint {bucket}/stream_to_parquet\.{name}: no answer"):
+        job.read_checkpoint()
