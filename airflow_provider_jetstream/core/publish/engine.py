@@ -183,10 +183,10 @@ async def publish_messages(
             settled.set()
 
     async def on_ack(msg: Any) -> None:
-        flight = pending.get(int(msg.subject[cut:]))
+        index = int(msg.subject[cut:])
+        flight = pending.get(index)
         if flight is None:
             return  # settled already (the ack of an earlier attempt, or after it was given up)
-        index = int(msg.subject[cut:])
         no_responders = is_no_responders(msg.headers)
         refusal: JetStreamPublishError | None = None
         if not no_responders:
