@@ -76,3 +76,14 @@ def test_each_exception_is_a_refusal_or_not_as_documented(name: str) -> None:
         assert is_refusal(error) is refusal
     # The module docstring's hierarchy names every class.
     assert name in errors.__doc__
+
+
+def test_a_503_answer_of_the_jetstream_api_is_waited_for_other_api_errors_are_retried() -> None:
+    """A cluster electing a leader answers "JetStream system temporarily unavailable" (code 503): nobody
+    can answer now, as with a timeout; any other error answer is an attempt that failed."""
+    unavailable = errors.JetStreamApiError(
+        "$JS.API.INFO", {"code": 503, "err_code": 10008, "description": "JetStream system temporarily unavailable"}, "x"
+    )
+    refused = errors.JetStreamApiError("$JS.API.INFO", {"code": 500, "err_code": 10074, "description": "no"}, "x")
+    assert errors.disposition(unavailable) == errors.WAIT
+    assert errors.disposition(refused) == errors.RETRY

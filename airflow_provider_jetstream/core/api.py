@@ -8,10 +8,11 @@ one place that speaks it, on nats-py's public request API.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any, TypeVar
 
 import nats.errors
 from nats.aio.client import Client
@@ -19,18 +20,31 @@ from nats.aio.client import Client
 from airflow_provider_jetstream.core.arguments.names import domain_of
 from airflow_provider_jetstream.core.connection.client import refusal_since
 from airflow_provider_jetstream.core.errors import (
+    WAIT,
     JetStreamApiError,
     JetStreamDomainUnavailableError,
     JetStreamImportMissingError,
     JetStreamNotFoundError,
     JetStreamPermissionError,
     JetStreamTimeoutError,
+    disposition,
 )
+
+T = TypeVar("T")
+
+#: Seconds a JetStream cluster may take to answer again after a node dies: the election of a new leader
+#: (the meta leader answers the account's API; each stream and bucket has its own), a client or a leaf
+#: link moving to a surviving node. Measured at 5-7 s on a loaded 3-node cluster.
+ELECTION_WAIT = 12.0
+#: Seconds between two questions while nobody answers.
+_ASK_AGAIN_AFTER = 0.25
 
 STREAM_NOT_FOUND = 10059
 NO_MESSAGE_FOUND = 10037
 CONSUMER_NOT_FOUND = 10014
 WRONG_LAST_SEQUENCE = 10071
+#: "replicas > 1 not supported in non-clustered mode": the domain is one server.
+NOT_CLUSTERED = 10074
 
 
 def is_imported_prefix(prefix: str | None) -> bool:
@@ -218,3 +232,18 @@ class JetStreamApi:
                 return False
             raise
         return True
+
+
+async def until_answered(ask: Callable[[], Awaitable[T]], within: float = ELECTION_WAIT) -> T:
+    """``await ask()``, asked again while nobody answers now (``disposition(err) == WAIT``: a timeout,
+    no responders, a 503 answer while a leader is elected) until ``within`` seconds (default
+    :data:`ELECTION_WAIT`) have passed; then the last error is raised. Any other error is raised at
+    once. For questions only (a write asked again may be stored twice: see its caller)."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            return await ask()
+        except Exception as err:
+            if disposition(err) != WAIT or time.monotonic() + _ASK_AGAIN_AFTER >= deadline:
+                raise
+        await asyncio.sleep(_ASK_AGAIN_AFTER)

@@ -10,8 +10,9 @@ operators, the sensors and the triggers all act on.
   fail the task at once (Airflow's ``AirflowFailException``), whatever its ``retries``; sensors and
   triggers fail at once too (a sensor with ``soft_fail`` is skipped).
 - :data:`WAIT`: nobody answered now (:class:`JetStreamDomainUnavailableError`, and nats-py's
-  timeouts, no responders, 503 and reconnecting errors): a leaf link down, a hub node away, a leader
-  being elected. Sensors and triggers keep waiting (up to their ``unreachable_timeout``); operators
+  timeouts, no responders, 503 and reconnecting errors, and a JetStream API answer with code 503,
+  "JetStream system temporarily unavailable"): a leaf link down, a hub node away, a leader being
+  elected. Sensors and triggers keep waiting (up to their ``unreachable_timeout``); operators
   raise it, so Airflow's ``retries`` apply.
 - :data:`RETRY`: anything else (a connection that could not be made, a write not stored, an API
   error, data loss): this attempt failed, and Airflow's ``retries`` apply, for sensors too.
@@ -71,6 +72,8 @@ class JetStreamError(Exception):
 REFUSE = "refuse"
 #: Nobody answered now: wait (sensors, triggers) or retry later (operators).
 WAIT = "wait"
+#: The code of a JetStream API answer saying nothing can serve the request now (no leader yet).
+UNAVAILABLE = 503
 #: This attempt failed: Airflow's retries apply.
 RETRY = "retry"
 
@@ -92,6 +95,8 @@ def disposition(error: BaseException) -> str:
     if isinstance(error, JetStreamRefusalError):
         return REFUSE
     if isinstance(error, (JetStreamDomainUnavailableError, *_NO_ANSWER_NOW)):
+        return WAIT
+    if isinstance(error, JetStreamApiError) and getattr(error, "code", None) == UNAVAILABLE:
         return WAIT
     return RETRY
 
@@ -263,13 +268,17 @@ class JetStreamApiError(JetStreamError):
 class JetStreamPublishError(JetStreamError):
     """Some messages were not stored (or stored in another domain than the one aimed at).
 
-    For one message the server refused, ``err_code`` and ``description`` are the server's (else None, "").
+    For one message the server refused, ``err_code``, ``description`` and ``status`` (the HTTP-like
+    ``code``: 503 means nothing could store it now) are the server's (else None, "", None).
     """
 
-    def __init__(self, message: str, err_code: int | None = None, description: str = "") -> None:
+    def __init__(
+        self, message: str, err_code: int | None = None, description: str = "", status: int | None = None
+    ) -> None:
         super().__init__(message)
         self.err_code = err_code
         self.description = description or message
+        self.status = status
 
 
 class JetStreamDataLossError(JetStreamError):

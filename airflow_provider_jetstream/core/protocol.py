@@ -255,7 +255,8 @@ def parse_pub_ack(data: bytes) -> PubAck:
     if isinstance(reply, dict) and isinstance(reply.get("error"), dict):
         error = reply["error"]
         code, description = error.get("err_code"), str(error.get("description") or "")
-        raise JetStreamPublishError(f"{description} (err_code {code})", code, description)
+        status = error.get("code") if isinstance(error.get("code"), int) else None
+        raise JetStreamPublishError(f"{description} (err_code {code})", code, description, status)
     if not isinstance(reply, dict):
         raise JetStreamPublishError(f"not a JetStream publish ack: {data[:80]!r}")
     stream, seq, domain = reply.get("stream"), reply.get("seq"), reply.get("domain")

@@ -264,7 +264,9 @@ class JetStreamHook(JetStreamStreamsHook):
             within the stream's duplicate window. Default None: no id, no deduplication.
         :param expected_stream: the stream that must store them (``Nats-Expected-Stream``).
         :param max_in_flight: most messages published but not yet acknowledged. Default 4000.
-        :param ack_timeout: seconds without any ack before failing. Default 30.
+        :param ack_timeout: seconds a message may stay unacknowledged before failing; meanwhile a message
+            with a ``Nats-Msg-Id`` (see ``msg_id``) is published again (a leader election, a node gone),
+            one without is not (it could be stored twice). Default 30.
         :param allow_double_store: publish even if other connected domains store the subject. Default False.
         :param peer_domains: more domains for that check, besides the connection's own.
         """
@@ -297,11 +299,12 @@ class JetStreamHook(JetStreamStreamsHook):
         streams = sorted({s for s, _ in summary.streams if s})
         domains = sorted({d for _, d in summary.streams if d})
         logger.info(
-            "published %d messages to %r: %d stored, %d duplicates, seq %s..%s, %.0f msg/s",
+            "published %d messages to %r: %d stored, %d duplicates, %d republished, seq %s..%s, %.0f msg/s",
             summary.count,
             subject,
             summary.stored,
             summary.duplicates,
+            summary.republished,
             summary.first_seq,
             summary.last_seq,
             rate or 0,

@@ -65,8 +65,9 @@ class JetStreamStreamsHook(JetStreamBaseHook):
         :param dry_run: plan only, change nothing (action ``"planned"``). Default False.
         :param prune_sources: remove sources the spec does not name. Default False: kept.
         :param allow_data_loss: apply in place a change that discards stored data (``max_msgs``,
-            ``max_bytes``, ``max_age`` or ``max_msgs_per_subject`` lowered, or set where there was none).
-            Default False: :class:`ReconcileError` naming each such field ``old -> new``.
+            ``max_bytes``, ``max_age`` or ``max_msgs_per_subject`` lowered, or set where there was none), or
+            lowers its durability (``replicas`` lowered). Default False: :class:`ReconcileError` naming
+            each such field ``old -> new``.
         :param allow_double_store: create even if another connected domain of this account stores the
             same subjects, or a domain cannot be checked. Default False: ``DoubleStoreError``.
         :param peer_domains: more domains for that check, besides the connection's own.
@@ -152,7 +153,8 @@ class JetStreamStreamsHook(JetStreamBaseHook):
         :param dry_run: plan only, change nothing. Default False.
         :param prune_sources: remove sources the spec does not name. Default False: kept.
         :param allow_data_loss: apply in place a change that discards stored data (``history``,
-            ``max_bytes`` or ``ttl`` lowered, or set where there was none). Default False:
+            ``max_bytes`` or ``ttl`` lowered, or set where there was none), or lowers its durability
+            (``replicas`` lowered). Default False:
             :class:`ReconcileError` naming each such field ``old -> new``. Fields the spec does not
             name are never changed.
         :param allow_double_store: create even if a bucket of this name takes writes in another

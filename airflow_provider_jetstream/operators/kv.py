@@ -39,7 +39,8 @@ class JetStreamCreateKeyValueOperator(ReconcileOperator):
         migration recipe (``recreate`` re-mirrors everything the origin still holds).
     :param dry_run: log the plan, change nothing.
     :param allow_data_loss: apply a change that discards stored data in place (``history``,
-        ``max_bytes`` or ``ttl`` lowered, or set where there was none). Default False: refused, naming
+        ``max_bytes`` or ``ttl`` lowered, or set where there was none), or lowers its durability
+        (``replicas`` lowered). Default False: refused, naming
         each field ``old -> new``. An existing bucket's fields the spec does not name are never changed.
     :param allow_double_store: create even if a bucket of this name takes writes in another
         connected domain of this account, or if a domain cannot be checked. Default False: refused,

@@ -162,6 +162,8 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, CheckedArguments, Operator
     :param checkpoint_bucket: KV bucket of the checkpoint (packaged job); created if missing.
     :param checkpoint_key: KV key. Default ``stream_to_parquet.<stream>``. Templated.
     :param checkpoint_domain: JetStream domain of the KV bucket. Default: the connection's.
+    :param checkpoint_replicas: replicas of the checkpoint bucket when the job creates it (an existing
+        bucket keeps its own). Default: the cluster's size up to 3 (1 on a single server).
     :param filter_subject: subject or comma list of subjects to copy. Default: all.
     :param end_sequence: last sequence to copy. Default: the stream's last at the start. Templated.
     :param starting_sequence: first run only: ``earliest`` (default) or a sequence number.
@@ -206,6 +208,7 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, CheckedArguments, Operator
         checkpoint_bucket: str | None = None,
         checkpoint_key: str | None = None,
         checkpoint_domain: str | None = None,
+        checkpoint_replicas: int | None = None,
         filter_subject: str | None = None,
         end_sequence: int | str | None = None,
         starting_sequence: int | str | None = None,
@@ -226,6 +229,7 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, CheckedArguments, Operator
         self.checkpoint_bucket = checkpoint_bucket
         self.checkpoint_key = checkpoint_key
         self.checkpoint_domain = checkpoint_domain
+        self.checkpoint_replicas = checkpoint_replicas
         self.filter_subject = filter_subject
         self.end_sequence = end_sequence
         self.starting_sequence = starting_sequence

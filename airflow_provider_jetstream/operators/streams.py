@@ -50,8 +50,9 @@ class JetStreamCreateStreamOperator(_DeclareStreamOperator):
     :param dry_run: log the plan, change nothing; the XCom action is ``planned``.
     :param prune_sources: remove sources the spec does not name. Default False: they are kept.
     :param allow_data_loss: apply a change that discards stored data in place (``max_msgs``,
-        ``max_bytes``, ``max_age`` or ``max_msgs_per_subject`` lowered, or set where there was none).
-        Default False: refused, naming each field ``old -> new`` (``dry_run=True`` shows the plan).
+        ``max_bytes``, ``max_age`` or ``max_msgs_per_subject`` lowered, or set where there was none), or
+        lowers its durability (``replicas`` lowered). Default False: refused, naming each field
+        ``old -> new`` (``dry_run=True`` shows the plan).
     :param allow_double_store: create even if a stream of this account in another connected domain
         listens on the same subjects (both would store every message), or if a domain cannot be
         checked (no answer, an error reply). Default False: refused.

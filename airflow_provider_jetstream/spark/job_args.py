@@ -105,6 +105,13 @@ JOB = Args(
         "checkpoint_bucket": Arg(bucket_name, REQUIRED, VALUE, "KV bucket of the checkpoint", templated=True),
         "checkpoint_key": Arg(kv_key, None, REFUSE, "KV key; default stream_to_parquet.<stream>", templated=True),
         "checkpoint_domain": DOMAIN.but(doc="JetStream domain of the KV bucket; default: the connection's"),
+        "checkpoint_replicas": Arg(
+            integer(1, 5, " (copies of the checkpoint bucket)"),
+            None,
+            DEFAULT,
+            "replicas of the checkpoint bucket when the job creates it; default: the cluster's size up to 3 "
+            "(1 on a single server)",
+        ),
         "domain": DOMAIN.but(doc="JetStream domain of the stream; default: the connection's"),
         "api_prefix": API_PREFIX.but(doc="JetStream API prefix of the stream, instead of domain"),
         "filter_subject": Arg(

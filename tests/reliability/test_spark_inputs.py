@@ -34,6 +34,8 @@ PACKAGED = {"stream": "s", "output_path": "/data/orders", "checkpoint_bucket": "
         ("starting_sequence", "first", r"starting_sequence='first' is not allowed: use 'earliest' or"),
         ("output_path", "s3a://bucket/out", r"output_path='s3a://bucket/out' is not allowed: the s3a:// file"),
         ("fail_on_data_loss", "maybe", r"fail_on_data_loss='maybe' is not allowed: use true or false"),
+        ("checkpoint_replicas", 0, r"checkpoint_replicas=0 is not allowed: use an integer from 1 to 5"),
+        ("checkpoint_replicas", "three", r"checkpoint_replicas='three' is not allowed: use an integer from 1 to 5"),
     ],
 )
 def test_bad_job_arguments_are_refused_when_the_dag_is_parsed(argument, value, message) -> None:
@@ -129,3 +131,14 @@ def test_the_pull_reader_hands_over_chunks_within_a_small_buffer(make_stream) ->
             await nc.close()
 
     assert spark_streams.run(go()) == list(range(1, 301))
+
+
+def test_checkpoint_replicas_reaches_the_jobs_command_line_and_the_job() -> None:
+    op = JetStreamSparkSubmitOperator(task_id="t", **PACKAGED, checkpoint_replicas="3")
+    command = op._job_arguments()
+    assert command[command.index("--checkpoint-replicas") + 1] == "3"
+    from airflow_provider_jetstream.spark.jobs.stream_to_parquet import parse_args
+
+    flags = ["--stream", "s", "--output", "/o", "--checkpoint-bucket", "b"]
+    assert parse_args([*flags, "--checkpoint-replicas", "3"]).checkpoint_replicas == 3
+    assert parse_args(flags).checkpoint_replicas is None  # the job's default: the cluster's size up to 3

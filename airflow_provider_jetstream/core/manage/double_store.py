@@ -12,24 +12,39 @@ sources, the domains the target's existing streams mirror or source from, and ``
 which streams of this account listen on overlapping subjects, and refuses
 with the docs' advice unless the caller opts in (``allow_double_store=True``).
 
-It fails closed: a domain that cannot be checked (no answer, an error reply such as a permissions
-error, a listing cut short) may store the same messages, so the write is refused too, naming the
-domain and the reason, unless ``allow_double_store=True`` (then it is logged). Listings are read
-page by page to the end.
+It asks each domain (``$JS.<domain>.API``), never a particular server: in a JetStream cluster the
+domain's meta leader answers, whichever node the connection uses. A domain that does not answer now
+(a node died and a leader is being elected, a leaf link moving to a surviving node: no answer, no
+responders, or a 503 answer) is asked again for up to ``settle`` seconds (default
+:data:`~airflow_provider_jetstream.core.api.ELECTION_WAIT`), so one dead node of a 3-node hub does not
+block a write.
+
+It fails closed: a domain that cannot be checked (no answer within ``settle``, an error reply such as
+a permissions error, a listing cut short) may store the same messages, so the write is refused too,
+naming the domain and the reason, unless ``allow_double_store=True`` (then it is logged). Listings
+are read page by page to the end.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from nats.aio.client import Client
 
-from airflow_provider_jetstream.core.api import JetStreamApi, describe_prefix, parse_reply
+from airflow_provider_jetstream.core.api import (
+    ELECTION_WAIT,
+    JetStreamApi,
+    describe_prefix,
+    parse_reply,
+    until_answered,
+)
 from airflow_provider_jetstream.core.arguments.names import domain_of
 from airflow_provider_jetstream.core.errors import (
+    UNAVAILABLE,
     DoubleStoreError,
     DoubleStoreUnreachableError,
     DoubleStoreUnverifiedError,
@@ -51,7 +66,9 @@ DOCS_ADVICE = (
 )
 OPT_IN = "allow_double_store=True"
 #: How the reasons for an unchecked domain start when nobody answered (maybe transient).
-_NO_ANSWER = ("no JetStream answered", "no answer within")
+_NO_ANSWER = ("no JetStream answered", "no answer within", "no leader answered")
+#: What no answer may mean, in words.
+_WHY_NO_ANSWER = "a cluster node down or a JetStream leader being elected, a leaf link down, or no permission to ask?"
 
 
 @dataclass(frozen=True)
@@ -67,23 +84,30 @@ NOT_ENABLED_FOR_ACCOUNT = 10039
 _UNANSWERED = (JetStreamApiError, JetStreamPermissionError, JetStreamDomainUnavailableError, ValueError)
 
 
-def unanswered(err: BaseException, timeout: float) -> str:
+def unanswered(err: BaseException, timeout: float, settle: float = 0.0) -> str:
     """Why a JetStream API question raising ``err`` was not answered, in the guard's words; ``""``
     when it was (only "JetStream not enabled for this account" is an answer: no streams).
 
     An error reply is not an empty answer: it means the question was not answered (permissions,
-    a server problem).
+    a server problem). ``timeout`` is each request's, ``settle`` how long it was asked again.
     """
+    again = f", asked again for {settle:g}s" if settle else ""
     if isinstance(err, JetStreamApiError):
         if err.err_code == NOT_ENABLED_FOR_ACCOUNT:
             return ""
+        if err.code == UNAVAILABLE:
+            return (
+                f"no leader answered: JetStream said {err.description or 'unavailable'!r} (code {err.code}, "
+                f"err_code {err.err_code}): its JetStream cluster has no leader (nodes down, or an election "
+                f"under way){again}"
+            )
         return f"an error: {err.description or 'no description'} (code {err.code}, err_code {err.err_code})"
     if isinstance(err, JetStreamPermissionError):
         return err.refusal or str(err)
     if isinstance(err, JetStreamTimeoutError):
-        return f"no answer within {timeout:g}s (leaf link down, or no permission to ask?)"
+        return f"no answer within {timeout:g}s ({_WHY_NO_ANSWER}){again}"
     if isinstance(err, JetStreamDomainUnavailableError):
-        return "no JetStream answered (leaf link down, or wrong domain?)"
+        return f"no JetStream answered (leaf link down, or wrong domain?){again}"
     return str(err)
 
 
@@ -96,35 +120,47 @@ def reply_problem(data: bytes) -> tuple[dict[str, Any] | None, str]:
         return (None if why else {"streams": [], "total": 0}), why
 
 
-async def _listing(api: JetStreamApi, suffix: str, body: dict[str, Any]) -> tuple[list[Any], str]:
-    """Every item of a paged listing (``STREAM.LIST``, ``STREAM.NAMES``), or why it is incomplete."""
-    items: list[Any] = []
+async def _listing(api: JetStreamApi, suffix: str, body: dict[str, Any], settle: float = 0.0) -> tuple[list[Any], str]:
+    """Every item of a paged listing (``STREAM.LIST``, ``STREAM.NAMES``), or why it is incomplete; asked
+    again from its first page for up to ``settle`` seconds while nobody answers."""
+
+    async def every_page() -> list[Any]:
+        return [item async for page in api.pages(suffix, body) for item in page]
+
     try:
-        async for page in api.pages(suffix, body):
-            items.extend(page)
+        return await until_answered(every_page, settle), ""
     except _UNANSWERED as err:
-        return items, unanswered(err, api.timeout)
-    return items, ""
+        return [], unanswered(err, api.timeout, settle)
 
 
-async def local_domain(nc: Client, timeout: float) -> tuple[str | None, str]:
+async def local_domain(nc: Client, timeout: float, settle: float = 0.0) -> tuple[str | None, str]:
     """The JetStream domain of the server this connection is attached to (None if it has none),
-    and why it is unknown when the server gave no usable answer.
+    and why it is unknown when the server gave no usable answer (asked again for up to ``settle``
+    seconds while it gives none: in a cluster, the meta leader answers ``$JS.API.INFO``).
 
     No responders, or "JetStream not enabled for this account", is an answer: no JetStream here.
     """
+    api = JetStreamApi(nc, "$JS.API", timeout=timeout)
+
+    async def ask() -> dict[str, Any] | None:
+        try:
+            return await api.account_info()
+        except JetStreamTimeoutError:
+            raise
+        except JetStreamDomainUnavailableError:
+            return None  # no responders: no JetStream here (an answer, not asked again)
+
     try:
-        info = await JetStreamApi(nc, "$JS.API", timeout=timeout).account_info()
+        info = await until_answered(ask, settle)
     except _UNANSWERED as err:
-        no_responders = isinstance(err, JetStreamDomainUnavailableError) and not isinstance(err, JetStreamTimeoutError)
-        return None, "" if no_responders else unanswered(err, timeout)
-    return info.get("domain") or None, ""
+        return None, unanswered(err, timeout, settle)
+    return (info or {}).get("domain") or None, ""
 
 
-async def replication_domains(nc: Client, prefix: str, timeout: float) -> tuple[list[str], str]:
+async def replication_domains(nc: Client, prefix: str, timeout: float, settle: float = 0.0) -> tuple[list[str], str]:
     """Domains that the streams behind ``prefix`` mirror or source from (connected peers, found for
     free in their configs, every page of ``STREAM.LIST``); and why the list may be incomplete."""
-    streams, problem = await _listing(JetStreamApi(nc, prefix, timeout=timeout), "STREAM.LIST", {})
+    streams, problem = await _listing(JetStreamApi(nc, prefix, timeout=timeout), "STREAM.LIST", {}, settle)
     found: list[str] = []
     for info in streams:
         config = info.get("config") or {}
@@ -136,16 +172,16 @@ async def replication_domains(nc: Client, prefix: str, timeout: float) -> tuple[
 
 
 async def find_overlaps(
-    nc: Client, domains: Iterable[str], subjects: Iterable[str], *, timeout: float = 2.0
+    nc: Client, domains: Iterable[str], subjects: Iterable[str], *, timeout: float = 2.0, settle: float = 0.0
 ) -> tuple[list[Overlap], dict[str, str]]:
     """Streams in ``domains`` listening on subjects that overlap ``subjects``; and the domains that
-    could not be checked, with why (no answer, an error reply)."""
+    could not be checked, with why (no answer within ``settle`` seconds, an error reply)."""
     found: list[Overlap] = []
     unchecked: dict[str, str] = {}
     for domain in domains:
         for subject in subjects:
             api = JetStreamApi(nc, f"$JS.{domain}.API", timeout=timeout)
-            names, problem = await _listing(api, "STREAM.NAMES", {"subject": subject})
+            names, problem = await _listing(api, "STREAM.NAMES", {"subject": subject}, settle)
             found.extend(Overlap(domain, name, subject) for name in names)
             if problem:
                 unchecked[domain] = f"STREAM.NAMES: {problem}"
@@ -164,12 +200,15 @@ async def guard_double_store(
     bucket: str | None = None,
     timeout: float = 2.0,
     logger: logging.Logger | logging.LoggerAdapter = log,
+    settle: float = ELECTION_WAIT,
 ) -> list[Overlap]:
     """Raise :class:`DoubleStoreError` if another known domain stores ``subjects`` too.
 
     ``what`` names the write in the message (``"stream 'test'"``, ``"publish to 'test'"``). A target
     reached through an imported API prefix (another account) is not checked: the advice's "different
-    accounts" already holds.
+    accounts" already holds. ``timeout`` is each request's; a domain that does not answer now is
+    asked again for up to ``settle`` seconds in all (default :data:`ELECTION_WAIT`), then counts as
+    unchecked (:class:`DoubleStoreUnreachableError`, naming why).
     """
     if not subjects:
         return []
@@ -177,7 +216,12 @@ async def guard_double_store(
     if target is None and target_prefix != "$JS.API":
         logger.debug("double-store guard: %s is another account's API; not checked", describe_prefix(target_prefix))
         return []
-    own, own_problem = await local_domain(nc, timeout)
+    deadline = time.monotonic() + settle
+
+    def left() -> float:
+        return max(0.0, deadline - time.monotonic())
+
+    own, own_problem = await local_domain(nc, timeout, left())
     if target is None:
         target = own
     known = [*((own and [own]) or []), *peer_domains]
@@ -185,12 +229,12 @@ async def guard_double_store(
     if own_problem:
         unchecked["the connection's own server"] = f"INFO: {own_problem}"
     if target:
-        found, problem = await replication_domains(nc, f"$JS.{target}.API", timeout)
+        found, problem = await replication_domains(nc, f"$JS.{target}.API", timeout, left())
         known.extend(found)
         if problem:
             unchecked[f"domain {target!r}"] = f"STREAM.LIST (which domains its streams copy from): {problem}"
     peers = [d for d in dict.fromkeys(known) if d and d != target]
-    overlaps, problems = await find_overlaps(nc, peers, subjects, timeout=timeout)
+    overlaps, problems = await find_overlaps(nc, peers, subjects, timeout=timeout, settle=left())
     unchecked.update({f"domain {domain!r}": why for domain, why in problems.items()})
     if not overlaps:
         if unchecked:
@@ -231,8 +275,8 @@ def _unverified(
         logger.warning("double-store guard (not checked, allowed by %s): %s", OPT_IN, problem)
         return
     message = (
-        f"{problem}; refused, since an unchecked domain may store every message too. Fix the link or the "
-        f"permissions and retry, or pass {OPT_IN} to go ahead without the check."
+        f"{problem}; refused, since an unchecked domain may store every message too. Fix the link, the "
+        f"cluster or the permissions and retry, or pass {OPT_IN} to go ahead without the check."
     )
     logger.error("double-store guard: %s", message)
     if all(why.split(": ", 1)[-1].startswith(_NO_ANSWER) for why in unchecked.values()):

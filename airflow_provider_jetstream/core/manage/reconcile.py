@@ -13,7 +13,9 @@ Shared by every "create" operator (streams, mirrors, sourced streams, KV buckets
    unless ``if_exists="recreate"``, the only path that deletes the object. A change the server
    applies in place by discarding stored data (a limit on what is stored lowered, or set where there
    was none: ``max_msgs``, ``max_bytes``, ``max_age``, ``max_msgs_per_subject``; a bucket's
-   ``history``, ``max_bytes``, ``ttl``) fails the same way unless ``allow_data_loss=True``.
+   ``history``, ``max_bytes``, ``ttl``) fails the same way unless ``allow_data_loss=True``; and so
+   does lowering the data's durability in place (``replicas`` / ``num_replicas`` of a stream or a
+   bucket lowered: fewer node losses survived).
 
 Requests go straight to the JetStream API as JSON (``JetStreamApi``), so only the fields the user
 set are sent: servers >= 2.12 reject unknown fields (strict API), and older servers silently drop
@@ -183,8 +185,9 @@ def _data_loss_error(
 ) -> ReconcileError:
     fields = "\n  ".join(c.line(names) for c in diff.discarding)
     return ReconcileError(
-        f"{'dry run: ' if dry_run else ''}{kind} {name!r} in {target}: this change would discard stored data in "
-        f"place (a limit on what is stored lowered, or set where there was none):\n  {fields}\n"
+        f"{'dry run: ' if dry_run else ''}{kind} {name!r} in {target}: this change would discard stored data or "
+        f"lower its durability in place (a limit on what is stored lowered, or set where there was none; fewer "
+        f"replicas):\n  {fields}\n"
         f"allow_data_loss=True accepts the loss (with dry_run=True the plan is shown and nothing changes); "
         f"nothing was changed"
     )
@@ -246,7 +249,7 @@ async def _reconcile(
 ) -> ReconcileResult:
     """The one ladder: create what is missing; else fail, skip, leave, recreate or update (or plan
     it, on a dry run), by ``if_exists``, by what the diff says the server can change in place, and by
-    whether an in-place change discarding stored data is allowed (``allow_data_loss``)."""
+    whether an in-place change discarding stored data, or lowering its durability, is allowed (``allow_data_loss``)."""
     kind, label, where = obj.kind, obj.label, api.target
     requirements = obj.spec.requirements()
 
@@ -331,7 +334,8 @@ async def reconcile_stream(
     """Bring the stream ``spec`` describes into being in ``api``'s domain (see the module doc).
 
     Only the fields ``spec`` names (:meth:`StreamSpec.named_values`) are compared and changed.
-    ``allow_data_loss`` (default False) lets an in-place change discard stored data (a lowered limit).
+    ``allow_data_loss`` (default False) lets an in-place change discard stored data (a lowered limit)
+    or lower its durability (fewer replicas).
 
     ``replace_advice`` is given the server's config when a change needs a new stream; what it
     returns (the caller's migration recipe) replaces the generic ``if_exists='recreate'`` line of

@@ -10,6 +10,11 @@ Before a message is sent its subject passes
 spaces, no wildcards). After the last ack, :func:`ack_problems` says what went
 wrong: refused messages, and messages stored by a stream or in a domain other than the one aimed at.
 
+Messages with a ``Nats-Msg-Id`` that get no ack, or an answer saying nothing could store them now
+(a stream's leader being elected, a cluster node gone), are published again with the same id until
+``ack_timeout``: the stream stores an id once, so a message whose ack was lost comes back as a
+duplicate. Without an id nothing is sent twice.
+
 Airflow-free: Spark executors import it.
 """
 
@@ -34,10 +39,29 @@ from airflow_provider_jetstream.core.publish.subjects import SubjectGuard
 #: One message to publish: ``(subject, payload, headers or None)``.
 Outgoing = tuple[str, bytes, "dict[str, str] | None"]
 
+MSG_ID_HEADER = "Nats-Msg-Id"
+#: A publish answered with this HTTP-like error code found nothing to store it now (a stream without
+#: a leader, JetStream being elected): it may be sent again.
+UNAVAILABLE = 503
+#: Seconds an answer may take before an unacknowledged message with a ``Nats-Msg-Id`` is sent again, at
+#: least (more when acks are slower: :data:`_RESEND_LATENCIES` times the recent ack latency).
+RESEND_AFTER = 1.0
+_RESEND_LATENCIES = 4.0
+#: Seconds between two looks at the unacknowledged messages.
+_TICK = 0.1
+#: Why a message without a ``Nats-Msg-Id`` is never sent again.
+NOT_REPUBLISHED = (
+    "not republished: it has no Nats-Msg-Id, and a message sent again without one may be stored twice "
+    "(give msg_id to make a publish safe to repeat)"
+)
+
 
 @dataclass
 class PublishSummary:
-    """What the acks said. ``streams`` counts stored messages by ``(stream, domain)``."""
+    """What the acks said: ``stored`` new messages, ``duplicates`` (the stream had the ``Nats-Msg-Id``
+    already: stored earlier, e.g. by an attempt whose ack was lost), and ``failures`` (index, error:
+    the server's refusal or why no ack came), together ``count``. ``streams`` counts acknowledged
+    messages by ``(stream, domain)``; ``republished`` counts messages sent again."""
 
     count: int = 0
     stored: int = 0
@@ -47,6 +71,59 @@ class PublishSummary:
     failures: list[tuple[int, BaseException]] = field(default_factory=list)
     streams: dict[tuple[str | None, str | None], int] = field(default_factory=dict)
     seconds: float = 0.0
+    republished: int = 0
+
+    def acknowledged(self, ack: PubAck) -> None:
+        """Count one message's ack."""
+        if ack.duplicate:
+            self.duplicates += 1
+        else:
+            self.stored += 1
+        self.first_seq = ack.seq if self.first_seq is None else min(self.first_seq, ack.seq)
+        self.last_seq = ack.seq if self.last_seq is None else max(self.last_seq, ack.seq)
+        key = (ack.stream, ack.domain)
+        self.streams[key] = self.streams.get(key, 0) + 1
+
+    def counts(self) -> str:
+        """``stored 19000, duplicates 1000, failed 0 (republished 4000)``: the exact tally."""
+        again = f" (republished {self.republished})" if self.republished else ""
+        return f"stored {self.stored}, duplicates {self.duplicates}, failed {len(self.failures)}{again}"
+
+    def reasons(self) -> str:
+        """Each distinct reason of the failures with how many messages it failed and the first one's index."""
+        grouped: dict[str, list[int]] = {}
+        for index, err in sorted(self.failures, key=lambda f: f[0]):
+            grouped.setdefault(failure_reason(err), []).append(index)
+        return "; ".join(f"{len(ix)} x {reason} (first: #{ix[0]})" for reason, ix in grouped.items())
+
+
+def failure_reason(err: BaseException) -> str:
+    """A failed message's reason in words: the server's, or why no ack came."""
+    if isinstance(err, (nats.js.errors.NoStreamResponseError, nats.errors.NoRespondersError)):
+        return "no stream listens on it"
+    if isinstance(err, JetStreamPublishError):
+        return str(err)
+    return f"{type(err).__name__}: {err}"
+
+
+@dataclass
+class _Flight:
+    """One message sent and not yet settled."""
+
+    message: Outgoing
+    first: float
+    last: float
+    can_repeat: bool
+    attempts: int = 1
+    #: Why the last attempt was answered without an ack (a retryable error), if it was.
+    error: BaseException | None = None
+    #: When it may be sent again after a retryable error.
+    again_at: float | None = None
+
+
+def _retryable(err: JetStreamPublishError | None, no_responders: bool) -> bool:
+    """Whether an answer other than an ack means "nothing could store it now" (sent again if it has an id)."""
+    return no_responders or (err is not None and err.status == UNAVAILABLE)
 
 
 async def publish_messages(
@@ -61,105 +138,152 @@ async def publish_messages(
 ) -> PublishSummary:
     """Publish ``messages``, at most ``max_in_flight`` unacknowledged; the acks' summary.
 
+    A message with a ``Nats-Msg-Id`` header that gets no ack (the stream's leader died, the server
+    the connection used went away), or an answer saying nothing could store it now (503, no
+    responders), is published again with the same id until it is acknowledged or ``ack_timeout``
+    has passed since it was first sent: the stream stores an id once within its duplicate window,
+    so a message stored by an attempt whose ack was lost is acknowledged as a duplicate. A message
+    without an id is never sent again (:data:`NOT_REPUBLISHED`). Refusals (a limit, a wrong expected
+    stream...) are failures, with the server's reason.
+
     :param nc: a connected client.
     :param messages: ``(subject, payload, headers)`` tuples (an iterator streams large volumes).
     :param max_in_flight: most messages sent but not yet acknowledged. Default 4000.
-    :param ack_timeout: seconds without any ack (while messages are in flight) before failing.
-        Default 30.
+    :param ack_timeout: seconds a message may stay unacknowledged after it was first sent (republished
+        meanwhile if it has a ``Nats-Msg-Id``) before the publish stops and fails; keep it below the
+        stream's duplicate window (default 2 minutes). Default 30.
     :param api_prefixes: the account's JetStream API prefixes: subjects under them are refused.
     :param what: words for errors (``publish to 'orders.x'``, ``jetstream write``).
     :param subject_field: how a refused subject is named in the error.
     :raises UnsafeSubjectError: a subject is reserved or not literal (nothing more is sent).
-    :raises JetStreamPublishError: acks missing after ``ack_timeout``.
+    :raises JetStreamPublishError: a message was not acknowledged within ``ack_timeout`` (nothing more
+        is sent); the error gives the exact counts (stored, duplicates, failed with their reasons).
     """
     ack_timeout = seconds()(ack_timeout, "ack_timeout")
     check = SubjectGuard(api_prefixes, subject_field)
     inbox = nc.new_inbox() + "."
     cut = len(inbox)
     window = asyncio.Semaphore(max_in_flight)
-    loop = asyncio.get_running_loop()
-    now = loop.time
-    # "progress" is the loop time of the last publish or ack; "stalled" is set by the watchdog.
-    state: dict[str, Any] = {"acked": 0, "sent": None, "published": 0, "progress": now(), "stalled": False}
-    all_acked = asyncio.Event()
-    acks: dict[int, Any] = {}
+    now = asyncio.get_running_loop().time
+    summary = PublishSummary()
+    pending: dict[int, _Flight] = {}
+    # "latency": a moving average of the seconds an ack takes; "expired": messages given up on.
+    state: dict[str, Any] = {"latency": 0.0, "expired": 0}
+    # Messages answered "nothing could store it now", to send again at their ``again_at``.
+    redo: set[int] = set()
+    settled = asyncio.Event()
+    publish = nc.publish
+
+    def settle(index: int, failure: BaseException | None = None) -> None:
+        pending.pop(index, None)
+        if failure is not None:
+            summary.failures.append((index, failure))
+        window.release()
+        if not pending:
+            settled.set()
 
     async def on_ack(msg: Any) -> None:
         index = int(msg.subject[cut:])
-        if index in acks:
-            return
-        if is_no_responders(msg.headers):
-            acks[index] = nats.js.errors.NoStreamResponseError()
-        else:
+        flight = pending.get(index)
+        if flight is None:
+            return  # settled already (the ack of an earlier attempt, or after it was given up)
+        no_responders = is_no_responders(msg.headers)
+        refusal: JetStreamPublishError | None = None
+        if not no_responders:
             try:
-                acks[index] = parse_pub_ack(msg.data)
+                ack = parse_pub_ack(msg.data)
             except JetStreamPublishError as err:
-                acks[index] = err
-        state["acked"] += 1
-        state["progress"] = now()
-        window.release()
-        if state["acked"] == state["sent"]:
-            all_acked.set()
+                refusal = err
+            else:
+                state["latency"] = 0.9 * state["latency"] + 0.1 * (now() - flight.last)
+                summary.acknowledged(ack)
+                settle(index)
+                return
+        error = nats.js.errors.NoStreamResponseError() if no_responders else refusal
+        if _retryable(refusal, no_responders) and flight.can_repeat:
+            flight.error = error
+            flight.again_at = now() + min(0.25 * flight.attempts, 1.0)
+            redo.add(index)
+            return
+        if _retryable(refusal, no_responders):
+            error = JetStreamPublishError(f"{failure_reason(error)}; {NOT_REPUBLISHED}")  # type: ignore[arg-type]
+        settle(index, error)
 
-    async def watchdog() -> None:
-        # A stall watchdog that works on every supported Python (asyncio.timeout is 3.11+, and was
-        # skipped on 3.10): with at most max_in_flight unacked, no ack and no publish for
-        # ack_timeout while messages are unacked means no progress at all. It wakes the publisher.
+    async def resend(index: int, flight: _Flight, t: float) -> None:
+        subject, payload, headers = flight.message
+        flight.attempts += 1
+        flight.last, flight.again_at = t, None
+        summary.republished += 1
+        # A connection being re-established buffers it; any other failure leaves it to the next round.
+        with contextlib.suppress(nats.errors.Error):
+            await publish(subject, payload, reply=f"{inbox}{index}", headers=headers or None)
+
+    async def tend() -> None:
+        # Sends again what is due, and gives up on what waited ack_timeout: a task of its own, so that it
+        # runs while the sender waits for room in the window.
         while True:
-            waiting = state["published"] > state["acked"]
-            due = state["progress"] + ack_timeout - now()
-            if waiting and due <= 0:
-                break
-            await asyncio.sleep(due if waiting else ack_timeout)
-        state["stalled"] = True
-        all_acked.set()
-        window.release()
+            await asyncio.sleep(_TICK)
+            t = now()
+            for index in list(redo):
+                flight = pending.get(index)
+                if flight is None or flight.again_at is None or t >= flight.again_at:
+                    redo.discard(index)
+                if flight is not None and flight.again_at is not None and t >= flight.again_at:
+                    await resend(index, flight, t)
+            resend_after = max(RESEND_AFTER, _RESEND_LATENCIES * state["latency"])
+            young = min(resend_after, ack_timeout)
+            for index, flight in list(pending.items()):
+                if t - flight.first < young:
+                    break  # in first-send order: the later ones are younger still
+                if t - flight.first >= ack_timeout:
+                    why = f"no ack within {ack_timeout:g}s"
+                    if flight.error is not None:
+                        why = f"{failure_reason(flight.error)}, still after {ack_timeout:g}s"
+                    sent = f"sent {flight.attempts} times" if flight.can_repeat else NOT_REPUBLISHED
+                    state["expired"] += 1
+                    settle(index, JetStreamPublishError(f"{why} ({sent})"))
+                elif flight.can_repeat and flight.again_at is None and t >= flight.last + resend_after:
+                    await resend(index, flight, t)
+            if state["expired"]:
+                # Stop: the sender sends nothing more, and what is still unacknowledged is not waited for.
+                settled.set()
+                for _ in range(max_in_flight):
+                    window.release()
+                return
 
     sub = await nc.subscribe(inbox + "*", cb=on_ack, pending_msgs_limit=max(65536, max_in_flight * 2))
-    publish = nc.publish
     acquire = window.acquire
     started = time.perf_counter()
     sent = 0
-    watcher = asyncio.create_task(watchdog())
+    tender = asyncio.create_task(tend())
+    tender.add_done_callback(lambda _: settled.set())  # were it to fail, nothing would be left waiting
     try:
         for index, (subject, payload, headers) in enumerate(messages):
             check(subject)
             await acquire()
-            if state["stalled"]:
+            if state["expired"]:
                 break
+            t = now()
+            pending[index] = _Flight((subject, payload, headers), t, t, bool(headers and headers.get(MSG_ID_HEADER)))
+            settled.clear()
             await publish(subject, payload, reply=f"{inbox}{index}", headers=headers or None)
             sent += 1
-            state["published"] = sent
-            state["progress"] = now()
-        state["sent"] = sent
-        if state["acked"] >= sent:
-            all_acked.set()
-        await all_acked.wait()
-        if state["stalled"]:
-            missing = sent - state["acked"]
-            raise JetStreamPublishError(
-                f"{what}: {missing} of {sent} messages not acknowledged within {ack_timeout:g}s"
-            )
+        if pending:
+            await settled.wait()
     finally:
-        watcher.cancel()
+        tender.cancel()
         with contextlib.suppress(nats.errors.Error):
             await sub.unsubscribe()
-    summary = PublishSummary(count=sent, seconds=time.perf_counter() - started)
-    for index in range(sent):
-        ack = acks.get(index)
-        if not isinstance(ack, PubAck):
-            summary.failures.append((index, ack or JetStreamPublishError("no ack")))
-            continue
-        if ack.duplicate:
-            summary.duplicates += 1
-        else:
-            summary.stored += 1
-        seq = ack.seq
-        if summary.first_seq is None:
-            summary.first_seq = seq
-        summary.last_seq = seq if summary.last_seq is None else max(summary.last_seq, seq)
-        key = (ack.stream, ack.domain)
-        summary.streams[key] = summary.streams.get(key, 0) + 1
+    summary.count = sent
+    summary.seconds = time.perf_counter() - started
+    left = sorted(pending)
+    if state["expired"] or left:
+        for index in left:
+            summary.failures.append((index, JetStreamPublishError("no ack yet when the publish stopped")))
+        raise JetStreamPublishError(
+            f"{what}: {state['expired'] + len(left)} of {sent} messages not acknowledged within {ack_timeout:g}s; "
+            f"{summary.counts()}: {summary.reasons()}; nothing more was sent"
+        )
     return summary
 
 
@@ -173,14 +297,9 @@ def ack_problems(
     """
     problems = []
     if summary.failures:
-        index, err = summary.failures[0]
-        reason = (
-            "no stream listens on it"
-            if isinstance(err, (nats.js.errors.NoStreamResponseError, nats.errors.NoRespondersError))
-            else f"{type(err).__name__}: {err}"
-        )
         problems.append(
-            f"{len(summary.failures)} of {summary.count} messages were not stored (first: #{index}, {reason})"
+            f"{len(summary.failures)} of {summary.count} messages were not stored ({summary.counts()}): "
+            + summary.reasons()
         )
     # An ack without a domain does not count for a target that has one: every server of a domain names it.
     wrong_domain = {k: n for k, n in summary.streams.items() if target_domain and k[1] != target_domain}

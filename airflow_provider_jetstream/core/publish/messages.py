@@ -6,9 +6,9 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from airflow_provider_jetstream.core.arguments.values import value_bytes
-from airflow_provider_jetstream.core.publish.engine import Outgoing
+from airflow_provider_jetstream.core.publish.engine import MSG_ID_HEADER, Outgoing
 
-MSG_ID_HEADER = "Nats-Msg-Id"
+__all__ = ["INDEX", "MSG_ID_HEADER", "msg_id_parts", "outgoing"]
 #: The placeholder of a message's index in a ``msg_id`` template.
 INDEX = "{index}"
 

@@ -320,7 +320,12 @@ PUBLISH = Args(
             stream_name, None, REFUSE, "the stream that must store them (Nats-Expected-Stream)", templated=True
         ),
         "max_in_flight": Arg(positive_count, 4000, VALUE, "most messages published but not yet acked; default 4000"),
-        "ack_timeout": Arg(seconds(), 30.0, VALUE, "seconds without any ack before failing; default 30"),
+        "ack_timeout": Arg(
+            seconds(),
+            30.0,
+            VALUE,
+            "seconds a message may wait for its ack (republished if it has a msg id) before failing; default 30",
+        ),
         "allow_double_store": ALLOW_DOUBLE_STORE,
         "peer_domains": PEER_DOMAINS,
     },

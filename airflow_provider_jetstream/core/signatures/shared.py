@@ -125,7 +125,8 @@ ALLOW_DATA_LOSS = Arg(
     False,
     VALUE,
     "apply in place a change that discards stored data (max_msgs, max_bytes, max_age, max_msgs_per_subject, "
-    "a bucket's history or ttl lowered, or set where there was none); default False: refused",
+    "a bucket's history or ttl lowered, or set where there was none) or lowers its durability (replicas "
+    "lowered); default False: refused",
     templated=True,
 )
 ALLOW_DOUBLE_STORE = Arg(

@@ -9,7 +9,8 @@ without credentials.
 
 One run:
 
-1. reads the checkpoint (KV bucket ``--checkpoint-bucket``, key ``--checkpoint-key``): the last
+1. reads the checkpoint (KV bucket ``--checkpoint-bucket``, key ``--checkpoint-key``; created when
+   missing, with ``--checkpoint-replicas`` copies, default the cluster's size up to 3): the last
    sequence already in the output, the claim of an unfinished run if there is one, and the identity
    of the stream they were recorded on (its ``created`` time). A stream deleted and created again
    under the same name fails the run (``StreamRecreatedError``), or with ``--fail-on-data-loss false``
@@ -27,6 +28,12 @@ One run:
    directory already exists, an earlier attempt committed the range and nothing is written again
    (a crash between marker and rename is finished by the next run);
 4. advances the checkpoint to ``end`` by compare-and-set on the claim's revision.
+
+Every checkpoint read and write is asked again while nobody answers now (the bucket's leader killed
+and a new one being elected, the connection moving to a surviving node) for up to
+:data:`CHECKPOINT_WAIT` seconds; a write asked again that finds its own value stored (its first
+attempt was stored, its ack lost) counts as done. Then the run fails with a provider error naming
+the cause, the line the operator shows.
 
 A run killed anywhere leaves either no ``seq_range`` directory for the range, or a complete one,
 and the checkpoint tells the next run which range to (re)do: every message is in the output
@@ -51,14 +58,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_jetstream.core.api import JetStreamApi
+import nats.errors
+
+from airflow_provider_jetstream.core.api import ELECTION_WAIT, NOT_CLUSTERED, JetStreamApi, until_answered
 from airflow_provider_jetstream.core.connection.client import open_connection, release
 from airflow_provider_jetstream.core.connection.fields import api_prefix_for
 from airflow_provider_jetstream.core.errors import (
+    WAIT,
     CheckpointConflictError,
+    JetStreamApiError,
     JetStreamConfigError,
     JetStreamError,
+    JetStreamTimeoutError,
     KeyValueConflictError,
+    disposition,
 )
 from airflow_provider_jetstream.core.manage.buckets import kv_get, kv_put, reconcile_bucket
 from airflow_provider_jetstream.core.manage.specs import KeyValueSpec
@@ -69,6 +82,12 @@ from airflow_provider_jetstream.spark.jobs.commit import RangeCommitter
 from airflow_provider_jetstream.spark.options import CONNECTION_ENV_VAR, ReadOptions
 
 log = logging.getLogger("stream_to_parquet")
+
+#: Replicas of a checkpoint bucket the job creates on a cluster when ``--checkpoint-replicas`` is not
+#: given (a single server takes 1: it refuses more).
+CLUSTER_REPLICAS = 3
+#: Seconds a checkpoint read or write is asked again while nobody answers (a leader election).
+CHECKPOINT_WAIT = 2 * ELECTION_WAIT
 
 
 @dataclass(frozen=True)
@@ -88,6 +107,7 @@ class JobArgs:
     min_partitions: int | None = None
     fail_on_data_loss: bool = True
     checkpoint_domain: str | None = None
+    checkpoint_replicas: int | None = None
     servers: str | None = None
     reader: str | None = None
 
@@ -125,6 +145,9 @@ def parse_args(argv: list[str]) -> JobArgs:
     parser.add_argument("--checkpoint-bucket", required=True, help="KV bucket holding the checkpoint")
     parser.add_argument("--checkpoint-key", help="KV key (default: stream_to_parquet.<stream>)")
     parser.add_argument("--checkpoint-domain", help="JetStream domain of the KV bucket (default: the connection's)")
+    parser.add_argument(
+        "--checkpoint-replicas", help="replicas of the KV bucket when created (default: the cluster's size up to 3)"
+    )
     target = parser.add_mutually_exclusive_group()
     target.add_argument("--domain", help="JetStream domain of the stream")
     target.add_argument("--api-prefix", help="JetStream API prefix of the stream")
@@ -147,6 +170,7 @@ def parse_args(argv: list[str]) -> JobArgs:
         checkpoint_bucket=value["checkpoint_bucket"],
         checkpoint_key=value["checkpoint_key"] or f"stream_to_parquet.{value['stream']}",
         checkpoint_domain=value["checkpoint_domain"],
+        checkpoint_replicas=value["checkpoint_replicas"],
         domain=value["domain"],
         api_prefix=value["api_prefix"],
         filter_subject=value["filter_subject"],
@@ -163,6 +187,9 @@ def parse_args(argv: list[str]) -> JobArgs:
 class StreamToParquetJob:
     """One incremental run (:meth:`run`), in steps: :meth:`next_range`, :meth:`claim`,
     :meth:`commit` (which calls :meth:`write`) and :meth:`advance`."""
+
+    #: Seconds a checkpoint read or write is asked again while nobody answers (default :data:`CHECKPOINT_WAIT`).
+    checkpoint_wait: float = CHECKPOINT_WAIT
 
     def __init__(self, spark: Any, args: JobArgs) -> None:
         self.spark = spark
@@ -201,23 +228,57 @@ class StreamToParquetJob:
     # -- checkpoint (KV, compare-and-set) ------------------------------------------------------
 
     async def _bucket(self, nc: Any) -> JetStreamApi:
-        """The checkpoint bucket's JetStream API (in its domain); the bucket is created when missing."""
+        """The checkpoint bucket's JetStream API (in its domain); the bucket is created when missing, with
+        ``--checkpoint-replicas`` copies, by default :data:`CLUSTER_REPLICAS` on a cluster and 1 on a single
+        server (the server's own answer: it refuses more than 1 replica outside a cluster)."""
         api = JetStreamApi(nc, self.checkpoint_prefix, timeout=self.read_options.pull.request_timeout)
-        spec = KeyValueSpec.from_dict({"bucket": self.args.checkpoint_bucket, "history": 5})
-        result = await reconcile_bucket(api, spec, if_exists="skip", logger=log)
+        replicas = self.args.checkpoint_replicas or CLUSTER_REPLICAS
+
+        async def ensure(replicas: int) -> Any:
+            spec = KeyValueSpec.from_dict({"bucket": self.args.checkpoint_bucket, "history": 5, "replicas": replicas})
+            return await reconcile_bucket(api, spec, if_exists="skip", logger=log)
+
+        try:
+            result = await ensure(replicas)
+        except JetStreamApiError as err:
+            if self.args.checkpoint_replicas is not None or err.err_code != NOT_CLUSTERED:
+                raise
+            replicas = 1  # one server: the cluster's size is 1
+            result = await ensure(replicas)
         if result.action == "created":
-            log.info("created KV bucket %r for checkpoints in %s", self.args.checkpoint_bucket, api.target)
+            log.info(
+                "created KV bucket %r for checkpoints in %s with %d replicas",
+                self.args.checkpoint_bucket,
+                api.target,
+                replicas,
+            )
         return api
 
     def _with_kv(self, work: Callable[[Any, JetStreamApi], Any]) -> Any:
+        """``work(nc, api)`` on the checkpoint bucket, asked again while nobody answers now, for up to
+        :attr:`checkpoint_wait` seconds; then a provider error naming the cause."""
+        where = f"checkpoint {self.args.checkpoint_bucket}/{self.args.checkpoint_key}"
+
         async def run() -> Any:
             nc = await open_connection(self.read_options.connection)
             try:
-                return await work(nc, await self._bucket(nc))
+                return await until_answered(lambda: self._in_bucket(nc, work), self.checkpoint_wait)
+            except (JetStreamError, nats.errors.Error) as err:
+                if disposition(err) != WAIT:
+                    if isinstance(err, JetStreamError):
+                        raise
+                    raise JetStreamError(f"{where}: {type(err).__name__}: {err}") from None
+                raise JetStreamTimeoutError(
+                    f"{where}: no answer for {self.checkpoint_wait:g}s, asked again meanwhile (the bucket's cluster "
+                    f"has no leader: nodes down; or its domain is unreachable): {type(err).__name__}: {err}"
+                ) from None
             finally:
                 await release(nc, drain=True)
 
         return run_sync(run())
+
+    async def _in_bucket(self, nc: Any, work: Callable[[Any, JetStreamApi], Any]) -> Any:
+        return await work(nc, await self._bucket(nc))
 
     def read_checkpoint(self) -> Checkpoint:
         key = self.args.checkpoint_key
@@ -250,15 +311,27 @@ class StreamToParquetJob:
             identity["epoch"] = self.epoch
         body = json.dumps({"stream": self.args.stream, "output": self.args.output, **value, **identity}).encode()
 
+        unanswered: list[BaseException] = []
+
         async def put(nc: Any, api: JetStreamApi) -> int:
             try:
                 # revision None: the key must not exist yet (expected revision 0).
                 return await kv_put(api, self.args.checkpoint_bucket, key, body, expected_revision=revision or 0)
             except KeyValueConflictError as err:
+                if unanswered:
+                    # An earlier attempt got no answer: if it was stored (its ack lost), the key holds this value.
+                    entry = await kv_get(api, self.args.checkpoint_bucket, key)
+                    if entry is not None and entry.value == body:
+                        log.info("the checkpoint write was stored before its ack was lost: revision %d", entry.revision)
+                        return entry.revision
                 raise CheckpointConflictError(
                     f"checkpoint {self.args.checkpoint_bucket}/{key} changed since revision {revision} (another run "
                     f"advanced or took it over): this run does not advance it ({err})"
                 ) from None
+            except Exception as err:
+                if disposition(err) == WAIT:
+                    unanswered.append(err)
+                raise
 
         return self._with_kv(put)
 
@@ -419,4 +492,7 @@ if __name__ == "__main__":
         main()
     except (JetStreamError, ValueError) as err:
         log.error("%s", err)
+        sys.exit(1)
+    except nats.errors.Error as err:  # one line the operator shows, not a traceback
+        log.error("NATS: %s: %s", type(err).__name__, err)
         sys.exit(1)

@@ -28,8 +28,9 @@ class Change:
     new: str
     in_place: bool
     note: str = ""
-    #: Applied in place, it discards stored data: a limit on what is stored lowered, or set where
-    #: there was none (see :attr:`Field.discards <airflow_provider_jetstream.core.manage.specs.fields.Field>`).
+    #: Applied in place, it loses something stored: a limit on what is stored lowered, or set where
+    #: there was none (data discarded), or fewer replicas (durability lowered); see :attr:`Field.discards
+    #: <airflow_provider_jetstream.core.manage.specs.fields.Field>` and ``Field.durability``.
     discards: bool = False
 
     def line(self, names: Mapping[str, str] | None = None) -> str:
@@ -64,7 +65,7 @@ class Diff:
 
     @property
     def discarding(self) -> list[Change]:
-        """The in-place changes that discard stored data (limits lowered)."""
+        """The in-place changes that discard stored data (limits lowered) or lower its durability (replicas)."""
         return [c for c in self.changes if c.in_place and c.discards]
 
     def as_dict(self) -> dict[str, Any]:
@@ -88,11 +89,18 @@ def _in_place(f: F.Field, old: Any, new: Any) -> bool:
 
 #: The note of a change that discards stored data.
 DISCARDS = "discards stored data"
+#: The note of a change that lowers the data's durability.
+LOWERS_DURABILITY = "lowers durability: fewer copies, fewer node losses survived"
 
 
-def _discards(f: F.Field, old: Any, new: Any) -> bool:
-    """Whether changing ``f`` from ``old`` to ``new`` lowers a limit on what is stored (none -> any counts)."""
-    return f.discards and F.limit_bound(f.normalize(new)) < F.limit_bound(f.normalize(old))
+def _loses(f: F.Field, old: Any, new: Any) -> str:
+    """What changing ``f`` from ``old`` to ``new`` loses in place: :data:`DISCARDS` (a limit on what is
+    stored lowered; none -> any counts), :data:`LOWERS_DURABILITY` (fewer replicas), or ``""``."""
+    if f.discards and F.limit_bound(f.normalize(new)) < F.limit_bound(f.normalize(old)):
+        return DISCARDS
+    if f.durability and old is not None and f.normalize(new) < f.normalize(old):
+        return LOWERS_DURABILITY
+    return ""
 
 
 def _show(f: F.Field, value: Any) -> str:
@@ -124,10 +132,8 @@ def diff_config(
             _diff_sources(f, old or [], new, prune_sources, result)
             continue
         if _differs(f, old, new):
-            lowers = _discards(f, old, new)
-            change = Change(
-                name, _show(f, old), _show(f, new), _in_place(f, old, new), DISCARDS if lowers else "", lowers
-            )
+            loses = _loses(f, old, new)
+            change = Change(name, _show(f, old), _show(f, new), _in_place(f, old, new), loses, bool(loses))
             result.changes.append(change)
         result.update_config[f.wire] = new
     if server_view is not None:

@@ -49,6 +49,10 @@ class Field:
     #: A limit on what is stored (unlimited when absent, -1 or 0): lowering it, or setting it where
     #: there was none, makes the server discard what is stored beyond it, in place.
     discards: bool = False
+    #: How many copies of the data the servers keep (``replicas``): lowering it lowers the data's
+    #: durability in place (fewer node losses survived). The reconcile refuses it as it refuses a
+    #: change that discards data (:attr:`discards`): both need ``allow_data_loss=True``.
+    durability: bool = False
 
 
 @dataclass(frozen=True)

@@ -143,6 +143,7 @@ STREAM = Struct(
             V.integer(1, 5),
             "1-5",
             normalize=lambda v: v or 1,
+            durability=True,
         ),
         F.flag("no_ack", "no_ack", "do not ack publishes"),
         Field("placement", "placement", F.nested(PLACEMENT), "cluster / tags", normalize=F.norm_struct),
