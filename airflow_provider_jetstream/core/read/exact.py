@@ -48,8 +48,10 @@ from airflow_provider_jetstream.core.api import (
     describe_prefix,
     during_failover,
     hint_for,
+    home_domain,
     no_leader_error,
 )
+from airflow_provider_jetstream.core.arguments.names import domain_of
 from airflow_provider_jetstream.core.errors import (
     JetStreamDataLossError,
     JetStreamDomainUnavailableError,
@@ -444,13 +446,14 @@ class RangePull:
         if failed_resume is not None:
             return failed_resume
         if interrupted is not None and interrupted.no_responders:
-            if cluster:
+            if cluster and domain_of(self.api_prefix) in (None, home_domain(self.nc)):  # the cluster's own streams
                 return no_leader_error(
                     describe_prefix(self.api_prefix),
                     self.stream,
                     f": the read of {self.where} stopped at sequence {self.next_seq} of {self.start_seq}-{self.end}",
                 )
-            return JetStreamDomainUnavailableError(f"no JetStream responded for {self.where}: is the domain connected?")
+            hint = hint_for(self.nc, self.api_prefix) if cluster else "is the domain connected?"
+            return JetStreamDomainUnavailableError(f"no JetStream responded for {self.where}: {hint}")
         hint = hint_for(self.nc, self.api_prefix) if cluster else "is the domain still connected?"
         return JetStreamError(
             f"{self.where}: {reason}, {resumes + 1} times in a row (stopped at sequence "
