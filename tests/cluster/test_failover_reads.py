@@ -125,7 +125,7 @@ def test_a_compare_and_set_across_a_leader_kill_is_stored_exactly_once(
     async def scenario() -> tuple[int, int, int]:
         nc = await _connect(hub_cluster)
         try:
-            api = JetStreamApi(nc, HUB_API)
+            api = JetStreamApi(nc, HUB_API, timeout=2)  # several asks within the election
             first = await kv_put(api, bucket, "k", b"one")
             leader = await hub_cluster._stream_leader(f"KV_{bucket}", "ACC", 30)
             await asyncio.to_thread(hub_cluster.kill_hub_node, leader)
