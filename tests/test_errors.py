@@ -32,6 +32,7 @@ REFUSAL = {
     "JetStreamConnectionError": False,
     "JetStreamDomainUnavailableError": False,
     "JetStreamTimeoutError": False,
+    "JetStreamNoLeaderError": False,
     "DoubleStoreUnreachableError": False,
     "JetStreamNotFoundError": True,
     "JetStreamApiError": False,

@@ -4,12 +4,20 @@ nats-py's manager turns replies into dataclasses that drop fields it does not kn
 level, newer config fields) and sends every field of its config classes (servers >= 2.12 reject
 unknown ones). Management, reconcile and status checks need the exact JSON both ways: this is the
 one place that speaks it, on nats-py's public request API.
+
+It is also the one retry rule across a clustered JetStream's failover (:func:`retry_failover`): a stream
+whose leader died answers nothing, or 503 "JetStream system temporarily unavailable", until a new
+leader is elected (a few seconds); reads and consumer creates (:data:`RETRIED`) are asked again after
+a growing pause (:class:`Backoff`) within :attr:`JetStreamApi.failover` seconds, and the KV writes of
+:mod:`~airflow_provider_jetstream.core.manage.buckets` go through the same rule.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, TypeVar
@@ -24,6 +32,7 @@ from airflow_provider_jetstream.core.errors import (
     JetStreamApiError,
     JetStreamDomainUnavailableError,
     JetStreamImportMissingError,
+    JetStreamNoLeaderError,
     JetStreamNotFoundError,
     JetStreamPermissionError,
     JetStreamTimeoutError,
@@ -32,19 +41,35 @@ from airflow_provider_jetstream.core.errors import (
 
 T = TypeVar("T")
 
-#: Seconds a JetStream cluster may take to answer again after a node dies: the election of a new leader
-#: (the meta leader answers the account's API; each stream and bucket has its own), a client or a leaf
-#: link moving to a surviving node. Measured at 5-7 s on a loaded 3-node cluster.
-ELECTION_WAIT = 12.0
-#: Seconds between two questions while nobody answers.
-_ASK_AGAIN_AFTER = 0.25
-
 STREAM_NOT_FOUND = 10059
 NO_MESSAGE_FOUND = 10037
 CONSUMER_NOT_FOUND = 10014
 WRONG_LAST_SEQUENCE = 10071
 #: "replicas > 1 not supported in non-clustered mode": the domain is one server.
 NOT_CLUSTERED = 10074
+#: "JetStream system temporarily unavailable" (code 503): a clustered JetStream without a leader for the
+#: stream, or without a quorum of its meta layer.
+CLUSTER_NOT_AVAILABLE = 10008
+
+#: The requests asked again across a failover (:func:`retry_failover`): reads, and consumer creates
+#: (a consumer of a given name and config is created once, whatever the number of asks).
+RETRIED = (
+    "INFO",
+    "STREAM.INFO.",
+    "STREAM.NAMES",
+    "STREAM.LIST",
+    "STREAM.MSG.GET.",
+    "CONSUMER.INFO.",
+    "CONSUMER.NAMES.",
+    "CONSUMER.LIST.",
+    "CONSUMER.CREATE.",
+    "CONSUMER.DURABLE.CREATE.",
+)
+#: Seconds a request goes on being asked again across a failover, by default: a leader election takes a
+#: few seconds (:attr:`JetStreamApi.failover`).
+FAILOVER_WAIT = 20.0
+
+log = logging.getLogger(__name__)
 
 
 def is_imported_prefix(prefix: str | None) -> bool:
@@ -53,13 +78,142 @@ def is_imported_prefix(prefix: str | None) -> bool:
     return bool(prefix) and prefix.rstrip(".") != "$JS.API" and domain_of(prefix.rstrip(".")) is None
 
 
-def unavailable_hint(prefix: str) -> str:
-    """What it may mean that no JetStream answered at ``prefix``, in words."""
+#: What a failover is, in words (every message that may be one says it the same way).
+FAILOVER_WORDS = "a node is down or an election is under way"
+
+
+def clustered(nc: Client) -> bool:
+    """The connection knows more than one server (listed, or discovered from a cluster's INFO): nodes of
+    a cluster, where a node may die and a stream's leader move."""
+    with contextlib.suppress(Exception):
+        return len(nc.servers) > 1
+    return False
+
+
+def home_domain(nc: Client) -> str | None:
+    """The JetStream domain of the server the connection is on (its INFO says), None when unknown."""
+    info = getattr(nc, "_server_info", None)
+    return info.get("domain") or None if isinstance(info, dict) else None
+
+
+def unavailable_hint(prefix: str, cluster: bool = False, home: str | None = None) -> str:
+    """What it may mean that no JetStream answered at ``prefix``, in words. ``cluster``: the connection's
+    servers are nodes of a cluster (:func:`clustered`), where a dead node or an election is the likely
+    cause; ``home``: the domain of the server the connection is on (:func:`home_domain`): asking it, a
+    leaf cannot be the cause. Defaults: False, None."""
     if is_imported_prefix(prefix):
         return "is the API exported and imported into this account (and the exporting JetStream up)?"
-    if domain_of(prefix):
+    domain = domain_of(prefix)
+    if cluster:
+        if domain and domain != home:
+            return f"{FAILOVER_WORDS} in the cluster, or a leaf that is offline, or a wrong domain name?"
+        return f"{FAILOVER_WORDS} in the cluster"
+    if domain:
         return "a leaf that is offline, or a wrong domain name?"
     return "is JetStream enabled for this account?"
+
+
+def hint_for(nc: Client, prefix: str) -> str:
+    """:func:`unavailable_hint` for a request at ``prefix`` on the connection ``nc``."""
+    return unavailable_hint(prefix, clustered(nc), home_domain(nc))
+
+
+def no_leader_error(target: str, stream: str | None = None, detail: str = "") -> JetStreamNoLeaderError:
+    """The error of a clustered JetStream in ``target`` that has no leader for ``stream`` (None: for its
+    meta layer) now; ``detail`` adds what could not be done. Default: nothing added."""
+    what = f" for stream {stream!r}" if stream else ""
+    return JetStreamNoLeaderError(f"JetStream in {target} has no leader{what} ({FAILOVER_WORDS}){detail}")
+
+
+def leaderless(info: Mapping[str, Any]) -> bool:
+    """A ``STREAM.INFO`` answered without a leader: a clustered stream whose replicas lost their quorum
+    (the survivor still reports the stream's config, not what runs)."""
+    cluster = info.get("cluster")
+    return isinstance(cluster, dict) and bool(cluster) and not cluster.get("leader")
+
+
+def _stream_index(tokens: list[str]) -> int | None:
+    if (
+        tokens[0] not in ("STREAM", "CONSUMER")
+        or len(tokens) < 3
+        or tokens[:2] in (["STREAM", "NAMES"], ["STREAM", "LIST"])
+    ):
+        return None
+    index = 3 if tokens[1] in ("MSG", "DURABLE") else 2
+    return index if len(tokens) > index else None
+
+
+def stream_of(suffix: str) -> str | None:
+    """The stream a request suffix names (``STREAM.INFO.<s>``, ``STREAM.MSG.GET.<s>``,
+    ``CONSUMER.CREATE.<s>.<c>``...), None for an account-wide one."""
+    tokens = suffix.split(".")
+    index = _stream_index(tokens)
+    return None if index is None else tokens[index]
+
+
+def operation_of(suffix: str) -> str:
+    """The operation of a request suffix, without the names it carries: ``STREAM.MSG.GET``, ``INFO``..."""
+    tokens = suffix.split(".")
+    index = _stream_index(tokens)
+    return ".".join(tokens[:index]) if index is not None else suffix
+
+
+class Backoff:
+    """The one retry pause: ``first`` seconds, doubling at each retry up to ``cap``; :meth:`reset` once the
+    server serves again (the pull path after a retry-after, :func:`retry_failover`).
+
+    :param first: the first pause, seconds. Default 1. :param cap: the longest pause, seconds. Default 30.
+    """
+
+    def __init__(self, first: float = 1.0, cap: float = 30.0) -> None:
+        self.first = min(first, cap)
+        self.cap = cap
+        self._next = self.first
+
+    def next(self) -> float:
+        """The pause before this retry (and double it for the next)."""
+        delay = self._next
+        self._next = min(self._next * 2, self.cap)
+        return delay
+
+    def reset(self) -> None:
+        self._next = self.first
+
+
+def during_failover(error: BaseException, nc: Client) -> bool:
+    """Whether ``error`` may be a failover that asking again after the election fixes: a clustered
+    JetStream said it has no leader (always), or, on a connection to a cluster (:func:`clustered`),
+    nobody answered (no responders, a timeout, a reconnect: a request that reached a node as it died).
+    Refusals never are."""
+    if isinstance(error, JetStreamNoLeaderError):
+        return True
+    return disposition(error) == WAIT and clustered(nc)
+
+
+async def retry_failover(
+    call: Callable[[], Awaitable[T]], nc: Client, *, within: float, what: str, unanswered_too: bool = False
+) -> T:
+    """The one retry rule across a failover: ``call()``; while it fails :func:`during_failover` and
+    ``within`` seconds have not passed, pause (:class:`Backoff`, 0.25 s doubling up to 2 s) and call
+    again. The last error otherwise. ``what`` names the call in the log.
+
+    :param unanswered_too: also ask again when nobody answers on a connection to one server (a question
+        to another domain through a leaf link, whose far side may be electing a leader). Default False.
+    """
+    deadline = time.monotonic() + within
+    backoff = Backoff(first=0.25, cap=2.0)
+    attempt = 1
+    while True:
+        try:
+            return await call()
+        except Exception as err:
+            pause = backoff.next()
+            again = during_failover(err, nc) or (unanswered_too and disposition(err) == WAIT)
+            if not again or time.monotonic() + pause > deadline:
+                raise
+            log.info("%s: %s; asking again in %.2fs (attempt %d)", what, err, pause, attempt + 1)
+        await asyncio.sleep(pause)
+        attempt += 1
 
 
 def describe_prefix(prefix: str) -> str:
@@ -85,13 +239,29 @@ def parse_reply(data: bytes, subject: str = "", target: str = "JetStream") -> di
 
 
 class JetStreamApi:
-    """JSON requests to one JetStream API (a domain or an imported prefix), counted in ``requests``."""
+    """JSON requests to one JetStream API (a domain or an imported prefix), counted in ``requests``.
 
-    def __init__(self, nc: Client, prefix: str = "$JS.API", *, timeout: float = 5.0, target: str | None = None):
+    :param nc: a connected client. :param prefix: the API prefix. Default ``$JS.API``.
+    :param timeout: seconds each request waits for its answer. Default 5.
+    :param target: the target in words. Default: from the prefix (:func:`describe_prefix`).
+    :param failover: seconds the requests of :data:`RETRIED` (and KV writes) go on being asked again across
+        a failover (:func:`retry_failover`); 0: asked once. Default :data:`FAILOVER_WAIT`, at least ``timeout``.
+    """
+
+    def __init__(
+        self,
+        nc: Client,
+        prefix: str = "$JS.API",
+        *,
+        timeout: float = 5.0,
+        target: str | None = None,
+        failover: float | None = None,
+    ):
         self.nc = nc
         self.prefix = prefix.rstrip(".")
         self.timeout = timeout
         self.target = target or describe_prefix(self.prefix)
+        self.failover = max(FAILOVER_WAIT, timeout) if failover is None else failover
         self.requests = 0
 
     async def raw_request(self, suffix: str, body: Mapping[str, Any] | None = None) -> bytes:
@@ -112,7 +282,7 @@ class JetStreamApi:
                     "account's JetStream is down); waiting cannot help"
                 ) from None
             raise JetStreamDomainUnavailableError(
-                f"no JetStream responded in {self.target} ({self.prefix}): {unavailable_hint(self.prefix)}"
+                f"no JetStream responded in {self.target} ({self.prefix}): {hint_for(self.nc, self.prefix)}"
             ) from None
         except nats.errors.TimeoutError:
             refusal = refusal_since(self.nc, started, subject)
@@ -121,14 +291,32 @@ class JetStreamApi:
                 denied.refusal = refusal
                 raise denied from None
             raise JetStreamTimeoutError(
-                f"JetStream in {self.target} ({self.prefix}) did not answer {suffix.split('.')[0]} within "
-                f"{self.timeout:g}s: {unavailable_hint(self.prefix)}"
+                f"JetStream in {self.target} ({self.prefix}) did not answer {operation_of(suffix)} within "
+                f"{self.timeout:g}s: {hint_for(self.nc, self.prefix)}"
             ) from None
+        except (nats.errors.ConnectionReconnectingError, nats.errors.StaleConnectionError) as err:
+            raise JetStreamDomainUnavailableError(
+                f"JetStream in {self.target} ({self.prefix}): the connection is being re-established ({err!r})"
+            ) from err
         return msg.data
 
     async def request(self, suffix: str, body: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """The reply to one request, as JSON; an error reply raises :class:`JetStreamApiError`."""
-        return parse_reply(await self.raw_request(suffix, body), f"{self.prefix}.{suffix}", self.target)
+        """The reply to one request, as JSON; an error reply raises :class:`JetStreamApiError`, a clustered
+        JetStream without a leader :class:`JetStreamNoLeaderError`. The requests of :data:`RETRIED` are
+        asked again across a failover (:func:`retry_failover`, within :attr:`failover` seconds)."""
+        if self.failover <= 0 or not suffix.startswith(RETRIED):
+            return await self._request_once(suffix, body)
+        return await retry_failover(
+            lambda: self._request_once(suffix, body), self.nc, within=self.failover, what=f"{self.target}: {suffix}"
+        )
+
+    async def _request_once(self, suffix: str, body: Mapping[str, Any] | None) -> dict[str, Any]:
+        try:
+            return parse_reply(await self.raw_request(suffix, body), f"{self.prefix}.{suffix}", self.target)
+        except JetStreamApiError as err:
+            if err.err_code == CLUSTER_NOT_AVAILABLE:
+                raise no_leader_error(self.target, stream_of(suffix), f": {err.description}") from None
+            raise
 
     async def pages(
         self, suffix: str, body: Mapping[str, Any] | None = None, key: str = "streams"
@@ -232,18 +420,3 @@ class JetStreamApi:
                 return False
             raise
         return True
-
-
-async def until_answered(ask: Callable[[], Awaitable[T]], within: float = ELECTION_WAIT) -> T:
-    """``await ask()``, asked again while nobody answers now (``disposition(err) == WAIT``: a timeout,
-    no responders, a 503 answer while a leader is elected) until ``within`` seconds (default
-    :data:`ELECTION_WAIT`) have passed; then the last error is raised. Any other error is raised at
-    once. For questions only (a write asked again may be stored twice: see its caller)."""
-    deadline = time.monotonic() + within
-    while True:
-        try:
-            return await ask()
-        except Exception as err:
-            if disposition(err) != WAIT or time.monotonic() + _ASK_AGAIN_AFTER >= deadline:
-                raise
-        await asyncio.sleep(_ASK_AGAIN_AFTER)

@@ -41,6 +41,7 @@ fix::
     JetStreamError
     ├── JetStreamDomainUnavailableError          no JetStream answered in a domain or API prefix
     │   ├── JetStreamTimeoutError                a request got no answer in time (and no refusal)
+    │   ├── JetStreamNoLeaderError               a clustered JetStream has no leader now (a node down, an election)
     │   └── DoubleStoreUnreachableError          a domain the double-store check must ask is down
     ├── JetStreamConnectionError                 no NATS connection (unreachable, TLS failure)
     ├── JetStreamApiError                        the JetStream API answered with an error
@@ -244,6 +245,14 @@ class JetStreamDomainUnavailableError(JetStreamError):
 class JetStreamTimeoutError(JetStreamDomainUnavailableError):
     """A JetStream API request got no answer within its timeout, and the server sent no refusal
     (a leaf link down, a server too busy): unlike "no responders", it was waited out."""
+
+
+class JetStreamNoLeaderError(JetStreamDomainUnavailableError):
+    """A clustered JetStream answered that it cannot serve a stream now: the stream (or the cluster's
+    meta layer) has no leader, because a node is down or an election is under way (the 503 "JetStream
+    system temporarily unavailable", a stream reported without a leader, a replication configured but
+    not running). Waited for, as any unavailable domain: it ends when the election does, or when a
+    quorum of nodes is back."""
 
 
 class DoubleStoreUnreachableError(JetStreamDomainUnavailableError):

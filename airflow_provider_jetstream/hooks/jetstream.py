@@ -124,7 +124,9 @@ class JetStreamHook(JetStreamStreamsHook):
         would succeed on), ``.failed`` (why waiting cannot help, or None), ``.verdicts`` (per origin:
         ``caught_up``, ``reason``, the rule applied), ``.waiting_for()``, ``.table()`` and
         ``.to_xcom()`` (the sensor's XCom dict). :class:`JetStreamNotFoundError` if the stream does
-        not exist; :class:`JetStreamConfigError` if it has no mirror/sources or lacks a named one.
+        not exist; :class:`JetStreamConfigError` if it has no mirror/sources or lacks a named one;
+        :class:`JetStreamNoLeaderError` (a wait) while a clustered stream has no leader (a node down, an
+        election, a lost quorum: its replication is configured but not running).
 
         :param sources: origin stream names to judge; None (default): the mirror or every source.
         :param max_lag: most messages an origin may be behind (lag/active rule). Default 0.

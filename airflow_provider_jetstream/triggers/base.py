@@ -38,10 +38,12 @@ def no_answer_reason(hook: JetStreamHook, err: BaseException) -> str:
     """Why a check got no answer, in words (nats-py's 503 error prints as ``code=None``); the hint is the
     JetStream API's own (:func:`~airflow_provider_jetstream.core.api.unavailable_hint`)."""
     prefix = hook.resolve_api_prefix()
+    # Servers of a cluster: a node down or an election is the likely cause, not a leaf or a domain name.
+    hint = unavailable_hint(prefix, len(hook.get_conn_config().servers) > 1)
     if isinstance(err, (nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError)):
-        return f"no JetStream responded in {describe_prefix(prefix)}: {unavailable_hint(prefix)} Waiting"
+        return f"no JetStream responded in {describe_prefix(prefix)}: {hint} Waiting"
     if isinstance(err, nats.errors.TimeoutError):
-        return f"JetStream in {describe_prefix(prefix)} did not answer in time: {unavailable_hint(prefix)} Waiting"
+        return f"JetStream in {describe_prefix(prefix)} did not answer in time: {hint} Waiting"
     return str(err) or type(err).__name__
 
 

@@ -16,7 +16,7 @@ import nats.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from airflow_provider_jetstream.core.api import JetStreamApi, domain_of
+from airflow_provider_jetstream.core.api import Backoff, JetStreamApi, domain_of
 from airflow_provider_jetstream.core.consume.ack_floor import AckFloor
 from airflow_provider_jetstream.core.consume.deliveries import Delivery, Settlement, Ticket
 from airflow_provider_jetstream.core.errors import (
@@ -37,7 +37,7 @@ from airflow_provider_jetstream.core.protocol import (
     parse_ack_reply,
 )
 from airflow_provider_jetstream.core.read.identity import same_stream, stream_identity
-from airflow_provider_jetstream.core.read.pull import Backoff, PullRequests
+from airflow_provider_jetstream.core.read.pull import PullRequests
 
 log = logging.getLogger(__name__)
 
@@ -283,7 +283,11 @@ class DurablePuller:
             raise JetStreamError(self._gone("was deleted while pulling"))
         if status.outcome == FATAL:
             raise JetStreamError(f"{where} in {self.api.target}: the server refused the pull: {status.reason}")
-        # Retry after a pause: no JetStream answered (a leaf cut off, a hub restarting), or too busy now.
+        self._pause(status)
+
+    def _pause(self, status: PullStatus) -> None:
+        """Pull again after a pause: no JetStream answered (a leaf cut off, a hub restarting, a stream leader
+        being elected), or too busy now."""
         delay = self._backoff.next()
         log.warning(
             "%s > %s in %s: pull answered %s; retrying in %.0fs", self.stream, self.consumer, self.api.target,
@@ -298,6 +302,9 @@ class DurablePuller:
             if status is not None:
                 if status.outcome == RESUME:
                     await self._same_stream()
+                    if await self._still_there():
+                        self._pause(status)  # a failover's status: the durable consumer lives on
+                        return None
                 self._on_status(status)
             return None
         self.requests.received()
@@ -354,6 +361,15 @@ class DurablePuller:
             f"consumer {self.consumer!r} on stream {self.stream!r} {how} ({self.api.target}): "
             "it is created again when the trigger starts again"
         )
+
+    async def _still_there(self) -> bool:
+        """After a "consumer deleted" status: whether the consumer still exists. A clustered consumer's
+        leader that died says so while another takes over; asked across the election (the API's retry
+        rule), and while nobody can tell yet, it counts as there (the periodic check finds one really gone)."""
+        try:
+            return await self.api.consumer_info(self.stream, self.consumer) is not None
+        except (JetStreamDomainUnavailableError, nats.errors.Error):
+            return True
 
     async def _identity_now(self) -> str | None:
         """The stream's identity now; None when it cannot be told now (no answer). A stream that no

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -32,7 +33,15 @@ from typing import Any
 import nats.errors
 import nats.js.errors
 
-from airflow_provider_jetstream.core.api import WRONG_LAST_SEQUENCE, JetStreamApi, describe_prefix
+from airflow_provider_jetstream.core.api import (
+    CLUSTER_NOT_AVAILABLE,
+    WRONG_LAST_SEQUENCE,
+    JetStreamApi,
+    describe_prefix,
+    hint_for,
+    no_leader_error,
+    retry_failover,
+)
 from airflow_provider_jetstream.core.arguments.names import (
     bucket_name,
     domain_of,
@@ -58,6 +67,8 @@ KV_OPERATION = "KV-Operation"
 REMOVED = ("DEL", "PURGE")
 EXPECTED_LAST_SUBJECT_SEQUENCE = "Nats-Expected-Last-Subject-Sequence"
 ROLLUP = "Nats-Rollup"
+#: The id a write carries, so that asking it again (across a failover) stores it once.
+MSG_ID = "Nats-Msg-Id"
 
 
 @dataclass(frozen=True)
@@ -267,20 +278,59 @@ async def _write(
     headers: dict[str, str],
     expected_revision: int | None,
 ) -> tuple[int, WriteTarget]:
+    """Store one write, exactly once: it carries a ``Nats-Msg-Id`` of its own and is asked again across a
+    failover (the API's one retry rule, :func:`~airflow_provider_jetstream.core.api.retry_failover`, within
+    ``api.failover`` seconds). An ask whose answer was lost may have been stored: the server acks its copy
+    as a duplicate, or (a compare-and-set asked again after its revision moved) the key's latest entry
+    carries that id: either way the write's revision is returned, never a second revision nor a conflict."""
     kv_key(key, "key")
     config = await bucket_config(api, bucket)
     target = write_target(bucket, key, api.prefix, config)
     if expected_revision is not None:
         headers[EXPECTED_LAST_SUBJECT_SEQUENCE] = str(int(expected_revision))
+    headers[MSG_ID] = msg_id = f"kv-{uuid.uuid4().hex}"
     where = f"bucket {bucket!r} key {key!r} in {api.target}"
+    unanswered = False  # an earlier ask got no answer: it may have been stored
+
+    async def ask() -> int:
+        nonlocal unanswered
+        try:
+            return await _ask_once(api, target, payload, headers, where, bucket, expected_revision)
+        except KeyValueConflictError:
+            if unanswered:
+                stored = await _stored_by(api, bucket, key, msg_id)
+                if stored is not None:
+                    return stored
+            raise
+        except JetStreamDomainUnavailableError:
+            unanswered = True
+            raise
+
+    revision = await retry_failover(ask, api.nc, within=api.failover, what=f"write to {where}")
+    return revision, target
+
+
+async def _ask_once(
+    api: JetStreamApi,
+    target: WriteTarget,
+    payload: bytes,
+    headers: dict[str, str],
+    where: str,
+    bucket: str,
+    expected_revision: int | None,
+) -> int:
+    """One ask of a write: its revision; the provider's error for every answer that is not an ack."""
     try:
         reply = await api.nc.request(target.subject, payload, timeout=api.timeout, headers=headers or None)
     except nats.errors.NoRespondersError:
+        hint = hint_for(api.nc, api.prefix)
         raise JetStreamDomainUnavailableError(
-            f"no stream took the write to {target.subject!r} for bucket {bucket!r} in {api.target}"
+            f"no stream took the write to {target.subject!r} for bucket {bucket!r} in {api.target}: {hint}"
         ) from None
     except nats.errors.TimeoutError:
         raise JetStreamTimeoutError(f"{where}: the write was not confirmed within {api.timeout:g}s") from None
+    except (nats.errors.ConnectionReconnectingError, nats.errors.StaleConnectionError) as err:
+        raise JetStreamDomainUnavailableError(f"{where}: the connection is being re-established ({err!r})") from err
     try:
         ack = parse_pub_ack(reply.data)
     except JetStreamPublishError as err:
@@ -288,13 +338,24 @@ async def _write(
             raise KeyValueConflictError(
                 f"{where}: compare-and-set failed, the latest revision is not {expected_revision} ({err.description})"
             ) from None
+        if err.err_code == CLUSTER_NOT_AVAILABLE:
+            raise no_leader_error(api.target, target.stream, f": {where} was not written") from None
         raise KeyValueError(f"{where}: {err.description}") from None
     if ack.stream != target.stream or (target.domain and ack.domain and ack.domain != target.domain):
         raise KeyValueError(
             f"write for bucket {bucket!r} in {api.target} was stored by stream {ack.stream!r} in domain "
             f"{ack.domain!r}, not {target.stream!r} in {describe_prefix(api.prefix)}"
         )
-    return ack.seq, target
+    return ack.seq
+
+
+async def _stored_by(api: JetStreamApi, bucket: str, key: str, msg_id: str) -> int | None:
+    """The revision of ``key``'s latest entry if that entry is the write ``msg_id`` (None otherwise)."""
+    layout = await bucket_layout_of(api, bucket)
+    message = await api.last_msg(layout.stream, layout.key_prefix + key)
+    if message is not None and msg_id in (headers_from_api(message).get(MSG_ID) or []):
+        return int(message["seq"])
+    return None
 
 
 async def kv_put(
@@ -303,7 +364,8 @@ async def kv_put(
     """Put ``value`` under ``key`` in the bucket of ``api``'s domain; the new revision.
 
     ``expected_revision`` makes it a compare-and-set: the put is stored only if the key's latest
-    revision is that one (0: only if the key does not exist yet). Each request waits ``api.timeout``.
+    revision is that one (0: only if the key does not exist yet). Each request waits ``api.timeout``;
+    across a failover (a stream leader elected) the put is asked again, and stored once.
     """
     revision, target = await _write(api, bucket, key, value, {}, expected_revision)
     log.info("put %s (bucket %r in %s) -> revision %d", target.subject, bucket, api.target, revision)

@@ -16,7 +16,7 @@ It asks each domain (``$JS.<domain>.API``), never a particular server: in a JetS
 domain's meta leader answers, whichever node the connection uses. A domain that does not answer now
 (a node died and a leader is being elected, a leaf link moving to a surviving node: no answer, no
 responders, or a 503 answer) is asked again for up to ``settle`` seconds (default
-:data:`~airflow_provider_jetstream.core.api.ELECTION_WAIT`), so one dead node of a 3-node hub does not
+:data:`SETTLE`), so one dead node of a 3-node hub does not
 block a write.
 
 It fails closed: a domain that cannot be checked (no answer within ``settle``, an error reply such as
@@ -35,13 +35,7 @@ from typing import Any
 
 from nats.aio.client import Client
 
-from airflow_provider_jetstream.core.api import (
-    ELECTION_WAIT,
-    JetStreamApi,
-    describe_prefix,
-    parse_reply,
-    until_answered,
-)
+from airflow_provider_jetstream.core.api import JetStreamApi, describe_prefix, parse_reply, retry_failover
 from airflow_provider_jetstream.core.arguments.names import domain_of
 from airflow_provider_jetstream.core.errors import (
     UNAVAILABLE,
@@ -55,6 +49,10 @@ from airflow_provider_jetstream.core.errors import (
 )
 
 log = logging.getLogger(__name__)
+
+#: Seconds a domain that does not answer is asked again before the write is refused: long enough for a
+#: cluster's election (5-7 s measured on a loaded 3-node hub), short of an outage (the guard fails closed).
+SETTLE = 12.0
 
 #: The seed's advice, quoted from the NATS docs ("JetStream on leaf nodes").
 DOCS_ADVICE = (
@@ -128,7 +126,7 @@ async def _listing(api: JetStreamApi, suffix: str, body: dict[str, Any], settle:
         return [item async for page in api.pages(suffix, body) for item in page]
 
     try:
-        return await until_answered(every_page, settle), ""
+        return await retry_failover(every_page, api.nc, within=settle, what=suffix, unanswered_too=True), ""
     except _UNANSWERED as err:
         return [], unanswered(err, api.timeout, settle)
 
@@ -151,7 +149,7 @@ async def local_domain(nc: Client, timeout: float, settle: float = 0.0) -> tuple
             return None  # no responders: no JetStream here (an answer, not asked again)
 
     try:
-        info = await until_answered(ask, settle)
+        info = await retry_failover(ask, nc, within=settle, what="INFO", unanswered_too=True)
     except _UNANSWERED as err:
         return None, unanswered(err, timeout, settle)
     return (info or {}).get("domain") or None, ""
@@ -200,14 +198,14 @@ async def guard_double_store(
     bucket: str | None = None,
     timeout: float = 2.0,
     logger: logging.Logger | logging.LoggerAdapter = log,
-    settle: float = ELECTION_WAIT,
+    settle: float = SETTLE,
 ) -> list[Overlap]:
     """Raise :class:`DoubleStoreError` if another known domain stores ``subjects`` too.
 
     ``what`` names the write in the message (``"stream 'test'"``, ``"publish to 'test'"``). A target
     reached through an imported API prefix (another account) is not checked: the advice's "different
     accounts" already holds. ``timeout`` is each request's; a domain that does not answer now is
-    asked again for up to ``settle`` seconds in all (default :data:`ELECTION_WAIT`), then counts as
+    asked again for up to ``settle`` seconds in all (default :data:`SETTLE`), then counts as
     unchecked (:class:`DoubleStoreUnreachableError`, naming why).
     """
     if not subjects:

@@ -16,7 +16,9 @@ on earlier messages:
 - the read resumes from where it stopped (a new consumer) when it hears nothing for three
   heartbeats, when a heartbeat says messages it never got were delivered, when the consumer is
   deleted under it, and after a pause when the server cannot serve the request now (see
-  :func:`~airflow_provider_jetstream.core.protocol.pull_status`); ``max_resumes`` times in a row at most.
+  :func:`~airflow_provider_jetstream.core.protocol.pull_status`); ``max_resumes`` times in a row at most,
+  and on a cluster's connection for as long as a failover may last (a stream leader killed with the
+  reader's consumer on it: the consumer is made again once a new leader is elected).
 
 :class:`RangePull` takes the server's answers as nats-py's message objects (chunks are
 :class:`MessageChunk`); the vectorised intake (:mod:`airflow_provider_jetstream.core.read.vectorised`)
@@ -31,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,7 +41,17 @@ from typing import Any
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from airflow_provider_jetstream.core.api import JetStreamApi, describe_prefix
+from airflow_provider_jetstream.core.api import (
+    Backoff,
+    JetStreamApi,
+    clustered,
+    describe_prefix,
+    during_failover,
+    hint_for,
+    home_domain,
+    no_leader_error,
+)
+from airflow_provider_jetstream.core.arguments.names import domain_of
 from airflow_provider_jetstream.core.errors import (
     JetStreamDataLossError,
     JetStreamDomainUnavailableError,
@@ -55,7 +68,6 @@ from airflow_provider_jetstream.core.protocol import (
 )
 from airflow_provider_jetstream.core.read.pull import (
     STALL_HEARTBEATS,
-    Backoff,
     PullRequests,
     create_ephemeral_consumer,
     discard_consumer,
@@ -357,11 +369,14 @@ class RangePull:
 
     async def chunks(self) -> AsyncIterator[Any]:
         """The range's chunks, in order: pull, resume when the read stalls or the server says so (at most
-        ``max_resumes`` times in a row), stop at the range's end; the consumer is deleted at the end."""
+        ``max_resumes`` times in a row; on a cluster's connection, also for as long as a failover may last,
+        the API's ``failover`` seconds), stop at the range's end; the consumer is deleted at the end."""
         settings = self.settings
         stall_after = settings.heartbeat * STALL_HEARTBEATS
         backoff = Backoff(first=1.0, cap=stall_after)
         resumes = 0
+        streak_since = 0.0  # when the resumes in a row began
+        failed_resume: BaseException | None = None  # the last resume could not make the consumer again
         try:
             await self.check_front()
             if not self.finished:
@@ -380,7 +395,10 @@ class RangePull:
                 reason = None
                 pause = 0.0
                 interrupted = self.interrupted
-                if interrupted is not None:
+                if failed_resume is not None:
+                    reason = f"the reading consumer could not be made again: {failed_resume}"
+                    pause = backoff.next()
+                elif interrupted is not None:
                     reason = f"the server answered {interrupted.reason}"
                     pause = backoff.next() if interrupted.outcome == RETRY_AFTER else 0.0
                 elif self.resume_needed:
@@ -395,21 +413,49 @@ class RangePull:
                             reason = f"no message or heartbeat for {stall_after:g}s"
                 if reason is None:
                     continue
-                if resumes >= settings.max_resumes:
-                    if interrupted is not None and interrupted.no_responders:
-                        raise JetStreamDomainUnavailableError(
-                            f"no JetStream responded for {self.where}: is the domain connected?"
-                        )
-                    raise JetStreamError(
-                        f"{self.where}: {reason}, {resumes + 1} times in a row (stopped at sequence "
-                        f"{self.next_seq} of {self.start_seq}-{self.end}): is the domain still connected?"
-                    )
+                if resumes == 0:
+                    streak_since = time.monotonic()
+                if resumes >= settings.max_resumes and not self._failing_over(streak_since):
+                    raise self._given_up(reason, resumes, interrupted, failed_resume)
                 resumes += 1
                 log.warning("%s: %s; resuming at sequence %d", self.where, reason, self.next_seq)
                 if pause:
                     await asyncio.sleep(pause)
-                await self.resume()
+                failed_resume = None
+                try:
+                    await self.resume()
+                except Exception as err:
+                    if not during_failover(err, self.nc):
+                        raise
+                    failed_resume = err  # a new leader is being elected: try again after a pause
             if self.failure is not None:
                 raise self.failure
         finally:
             await asyncio.shield(self.stop())
+
+    def _failing_over(self, since: float) -> bool:
+        """On a cluster's connection, resumes in a row go on while a failover may last (a new leader for
+        the stream, a consumer made on it): the API's ``failover`` seconds since they began."""
+        return clustered(self.nc) and time.monotonic() - since < self.api.failover
+
+    def _given_up(
+        self, reason: str, resumes: int, interrupted: PullStatus | None, failed_resume: BaseException | None
+    ) -> BaseException:
+        """The error of a read that resumed too often in a row, naming the likely cause."""
+        cluster = clustered(self.nc)
+        if failed_resume is not None:
+            return failed_resume
+        if interrupted is not None and interrupted.no_responders:
+            if cluster and domain_of(self.api_prefix) in (None, home_domain(self.nc)):  # the cluster's own streams
+                return no_leader_error(
+                    describe_prefix(self.api_prefix),
+                    self.stream,
+                    f": the read of {self.where} stopped at sequence {self.next_seq} of {self.start_seq}-{self.end}",
+                )
+            hint = hint_for(self.nc, self.api_prefix) if cluster else "is the domain connected?"
+            return JetStreamDomainUnavailableError(f"no JetStream responded for {self.where}: {hint}")
+        hint = hint_for(self.nc, self.api_prefix) if cluster else "is the domain still connected?"
+        return JetStreamError(
+            f"{self.where}: {reason}, {resumes + 1} times in a row (stopped at sequence "
+            f"{self.next_seq} of {self.start_seq}-{self.end}): {hint}"
+        )

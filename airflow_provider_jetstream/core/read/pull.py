@@ -9,9 +9,9 @@ each outcome means for it; :class:`PullRequests` sends the requests
 messages they still owe, reads every status with
 :func:`~airflow_provider_jetstream.core.protocol.pull_status` (the one interpretation of the server's
 statuses) and says when requests have stalled: no sign of the server for three heartbeats while
-messages are owed (a reconnect loses pull requests). :class:`Backoff` is the one retry rule of the pull
-path: after a retry-after, pull again after a pause that doubles each time, up to a cap, and starts
-again from the first pause once data flows.
+messages are owed (a reconnect loses pull requests). The pull path pauses with the one retry pause,
+:class:`~airflow_provider_jetstream.core.api.Backoff`: after a retry-after, pull again
+after a pause that doubles each time, up to a cap, and starts again from the first pause once data flows.
 
 Also the ephemeral consumers a range read and the first-sequence lookup create and delete, through
 the one JetStream API speaker (:class:`~airflow_provider_jetstream.core.api.JetStreamApi`).
@@ -27,13 +27,22 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+import nats.errors
 from nats.aio.client import Client
 
-from airflow_provider_jetstream.core.api import STREAM_NOT_FOUND, JetStreamApi, JetStreamApiError
+from airflow_provider_jetstream.core.api import (
+    STREAM_NOT_FOUND,
+    JetStreamApi,
+    JetStreamApiError,
+    clustered,
+    hint_for,
+)
 from airflow_provider_jetstream.core.arguments.durations import parse_instant
 from airflow_provider_jetstream.core.errors import (
+    JetStreamConnectionError,
     JetStreamDomainUnavailableError,
     JetStreamError,
+    JetStreamNoLeaderError,
     JetStreamNotFoundError,
 )
 from airflow_provider_jetstream.core.protocol import HEARTBEAT, REQUEST_DONE, PullStatus, pull_status
@@ -96,15 +105,28 @@ class PullRequests:
                 await sub.unsubscribe()
 
     async def ask(self, batch: int) -> None:
-        """Send one pull request for ``batch`` messages."""
+        """Send one pull request for ``batch`` messages; the provider's errors when it cannot be sent
+        (:class:`JetStreamDomainUnavailableError` while the connection is re-established,
+        :class:`JetStreamConnectionError` once it is closed)."""
         body: dict[str, Any] = {"batch": batch, "expires": int(self.expires * 1e9)}
         if self.heartbeat:
             body["idle_heartbeat"] = int(self.heartbeat * 1e9)
         if self.max_bytes:
             body["max_bytes"] = self.max_bytes
+        try:
+            await self.nc.publish(self.subject, json.dumps(body).encode(), reply=self.inbox)
+        except (
+            nats.errors.ConnectionReconnectingError,
+            nats.errors.StaleConnectionError,
+            nats.errors.OutboundBufferLimitError,
+        ) as err:
+            raise JetStreamDomainUnavailableError(
+                f"a pull of consumer {self.consumer!r} was not sent: the connection is being re-established ({err!r})"
+            ) from err
+        except nats.errors.Error as err:
+            raise JetStreamConnectionError(f"a pull of consumer {self.consumer!r} was not sent: {err!r}") from err
         self.outstanding += batch
         self.sent_at = self.last_sign = time.monotonic()
-        await self.nc.publish(self.subject, json.dumps(body).encode(), reply=self.inbox)
 
     def heard(self) -> None:
         """A sign of the server arrived (a message, taken later)."""
@@ -148,25 +170,6 @@ class PullRequests:
         return self.outstanding > 0 and self.silent(now)
 
 
-class Backoff:
-    """The pull path's one retry rule: pause ``first`` seconds, doubling at each retry up to ``cap``;
-    :meth:`reset` once the server delivers again."""
-
-    def __init__(self, first: float = 1.0, cap: float = 30.0) -> None:
-        self.first = min(first, cap)
-        self.cap = cap
-        self._next = self.first
-
-    def next(self) -> float:
-        """The pause before this retry (and double it for the next)."""
-        delay = self._next
-        self._next = min(self._next * 2, self.cap)
-        return delay
-
-    def reset(self) -> None:
-        self._next = self.first
-
-
 async def create_ephemeral_consumer(
     api: JetStreamApi,
     stream: str,
@@ -185,8 +188,10 @@ async def create_ephemeral_consumer(
     replica, deleted by the server after ``inactive_threshold`` seconds without a pull (a reader that
     died leaves nothing behind). Returns its name (``<kind>_<random>``) and the messages it has pending.
 
-    ``where`` names the stream in errors: :class:`JetStreamNotFoundError` when it does not exist,
-    :class:`JetStreamDomainUnavailableError` when no JetStream answers for it, :class:`JetStreamError` for
+    The create is asked again across a failover (the API's one retry rule). ``where`` names the stream in
+    errors: :class:`JetStreamNotFoundError` when it does not exist, :class:`JetStreamNoLeaderError` when the
+    cluster still has no leader for it, :class:`JetStreamDomainUnavailableError` when no JetStream answers
+    for it, :class:`JetStreamError` for
     another refusal.
     """
     name = f"{kind}_{uuid.uuid4().hex}"
@@ -214,9 +219,12 @@ async def create_ephemeral_consumer(
         if err.err_code == STREAM_NOT_FOUND:
             raise JetStreamNotFoundError(f"{where} does not exist") from None
         raise JetStreamError(f"{where}: could not create a reading consumer: {err.description}") from None
+    except JetStreamNoLeaderError:
+        raise  # it names the stream and the cause already
     except JetStreamDomainUnavailableError as err:
+        hint = hint_for(api.nc, api.prefix) if clustered(api.nc) else "is the domain connected?"
         raise JetStreamDomainUnavailableError(
-            f"no JetStream answered for {where} within {api.timeout:g}s: is the domain connected?"
+            f"no JetStream answered for {where} within {api.timeout:g}s: {hint}"
         ) from err
     return name, int(info.get("num_pending") or 0)
 

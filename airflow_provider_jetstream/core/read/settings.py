@@ -43,7 +43,8 @@ class PullSettings:
         Default 5.
     :param inactive_threshold: seconds after which the server deletes a consumer nobody pulls
         from (a reader that died). Default 120.
-    :param max_resumes: times in a row a read resumes (a new consumer) before failing. Default 3.
+    :param max_resumes: times in a row a read resumes (a new consumer) before failing; on a cluster's
+        connection, resumes go on for as long as a failover may last (the API's ``failover``). Default 3.
     :param request_timeout: seconds to wait for a JetStream API answer. Default 10.
     """
 

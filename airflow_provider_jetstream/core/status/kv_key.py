@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from typing import Any
 
 from nats.aio.msg import Msg
 
-from airflow_provider_jetstream.core.api import JetStreamApi
+from airflow_provider_jetstream.core.api import Backoff, JetStreamApi, clustered, hint_for
 from airflow_provider_jetstream.core.connection.client import refusal_since
 from airflow_provider_jetstream.core.errors import (
     JetStreamDomainUnavailableError,
@@ -24,8 +25,10 @@ from airflow_provider_jetstream.core.errors import (
     JetStreamPermissionError,
 )
 from airflow_provider_jetstream.core.manage.buckets import KV_OPERATION, REMOVED, KvEntry, bucket_layout_of
-from airflow_provider_jetstream.core.protocol import HEARTBEAT, REQUEST_DONE, RETRY_AFTER, parse_ack_reply
+from airflow_provider_jetstream.core.protocol import HEARTBEAT, REQUEST_DONE, RESUME, RETRY_AFTER, parse_ack_reply
 from airflow_provider_jetstream.core.read.pull import PullRequests, create_ephemeral_consumer, discard_consumer
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -85,52 +88,80 @@ async def watch_key(api: JetStreamApi, bucket: str, key: str, *, quiet_after: fl
     delivered (at once when the key has no revision), as nats' KV watchers do; ends when ``quiet_after``
     seconds pass without a revision. The consumer is deleted when the watch ends.
 
+    On a cluster's connection, a failover (the pull answered 503, or the consumer lost with its node) is
+    resumed after the election: a new consumer from the revision after the last one yielded, after a
+    pause (:class:`~airflow_provider_jetstream.core.api.Backoff`), for ``api.failover`` seconds at most.
+
     :class:`JetStreamNotFoundError` if the bucket does not exist; :class:`JetStreamDomainUnavailableError`
-    when no JetStream answers the pull (a leaf cut off); :class:`JetStreamPermissionError` when the server
-    refuses this user's pull.
+    when no JetStream answers the pull (a leaf cut off, a failover that lasts); :class:`JetStreamPermissionError`
+    when the server refuses this user's pull.
     """
     layout = await bucket_layout_of(api, bucket)
     where = f"KV {bucket!r} in {api.target}"
-    name, pending = await create_ephemeral_consumer(
-        api, layout.stream, where=where, last_per_subject=True, filter_subjects=[layout.key_prefix + key],
-        inactive_threshold=max(30.0, 3 * quiet_after), kind="watch",
-    )  # fmt: skip
-    requests = PullRequests(
-        api.nc, api.prefix, layout.stream, name, expires=quiet_after, heartbeat=None, pipelined=False
-    )
-    arrived: asyncio.Queue[Msg] = asyncio.Queue()
-    await requests.listen(arrived.put)
-    try:
-        if pending == 0:
-            yield None  # nothing stored for the key
-        while True:
-            if not requests.outstanding:
-                asked = time.monotonic()
-                await requests.ask(64)
-            try:
-                msg = await asyncio.wait_for(arrived.get(), quiet_after + api.timeout)
-            except asyncio.TimeoutError:  # the server dropped the request: a refusal, or a lost link
-                refusal = refusal_since(api.nc, asked, subject=requests.subject)
-                if refusal:
-                    raise JetStreamPermissionError(f"{where}: {refusal}") from None
-                return
-            meta = parse_ack_reply(msg.reply)
-            if meta is None:
-                status = requests.status(msg.headers)
-                if status is None or status.outcome == HEARTBEAT:
-                    continue
-                if status.outcome == REQUEST_DONE:
-                    return  # the request expired: quiet for quiet_after
-                if status.outcome == RETRY_AFTER:
-                    raise JetStreamDomainUnavailableError(
-                        f"no JetStream answered the watch of {where}: {status.reason}"
-                    )
-                raise JetStreamError(f"{where}: the server ended the watch: {status.reason}")
-            requests.received()
-            operation = (msg.headers or {}).get(KV_OPERATION)
-            yield KvEntry(bucket, key, msg.data, meta.sequence, None, operation.upper() if operation else None)
-            if meta.pending == 0:
-                yield None  # what is stored has been delivered
-    finally:
-        await requests.close()
-        await asyncio.shield(discard_consumer(api, layout.stream, name))
+    last: int | None = None  # the last revision yielded
+    delivered = False  # None was yielded: what was stored has been delivered
+    backoff = Backoff(first=0.5, cap=4.0)
+    failing_since: float | None = None
+    while True:
+        name, pending = await create_ephemeral_consumer(
+            api, layout.stream, where=where, last_per_subject=last is None,
+            start_seq=None if last is None else last + 1, filter_subjects=[layout.key_prefix + key],
+            inactive_threshold=max(30.0, 3 * quiet_after), kind="watch",
+        )  # fmt: skip
+        requests = PullRequests(
+            api.nc, api.prefix, layout.stream, name, expires=quiet_after, heartbeat=None, pipelined=False
+        )
+        arrived: asyncio.Queue[Msg] = asyncio.Queue()
+        await requests.listen(arrived.put)
+        try:
+            if pending == 0 and not delivered:
+                delivered = True
+                yield None  # nothing stored for the key
+            while True:
+                if not requests.outstanding:
+                    asked = time.monotonic()
+                    await requests.ask(64)
+                try:
+                    msg = await asyncio.wait_for(arrived.get(), quiet_after + api.timeout)
+                except asyncio.TimeoutError:  # the server dropped the request: a refusal, or a lost link
+                    refusal = refusal_since(api.nc, asked, subject=requests.subject)
+                    if refusal:
+                        raise JetStreamPermissionError(f"{where}: {refusal}") from None
+                    return
+                meta = parse_ack_reply(msg.reply)
+                if meta is None:
+                    status = requests.status(msg.headers)
+                    if status is None or status.outcome == HEARTBEAT:
+                        continue
+                    if status.outcome == REQUEST_DONE:
+                        return  # the request expired: quiet for quiet_after
+                    if status.outcome in (RETRY_AFTER, RESUME) and clustered(api.nc):
+                        now = time.monotonic()
+                        failing_since = failing_since or now
+                        if now - failing_since < api.failover:
+                            log.info("%s: the watch's pull answered %s; resuming after the election", where,
+                                     status.reason)  # fmt: skip
+                            break
+                        raise JetStreamDomainUnavailableError(
+                            f"the watch of {where} answered {status.reason} for {api.failover:g}s: "
+                            f"{hint_for(api.nc, api.prefix)}"
+                        )
+
+                    if status.outcome == RETRY_AFTER:
+                        raise JetStreamDomainUnavailableError(
+                            f"no JetStream answered the watch of {where}: {status.reason}"
+                        )
+                    raise JetStreamError(f"{where}: the server ended the watch: {status.reason}")
+                requests.received()
+                failing_since = None
+                backoff.reset()
+                last = meta.sequence
+                operation = (msg.headers or {}).get(KV_OPERATION)
+                yield KvEntry(bucket, key, msg.data, meta.sequence, None, operation.upper() if operation else None)
+                if meta.pending == 0:
+                    delivered = True
+                    yield None  # what is stored has been delivered
+        finally:
+            await requests.close()
+            await asyncio.shield(discard_consumer(api, layout.stream, name))
+        await asyncio.sleep(backoff.next())

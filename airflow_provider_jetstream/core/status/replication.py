@@ -45,7 +45,7 @@ from typing import Any
 import nats.errors
 from nats.aio.client import Client
 
-from airflow_provider_jetstream.core.api import JetStreamApi, describe_prefix
+from airflow_provider_jetstream.core.api import JetStreamApi, describe_prefix, leaderless, no_leader_error
 from airflow_provider_jetstream.core.errors import (
     JetStreamConfigError,
     JetStreamError,
@@ -194,8 +194,17 @@ class ReplicationWatch:
 
     def select(self, info: dict[str, Any]) -> list[ReplicationStatus]:
         """The watched origins of a raw ``STREAM.INFO``. Raises :class:`JetStreamConfigError` when the
-        stream has no mirror or sources, or lacks a named source."""
+        stream has no mirror or sources, or lacks a named source, and :class:`JetStreamNoLeaderError` when
+        its config has them but none runs (a clustered stream without a leader: wait)."""
         statuses = statuses_from_stream_info(info)
+        config = info.get("config") or {}
+        if not statuses and (config.get("mirror") or config.get("sources")):
+            # Configured but not running: the stream has no leader to run it (quorum lost, an election).
+            raise no_leader_error(
+                self.target or "its domain",
+                self.stream,
+                ": its replication is configured but not running, so there is nothing to judge yet",
+            )
         if not statuses:
             raise JetStreamConfigError(
                 f"stream {self.stream!r} in {self.target or 'its domain'} has no mirror and no sources: "
@@ -380,14 +389,13 @@ async def check_replication(nc: Client, api: JetStreamApi, watch: ReplicationWat
     The origins are probed before the stream is read, so "the stream holds the origin's last
     sequence" is exact. Raises :class:`JetStreamNotFoundError` when the stream does not exist,
     :class:`JetStreamConfigError` when it has no mirror/sources or lacks a named one,
-    :class:`JetStreamPermissionError` when a request is refused, and
-    :class:`JetStreamDomainUnavailableError` when no JetStream answers for the stream's domain.
+    :class:`JetStreamPermissionError` when a request is refused,
+    :class:`JetStreamNoLeaderError` when a clustered stream has no leader now (a node down, an election:
+    waited for), and :class:`JetStreamDomainUnavailableError` when no JetStream answers for the stream's domain.
     """
     watch.target = api.target
     # The raw info: nats-py's parsed one drops each origin's external API prefix.
-    info = await api.stream_info(watch.stream)
-    if info is None:
-        raise JetStreamNotFoundError(f"stream {watch.stream!r} does not exist in {watch.target}")
+    info = await _leading_stream_info(api, watch.stream)
     statuses = watch.select(info)
     probes: dict[str, OriginProbe] = {}
     if watch.verify_origin != "off":
@@ -401,9 +409,7 @@ async def check_replication(nc: Client, api: JetStreamApi, watch: ReplicationWat
             probes[status.key] = replace(found, created=created) if found.state == "ok" else found
 
         await asyncio.gather(*(probe(s) for s in statuses))
-    after = await api.stream_info(watch.stream)  # read after the probes: exact
-    if after is None:
-        raise JetStreamNotFoundError(f"stream {watch.stream!r} does not exist in {watch.target}")
+    after = await _leading_stream_info(api, watch.stream)  # read after the probes: exact
     held: dict[str, HeldSeq] = {}
     looked_up = False
     for status in watch.select(after):
@@ -414,7 +420,17 @@ async def check_replication(nc: Client, api: JetStreamApi, watch: ReplicationWat
     if looked_up:
         # A lookup may find copies stored after ``after`` was read: the state reported beside the
         # verdicts is read last, so it never counts fewer messages than the verdicts saw held.
-        after = await api.stream_info(watch.stream)
-        if after is None:
-            raise JetStreamNotFoundError(f"stream {watch.stream!r} does not exist in {watch.target}")
+        after = await _leading_stream_info(api, watch.stream)
     return watch.judge(after, probes=probes, held=held)
+
+
+async def _leading_stream_info(api: JetStreamApi, stream: str) -> dict[str, Any]:
+    """The stream's raw ``STREAM.INFO``, answered by its leader: :class:`JetStreamNotFoundError` when it does
+    not exist, :class:`JetStreamNoLeaderError` when a clustered stream has no leader (a survivor of a lost
+    quorum reports the config, not what runs: the hub is unavailable, not misconfigured)."""
+    info = await api.stream_info(stream)
+    if info is None:
+        raise JetStreamNotFoundError(f"stream {stream!r} does not exist in {api.target}")
+    if leaderless(info):
+        raise no_leader_error(api.target, stream, ": its replication cannot be read now")
+    return info

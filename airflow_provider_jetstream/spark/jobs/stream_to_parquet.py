@@ -60,7 +60,7 @@ from typing import Any
 
 import nats.errors
 
-from airflow_provider_jetstream.core.api import ELECTION_WAIT, NOT_CLUSTERED, JetStreamApi, until_answered
+from airflow_provider_jetstream.core.api import FAILOVER_WAIT, NOT_CLUSTERED, JetStreamApi, retry_failover
 from airflow_provider_jetstream.core.connection.client import open_connection, release
 from airflow_provider_jetstream.core.connection.fields import api_prefix_for
 from airflow_provider_jetstream.core.errors import (
@@ -87,7 +87,7 @@ log = logging.getLogger("stream_to_parquet")
 #: given (a single server takes 1: it refuses more).
 CLUSTER_REPLICAS = 3
 #: Seconds a checkpoint read or write is asked again while nobody answers (a leader election).
-CHECKPOINT_WAIT = 2 * ELECTION_WAIT
+CHECKPOINT_WAIT = FAILOVER_WAIT
 
 
 @dataclass(frozen=True)
@@ -262,7 +262,9 @@ class StreamToParquetJob:
         async def run() -> Any:
             nc = await open_connection(self.read_options.connection)
             try:
-                return await until_answered(lambda: self._in_bucket(nc, work), self.checkpoint_wait)
+                return await retry_failover(
+                    lambda: self._in_bucket(nc, work), nc, within=self.checkpoint_wait, what=where, unanswered_too=True
+                )
             except (JetStreamError, nats.errors.Error) as err:
                 if disposition(err) != WAIT:
                     if isinstance(err, JetStreamError):
