@@ -44,6 +44,7 @@ from airflow_provider_jetstream.core.errors import (
     DoubleStoreUnverifiedError,
     JetStreamApiError,
     JetStreamDomainUnavailableError,
+    JetStreamNoLeaderError,
     JetStreamPermissionError,
     JetStreamTimeoutError,
 )
@@ -104,6 +105,8 @@ def unanswered(err: BaseException, timeout: float, settle: float = 0.0) -> str:
         return err.refusal or str(err)
     if isinstance(err, JetStreamTimeoutError):
         return f"no answer within {timeout:g}s ({_WHY_NO_ANSWER}){again}"
+    if isinstance(err, JetStreamNoLeaderError):
+        return f"no leader answered: its JetStream cluster has no leader (nodes down, or an election under way){again}"
     if isinstance(err, JetStreamDomainUnavailableError):
         return f"no JetStream answered (leaf link down, or wrong domain?){again}"
     return str(err)
@@ -143,8 +146,8 @@ async def local_domain(nc: Client, timeout: float, settle: float = 0.0) -> tuple
     async def ask() -> dict[str, Any] | None:
         try:
             return await api.account_info()
-        except JetStreamTimeoutError:
-            raise
+        except (JetStreamTimeoutError, JetStreamNoLeaderError):
+            raise  # nobody answers now: asked again, then unchecked
         except JetStreamDomainUnavailableError:
             return None  # no responders: no JetStream here (an answer, not asked again)
 
