@@ -136,8 +136,10 @@ def test_the_pull_reader_hands_over_chunks_within_a_small_buffer(make_stream) ->
 def test_checkpoint_replicas_reaches_the_jobs_command_line_and_the_job() -> None:
     op = JetStreamSparkSubmitOperator(task_id="t", **PACKAGED, checkpoint_replicas="3")
     command = op._job_arguments()
-    assert command[command.index("--checkpoint-replicas") + 1] == "3"
+    assert "--checkpoint-replicas=3" in command
     from airflow_provider_jetstream.spark.jobs.stream_to_parquet import parse_args
+
+    assert parse_args(command).checkpoint_replicas == 3  # the job reads the operator's command line
 
     flags = ["--stream", "s", "--output", "/o", "--checkpoint-bucket", "b"]
     assert parse_args([*flags, "--checkpoint-replicas", "3"]).checkpoint_replicas == 3

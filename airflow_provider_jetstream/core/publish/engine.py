@@ -31,6 +31,7 @@ import nats.errors
 import nats.js.errors
 from nats.aio.client import Client
 
+from airflow_provider_jetstream.core.api import clustered
 from airflow_provider_jetstream.core.arguments.values import seconds
 from airflow_provider_jetstream.core.errors import JetStreamPublishError
 from airflow_provider_jetstream.core.protocol import PubAck, is_no_responders, parse_pub_ack
@@ -121,9 +122,11 @@ class _Flight:
     again_at: float | None = None
 
 
-def _retryable(err: JetStreamPublishError | None, no_responders: bool) -> bool:
-    """Whether an answer other than an ack means "nothing could store it now" (sent again if it has an id)."""
-    return no_responders or (err is not None and err.status == UNAVAILABLE)
+def _retryable(err: JetStreamPublishError | None, no_responders: bool, clustered: bool) -> bool:
+    """Whether an answer other than an ack means "nothing could store it now" (sent again if it has an id):
+    a 503, or no responders on a connection to a cluster (a stream's interest moving between nodes). On one
+    server no responders means no stream listens: a failure at once."""
+    return (no_responders and clustered) or (err is not None and err.status == UNAVAILABLE)
 
 
 async def publish_messages(
@@ -139,10 +142,11 @@ async def publish_messages(
     """Publish ``messages``, at most ``max_in_flight`` unacknowledged; the acks' summary.
 
     A message with a ``Nats-Msg-Id`` header that gets no ack (the stream's leader died, the server
-    the connection used went away), or an answer saying nothing could store it now (503, no
-    responders), is published again with the same id until it is acknowledged or ``ack_timeout``
-    has passed since it was first sent: the stream stores an id once within its duplicate window,
-    so a message stored by an attempt whose ack was lost is acknowledged as a duplicate. A message
+    the connection used went away), or an answer saying nothing could store it now (503; no
+    responders on a connection to a cluster), is published again with the same id until it is
+    acknowledged or ``ack_timeout`` has passed since it was first sent: the stream stores an id once
+    within its duplicate window, so a message stored by an attempt whose ack was lost is acknowledged
+    as a duplicate. A message
     without an id is never sent again (:data:`NOT_REPUBLISHED`). Refusals (a limit, a wrong expected
     stream...) are failures, with the server's reason.
 
@@ -163,6 +167,7 @@ async def publish_messages(
     check = SubjectGuard(api_prefixes, subject_field)
     inbox = nc.new_inbox() + "."
     cut = len(inbox)
+    to_cluster = clustered(nc)
     window = asyncio.Semaphore(max_in_flight)
     now = asyncio.get_running_loop().time
     summary = PublishSummary()
@@ -200,12 +205,12 @@ async def publish_messages(
                 settle(index)
                 return
         error = nats.js.errors.NoStreamResponseError() if no_responders else refusal
-        if _retryable(refusal, no_responders) and flight.can_repeat:
+        if _retryable(refusal, no_responders, to_cluster) and flight.can_repeat:
             flight.error = error
             flight.again_at = now() + min(0.25 * flight.attempts, 1.0)
             redo.add(index)
             return
-        if _retryable(refusal, no_responders):
+        if _retryable(refusal, no_responders, to_cluster):
             error = JetStreamPublishError(f"{failure_reason(error)}; {NOT_REPUBLISHED}")  # type: ignore[arg-type]
         settle(index, error)
 
