@@ -24,6 +24,7 @@ import pytest
 from nats.js.api import AckPolicy, ConsumerConfig
 
 from airflow_provider_jetstream.core.api import JetStreamApi
+from airflow_provider_jetstream.core.errors import JetStreamPublishError
 from airflow_provider_jetstream.core.publish.engine import MSG_ID_HEADER, publish_messages
 from airflow_provider_jetstream.core.publish.fast_ingest import BatchTarget
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
@@ -215,3 +216,34 @@ def test_a_publish_killed_mid_batch_and_repeated_with_the_same_ids_stores_every_
     # Every one of the n ids is in the stream (the repeat settled each: stored, or a duplicate of one stored)
     # and the stream holds n messages, nothing else ever sent to it: each id exactly once.
     assert _state(server, stream) == {"messages": n, "first_seq": 1, "last_seq": n}
+
+
+def test_a_message_refused_mid_batch_fails_with_the_servers_reason_and_the_rest_are_stored(
+    server: NatsServer, conn: str, version: tuple[int, ...]
+) -> None:
+    """Message 1500 is over the stream's max_msg_size: the batch ends there (gap mode ``fail``), that message
+    fails with the server's reason, and the messages after it go one by one."""
+    stream, subject = _stream(server, version, allow_batched=True, max_msg_size=1000)
+    n = 3000
+    messages = ["x" * 2000 if i == 1500 else str(i) for i in range(n)]
+    with pytest.raises(JetStreamPublishError) as raised:
+        JetStreamHook(jetstream_conn_id=conn).publish(subject, messages, msg_id="mr/{index}")
+    text = str(raised.value)
+    assert "1 of 3000 messages were not stored (stored 2999, duplicates 0, failed 1" in text, text
+    assert "1 x " in text and "(first: #1500)" in text and "maximum" in text, text
+    assert _state(server, stream)["messages"] == n - 1
+    assert [p for _, p, _ in _payloads(server, stream, subject)] == [str(i) for i in range(n) if i != 1500]
+
+
+def test_a_refusal_of_every_message_fails_each_with_its_reason(
+    server: NatsServer, conn: str, version: tuple[int, ...]
+) -> None:
+    stream, subject = _stream(server, version, allow_batched=True)
+    with pytest.raises(JetStreamPublishError) as raised:
+        JetStreamHook(jetstream_conn_id=conn).publish(
+            subject, [str(i) for i in range(200)], msg_id="rf/{index}", expected_stream="not-this-one"
+        )
+    text = str(raised.value)
+    assert "200 of 200 messages were not stored (stored 0, duplicates 0, failed 200" in text, text
+    assert "200 x expected stream does not match" in text, text
+    assert _state(server, stream)["messages"] == 0
