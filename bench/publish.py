@@ -9,7 +9,15 @@ messages of 100 bytes, alternating:
   ``publish_async_completed()`` (what a user would write for the same guarantee);
 - ``raw``: the same loop without headers (no deduplication), for reference.
 
-Prints each rate and operator / raw+msgid (target >= 0.9x).
+And, on a second stream with ``allow_batched`` (nats-server 2.14+), in the same rounds:
+
+- ``per-message``: the operator with ``fast_ingest=False`` (one ack per message);
+- ``fast-ingest``: the operator as it is, which publishes in fast-ingest batches there;
+- ``ceiling``: the server's ingest ceiling: a core ``nc.publish`` loop into the stream, no reply,
+  no ids, timed until the stream holds every message.
+
+Prints each rate and operator / raw+msgid (target >= 0.9x), fast-ingest / per-message (target >= 3x)
+and fast-ingest / ceiling (target >= 0.5x).
 
     .venv/bin/python bench/publish.py [--messages 20000] [--rounds 3]
 """
@@ -54,16 +62,40 @@ async def raw_loop(url: str, subject: str, n: int, with_ids: bool, tag: str) -> 
         await nc.close()
 
 
-def operator_run(conn_id: str, subject: str, n: int, tag: str) -> float:
+async def ceiling_loop(url: str, subject: str, stream: str, n: int) -> float:
+    """Core publishes into the stream (no reply, no ids), timed until the stream holds them all."""
+    user, password = USERS["ACC"]
+    nc = await nats.connect(url, user=user, password=password)
+    try:
+        js = nc.jetstream()
+        target = (await js.stream_info(stream)).state.messages + n
+        started = time.perf_counter()
+        for _ in range(n):
+            await nc.publish(subject, PAYLOAD)
+        await nc.flush()
+        while (await js.stream_info(stream)).state.messages < target:
+            await asyncio.sleep(0.002)
+        return n / (time.perf_counter() - started)
+    finally:
+        await nc.close()
+
+
+def operator_run(conn_id: str, subject: str, n: int, tag: str, fast_ingest: bool | None = None) -> float:
     from airflow_provider_jetstream.operators.publish import JetStreamPublishOperator
 
     op = JetStreamPublishOperator(
-        task_id="bench", jetstream_conn_id=conn_id, subject=subject, messages=[PAYLOAD] * n, msg_id=f"{tag}/{{index}}"
+        task_id="bench",
+        jetstream_conn_id=conn_id,
+        subject=subject,
+        messages=[PAYLOAD] * n,
+        msg_id=f"{tag}/{{index}}",
+        fast_ingest=fast_ingest,
     )
     started = time.perf_counter()
     result = op.execute({})
     elapsed = time.perf_counter() - started
     assert result["stored"] == n, result
+    assert result["batches"] == (1 if subject == "batched" and fast_ingest is not False else 0), result
     return n / elapsed
 
 
@@ -84,15 +116,34 @@ def main() -> None:
         async def setup() -> None:
             nc = await nats.connect(topo.hub.url, user=user, password=password)
             await nc.jetstream().add_stream(name="bench", subjects=["bench"], duplicate_window=60)
+            body = {
+                "name": "batched",
+                "subjects": ["batched"],
+                "duplicate_window": 60_000_000_000,
+                "allow_batched": True,
+            }
+            reply = await nc.request("$JS.API.STREAM.CREATE.batched", json.dumps(body).encode(), 5)
+            assert json.loads(reply.data)["config"].get("allow_batched"), "allow_batched needs nats-server 2.14+"
             await nc.close()
 
         asyncio.run(setup())
-        rates: dict[str, list[float]] = {"operator": [], "raw+msgid": [], "raw": []}
+        rates: dict[str, list[float]] = {
+            "operator": [],
+            "raw+msgid": [],
+            "raw": [],
+            "per-message": [],
+            "fast-ingest": [],
+            "ceiling": [],
+        }
         asyncio.run(raw_loop(topo.hub.url, "bench", 2000, True, "warmup"))  # warm up
+        operator_run("bench", "batched", 2000, "warmup")
         for r in range(args.rounds):
             rates["raw+msgid"].append(asyncio.run(raw_loop(topo.hub.url, "bench", args.messages, True, f"raw{r}")))
             rates["operator"].append(operator_run("bench", "bench", args.messages, f"op{r}"))
             rates["raw"].append(asyncio.run(raw_loop(topo.hub.url, "bench", args.messages, False, "")))
+            rates["per-message"].append(operator_run("bench", "batched", args.messages, f"pm{r}", fast_ingest=False))
+            rates["fast-ingest"].append(operator_run("bench", "batched", args.messages, f"fi{r}"))
+            rates["ceiling"].append(asyncio.run(ceiling_loop(topo.hub.url, "batched", "batched", args.messages)))
         print(f"{args.messages} messages x {args.rounds} rounds, 100-byte payloads, hub on loopback")
         for name, values in rates.items():
             print(
@@ -104,6 +155,13 @@ def main() -> None:
         plain = statistics.median(rates["operator"]) / statistics.median(rates["raw"])
         print(f"operator / raw publish_async loop with Nats-Msg-Id: {ratio:.2f}x (target >= 0.9x)")
         print(f"operator / raw publish_async loop without headers: {plain:.2f}x")
+        fast = statistics.median(rates["fast-ingest"])
+        print(
+            f"fast-ingest / per-message (allow_batched stream): {fast / statistics.median(rates['per-message']):.2f}x"
+        )
+        print(
+            f"fast-ingest / ingest ceiling (core publish, no acks): {fast / statistics.median(rates['ceiling']):.2f}x"
+        )
 
 
 if __name__ == "__main__":

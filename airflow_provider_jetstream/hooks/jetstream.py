@@ -20,6 +20,7 @@ from typing import Any
 from airflow_provider_jetstream.core.api import domain_of
 from airflow_provider_jetstream.core.manage.buckets import KvEntry, kv_delete, kv_get, kv_put
 from airflow_provider_jetstream.core.publish.engine import JetStreamPublishError, ack_problems, publish_messages
+from airflow_provider_jetstream.core.publish.fast_ingest import batch_target
 from airflow_provider_jetstream.core.publish.messages import outgoing
 from airflow_provider_jetstream.core.publish.subjects import check_publish_subject
 from airflow_provider_jetstream.core.signatures.operations import (
@@ -245,6 +246,7 @@ class JetStreamHook(JetStreamStreamsHook):
         ack_timeout: float = 30.0,
         allow_double_store: bool = False,
         peer_domains: list[str] | None = None,
+        fast_ingest: bool | None = None,
         domain: str | None = None,
         api_prefix: str | None = None,
         timeout: float | None = None,
@@ -252,7 +254,8 @@ class JetStreamHook(JetStreamStreamsHook):
     ) -> dict[str, Any]:
         """Publish ``messages`` to ``subject`` with at most ``max_in_flight`` unacknowledged, every ack
         checked, as ``JetStreamPublishOperator`` does; returns its summary: ``{"count", "stored",
-        "duplicates", "first_seq", "last_seq", "subject", "stream", "domain", "rate"}``.
+        "duplicates", "first_seq", "last_seq", "subject", "stream", "domain", "rate", "batches", "acks"}``
+        (``batches``: fast-ingest batches sent, 0 when every message went on its own; ``acks``: acks received).
 
         Before anything is sent: ``subject`` must be literal and outside the reserved spaces (``$JS.``,
         ``$KV.``, ``_INBOX.``..., the account's API prefixes), else :class:`UnsafeSubjectError`; and the
@@ -271,6 +274,10 @@ class JetStreamHook(JetStreamStreamsHook):
             one without is not (it could be stored twice). Default 30.
         :param allow_double_store: publish even if other connected domains store the subject. Default False.
         :param peer_domains: more domains for that check, besides the connection's own.
+        :param fast_ingest: publish in fast-ingest batches (one ack per flow window, every message still
+            accounted for, the same guarantees): None (default) when the stream storing ``subject`` has
+            ``allow_batched`` (nats-server 2.14+; an older server answering as for single messages gets
+            them one by one), False never.
         """
         config = await self.aget_conn_config()
         target_prefix = self.resolve_api_prefix(domain, api_prefix)
@@ -285,6 +292,7 @@ class JetStreamHook(JetStreamStreamsHook):
         async with self.aapi(domain, api_prefix, timeout=timeout) as api:
             guard = await self.double_store_guard(api, [subject], what, allow_double_store, logger, peer_domains)
             await guard()
+            batch = await batch_target(api, subject) if fast_ingest is not False else None
             summary = await publish_messages(
                 api.nc,
                 outgoing(subject, messages, base or None, msg_id),
@@ -292,6 +300,7 @@ class JetStreamHook(JetStreamStreamsHook):
                 ack_timeout=ack_timeout,
                 api_prefixes=prefixes,
                 what=what,
+                batch=batch,
             )
         target_domain = domain_of(target_prefix)
         problems = ack_problems(summary, target_domain=target_domain, expected_stream=expected_stream)
@@ -301,7 +310,8 @@ class JetStreamHook(JetStreamStreamsHook):
         streams = sorted({s for s, _ in summary.streams if s})
         domains = sorted({d for _, d in summary.streams if d})
         logger.info(
-            "published %d messages to %r: %d stored, %d duplicates, %d republished, seq %s..%s, %.0f msg/s",
+            "published %d messages to %r: %d stored, %d duplicates, %d republished, seq %s..%s, %.0f msg/s, "
+            "%d fast-ingest batches, %d acks",
             summary.count,
             subject,
             summary.stored,
@@ -310,6 +320,8 @@ class JetStreamHook(JetStreamStreamsHook):
             summary.first_seq,
             summary.last_seq,
             rate or 0,
+            summary.batches,
+            summary.replies,
         )
         return {
             "count": summary.count,
@@ -321,6 +333,8 @@ class JetStreamHook(JetStreamStreamsHook):
             "stream": streams[0] if len(streams) == 1 else streams,
             "domain": domains[0] if len(domains) == 1 else (domains or target_domain),
             "rate": round(rate, 1) if rate else None,
+            "batches": summary.batches,
+            "acks": summary.replies,
         }
 
     publish = blocking(apublish)

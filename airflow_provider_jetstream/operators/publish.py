@@ -57,10 +57,13 @@ class JetStreamPublishOperator(JetStreamBaseOperator):
         sends none (no deduplication); ``""`` (also rendered) is refused.
     :param max_in_flight: most messages published but not yet acked. Default 4000.
     :param expected_stream: the stream that must store them (``Nats-Expected-Stream``).
+    :param fast_ingest: publish in fast-ingest batches, one ack per flow window: None (default) when the
+        stream storing ``subject`` has ``allow_batched`` (nats-server 2.14+), False never.
     :param domain: the domain whose stream must store them: every ack is checked, and before
         publishing, the double-store guard refuses a subject that streams in other connected domains
         of this account also store (``allow_double_store=True`` publishes anyway).
-    XCom: ``{"count", "stored", "duplicates", "first_seq", "last_seq", "stream", "domain", "rate"}``.
+    XCom: ``{"count", "stored", "duplicates", "first_seq", "last_seq", "stream", "domain", "rate", "batches",
+    "acks"}`` (``batches``: fast-ingest batches sent; ``acks``: acks received).
     """
 
     arguments: Args = (OPERATOR + _PUBLISH + PUBLISH_FROM_CALLABLE).ruled(PUBLISHED_MESSAGES, SUBJECT_OUTSIDE_API)
@@ -80,6 +83,7 @@ class JetStreamPublishOperator(JetStreamBaseOperator):
         expected_stream: str | None = None,
         allow_double_store: bool = False,
         peer_domains: list[str] | None = None,
+        fast_ingest: bool | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -94,6 +98,7 @@ class JetStreamPublishOperator(JetStreamBaseOperator):
         self.expected_stream = expected_stream
         self.allow_double_store = allow_double_store
         self.peer_domains = peer_domains
+        self.fast_ingest = fast_ingest
         self.declare_lineage_outlet()
 
     def _messages(self, args: dict[str, Any]) -> Iterable[Any]:
@@ -118,6 +123,7 @@ class JetStreamPublishOperator(JetStreamBaseOperator):
             ack_timeout=args["ack_timeout"],
             allow_double_store=args["allow_double_store"],
             peer_domains=args["peer_domains"],
+            fast_ingest=args["fast_ingest"],
             timeout=args["request_timeout"],
             logger=self.log,
         )

@@ -104,6 +104,7 @@ def test_every_documented_stream_field_is_known() -> None:
         "allow_msg_ttl",
         "subject_delete_marker_ttl",
         "allow_atomic",
+        "allow_batched",
         "allow_msg_counter",
         "allow_msg_schedules",
         "description",

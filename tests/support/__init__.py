@@ -14,5 +14,6 @@
 - :mod:`.nats_js`: nats.js (the official JavaScript client) run with Node.
 - :mod:`.wire`: Hypothesis strategies for names and ack replies; MSG/HMSG frames as the server writes them.
 - :mod:`.fakes`: a recording NATS client for the unit tests of pure logic.
+- :mod:`.fast_publisher`: a fast-ingest publish in a process of its own, for a test to kill mid-batch.
 - :mod:`.killpoints`: kill points for the packaged stream_to_parquet job (and its spark-submit application).
 """

@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import nats.errors
@@ -34,13 +34,30 @@ from nats.aio.client import Client
 from airflow_provider_jetstream.core.api import clustered
 from airflow_provider_jetstream.core.arguments.values import seconds
 from airflow_provider_jetstream.core.errors import JetStreamPublishError
-from airflow_provider_jetstream.core.protocol import PubAck, is_no_responders, parse_pub_ack
+from airflow_provider_jetstream.core.protocol import is_no_responders, parse_pub_ack
+from airflow_provider_jetstream.core.publish.fast_ingest import BatchTarget, Numbered, publish_batches
 from airflow_provider_jetstream.core.publish.subjects import SubjectGuard
+from airflow_provider_jetstream.core.publish.summary import (
+    MSG_ID_HEADER,
+    NOT_REPUBLISHED,
+    Outgoing,
+    PublishSummary,
+    ack_problems,
+    failure_reason,
+)
 
-#: One message to publish: ``(subject, payload, headers or None)``.
-Outgoing = tuple[str, bytes, "dict[str, str] | None"]
+__all__ = [
+    "MSG_ID_HEADER",
+    "NOT_REPUBLISHED",
+    "BatchTarget",
+    "JetStreamPublishError",
+    "Outgoing",
+    "PublishSummary",
+    "ack_problems",
+    "failure_reason",
+    "publish_messages",
+]
 
-MSG_ID_HEADER = "Nats-Msg-Id"
 #: A publish answered with this HTTP-like error code found nothing to store it now (a stream without
 #: a leader, JetStream being elected): it may be sent again.
 UNAVAILABLE = 503
@@ -50,61 +67,6 @@ RESEND_AFTER = 1.0
 _RESEND_LATENCIES = 4.0
 #: Seconds between two looks at the unacknowledged messages.
 _TICK = 0.1
-#: Why a message without a ``Nats-Msg-Id`` is never sent again.
-NOT_REPUBLISHED = (
-    "not republished: it has no Nats-Msg-Id, and a message sent again without one may be stored twice "
-    "(give msg_id to make a publish safe to repeat)"
-)
-
-
-@dataclass
-class PublishSummary:
-    """What the acks said: ``stored`` new messages, ``duplicates`` (the stream had the ``Nats-Msg-Id``
-    already: stored earlier, e.g. by an attempt whose ack was lost), and ``failures`` (index, error:
-    the server's refusal or why no ack came), together ``count``. ``streams`` counts acknowledged
-    messages by ``(stream, domain)``; ``republished`` counts messages sent again."""
-
-    count: int = 0
-    stored: int = 0
-    duplicates: int = 0
-    first_seq: int | None = None
-    last_seq: int | None = None
-    failures: list[tuple[int, BaseException]] = field(default_factory=list)
-    streams: dict[tuple[str | None, str | None], int] = field(default_factory=dict)
-    seconds: float = 0.0
-    republished: int = 0
-
-    def acknowledged(self, ack: PubAck) -> None:
-        """Count one message's ack."""
-        if ack.duplicate:
-            self.duplicates += 1
-        else:
-            self.stored += 1
-        self.first_seq = ack.seq if self.first_seq is None else min(self.first_seq, ack.seq)
-        self.last_seq = ack.seq if self.last_seq is None else max(self.last_seq, ack.seq)
-        key = (ack.stream, ack.domain)
-        self.streams[key] = self.streams.get(key, 0) + 1
-
-    def counts(self) -> str:
-        """``stored 19000, duplicates 1000, failed 0 (republished 4000)``: the exact tally."""
-        again = f" (republished {self.republished})" if self.republished else ""
-        return f"stored {self.stored}, duplicates {self.duplicates}, failed {len(self.failures)}{again}"
-
-    def reasons(self) -> str:
-        """Each distinct reason of the failures with how many messages it failed and the first one's index."""
-        grouped: dict[str, list[int]] = {}
-        for index, err in sorted(self.failures, key=lambda f: f[0]):
-            grouped.setdefault(failure_reason(err), []).append(index)
-        return "; ".join(f"{len(ix)} x {reason} (first: #{ix[0]})" for reason, ix in grouped.items())
-
-
-def failure_reason(err: BaseException) -> str:
-    """A failed message's reason in words: the server's, or why no ack came."""
-    if isinstance(err, (nats.js.errors.NoStreamResponseError, nats.errors.NoRespondersError)):
-        return "no stream listens on it"
-    if isinstance(err, JetStreamPublishError):
-        return str(err)
-    return f"{type(err).__name__}: {err}"
 
 
 @dataclass
@@ -138,8 +100,15 @@ async def publish_messages(
     api_prefixes: Iterable[str | None] = (),
     what: str = "publish",
     subject_field: str = "subject",
+    batch: BatchTarget | None = None,
 ) -> PublishSummary:
     """Publish ``messages``, at most ``max_in_flight`` unacknowledged; the acks' summary.
+
+    With ``batch`` (a stream taking fast-ingest batches, found by
+    :func:`~airflow_provider_jetstream.core.publish.fast_ingest.batch_target`), the messages go in
+    fast-ingest batches, one ack per flow window (:mod:`~airflow_provider_jetstream.core.publish.fast_ingest`);
+    a server that answers the first message as an ordinary publish (before 2.14) or cannot take a
+    batch now gets the rest one by one, as without ``batch``. The guarantees are the same.
 
     A message with a ``Nats-Msg-Id`` header that gets no ack (the stream's leader died, the server
     the connection used went away), or an answer saying nothing could store it now (503; no
@@ -159,18 +128,44 @@ async def publish_messages(
     :param api_prefixes: the account's JetStream API prefixes: subjects under them are refused.
     :param what: words for errors (``publish to 'orders.x'``, ``jetstream write``).
     :param subject_field: how a refused subject is named in the error.
+    :param batch: the stream of every message's subject when it takes fast-ingest batches. Default
+        None: one by one.
     :raises UnsafeSubjectError: a subject is reserved or not literal (nothing more is sent).
     :raises JetStreamPublishError: a message was not acknowledged within ``ack_timeout`` (nothing more
         is sent); the error gives the exact counts (stored, duplicates, failed with their reasons).
     """
     ack_timeout = seconds()(ack_timeout, "ack_timeout")
     check = SubjectGuard(api_prefixes, subject_field)
+    summary = PublishSummary()
+    started = time.perf_counter()
+    numbered: Numbered | None = enumerate(messages)
+    try:
+        if batch is not None:
+            numbered = await publish_batches(
+                nc, batch, numbered, summary, check=check, ack_timeout=ack_timeout, what=what
+            )
+        if numbered is not None:
+            await _one_by_one(nc, numbered, summary, check, max_in_flight, ack_timeout, what)
+    finally:
+        summary.seconds = time.perf_counter() - started
+    return summary
+
+
+async def _one_by_one(
+    nc: Client,
+    messages: Numbered,
+    summary: PublishSummary,
+    check: SubjectGuard,
+    max_in_flight: int,
+    ack_timeout: float,
+    what: str,
+) -> None:
+    """Each message published on its own, at most ``max_in_flight`` unacknowledged, tallied in ``summary``."""
     inbox = nc.new_inbox() + "."
     cut = len(inbox)
     to_cluster = clustered(nc)
     window = asyncio.Semaphore(max_in_flight)
     now = asyncio.get_running_loop().time
-    summary = PublishSummary()
     pending: dict[int, _Flight] = {}
     # "latency": a moving average of the seconds an ack takes; "expired": messages given up on.
     state: dict[str, Any] = {"latency": 0.0, "expired": 0}
@@ -202,6 +197,7 @@ async def publish_messages(
             else:
                 state["latency"] = 0.9 * state["latency"] + 0.1 * (now() - flight.last)
                 summary.acknowledged(ack)
+                summary.replies += 1
                 settle(index)
                 return
         error = nats.js.errors.NoStreamResponseError() if no_responders else refusal
@@ -258,12 +254,10 @@ async def publish_messages(
 
     sub = await nc.subscribe(inbox + "*", cb=on_ack, pending_msgs_limit=max(65536, max_in_flight * 2))
     acquire = window.acquire
-    started = time.perf_counter()
-    sent = 0
     tender = asyncio.create_task(tend())
     tender.add_done_callback(lambda _: settled.set())  # were it to fail, nothing would be left waiting
     try:
-        for index, (subject, payload, headers) in enumerate(messages):
+        for index, (subject, payload, headers) in messages:
             check(subject)
             await acquire()
             if state["expired"]:
@@ -272,53 +266,19 @@ async def publish_messages(
             pending[index] = _Flight((subject, payload, headers), t, t, bool(headers and headers.get(MSG_ID_HEADER)))
             settled.clear()
             await publish(subject, payload, reply=f"{inbox}{index}", headers=headers or None)
-            sent += 1
+            summary.count = max(summary.count, index + 1)
         if pending:
             await settled.wait()
     finally:
         tender.cancel()
         with contextlib.suppress(nats.errors.Error):
             await sub.unsubscribe()
-    summary.count = sent
-    summary.seconds = time.perf_counter() - started
     left = sorted(pending)
     if state["expired"] or left:
         for index in left:
             summary.failures.append((index, JetStreamPublishError("no ack yet when the publish stopped")))
         raise JetStreamPublishError(
-            f"{what}: {state['expired'] + len(left)} of {sent} messages not acknowledged within {ack_timeout:g}s; "
+            f"{what}: {state['expired'] + len(left)} of {summary.count} messages not acknowledged "
+            f"within {ack_timeout:g}s; "
             f"{summary.counts()}: {summary.reasons()}; nothing more was sent"
         )
-    return summary
-
-
-def ack_problems(
-    summary: PublishSummary, *, target_domain: str | None = None, expected_stream: str | None = None
-) -> list[str]:
-    """What the acks of ``summary`` say went wrong (empty: every message stored where aimed).
-
-    :param target_domain: the domain whose streams must store the messages (None: any).
-    :param expected_stream: the stream that must store them (None: any).
-    """
-    problems = []
-    if summary.failures:
-        problems.append(
-            f"{len(summary.failures)} of {summary.count} messages were not stored ({summary.counts()}): "
-            + summary.reasons()
-        )
-    # An ack without a domain does not count for a target that has one: every server of a domain names it.
-    wrong_domain = {k: n for k, n in summary.streams.items() if target_domain and k[1] != target_domain}
-    if wrong_domain:
-        problems.append(
-            "stored outside domain "
-            + repr(target_domain)
-            + ": "
-            + ", ".join(f"{n} by stream {s!r} in domain {d!r}" for (s, d), n in wrong_domain.items())
-        )
-    wrong_stream = {k: n for k, n in summary.streams.items() if expected_stream and k[0] != expected_stream}
-    if wrong_stream:
-        problems.append(
-            f"stored outside stream {expected_stream!r}: "
-            + ", ".join(f"{n} by stream {s!r}" for (s, _), n in wrong_stream.items())
-        )
-    return problems

@@ -328,6 +328,13 @@ PUBLISH = Args(
         ),
         "allow_double_store": ALLOW_DOUBLE_STORE,
         "peer_domains": PEER_DOMAINS,
+        "fast_ingest": Arg(
+            optional(boolean),
+            None,
+            VALUE,
+            "fast-ingest batches (one ack per flow window): None uses them when the stream allows them "
+            "(allow_batched, nats-server 2.14+), False never; default None",
+        ),
     },
 )
 

@@ -244,6 +244,14 @@ STREAM = Struct(
             level=2,
         ),
         F.flag(
+            "allow_batched",
+            "allow_batched",
+            "fast-ingest batch publish (flow-controlled acks)",
+            aliases=("allow_batch_publish",),
+            since="2.14",
+            level=4,
+        ),
+        F.flag(
             "allow_msg_counter",
             "allow_msg_counter",
             "distributed counter CRDT",

@@ -1,0 +1,78 @@
+"""The Spark writer publishes in fast-ingest batches where the stream has ``allow_batched``: every row stored
+once, each sent with the batch reply pattern (``.$FI``), which a core subscriber on the subject sees."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from typing import Any
+
+import pytest
+
+from airflow_provider_jetstream.testing.servers import LocalTopology
+from tests.support.management import uid
+from tests.support.spark import SparkStream, hub_client, run
+from tests.support.waiting import Later
+
+
+def _version(topology: LocalTopology) -> tuple[int, ...]:
+    text = (topology.hub.monitor("varz") or {})["version"]
+    return tuple(int(part) for part in text.split("-")[0].split("."))
+
+
+def test_spark_rows_to_an_allow_batched_stream_go_in_fast_ingest_batches(spark: Any, hub_leaf: LocalTopology) -> None:
+    if _version(hub_leaf) < (2, 14):
+        pytest.skip("fast ingest needs nats-server 2.14+ (older servers: the per-message path, tested elsewhere)")
+    name = uid("spark_fi").replace("-", "_")
+    stream = SparkStream(name, "leaf", name, hub_leaf)
+    n = 5000
+
+    async def api(subject: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        nc = await hub_client(hub_leaf)
+        try:
+            reply = await nc.request(f"$JS.leaf.API.{subject}", json.dumps(body or {}).encode(), 5)
+            return json.loads(reply.data)
+        finally:
+            await nc.close()
+
+    created = run(api(f"STREAM.CREATE.{name}", {"name": name, "subjects": [f"{name}.>"], "allow_batched": True}))
+    assert created["config"]["allow_batched"], created
+    ready = threading.Event()
+
+    async def watch() -> dict[str, int]:
+        """Every message on the stream's subjects: sent in a batch (a ``$FI`` reply), ending one (op 3, not
+        stored), or on its own."""
+        seen = {"batched": 0, "ends": 0, "other": 0}
+        done = asyncio.Event()
+
+        async def count(msg: Any) -> None:
+            kind = "other" if not msg.reply.endswith(".$FI") else "ends" if msg.reply.endswith(".3.$FI") else "batched"
+            seen[kind] += 1
+            if seen["batched"] + seen["other"] >= n and seen["ends"] >= 2:
+                done.set()
+
+        nc = await hub_client(hub_leaf)
+        try:
+            await nc.subscribe(f"{name}.>", cb=count)
+            await nc.flush()
+            ready.set()
+            await asyncio.wait_for(done.wait(), 120)
+            return seen
+        finally:
+            await nc.close()
+
+    watcher = Later(watch)
+    watcher.start()
+    try:
+        assert ready.wait(30), "the watching subscription did not start"
+        rows = spark.createDataFrame([(str(i), f"spark-fi/{i}") for i in range(n)], "data string, id string")
+        rows.coalesce(2).write.format("jetstream").options(
+            **stream.options(subject=f"{name}.rows", msgIdColumn="id")
+        ).mode("append").save()
+        # Two partitions: two tasks, a batch each.
+        assert watcher.finish(120) == {"batched": n, "ends": 2, "other": 0}
+        state = run(api(f"STREAM.INFO.{name}"))["state"]
+        assert (state["messages"], state["first_seq"], state["last_seq"]) == (n, 1, n)
+    finally:
+        run(api(f"STREAM.DELETE.{name}"))
