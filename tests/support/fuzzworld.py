@@ -281,8 +281,10 @@ class FuzzWorld:
             self.topology.wait_linked(30, domains=[TARGET])
         self.current = self.snapshot()
         left = changes(self.baseline, self.current)
-        if left and not again:  # a stream deleted a moment ago may still be going away: once more
-            time.sleep(0.5)
+        if left and not again:  # a stream deleted a moment ago may still be going away: wait, then once more
+            if wait_for(lambda: not changes(self.baseline, self.snapshot()), 5.0):
+                self.current = self.snapshot()
+                return
             self.reset(self.current, again=True)
             return
         assert not left, f"the seeded state could not be put back: {left}"

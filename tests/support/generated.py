@@ -19,7 +19,6 @@ import os
 import pkgutil
 import re
 import threading
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -509,6 +508,8 @@ class Result:
     value: Any = None
     error: BaseException | None = None
     hung: bool = False
+    #: The thread the call ran in (still alive when it hung).
+    thread: threading.Thread | None = None
 
 
 def bounded(fn: Callable[[], Any], seconds: float = BOUND) -> Result:
@@ -525,6 +526,7 @@ def bounded(fn: Callable[[], Any], seconds: float = BOUND) -> Result:
     thread.start()
     thread.join(seconds)
     result.hung = thread.is_alive()
+    result.thread = thread
     return result
 
 
@@ -659,8 +661,8 @@ def attempt(entry: Entry, world: FuzzWorld, arg: str, value: Any, mode: str) -> 
         if bad:
             problems.append(f"accepted out-of-range numbers: {', '.join(bad)}")
     if contacted or result.hung:
-        if result.hung:
-            time.sleep(2)  # what the hung call still does is then seen too
+        if result.hung and result.thread is not None:
+            result.thread.join(BOUND)  # what the hung call goes on doing is seen too, once it ends
         after = world.snapshot()
         kw = with_value(baseline(entry, world, arg), arg, value)
         domains = _domains_asked(entry, arg, value, mode, kw)
