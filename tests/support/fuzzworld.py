@@ -11,11 +11,12 @@ puts the seeded objects back after a call changed them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ import nats.errors
 
 from airflow_provider_jetstream.core.arguments.names import subjects_collide
 from airflow_provider_jetstream.testing.servers import USERS, LocalTopology
+from tests.support.waiting import wait_until
 
 DOMAINS = ("hub", "leaf")
 #: The domain every entry point is aimed at; the hub (the connection's default) holds the decoys.
@@ -282,8 +284,8 @@ class FuzzWorld:
         self.current = self.snapshot()
         left = changes(self.baseline, self.current)
         if left and not again:  # a stream deleted a moment ago may still be going away: wait, then once more
-            if wait_for(lambda: not changes(self.baseline, self.snapshot()), 5.0):
-                self.current = self.snapshot()
+            with contextlib.suppress(AssertionError):
+                self.current = wait_until(self.snapshot, lambda now: not changes(self.baseline, now), 5.0, "put back")
                 return
             self.reset(self.current, again=True)
             return
@@ -324,12 +326,3 @@ def _collide(a: str, b: str) -> bool:
         return subjects_collide(a, b)
     except Exception:
         return False
-
-
-def wait_for(check: Callable[[], bool], timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.05)
-    return False
