@@ -8,7 +8,7 @@ import pytest
 
 from airflow_provider_jetstream.core.arguments.durations import duration_seconds
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
-from airflow_provider_jetstream.core.status.origins import statuses_from_stream_info
+from airflow_provider_jetstream.core.status.origins import HeldSeq, OriginProbe, statuses_from_stream_info
 from airflow_provider_jetstream.core.status.replication import ReplicationWatch
 from airflow_provider_jetstream.core.status.report import format_seconds
 
@@ -138,6 +138,18 @@ def test_a_replication_error_fails_only_after_the_grace_period() -> None:
     failed = watch.judge(info(sources=[error]), now=130.0).failed
     assert "source 'gone' in leaf reports a replication error for 30.0s" in failed
     assert "stream not found (code 10059)" in failed
+
+
+def test_an_exact_check_is_not_caught_up_while_the_copy_reports_an_error() -> None:
+    """An origin created after its mirror: empty when probed, but the mirror still says "stream not found"."""
+    error = {"code": 404, "err_code": 10059, "description": "stream not found"}
+    mirror = {"name": "orders", "external": LEAF, "lag": 0, "active": -1}
+    key = statuses_from_stream_info(info(mirror=mirror))[0].key
+    watch = ReplicationWatch("backup")
+    probes, held = {key: OriginProbe("ok", last_seq=0)}, {key: HeldSeq(0)}
+    failing = watch.judge(info(mirror={**mirror, "error": error}), now=0.0, probes=probes, held=held)
+    assert not failing.done and "replication error: stream not found" in failing.waiting_for()
+    assert watch.judge(info(mirror={**mirror, "active": 100_000_000}), now=1.0, probes=probes, held=held).done
 
 
 def test_an_error_that_clears_resets_the_grace_period() -> None:

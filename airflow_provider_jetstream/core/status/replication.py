@@ -258,11 +258,23 @@ class ReplicationWatch:
         return verdict(True, "caught up")
 
     def judge_exact(self, status: ReplicationStatus, probe: OriginProbe, held: HeldSeq, now: float) -> OriginVerdict:
-        """The origin answered: caught up iff the stream holds the origin's last sequence."""
+        """The origin answered: caught up iff the stream holds the origin's last sequence and its copy
+        reports no replication error."""
         origin_last = probe.last_seq or 0
         if held.seq is None:
             verdict = self.lag_active_rule(status, now, f"exact check impossible ({held.reason}): lag/active rule")
             return OriginVerdict(status, verdict.caught_up, verdict.reason, "lag/active", origin_last, None)
+        if held.seq >= origin_last and status.error:
+            # The copy is not running, so what it holds may be of an origin it no longer sees.
+            return OriginVerdict(
+                status,
+                False,
+                f"holds origin seq {held.seq} >= the origin's last {origin_last}, but the copy reports a "
+                f"replication error: {status.error}",
+                "exact",
+                origin_last,
+                held.seq,
+            )
         if held.seq >= origin_last:
             reason = (
                 f"holds origin seq {held.seq} >= the origin's last {origin_last}"
