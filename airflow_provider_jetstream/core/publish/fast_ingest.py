@@ -9,7 +9,8 @@ refused message ends the batch), op 0 the first message, 1 the next ones, 3 the 
 reports a lost message (``"gap"``) or a refused one (``"err"``), and ends the batch with its final
 PubAck (no ``type``: ``stream``, ``seq`` of its last stored message, ``batch``, ``count``). The
 sender keeps at most :data:`MAX_OUTSTANDING` windows unacknowledged and, while it waits, pings every
-``ack_timeout / 3`` (the server sends its latest ack again).
+``ack_timeout / 3`` (the server sends its latest ack again). The messages are written in runs of
+frames built in bulk (:mod:`~airflow_provider_jetstream.core.publish.frames`), not one ``publish`` each.
 
 Servers before 2.14 ignore the ``$FI`` pattern: the first message is stored as an ordinary publish
 and answered with an ordinary PubAck. The first reply's shape says which; anything but a flow ack
@@ -45,6 +46,7 @@ from nats.aio.client import Client
 from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.errors import JetStreamError, JetStreamPublishError
 from airflow_provider_jetstream.core.protocol import is_no_responders, parse_pub_ack
+from airflow_provider_jetstream.core.publish.frames import FrameBuffer
 from airflow_provider_jetstream.core.publish.summary import (
     MSG_ID_HEADER,
     NOT_REPUBLISHED,
@@ -276,6 +278,7 @@ async def publish_batches(
                 )
             await asyncio.sleep(_PAUSE)
         batch = _Batch(nc, target.subject, flow, max_outstanding, progress)
+        frames = FrameBuffer(nc)
         await batch.open()
         before = await _last_seq(target)
         kept: deque[tuple[int, int, Outgoing]] = deque()  # (batch seq, index, message) not known persisted
@@ -290,30 +293,34 @@ async def publish_batches(
                     raise JetStreamPublishError(f"{what}: a fast-ingest batch to {target.subject!r} got {subject!r}")
                 seq = batch.seq = seq + 1
                 kept.append((seq, index, message))
-                await nc.publish(
-                    subject,
-                    payload,
-                    reply=batch.reply_to(seq, OP_APPEND if seq > 1 else OP_START),
-                    headers=headers or None,
-                )
+                due = frames.add(subject, batch.reply_to(seq, OP_APPEND if seq > 1 else OP_START), payload, headers)
                 if seq == 1:
+                    await frames.flush()
                     await batch.wait(batch.answered, ack_timeout, None)
                     if (batch.first or {}).get("type") != "ack":
                         return _fall_back(batch, index, message, summary, rest, ack_timeout)
+                elif due:
+                    await frames.flush()
+                    await asyncio.sleep(0)  # the replies that came meanwhile are read
                 if batch.final is not None:
                     break  # ended early: a gap or a refused message
                 if kept[0][0] <= batch.ack_seq:
                     while kept and kept[0][0] <= batch.ack_seq:
                         kept.popleft()
-                if not batch.room() and (not await batch.wait(batch.room, ack_timeout, seq) or batch.ended()):
-                    break
+                if not batch.room():
+                    await frames.flush()
+                    if not await batch.wait(batch.room, ack_timeout, seq) or batch.ended():
+                        break
                 item = take()
+            await frames.flush()
             if batch.final is None and batch.now() - batch.progress < ack_timeout:
                 # The end of the batch (EOB): not stored; the final ack counts the messages before it.
                 with contextlib.suppress(nats.errors.Error):
                     await nc.publish(target.subject, b"", reply=batch.reply_to(seq + 1, OP_EOB))
                 await batch.wait(batch.ended, ack_timeout, seq + 1)
         finally:
+            with contextlib.suppress(nats.errors.Error):
+                await frames.flush()  # what was counted as sent is sent, also when a message was refused
             await batch.close()
         summary.replies += batch.replies
         progress = batch.progress
