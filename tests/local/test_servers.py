@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_jetstream.core.errors import NatsServerError
-from airflow_provider_jetstream.testing.servers import LocalTopology, NatsServer, free_port, nats_server_binary
+from airflow_provider_jetstream.testing.ports import free_port
+from airflow_provider_jetstream.testing.servers import LocalTopology, NatsServer, nats_server_binary
 
 
 def port_is_free(port: int) -> bool:

@@ -21,7 +21,8 @@ import pytest
 
 from airflow_provider_jetstream.core.errors import JetStreamConnectionError
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
-from airflow_provider_jetstream.testing.servers import USERS, NatsServer, free_port
+from airflow_provider_jetstream.testing.ports import free_port
+from airflow_provider_jetstream.testing.servers import USERS, NatsServer
 from tests.support.auth import TlsFiles, make_tls
 from tests.support.recorder import recording_server
 

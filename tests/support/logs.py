@@ -30,7 +30,7 @@ class LogLines:
 
     async def wait_for(self, text: str, count: int = 1, timeout: float = 30.0) -> None:
         """Wait until ``count`` lines contain ``text``; fail, showing the last lines, if not within ``timeout``."""
-        seen = await eventually(lambda: self.count(text), lambda n: n >= count, timeout)
+        seen = await eventually(lambda: self.count(text), lambda n: n >= count, timeout)  # scaled there
         assert seen >= count, f"{seen} log line(s) with {text!r} after {timeout}s, not {count}: {self.lines()[-15:]}"
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import threading
 import time
 from collections.abc import Callable, Coroutine
@@ -11,6 +12,14 @@ from typing import Any
 
 #: Seconds between two looks at a condition.
 POLL = 0.05
+#: Every deadline of the suite's waits is multiplied by this: ``JETSTREAM_TEST_TIME_SCALE=3 make test`` on a
+#: machine three times slower (or busier) than usual. The per-test timeout (pytest-timeout) scales with it.
+TIME_SCALE = float(os.environ.get("JETSTREAM_TEST_TIME_SCALE") or 1)
+
+
+def scaled(seconds: float) -> float:
+    """``seconds`` times :data:`TIME_SCALE`: a deadline on this machine."""
+    return seconds * TIME_SCALE
 
 
 async def eventually(probe: Callable[[], Any], done: Callable[[Any], bool], timeout: float = 30.0) -> Any:
@@ -19,7 +28,7 @@ async def eventually(probe: Callable[[], Any], done: Callable[[Any], bool], time
     For a state the servers reach asynchronously (a connection opened or closed, a watch
     created): waiting a fixed time instead makes the test fail on a busy machine.
     """
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while True:
         value = probe()
         if inspect.isawaitable(value):
@@ -32,6 +41,7 @@ async def eventually(probe: Callable[[], Any], done: Callable[[Any], bool], time
 def wait_until(probe: Callable[[], Any], done: Callable[[Any], bool], timeout: float = 60.0, what: str = "") -> Any:
     """:func:`eventually` for code without an event loop: ``probe()``'s value once ``done(value)``; fails
     (an ``AssertionError`` naming ``what`` and the last value) when that does not hold within ``timeout``."""
+    timeout = scaled(timeout)
     deadline = time.monotonic() + timeout
     while True:
         value = probe()
@@ -58,6 +68,7 @@ class Later(threading.Thread):
             self.error = err
 
     def finish(self, timeout: float = 60) -> Any:
+        timeout = scaled(timeout)
         self.join(timeout)
         assert not self.is_alive(), f"the background work did not end within {timeout}s"
         if self.error:
