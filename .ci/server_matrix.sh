@@ -21,9 +21,12 @@ VERSIONS="${SERVER_VERSIONS:-2.10.26 2.12.8}"
 # to NATS; the releases between it and the default one the management layer, where the API's
 # strictness and the "needs nats-server >= X" checks differ. nats.js interop runs on the default
 # server only (Node.js, not the server, is what it checks).
+# Atomic batches (2.12+): the newer releases run them all; the oldest the refusals before anything is sent.
 OLDEST_TESTS="tests/operators tests/specs tests/hooks tests/local tests/sensors tests/triggers
-  tests/reliability/test_pull_faults.py tests/reliability/test_reader_auth.py"
-NEWER_TESTS="tests/operators tests/specs tests/hooks"
+  tests/reliability/test_pull_faults.py tests/reliability/test_reader_auth.py
+  tests/publish/test_atomic.py::test_2500_messages_go_in_three_atomic_batches_on_nats_server_2_12_and_are_refused_before
+  tests/publish/test_atomic.py::test_a_stream_without_allow_atomic_is_refused_before_anything_is_sent"
+NEWER_TESTS="tests/operators tests/specs tests/hooks tests/publish/test_atomic.py"
 oldest="$(printf '%s\n' $VERSIONS | sort -V | head -1)"
 tests_for() {
   if [ -n "${MATRIX_TESTS:-}" ]; then

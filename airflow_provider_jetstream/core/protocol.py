@@ -19,7 +19,8 @@ through it (the vectorised reader finds the same ack reply fields in bulk,
   max bytes, consumer is push based, ``423`` pin id mismatch, any other code: the same request would be
   refused again).
 - A **header block** is ``NATS/1.0[ <code>[ <description>]]\\r\\n<name>: <value>\\r\\n...``; a name may repeat.
-- A **publish ack** is the JSON ``{"stream", "seq"[, "domain", "duplicate"]}``; anything else is not one.
+- A **publish ack** is the JSON ``{"stream", "seq"[, "domain", "duplicate"]}`` (the commit of an atomic batch
+  adds ``"batch"``, its id, and ``"count"``, its messages); anything else is not one.
 
 Pure logic, Airflow-free.
 """
@@ -230,12 +231,16 @@ def pull_status(headers: Mapping[str, str] | None) -> PullStatus | None:
 
 class PubAck(NamedTuple):
     """A JetStream publish ack: the stream that stored the message, its sequence there, the stream's
-    domain (None when the server has none) and whether it was a duplicate (already stored)."""
+    domain (None when the server has none) and whether it was a duplicate (already stored). The ack of
+    an atomic batch's commit also gives the batch's id (``batch``) and how many messages it stored
+    (``count``), its ``seq`` the last one's; None for any other ack."""
 
     stream: str
     seq: int
     domain: str | None = None
     duplicate: bool = False
+    batch: str | None = None
+    count: int | None = None
 
 
 def is_no_responders(headers: Mapping[str, str] | None) -> bool:
@@ -269,4 +274,12 @@ def parse_pub_ack(data: bytes) -> PubAck:
         or (domain is not None and not isinstance(domain, str))
     ):
         raise JetStreamPublishError(f"not a JetStream publish ack (no stream and sequence): {data[:80]!r}")
-    return PubAck(stream, seq, domain or None, reply.get("duplicate") is True)
+    batch, count = reply.get("batch"), reply.get("count")
+    return PubAck(
+        stream,
+        seq,
+        domain or None,
+        reply.get("duplicate") is True,
+        batch if isinstance(batch, str) and batch else None,
+        count if isinstance(count, int) and not isinstance(count, bool) and count >= 0 else None,
+    )

@@ -216,6 +216,13 @@ WRITE = (
                 stream_name, None, REFUSE, "expected stream: the server refuses rows that would land in another one"
             ),
             "maxInFlight": Arg(integer(1), 1000, DEFAULT, "unacknowledged publishes per task at most"),
+            "atomic": Arg(
+                boolean,
+                False,
+                DEFAULT,
+                "true or false (default): each task's rows as one atomic batch, all stored or none (a stream "
+                "with allow_atomic, nats-server 2.12+; at most 1000 rows per task)",
+            ),
         },
         [exclusive("subject", "subjectColumn", "give one")],
     )
@@ -407,7 +414,8 @@ class ReadOptions:
 
 @dataclass(frozen=True)
 class WriteOptions:
-    """The validated options of a write."""
+    """The validated options of a write. ``atomic``: each task's rows go as one atomic batch (all stored or
+    none; default False: each row acknowledged on its own)."""
 
     connection: JetStreamConnectionConfig
     api_prefix: str
@@ -418,6 +426,7 @@ class WriteOptions:
     msg_id_column: str | None
     stream: str | None
     max_in_flight: int
+    atomic: bool = False
 
     @classmethod
     def parse(cls, options: Mapping[str, str], columns: list[str]) -> WriteOptions:
@@ -431,6 +440,12 @@ class WriteOptions:
                     f"column named 'subject' (columns: {', '.join(columns)})"
                 )
             subject_column = "subject"
+        if args["atomic"] and subject is None and args["stream"] is None:
+            raise JetStreamConfigError(
+                f"jetstream option atomic={opts['atomic']!r}: an atomic batch goes to one stream, and each row's "
+                f"subject comes from column {subject_column!r}: give the option stream (the stream with "
+                "allow_atomic), or the option subject, or atomic=false"
+            )
 
         def column(name: str, value: str | None) -> str | None:
             if value is not None and value not in columns:
@@ -455,4 +470,5 @@ class WriteOptions:
             msg_id_column=column("msgIdColumn", args["msgIdColumn"]),
             stream=args["stream"],
             max_in_flight=args["maxInFlight"],
+            atomic=args["atomic"],
         )

@@ -264,13 +264,16 @@ class JetStreamDataSource(DataSource):
         return JetStreamStreamReader(ReadOptions.parse(self.options, streaming=True), self._parallelism())
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        from airflow_provider_jetstream.spark.writer import JetStreamWriter
+        from airflow_provider_jetstream.spark.writer import JetStreamWriter, check_atomic
 
         if overwrite:
             raise JetStreamConfigError(
                 "jetstream write: mode 'overwrite' is not supported: a stream is append-only; use mode('append')"
             )
-        return JetStreamWriter(WriteOptions.parse(self.options, schema.fieldNames()), schema)
+        options = WriteOptions.parse(self.options, schema.fieldNames())
+        if options.atomic:
+            check_atomic(options)  # refused before any task runs: no stream with allow_atomic, or an older server
+        return JetStreamWriter(options, schema)
 
 
 def worker_python_problem(master: str, configured_python: str | None) -> str | None:

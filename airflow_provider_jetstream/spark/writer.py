@@ -11,8 +11,17 @@ reserved space (``$JS.``, ``$KV.``, ``$O.``, ``$SYS.``, ``_INBOX.``, the account
 refused before it is sent; after the last ack, a task fails if any row was refused or stored by
 another stream than ``stream`` or in another domain than ``domain`` / ``apiPrefix`` (default: the
 connection's). With one ``subject`` for every row whose stream has ``allow_batched`` (nats-server
-2.14+), the rows go in fast-ingest batches (one ack per flow window, the same guarantees). Airflow-free:
-executors import it.
+2.14+), the rows go in fast-ingest batches (one ack per flow window, the same guarantees).
+
+With ``atomic=true`` each task's rows go as **one atomic batch**
+(:mod:`~airflow_provider_jetstream.core.publish.atomic`): stored all together or not at all. The stream
+(option ``stream``, else the one storing ``subject``) must have ``allow_atomic`` on nats-server 2.12+:
+otherwise the write is refused on the driver before any task runs (and each task checks again before it
+sends). A task with more rows than one batch takes (1000, the server's limit) is refused before it sends
+anything: its rows are never split into batches that could land apart. A task retried after a crash
+stores nothing twice: a batch left uncommitted stored nothing, and with ``msgIdColumn`` the rows a
+committed batch stored are counted as duplicates, the others sent again as one batch.
+Airflow-free: executors import it.
 """
 
 from __future__ import annotations
@@ -31,9 +40,10 @@ from airflow_provider_jetstream.core.api import JetStreamApi, describe_prefix
 from airflow_provider_jetstream.core.arguments.names import domain_of
 from airflow_provider_jetstream.core.connection.client import open_connection, release
 from airflow_provider_jetstream.core.errors import JetStreamError
+from airflow_provider_jetstream.core.publish.atomic import MAX_BATCH, AtomicTarget, atomic_target, publish_atomic
 from airflow_provider_jetstream.core.publish.engine import Outgoing, ack_problems, publish_messages
 from airflow_provider_jetstream.core.publish.fast_ingest import batch_target
-from airflow_provider_jetstream.core.sync import iterate_blocking
+from airflow_provider_jetstream.core.sync import iterate_blocking, run_sync
 from airflow_provider_jetstream.spark.options import WriteOptions
 
 log = logging.getLogger(__name__)
@@ -99,6 +109,29 @@ def _outgoing(batches: Iterator[pa.RecordBatch], opts: WriteOptions) -> Iterator
             yield subject, bytes(payload), hdrs or None
 
 
+async def _atomic_target(nc: Any, opts: WriteOptions) -> AtomicTarget:
+    """The stream taking the write's atomic batches; refused (naming the option) when there is none."""
+    api = JetStreamApi(nc, opts.api_prefix, timeout=opts.connection.connect_timeout)
+    return await atomic_target(api, stream=opts.stream, subject=opts.subject, what="jetstream option atomic='true'")
+
+
+def check_atomic(opts: WriteOptions) -> str:
+    """On the driver, before any task runs: the name of the stream that takes the write's atomic batches.
+
+    :raises JetStreamConfigError: the stream lacks ``allow_atomic``, does not exist, or its server is older
+        than 2.12 (the error names the option ``atomic``, its value and what is allowed).
+    """
+
+    async def check() -> str:
+        nc = await open_connection(opts.connection)
+        try:
+            return (await _atomic_target(nc, opts)).stream
+        finally:
+            await release(nc, drain=False)
+
+    return run_sync(check())
+
+
 class JetStreamWriter(DataSourceArrowWriter):
     """Publishes the rows of each task through the shared publish engine; the driver logs the totals.
 
@@ -119,23 +152,42 @@ class JetStreamWriter(DataSourceArrowWriter):
         opts = self.options
         nc = await open_connection(opts.connection)
         try:
-            # One subject for every row: fast-ingest batches when its stream allows them.
-            api = JetStreamApi(nc, opts.api_prefix, timeout=opts.connection.connect_timeout)
-            batch = await batch_target(api, opts.subject) if opts.subject and not opts.subject_column else None
-            summary = await publish_messages(
-                nc,
-                _outgoing(batches, opts),
-                max_in_flight=opts.max_in_flight,
-                ack_timeout=ACK_TIMEOUT,
-                api_prefixes=[opts.api_prefix, opts.connection.api_prefix],
-                what="jetstream write",
-                batch=batch,
-                subject_field=(
-                    f"jetstream write: column {opts.subject_column!r}"
-                    if opts.subject_column
-                    else "jetstream option subject"
-                ),
+            subject_field = (
+                f"jetstream write: column {opts.subject_column!r}"
+                if opts.subject_column
+                else "jetstream option subject"
             )
+            api_prefixes = [opts.api_prefix, opts.connection.api_prefix]
+            if opts.atomic:
+                # The task's rows in one atomic batch: all stored or none.
+                summary = await publish_atomic(
+                    nc,
+                    await _atomic_target(nc, opts),
+                    _outgoing(batches, opts),
+                    whole=True,
+                    ack_timeout=ACK_TIMEOUT,
+                    api_prefixes=api_prefixes,
+                    what="jetstream write (atomic='true': a task's rows in one atomic batch)",
+                    subject_field=subject_field,
+                    too_many_hint=(
+                        f"; repartition so that no task writes more than {MAX_BATCH} rows "
+                        "(df.repartition(n) with n above rows / 1000), or write with atomic='false'"
+                    ),
+                )
+            else:
+                # One subject for every row: fast-ingest batches when its stream allows them.
+                api = JetStreamApi(nc, opts.api_prefix, timeout=opts.connection.connect_timeout)
+                batch = await batch_target(api, opts.subject) if opts.subject and not opts.subject_column else None
+                summary = await publish_messages(
+                    nc,
+                    _outgoing(batches, opts),
+                    max_in_flight=opts.max_in_flight,
+                    ack_timeout=ACK_TIMEOUT,
+                    api_prefixes=api_prefixes,
+                    what="jetstream write",
+                    batch=batch,
+                    subject_field=subject_field,
+                )
         except nats.errors.Error as err:
             raise JetStreamError(f"jetstream write: {type(err).__name__}: {err}") from None
         finally:

@@ -291,6 +291,9 @@ def test_headers_of_a_stream_msg_get_answer(message: dict, expected: dict) -> No
         (b'{"stream":"ORDERS","seq":9223372036854775807,"domain":"leaf","duplicate":false}',
          PubAck("ORDERS", 2**63 - 1, "leaf", False)),
         (b'{"stream":"S","seq":1,"unknown":"field"}', PubAck("S", 1)),
+        # An atomic batch's commit: its id and how many messages it stored.
+        (b'{"stream":"A","seq":3,"batch":"b1","count":3}', PubAck("A", 3, batch="b1", count=3)),
+        (b'{"stream":"A","seq":3,"batch":"","count":true}', PubAck("A", 3)),
     ],
 )  # fmt: skip
 def test_publish_acks(data: bytes, expected: PubAck) -> None:

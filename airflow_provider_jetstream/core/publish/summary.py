@@ -1,8 +1,9 @@
 """What a publish sends and what its acks said: the message tuple, ``PublishSummary`` and ``ack_problems``.
 
-Shared by the per-message engine (:mod:`~airflow_provider_jetstream.core.publish.engine`) and the
-fast-ingest batches (:mod:`~airflow_provider_jetstream.core.publish.fast_ingest`): one tally, one
-reading of what went wrong, whichever way the messages went.
+Shared by the per-message engine (:mod:`~airflow_provider_jetstream.core.publish.engine`), the
+fast-ingest batches (:mod:`~airflow_provider_jetstream.core.publish.fast_ingest`) and the atomic batches
+(:mod:`~airflow_provider_jetstream.core.publish.atomic`): one tally, one reading of what went wrong,
+whichever way the messages went.
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ class PublishSummary:
     already: stored earlier, e.g. by an attempt whose ack was lost), and ``failures`` (index, error:
     the server's refusal or why no ack came), together ``count``. ``streams`` counts acknowledged
     messages by ``(stream, domain)``; ``republished`` counts messages sent again. ``batches`` counts the
-    fast-ingest batches sent (0: every message was published on its own) and ``replies`` the acks
-    received (one per message on its own; one per flow window of a batch, and its final ack)."""
+    fast-ingest or atomic batches sent (0: every message was published on its own) and ``replies`` the
+    acks received (one per message on its own; one per flow window of a fast-ingest batch, and its final
+    ack; one per message of an atomic batch)."""
 
     count: int = 0
     stored: int = 0
