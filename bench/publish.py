@@ -16,10 +16,15 @@ And, on a second stream with ``allow_batched`` (nats-server 2.14+), in the same 
 - ``ceiling``: the server's ingest ceiling: a core ``nc.publish`` loop into the stream, no reply,
   no ids, timed until the stream holds every message.
 
-Prints each rate and operator / raw+msgid (target >= 0.9x), fast-ingest / per-message (target >= 3x)
-and fast-ingest / ceiling (target >= 0.5x).
+And the Spark writer (``df.write.format("jetstream")``, ``local[2]``, two tasks) into the
+``allow_batched`` stream, in rounds of its own after those: ``spark per-message``
+(``fastIngest=false``) against ``spark fast-ingest`` (the default), ``--spark-rows`` rows of 100 bytes
+with a ``Nats-Msg-Id`` each (0: no Spark rounds).
 
-    .venv/bin/python bench/publish.py [--messages 20000] [--rounds 3]
+Prints each rate and operator / raw+msgid (target >= 0.9x), fast-ingest / per-message for the operator
+and the writer (target >= 3x) and fast-ingest / ceiling (target >= 0.5x).
+
+    .venv/bin/python bench/publish.py [--messages 20000] [--rounds 3] [--spark-rows 200000]
 """
 
 from __future__ import annotations
@@ -99,10 +104,21 @@ def operator_run(conn_id: str, subject: str, n: int, tag: str, fast_ingest: bool
     return n / elapsed
 
 
+def spark_write(spark, subject: str, stream: str, n: int, tag: str, fast_ingest: bool) -> float:  # type: ignore[no-untyped-def]
+    """``n`` rows written by two Spark tasks, timed until the write returns (every row acknowledged)."""
+    rows = spark.range(n).selectExpr(f"concat('{tag}/', id) AS id", "repeat('x', 100) AS data").coalesce(2)
+    started = time.perf_counter()
+    rows.write.format("jetstream").option("subject", subject).option("stream", stream).option(
+        "msgIdColumn", "id"
+    ).option("fastIngest", str(fast_ingest).lower()).mode("append").save()
+    return n / (time.perf_counter() - started)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=20000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--spark-rows", type=int, default=200000)
     args = parser.parse_args()
     import logging
 
@@ -144,10 +160,22 @@ def main() -> None:
             rates["per-message"].append(operator_run("bench", "batched", args.messages, f"pm{r}", fast_ingest=False))
             rates["fast-ingest"].append(operator_run("bench", "batched", args.messages, f"fi{r}"))
             rates["ceiling"].append(asyncio.run(ceiling_loop(topo.hub.url, "batched", "batched", args.messages)))
+        if args.spark_rows:
+            from bench.spark_read import spark_session
+
+            spark = spark_session(topo)
+            rates["spark per-message"], rates["spark fast-ingest"] = [], []
+            spark_write(spark, "batched", "batched", 2000, "warmup", True)
+            for r in range(args.rounds):
+                order = [False, True] if r % 2 == 0 else [True, False]
+                for fast in order:
+                    name = "spark fast-ingest" if fast else "spark per-message"
+                    rates[name].append(spark_write(spark, "batched", "batched", args.spark_rows, f"s{r}{fast}", fast))
+            spark.stop()
         print(f"{args.messages} messages x {args.rounds} rounds, 100-byte payloads, hub on loopback")
         for name, values in rates.items():
             print(
-                f"  {name:10s} median {statistics.median(values):9.0f} msg/s  (runs: "
+                f"  {name:17s} median {statistics.median(values):9.0f} msg/s  (runs: "
                 + ", ".join(f"{v:.0f}" for v in values)
                 + ")"
             )
@@ -162,6 +190,9 @@ def main() -> None:
         print(
             f"fast-ingest / ingest ceiling (core publish, no acks): {fast / statistics.median(rates['ceiling']):.2f}x"
         )
+        if args.spark_rows:
+            writer = statistics.median(rates["spark fast-ingest"]) / statistics.median(rates["spark per-message"])
+            print(f"Spark writer fast-ingest / per-message ({args.spark_rows} rows): {writer:.2f}x")
 
 
 if __name__ == "__main__":

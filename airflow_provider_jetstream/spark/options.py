@@ -216,6 +216,13 @@ WRITE = (
                 stream_name, None, REFUSE, "expected stream: the server refuses rows that would land in another one"
             ),
             "maxInFlight": Arg(integer(1), 1000, DEFAULT, "unacknowledged publishes per task at most"),
+            "fastIngest": Arg(
+                boolean,
+                True,
+                DEFAULT,
+                "true (default) or false: with one subject for every row whose stream has allow_batched "
+                "(nats-server 2.14+), fast-ingest batches (one ack per flow window); false: an ack per row",
+            ),
             "atomic": Arg(
                 boolean,
                 False,
@@ -415,7 +422,8 @@ class ReadOptions:
 @dataclass(frozen=True)
 class WriteOptions:
     """The validated options of a write. ``atomic``: each task's rows go as one atomic batch (all stored or
-    none; default False: each row acknowledged on its own)."""
+    none; default False: each row acknowledged on its own). ``fast_ingest``: fast-ingest batches where the
+    stream takes them (default True)."""
 
     connection: JetStreamConnectionConfig
     api_prefix: str
@@ -427,6 +435,7 @@ class WriteOptions:
     stream: str | None
     max_in_flight: int
     atomic: bool = False
+    fast_ingest: bool = True
 
     @classmethod
     def parse(cls, options: Mapping[str, str], columns: list[str]) -> WriteOptions:
@@ -471,4 +480,5 @@ class WriteOptions:
             stream=args["stream"],
             max_in_flight=args["maxInFlight"],
             atomic=args["atomic"],
+            fast_ingest=args["fastIngest"],
         )

@@ -11,7 +11,8 @@ reserved space (``$JS.``, ``$KV.``, ``$O.``, ``$SYS.``, ``_INBOX.``, the account
 refused before it is sent; after the last ack, a task fails if any row was refused or stored by
 another stream than ``stream`` or in another domain than ``domain`` / ``apiPrefix`` (default: the
 connection's). With one ``subject`` for every row whose stream has ``allow_batched`` (nats-server
-2.14+), the rows go in fast-ingest batches (one ack per flow window, the same guarantees).
+2.14+), the rows go in fast-ingest batches (one ack per flow window, the same guarantees; option
+``fastIngest=false``: an ack per row).
 
 With ``atomic=true`` each task's rows go as **one atomic batch**
 (:mod:`~airflow_provider_jetstream.core.publish.atomic`): stored all together or not at all. The stream
@@ -177,7 +178,8 @@ class JetStreamWriter(DataSourceArrowWriter):
             else:
                 # One subject for every row: fast-ingest batches when its stream allows them.
                 api = JetStreamApi(nc, opts.api_prefix, timeout=opts.connection.connect_timeout)
-                batch = await batch_target(api, opts.subject) if opts.subject and not opts.subject_column else None
+                one_subject = opts.subject and not opts.subject_column
+                batch = await batch_target(api, opts.subject) if opts.fast_ingest and one_subject else None
                 summary = await publish_messages(
                     nc,
                     _outgoing(batches, opts),

@@ -1,5 +1,6 @@
 """The Spark writer publishes in fast-ingest batches where the stream has ``allow_batched``: every row stored
-once, each sent with the batch reply pattern (``.$FI``), which a core subscriber on the subject sees."""
+once, each sent with the batch reply pattern (``.$FI``), which a core subscriber on the subject sees; with
+``fastIngest=false`` each row on its own."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import asyncio
 import json
 import threading
 from typing import Any
+
+import pytest
 
 from airflow_provider_jetstream.testing.servers import LocalTopology
 from tests.support.management import uid
@@ -19,12 +22,16 @@ def _version(topology: LocalTopology) -> tuple[int, ...]:
     return tuple(int(part) for part in text.split("-")[0].split("."))
 
 
-def test_spark_rows_to_an_allow_batched_stream_go_in_fast_ingest_batches(spark: Any, hub_leaf: LocalTopology) -> None:
+@pytest.mark.parametrize("fast_ingest", ["true", "false"])
+def test_spark_rows_to_an_allow_batched_stream_go_in_fast_ingest_batches_unless_turned_off(
+    spark: Any, hub_leaf: LocalTopology, fast_ingest: str
+) -> None:
     # Fast ingest itself is under test: on an older server this fails, it is never skipped.
     assert _version(hub_leaf) >= (2, 14), "fast ingest needs nats-server 2.14+ (older: the per-message path)"
     name = uid("spark_fi").replace("-", "_")
     stream = SparkStream(name, "leaf", name, hub_leaf)
     n = 5000
+    ends = 2 if fast_ingest == "true" else 0
 
     async def api(subject: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         nc = await hub_client(hub_leaf)
@@ -47,7 +54,7 @@ def test_spark_rows_to_an_allow_batched_stream_go_in_fast_ingest_batches(spark: 
         async def count(msg: Any) -> None:
             kind = "other" if not msg.reply.endswith(".$FI") else "ends" if msg.reply.endswith(".3.$FI") else "batched"
             seen[kind] += 1
-            if seen["batched"] + seen["other"] >= n and seen["ends"] >= 2:
+            if seen["batched"] + seen["other"] >= n and seen["ends"] >= ends:
                 done.set()
 
         nc = await hub_client(hub_leaf)
@@ -66,10 +73,13 @@ def test_spark_rows_to_an_allow_batched_stream_go_in_fast_ingest_batches(spark: 
         assert ready.wait(30), "the watching subscription did not start"
         rows = spark.createDataFrame([(str(i), f"spark-fi/{i}") for i in range(n)], "data string, id string")
         rows.coalesce(2).write.format("jetstream").options(
-            **stream.options(subject=f"{name}.rows", msgIdColumn="id")
+            **stream.options(subject=f"{name}.rows", msgIdColumn="id", fastIngest=fast_ingest)
         ).mode("append").save()
-        # Two partitions: two tasks, a batch each.
-        assert watcher.finish(120) == {"batched": n, "ends": 2, "other": 0}
+        # Two partitions: two tasks, a batch each; or an ack per row with fastIngest=false.
+        expected = (
+            {"batched": n, "ends": 2, "other": 0} if fast_ingest == "true" else {"batched": 0, "ends": 0, "other": n}
+        )
+        assert watcher.finish(120) == expected
         state = run(api(f"STREAM.INFO.{name}"))["state"]
         assert (state["messages"], state["first_seq"], state["last_seq"]) == (n, 1, n)
     finally:
