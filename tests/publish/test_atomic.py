@@ -16,7 +16,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -35,30 +35,6 @@ from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 USER, PASSWORD = USERS["ACC"]
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
-    """One JetStream server of ``NATS_SERVER_BIN`` (default: this environment's) for this module."""
-    workdir = tmp_path_factory.mktemp("atomic")
-    node = NatsServer(
-        name="atomic",
-        workdir=workdir,
-        body=f"jetstream {{ store_dir: {json.dumps(str(workdir / 'store'))} }}\n"
-        f"authorization {{ user: {USER}, password: {PASSWORD} }}\n",
-    )
-    node.start()
-    try:
-        yield node
-    finally:
-        node.stop()
-
-
-@pytest.fixture(scope="module")
-def version(server: NatsServer) -> tuple[int, ...]:
-    """The server's version as numbers, e.g. ``(2, 15, 1)``."""
-    text = (server.monitor("varz") or {})["version"]
-    return tuple(int(part) for part in text.split("-")[0].split("."))
 
 
 def _atomic(version: tuple[int, ...]) -> bool:

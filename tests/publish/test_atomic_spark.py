@@ -4,46 +4,29 @@ rows; a stream without ``allow_atomic`` is refused before any task runs."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 
 from airflow_provider_jetstream.testing.servers import LocalTopology
 from tests.support.management import uid
-from tests.support.spark import SparkStream, hub_client, run
-
-
-def _version(topology: LocalTopology) -> tuple[int, ...]:
-    text = (topology.hub.monitor("varz") or {})["version"]
-    return tuple(int(part) for part in text.split("-")[0].split("."))
-
-
-def _api(topology: LocalTopology, subject: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-    async def go() -> dict[str, Any]:
-        nc = await hub_client(topology)
-        try:
-            reply = await nc.request(f"$JS.leaf.API.{subject}", json.dumps(body or {}).encode(), 5)
-            return json.loads(reply.data)
-        finally:
-            await nc.close()
-
-    return run(go())
+from tests.support.natsutil import server_version
+from tests.support.spark import SparkStream, hub_client, leaf_api, run
 
 
 def _stream(topology: LocalTopology, **config: Any) -> SparkStream:
     """A stream in the leaf domain, subjects ``<name>.>``, with ``config`` (e.g. ``allow_atomic=True``)."""
     # Atomic batches themselves are under test: on an older server this fails, it is never skipped.
-    assert _version(topology) >= (2, 12), "atomic batches need nats-server 2.12+"
+    assert server_version(topology.hub) >= (2, 12), "atomic batches need nats-server 2.12+"
     name = uid("spark_ab").replace("-", "_")
-    created = _api(topology, f"STREAM.CREATE.{name}", {"name": name, "subjects": [f"{name}.>"], **config})
+    created = leaf_api(topology, f"STREAM.CREATE.{name}", {"name": name, "subjects": [f"{name}.>"], **config})
     assert "error" not in created, created
     return SparkStream(name, "leaf", name, topology)
 
 
 def _stored(stream: SparkStream) -> list[tuple[str, str]]:
     """``(payload, Nats-Batch-Id)`` of every message of the stream, in order."""
-    state = _api(stream.topology, f"STREAM.INFO.{stream.name}")["state"]
+    state = leaf_api(stream.topology, f"STREAM.INFO.{stream.name}")["state"]
 
     async def go() -> list[tuple[str, str]]:
         nc = await hub_client(stream.topology)
@@ -61,7 +44,7 @@ def _stored(stream: SparkStream) -> list[tuple[str, str]]:
 
 
 def _delete(stream: SparkStream) -> None:
-    _api(stream.topology, f"STREAM.DELETE.{stream.name}")
+    leaf_api(stream.topology, f"STREAM.DELETE.{stream.name}")
 
 
 def test_each_task_s_rows_land_as_one_atomic_batch_and_a_rerun_stores_nothing_twice(

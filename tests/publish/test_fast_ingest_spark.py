@@ -5,7 +5,6 @@ once, each sent with the batch reply pattern (``.$FI``), which a core subscriber
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 from typing import Any
 
@@ -13,13 +12,9 @@ import pytest
 
 from airflow_provider_jetstream.testing.servers import LocalTopology
 from tests.support.management import uid
-from tests.support.spark import SparkStream, hub_client, run
+from tests.support.natsutil import server_version
+from tests.support.spark import SparkStream, hub_client, leaf_api
 from tests.support.waiting import Later
-
-
-def _version(topology: LocalTopology) -> tuple[int, ...]:
-    text = (topology.hub.monitor("varz") or {})["version"]
-    return tuple(int(part) for part in text.split("-")[0].split("."))
 
 
 @pytest.mark.parametrize("fast_ingest", ["true", "false"])
@@ -27,21 +22,15 @@ def test_spark_rows_to_an_allow_batched_stream_go_in_fast_ingest_batches_unless_
     spark: Any, hub_leaf: LocalTopology, fast_ingest: str
 ) -> None:
     # Fast ingest itself is under test: on an older server this fails, it is never skipped.
-    assert _version(hub_leaf) >= (2, 14), "fast ingest needs nats-server 2.14+ (older: the per-message path)"
+    assert server_version(hub_leaf.hub) >= (2, 14), "fast ingest needs nats-server 2.14+ (older: the per-message path)"
     name = uid("spark_fi").replace("-", "_")
     stream = SparkStream(name, "leaf", name, hub_leaf)
     n = 5000
     ends = 2 if fast_ingest == "true" else 0
 
-    async def api(subject: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        nc = await hub_client(hub_leaf)
-        try:
-            reply = await nc.request(f"$JS.leaf.API.{subject}", json.dumps(body or {}).encode(), 5)
-            return json.loads(reply.data)
-        finally:
-            await nc.close()
-
-    created = run(api(f"STREAM.CREATE.{name}", {"name": name, "subjects": [f"{name}.>"], "allow_batched": True}))
+    created = leaf_api(
+        hub_leaf, f"STREAM.CREATE.{name}", {"name": name, "subjects": [f"{name}.>"], "allow_batched": True}
+    )
     assert created["config"]["allow_batched"], created
     ready = threading.Event()
 
@@ -80,7 +69,7 @@ def test_spark_rows_to_an_allow_batched_stream_go_in_fast_ingest_batches_unless_
             {"batched": n, "ends": 2, "other": 0} if fast_ingest == "true" else {"batched": 0, "ends": 0, "other": n}
         )
         assert watcher.finish(120) == expected
-        state = run(api(f"STREAM.INFO.{name}"))["state"]
+        state = leaf_api(hub_leaf, f"STREAM.INFO.{name}")["state"]
         assert (state["messages"], state["first_seq"], state["last_seq"]) == (n, 1, n)
     finally:
-        run(api(f"STREAM.DELETE.{name}"))
+        leaf_api(hub_leaf, f"STREAM.DELETE.{name}")

@@ -31,7 +31,7 @@ MESSAGE = st.tuples(
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
+def core_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
     node = NatsServer(
         name="frames",
         workdir=tmp_path_factory.mktemp("frames"),
@@ -75,17 +75,17 @@ async def received(url: str, messages: list[tuple[str, str, bytes, dict[str, str
 
 @settings(max_examples=25, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @given(messages=st.lists(MESSAGE, min_size=1, max_size=FLUSH_FRAMES + 20))
-def test_a_subscriber_receives_from_the_frames_what_publish_sends(server: NatsServer, messages: list[Any]) -> None:
-    by_publish = asyncio.run(received(server.url, messages, bulk=False))
-    by_frames = asyncio.run(received(server.url, messages, bulk=True))
+def test_a_subscriber_receives_from_the_frames_what_publish_sends(core_server: NatsServer, messages: list[Any]) -> None:
+    by_publish = asyncio.run(received(core_server.url, messages, bulk=False))
+    by_frames = asyncio.run(received(core_server.url, messages, bulk=True))
     assert by_frames == by_publish
     assert [m[0] for m in by_frames] == [m[0] for m in messages]  # in order
 
 
 @pytest.mark.parametrize("name", ["bad name", "colon:", "", "é"])
-def test_a_header_name_publish_refuses_is_refused_before_anything_is_sent(server: NatsServer, name: str) -> None:
+def test_a_header_name_publish_refuses_is_refused_before_anything_is_sent(core_server: NatsServer, name: str) -> None:
     async def both() -> tuple[str, str]:
-        nc = await nats.connect(server.url, user=USER, password=PASSWORD)
+        nc = await nats.connect(core_server.url, user=USER, password=PASSWORD)
         outcomes = []
         try:
             for send in ("publish", "frames"):
@@ -109,9 +109,9 @@ def test_a_header_name_publish_refuses_is_refused_before_anything_is_sent(server
         assert by_frames == "BadHeaderError"
 
 
-def test_a_payload_over_max_payload_is_refused_and_a_closed_client_sends_nothing(server: NatsServer) -> None:
+def test_a_payload_over_max_payload_is_refused_and_a_closed_client_sends_nothing(core_server: NatsServer) -> None:
     async def attempt() -> list[str]:
-        nc = await nats.connect(server.url, user=USER, password=PASSWORD)
+        nc = await nats.connect(core_server.url, user=USER, password=PASSWORD)
         frames = FrameBuffer(nc)
         outcomes = []
         with pytest.raises(nats.errors.MaxPayloadError):

@@ -17,6 +17,12 @@ from airflow_provider_jetstream.core.api import JetStreamApi
 LEAF_API = ExternalStream(api="$JS.leaf.API")
 
 
+def server_version(server: Any) -> tuple[int, ...]:
+    """A running server's version as numbers, e.g. ``(2, 15, 1)`` (its monitoring endpoint's ``varz``)."""
+    text = (server.monitor("varz") or {})["version"]
+    return tuple(int(part) for part in text.split("-")[0].split("."))
+
+
 def unique(area: str) -> str:
     """A stream / consumer / bucket name of this area, unique per test: ``sens_<area>_<hex>``."""
     return f"sens_{area}_{uuid.uuid4().hex[:8]}"

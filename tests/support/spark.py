@@ -51,6 +51,20 @@ async def hub_client(topology: LocalTopology) -> Any:
     return await nats.connect(f"nats://127.0.0.1:{topology.hub.port}", user=user, password=password)
 
 
+def leaf_api(topology: LocalTopology, subject: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One request to the leaf domain's JetStream API through the hub (``STREAM.INFO.<name>``...): its answer."""
+
+    async def go() -> dict[str, Any]:
+        nc = await hub_client(topology)
+        try:
+            reply = await nc.request(f"$JS.leaf.API.{subject}", json.dumps(body or {}).encode(), 5)
+            return json.loads(reply.data)
+        finally:
+            await nc.close()
+
+    return run(go())
+
+
 def publish(stream: SparkStream, messages: list[tuple[str, bytes] | tuple[str, bytes, dict[str, str]]]) -> list[int]:
     """Publish ``(subject suffix, data[, headers])`` to the stream; return the stored sequences."""
 
