@@ -14,8 +14,8 @@ VERSION = $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' airflow_provider_jet
 WHEEL = dist/airflow_provider_jetstream-$(VERSION)-py3-none-any.whl
 STAMP := $(VENV)/$(if $(filter wheel,$(INSTALL)),.installed-wheel-stamp,.installed-stamp)
 PYTEST_ARGS ?=
-# Parallel test workers (pytest-xdist); the tests sharing a SparkSession, the 3-node hub cluster or a
-# deployment run on one worker (tests/conftest.py). PYTEST_WORKERS=0 runs them in one process.
+# Parallel test workers (pytest-xdist): a test file runs whole on one worker, in order, with the
+# servers, SparkSession and deployment of that worker. PYTEST_WORKERS=0 runs them in one process.
 PYTEST_WORKERS ?= 2
 # nats.js (the official JavaScript client) for tests/interop, pinned by its package-lock.json.
 JS_DIR := tests/interop/js
@@ -74,7 +74,7 @@ stack: $(STAMP)
 	$(BIN)/python -m local_stack.stack --dags-folder dags --workdir .stack
 
 test: $(STAMP) $(JS_STAMP)
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 fuzz: $(STAMP)
 	HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest tests/reliability/test_generated_inputs.py --timeout=1800 $(PYTEST_ARGS)

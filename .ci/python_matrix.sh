@@ -126,7 +126,7 @@ for version in $VERSIONS; do
   echo "python_matrix: CPython $("$venv/bin/python" -c 'import platform; print(platform.python_version())'): -m '$MARKER' $tests"
   set +e
   # shellcheck disable=SC2086
-  "$venv/bin/python" -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup -m "$MARKER" $tests
+  "$venv/bin/python" -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "$MARKER" $tests
   status=$?
   set -e
   timings+=("$version: $((SECONDS - started))s")

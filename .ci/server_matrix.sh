@@ -65,7 +65,7 @@ for version in $VERSIONS; do
   echo "server_matrix: nats-server $version: $tests"
   set +e
   # shellcheck disable=SC2086
-  NATS_SERVER_BIN="$PWD/$binary" "$PYTHON" -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup $tests
+  NATS_SERVER_BIN="$PWD/$binary" "$PYTHON" -m pytest -q -p no:cacheprovider -n 2 --dist loadfile $tests
   status=$?
   set -e
   if [ "$status" -ne 0 ]; then

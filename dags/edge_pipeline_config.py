@@ -59,8 +59,16 @@ def edge_status_bucket_spec(leaf: str) -> dict:
 
 
 def leaf_stream_spec(leaf: str) -> dict:
-    """The spec of a leaf's readings stream (the DAG ensures it; edge processes may create it first)."""
-    return {"name": LEAF_STREAM, "subjects": [f"sensors.{leaf}.>"], "max_age": "7d", "storage": "file"}
+    """The spec of a leaf's readings stream (the DAG ensures it; edge processes may create it first).
+    ``allow_batched``: edge processes publish readings in fast-ingest batches, one ack per flow window
+    (nats-server 2.14+ leaves; drop it for older ones, which refuse the spec)."""
+    return {
+        "name": LEAF_STREAM,
+        "subjects": [f"sensors.{leaf}.>"],
+        "max_age": "7d",
+        "storage": "file",
+        "allow_batched": True,
+    }
 
 
 def aggregate_sources() -> list[dict]:

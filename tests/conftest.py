@@ -74,29 +74,16 @@ from tests.support.spark import SparkStream, hub_client, run  # noqa: E402
 from tests.support.waiting import TIME_SCALE, scaled  # noqa: E402
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """With parallel workers (``-n 2 --dist loadgroup``), the tests of one expensive session resource
-    run on one worker: one SparkSession, one 3-node hub cluster, one deployment at a time. With
-    ``JETSTREAM_TEST_TIME_SCALE``, each test's timeout is scaled like the suite's waits."""
-    if TIME_SCALE != 1:
-        default = float(config.getini("timeout") or 0)
-        for item in items:
-            marker = item.get_closest_marker("timeout")
-            seconds = float(marker.args[0]) if marker and marker.args else default
-            if seconds:
-                item.add_marker(pytest.mark.timeout(scaled(seconds)), append=False)
+    """With ``JETSTREAM_TEST_TIME_SCALE``, each test's timeout is scaled like the suite's waits."""
+    if TIME_SCALE == 1:
+        return
+    default = float(config.getini("timeout") or 0)
     for item in items:
-        fixtures = getattr(item, "fixturenames", ())
-        if "spark" in fixtures or item.get_closest_marker("spark"):
-            group = "spark"
-        elif "_hub_cluster" in fixtures:
-            group = "hub_cluster"
-        elif item.get_closest_marker("deployment"):
-            group = "deployment"
-        else:
-            continue
-        item.add_marker(pytest.mark.xdist_group(group))
+        marker = item.get_closest_marker("timeout")
+        seconds = float(marker.args[0]) if marker and marker.args else default
+        if seconds:
+            item.add_marker(pytest.mark.timeout(scaled(seconds)), append=False)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -20,7 +20,7 @@ from tests.support.packaging import DIST, PACKAGE, BuiltWheel, CleanVenv, run, s
 SPARK_JOB = f"{PACKAGE}/spark/jobs/stream_to_parquet.py"
 #: What ``testing/`` ships: the local topology for users' own tests (the stack of ``make stack`` is
 #: the repository's ``local_stack/``).
-TESTING_MODULES = {f"{PACKAGE}/testing/__init__.py", f"{PACKAGE}/testing/servers.py"}
+TESTING_MODULES = {f"{PACKAGE}/testing/{name}.py" for name in ("__init__", "ports", "servers")}
 
 pytestmark = [pytest.mark.packaging, pytest.mark.timeout(900)]
 
