@@ -227,6 +227,24 @@ def test_edge_to_hub_goes_on_without_a_leaf_that_is_away(airflow_db, dagbag, edg
     assert parquet_rows_per_leaf(tmp_path) == {"leaf-a": 30, "leaf-b": 20}  # leaf-b's late readings, once
 
 
+def test_a_leaf_step_skips_when_its_leaf_is_away_or_goes_away_after_the_check(dagbag, edge_topology) -> None:
+    """Each mapped step as the task runner unmaps it for one leaf: away at the check, it skips without a
+    request; cut off after a check that found it, it skips with the reason instead of failing."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    edge_topology.disconnect_leaf("leaf-b")
+    dag = dagbag.dags["jetstream_edge_to_hub"]
+    for task_id in MAPPED_LEAF_STEPS:
+        mapped = dag.get_task(task_id)
+        away = mapped.unmap({"leaf": "leaf-b", "unreachable": "no responders"})
+        assert away.domain == "leaf-b"
+        with pytest.raises(AirflowSkipException, match=r"leaf 'leaf-b' is away \(no responders\)"):
+            away.execute({})
+        went_away = mapped.unmap({"leaf": "leaf-b", "unreachable": None})
+        with pytest.raises(AirflowSkipException, match="leaf 'leaf-b' went away after the reachability check"):
+            went_away.execute({})
+
+
 def test_edge_to_hub_refuses_a_bad_leaf_list_before_changing_anything(
     airflow_db, dagbag, edge_topology, monkeypatch
 ) -> None:
