@@ -16,8 +16,11 @@ Measured for each N:
   the peak Python allocation of one check (``tracemalloc``);
 - **the example DAG's parse time** (``dags/jetstream_edge_to_hub.py`` with ``JETSTREAM_LEAF_DOMAINS``
   set to N leaves, ``DagBag`` of that one file in a fresh process, median of interleaved rounds), its
-  task count and serialized size; ``--parse-leaves`` adds N that only the parse is measured for
-  (no servers are needed to parse);
+  task count and serialized size, for two layouts in the same rounds: ``mapped`` (the DAG as it is:
+  per-leaf steps mapped at run time over the run's leaves) and ``per-leaf`` (the layout before, three
+  tasks written out per leaf when the file is parsed; kept in ``bench/per_leaf_layout/``);
+  ``--parse-leaves`` adds N that only the parse is measured for (no servers are needed to parse), and
+  ``--parse-only`` measures only that;
 - **NATS connections and triggerer memory**: the DAG's waiting trigger (``wait_replicated``'s
   ``JetStreamReplicationLagTrigger``, rebuilt from its serialized form as the triggerer does) run in
   one event loop of a fresh process for a window, started again 2 s (the sensor's poke_interval)
@@ -31,6 +34,7 @@ Every figure is printed with its ratio to the baseline N, and per leaf.
 
     python bench/scale.py                          # N = 2, 8, 16 (17 nats-server processes)
     python bench/scale.py --leaves 2,8,16,32 --origins 1000 --parse-leaves 100,1000   # bench/README.md
+    python bench/scale.py --parse-only --parse-leaves 2,32,1000 --parse-rounds 5       # layouts, bench/README.md
 """
 
 from __future__ import annotations
@@ -48,6 +52,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 DAG_FILE = REPO / "dags" / "jetstream_edge_to_hub.py"
+#: The DAG files whose parse is measured: the example as it is, and the layout before its per-leaf steps
+#: were mapped (``before`` of the parse figures).
+LAYOUTS = {"mapped": DAG_FILE, "per-leaf": REPO / "bench" / "per_leaf_layout" / "jetstream_edge_to_hub.py"}
 sys.path.insert(0, str(REPO / "dags"))  # edge_pipeline_config, as Airflow's processes put the DAGs folder there
 
 CHECK_CLIENT = "bench-scale-check"
@@ -76,15 +83,9 @@ def pipeline_env(leaves: list[str]) -> dict[str, str]:
 
 def aggregate_spec(n: int) -> dict:
     """The example DAG's ``ensure_hub_aggregate`` stream for the first ``n`` leaves, under its own name."""
-    import edge_pipeline_config as config
+    from edge_pipeline_config import aggregate_sources
 
-    leaves = [leaf_name(i) for i in range(n)]
-    saved = config.LEAF_DOMAINS
-    config.LEAF_DOMAINS = leaves
-    try:
-        sources = config.aggregate_sources()
-    finally:
-        config.LEAF_DOMAINS = saved
+    sources = aggregate_sources([leaf_name(i) for i in range(n)])
     return {"name": aggregate_name(n), "sources": sources, "max_age": "30d", "storage": "file"}
 
 
@@ -314,32 +315,63 @@ def progress(text: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
 
 
-def parse_once(n: int, env: dict[str, str]) -> dict:
+def parse_once(layout: str, n: int, env: dict[str, str]) -> dict:
     child_env = {**env, **pipeline_env([leaf_name(i) for i in range(n)])}
-    command = [sys.executable, "-c", PARSE_CHILD, str(DAG_FILE), str(REPO / "dags")]
+    command = [sys.executable, "-c", PARSE_CHILD, str(LAYOUTS[layout]), str(REPO / "dags")]
     out = subprocess.run(command, env=child_env, capture_output=True, text=True, check=False)
     lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
     if not lines:
-        raise SystemExit(f"parsing with {n} leaves failed:\n{out.stderr[-3000:]}")
+        raise SystemExit(f"parsing the {layout} layout with {n} leaves failed:\n{out.stderr[-3000:]}")
     return json.loads(lines[-1].removeprefix("RESULT "))
 
 
-def measure_parse(counts: list[int], rounds: int, env: dict[str, str]) -> dict[int, dict]:
-    runs: dict[int, list[dict]] = {n: [] for n in counts}
+def measure_parse(counts: list[int], rounds: int, env: dict[str, str]) -> dict[str, dict[int, dict]]:
+    """Each layout's parse at each N: interleaved rounds (every layout and N once a round, the order
+    reversed every other round), medians."""
+    runs: dict[tuple[str, int], list[dict]] = {(layout, n): [] for layout in LAYOUTS for n in counts}
+    order = list(runs)
     for r in range(rounds):
-        for n in counts if r % 2 == 0 else counts[::-1]:
-            progress(f"parse N={n}, round {r + 1}/{rounds}")
-            runs[n].append(parse_once(n, env))
-    return {
-        n: {
+        for layout, n in order if r % 2 == 0 else order[::-1]:
+            progress(f"parse {layout} N={n}, round {r + 1}/{rounds}")
+            runs[layout, n].append(parse_once(layout, n, env))
+    results: dict[str, dict[int, dict]] = {layout: {} for layout in LAYOUTS}
+    for (layout, n), rs in runs.items():
+        results[layout][n] = {
             "parse_ms": statistics.median(x["parse"] for x in rs) * 1000,
             "warm_ms": statistics.median(x["warm"] for x in rs) * 1000,
             "serialize_ms": statistics.median(x["serialize"] for x in rs) * 1000,
             "tasks": rs[0]["tasks"],
             "serialized_bytes": rs[0]["serialized"],
+            "rounds": len(rs),
         }
-        for n, rs in runs.items()
-    }
+    return results
+
+
+def report_parse(parse: dict[str, dict[int, dict]]) -> None:
+    """The parse figures of both layouts side by side, per N; 'after / before' = mapped / per-leaf."""
+    before, after = parse["per-leaf"], parse["mapped"]
+    rows = [
+        ("DAG tasks", "tasks", 1, "{:,.0f}"),
+        ("parse ms, fresh process (median)", "parse_ms", 1, "{:,.0f}"),
+        ("parse ms, imports warm (median)", "warm_ms", 1, "{:,.0f}"),
+        ("serialization ms (median)", "serialize_ms", 1, "{:,.0f}"),
+        ("serialized KB", "serialized_bytes", 1024, "{:,.0f}"),
+    ]
+    counts = sorted(after)
+    header = ["figure (per-leaf -> mapped)"] + [f"N={n}" for n in counts]
+    table = [header]
+    for title, key, scale, fmt in rows:
+        cells = [title]
+        for n in counts:
+            b, a = before[n][key] / scale, after[n][key] / scale
+            cells.append(f"{fmt.format(b)} -> {fmt.format(a)} ({a / b:.2g}x)" if b else f"{fmt.format(a)}")
+        table.append(cells)
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    print(f"DAG parse, both layouts in the same interleaved rounds ({after[counts[0]]['rounds']} rounds per N):")
+    for row in table:
+        print(
+            "  " + "  ".join(cell.ljust(widths[0]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(row))
+        )
 
 
 # -- the DAG's trigger in one event loop ----------------------------------------------------------
@@ -508,7 +540,12 @@ def main() -> None:
     )
     parser.add_argument("--messages", type=int, default=100, help="messages on each leaf's stream")
     parser.add_argument("--rounds", type=int, default=15, help="interleaved rounds of one check per N")
-    parser.add_argument("--parse-rounds", type=int, default=3)
+    parser.add_argument("--parse-rounds", type=int, default=3, help="interleaved rounds of the parse")
+    parser.add_argument(
+        "--parse-only",
+        action="store_true",
+        help="measure only the DAG parse of both layouts at --parse-leaves (no servers)",
+    )
     parser.add_argument("--trigger-rounds", type=int, default=3)
     parser.add_argument("--window", type=float, default=10.0, help="seconds each trigger process runs")
     parser.add_argument(
@@ -528,6 +565,11 @@ def main() -> None:
         parser.error(f"--window {args.window:g}: must be > 0 seconds")
     if args.child:
         trigger_child(args)
+        return
+    if args.parse_only:
+        if not args.parse_leaves:
+            parser.error("--parse-only needs --parse-leaves, e.g. 2,32,1000")
+        parse_only(args)
         return
 
     import logging
@@ -581,8 +623,10 @@ def main() -> None:
                 origins["triggers"] = measure_triggers(streams, args.trigger_rounds, args.window, ports, env)
         # Parsed after the servers stopped (they are not needed for it).
         parse = measure_parse(counts, args.parse_rounds, env)
-        # Large N take long to parse: one round each, after the interleaved ones.
-        parse.update(measure_parse(sorted(set(args.parse_leaves) - set(counts)), 1, env))
+        # Large N take long to parse in the per-leaf layout: one round each, after the interleaved ones.
+        more = measure_parse(sorted(set(args.parse_leaves) - set(counts)), 1, env)
+        for layout, figures in more.items():
+            parse[layout].update(figures)
     report(
         args,
         counts,
@@ -602,14 +646,27 @@ def main() -> None:
     )
 
 
+def parse_only(args: argparse.Namespace) -> None:
+    """The DAG parse of both layouts at ``--parse-leaves``, ``--parse-rounds`` interleaved rounds."""
+    load_before = os.getloadavg()
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="bench-scale-") as work:
+        env = {**os.environ, "AIRFLOW_HOME": str(Path(work) / "airflow"), "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
+        parse = measure_parse(args.parse_leaves, args.parse_rounds, env)
+    load = " ".join(f"{x:.2f}" for x in load_before) + " -> " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"parse only, {time.monotonic() - started:.0f} s; load average {load}")
+    report_parse(parse)
+
+
 def server_rss(server) -> int:
     import psutil
 
     return psutil.Process(server.process.pid).memory_info().rss
 
 
-def report(args, counts, checks, parse, triggers, run, origins) -> None:
+def report(args, counts, checks, layouts, triggers, run, origins) -> None:
     base = counts[0]
+    parse = layouts["mapped"]
     load = " ".join(f"{x:.2f}" for x in run["load_before"]) + " -> " + " ".join(f"{x:.2f}" for x in run["load_after"])
     print(
         f"hub + {max(counts)} leaves (nats-server processes) started and linked in {run['startup']:.1f} s; "
@@ -661,18 +718,8 @@ def report(args, counts, checks, parse, triggers, run, origins) -> None:
             f"{c['server_out_bytes']:,} B out; fastest check {c['wall_ms_min']:.1f} ms; "
             f"{c['wall_ms'] / max(c['requests'], 1):.2f} ms per request"
         )
-    extra = [n for n in parse if n not in counts]
-    if extra:
-        print()
-        print("DAG parse only (no servers):")
-        for n in sorted(parse):
-            p = parse[n]
-            cold, warm = p["parse_ms"] / parse[base]["parse_ms"], p["warm_ms"] / parse[base]["warm_ms"]
-            print(
-                f"  N={n}: {p['tasks']} tasks, parse {p['parse_ms']:.0f} ms ({cold:.2f} xB), imports warm "
-                f"{p['warm_ms']:.0f} ms ({warm:.2f} xB), serialize {p['serialize_ms']:.0f} ms, "
-                f"serialized {p['serialized_bytes'] / 1024:.0f} KB"
-            )
+    print()
+    report_parse(layouts)
 
     if origins:
         print()

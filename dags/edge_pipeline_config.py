@@ -3,24 +3,66 @@
 Defaults match `make demo`, `make stack` and docker-compose.yml (hub domain `hub`, leaves `leaf-a`
 and `leaf-b`, Airflow connection `nats_hub`); environment variables override them for your deployment.
 
-The `JETSTREAM_*` variables are read when a DAG file is parsed: they decide which tasks exist (one
-per leaf) and their defaults. Airflow parses the files in the dag-processor and again in every
-worker that runs a task, so set them to the same values in both (and in the scheduler and triggerer,
-which share the deployment's environment), and restart those processes after changing them: a
-dag-processor that still has the old values keeps serializing the old DAG.
+The `JETSTREAM_*` variables are read when a DAG file is parsed: they decide the DAGs' defaults and,
+for `jetstream_kv_gate` and `jetstream_edge_events`, which leaves they offer or watch. Airflow parses
+the files in the dag-processor and again in every worker that runs a task, so set them to the same
+values in both (and in the scheduler and triggerer, which share the deployment's environment), and
+restart those processes after changing them: a dag-processor that still has the old values keeps
+serializing the old DAG.
+
+`jetstream_edge_to_hub` takes its leaves at run time instead (:func:`leaf_domains_of_run`): the Airflow
+Variable `jetstream_leaf_domains` when it is set, else `JETSTREAM_LEAF_DOMAINS`. Its tasks are the same
+for any number of leaves (its per-leaf steps are mapped over that list), and a leaf added to the
+Variable is in the next run without a restart.
 """
 
 from __future__ import annotations
 
+import json
 import os
+
+from airflow_provider_jetstream.core.arguments.names import domain_name
 
 #: Airflow connection (type jetstream) to the hub; every domain is reached through it.
 NATS_CONN_ID = os.environ.get("JETSTREAM_CONN_ID", "nats_hub")
 #: Spark connection for spark-submit (`local[*]` by default; a cluster in docker-compose).
 SPARK_CONN_ID = os.environ.get("JETSTREAM_SPARK_CONN_ID", "spark_local")
 HUB_DOMAIN = os.environ.get("JETSTREAM_HUB_DOMAIN", "hub")
-#: One JetStream domain per edge server.
-LEAF_DOMAINS = [d.strip() for d in os.environ.get("JETSTREAM_LEAF_DOMAINS", "leaf-a,leaf-b").split(",") if d.strip()]
+#: The Airflow Variable that lists `jetstream_edge_to_hub`'s leaves, read at the start of each run:
+#: comma-separated (`leaf-a,leaf-b`) or a JSON list of domain names. Unset: `JETSTREAM_LEAF_DOMAINS`.
+LEAF_DOMAINS_VARIABLE = "jetstream_leaf_domains"
+
+
+def leaf_domains_from(text: str, source: str) -> list[str]:
+    """The leaf domains listed in ``text`` (comma-separated, or a JSON list of names), in order.
+
+    Refused with a ``ValueError`` naming ``source`` and the value: a name that is not a JetStream domain,
+    one listed twice, the hub's domain, an empty list.
+    """
+    stripped = text.strip()
+    if stripped.startswith("["):
+        try:
+            names = json.loads(stripped)
+        except ValueError as err:
+            raise ValueError(f"{source}={text!r} is not allowed: not a JSON list of domain names ({err})") from None
+        if not isinstance(names, list):
+            raise ValueError(f"{source}={text!r} is not allowed: give a JSON list of domain names")
+    else:
+        names = [name.strip() for name in stripped.split(",") if name.strip()]
+    if not names:
+        raise ValueError(f"{source}={text!r} is not allowed: list at least one leaf domain, e.g. 'leaf-a,leaf-b'")
+    for name in names:
+        domain_name(name, source)  # a SpecError (a ValueError) naming the source and the name
+    if len(set(names)) != len(names):
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        raise ValueError(f"{source}={text!r} is not allowed: each leaf once; listed more than once: {repeated}")
+    if HUB_DOMAIN in names:
+        raise ValueError(f"{source}={text!r} is not allowed: {HUB_DOMAIN!r} is the hub's domain, not a leaf's")
+    return names
+
+
+#: One JetStream domain per edge server (the environment's list, read when the DAG files are parsed).
+LEAF_DOMAINS = leaf_domains_from(os.environ.get("JETSTREAM_LEAF_DOMAINS", "leaf-a,leaf-b"), "JETSTREAM_LEAF_DOMAINS")
 #: Where the Spark job writes Parquet.
 OUTPUT_DIR = os.environ.get("JETSTREAM_OUTPUT_DIR", "/opt/airflow/output")
 #: Retries of each task, and the delay between them (seconds). A leaf that is away is not retried:
@@ -71,13 +113,26 @@ def leaf_stream_spec(leaf: str) -> dict:
     }
 
 
-def aggregate_sources() -> list[dict]:
+def leaf_domains_of_run() -> list[str]:
+    """The leaves of a `jetstream_edge_to_hub` run, read when it runs: the Airflow Variable
+    `jetstream_leaf_domains` if set, else `JETSTREAM_LEAF_DOMAINS` (see :func:`leaf_domains_from`)."""
+    from airflow.sdk import Variable
+
+    text = Variable.get(LEAF_DOMAINS_VARIABLE, default=None)
+    if text is None:
+        return list(LEAF_DOMAINS)
+    return leaf_domains_from(text, f"Airflow Variable {LEAF_DOMAINS_VARIABLE}")
+
+
+def aggregate_source(leaf: str) -> dict:
+    """One source of the hub aggregate: the leaf's stream, with the origin kept in the subject."""
+    return {
+        "name": LEAF_STREAM,
+        "domain": leaf,
+        "subject_transforms": [{"src": f"sensors.{leaf}.>", "dest": f"edge.{leaf}.>"}],
+    }
+
+
+def aggregate_sources(leaves: list[str]) -> list[dict]:
     """The hub aggregate's sources: each leaf's stream, with the origin kept in the subject."""
-    return [
-        {
-            "name": LEAF_STREAM,
-            "domain": leaf,
-            "subject_transforms": [{"src": f"sensors.{leaf}.>", "dest": f"edge.{leaf}.>"}],
-        }
-        for leaf in LEAF_DOMAINS
-    ]
+    return [aggregate_source(leaf) for leaf in leaves]

@@ -1,9 +1,12 @@
 """Scheduled edge-to-hub replication: aggregate every leaf's readings into the hub, wait until
 replication has caught up, then turn the new readings into Parquet exactly once.
 
-A leaf that is away (link down, server off) never fails a run: its own steps are skipped with a log
-line and an XCom record, and the hub processes what has arrived. The Spark job is exactly-once by
-stream sequence, so the leaf's readings are processed by the first run after they reach the hub.
+The leaves are read when a run starts (the Airflow Variable ``jetstream_leaf_domains``, else
+``JETSTREAM_LEAF_DOMAINS``), and the per-leaf steps are mapped over them: the DAG has the same tasks
+for 2 leaves or 1,000. A leaf that is away (link down, server off) never fails a run: its mapped
+steps are skipped with a log line and an XCom record, and the hub processes what has arrived. The
+Spark job is exactly-once by stream sequence, so the leaf's readings are processed by the first run
+after they reach the hub.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from edge_pipeline_config import (
     COMMANDS_STREAM,
     HUB_DOMAIN,
     LAST_RUN_KEY,
-    LEAF_DOMAINS,
+    LEAF_DOMAINS_VARIABLE,
     LEAF_STREAM,
     NATS_CONN_ID,
     OUTPUT_DIR,
@@ -29,6 +32,7 @@ from edge_pipeline_config import (
     RETRY_DELAY_SECONDS,
     SPARK_CONN_ID,
     aggregate_sources,
+    leaf_domains_of_run,
     leaf_stream_spec,
 )
 
@@ -47,17 +51,24 @@ PROBE_TASK = "find_reachable_leaves"
 DOC = f"""
 ### Edge to hub
 
-Every hour, for the leaves {", ".join(f"`{leaf}`" for leaf in LEAF_DOMAINS)} and the hub `{HUB_DOMAIN}`:
+Every hour, for each leaf of the run and the hub `{HUB_DOMAIN}`. The run's leaves are read when it starts:
+the Airflow Variable `{LEAF_DOMAINS_VARIABLE}` (comma-separated or a JSON list of domains) if it is set,
+else the `JETSTREAM_LEAF_DOMAINS` environment variable. A leaf added to the Variable is in the next run,
+with no restart and no new tasks: the per-leaf steps are mapped over the list, one instance per leaf,
+named by its domain.
 
-1. **check** which leaves answer through the hub (`{PROBE_TASK}`: one JetStream request per leaf, a
-   few seconds at most). XCom: `reachable`, and `unreachable` with each leaf's reason and `since`
-   (the hub's last contact with its readings, when known).
-2. **ensure**, for each reachable leaf, its `{LEAF_STREAM}` stream (`sensors.<leaf>.>`) and its mirror of
-   the hub's `{COMMANDS_STREAM}` stream (edges get commands even while the link is down); in the hub,
+1. **check** the run's leaves and which of them answer through the hub (`{PROBE_TASK}`: one JetStream
+   request per leaf, a few seconds at most). A leaf list that is not usable (not a domain name, a leaf
+   twice, the hub's domain, more leaves than `[core] max_map_length`) fails the run here, before
+   anything is changed. XCom: `leaves`, `reachable`, and `unreachable` with each leaf's reason and
+   `since` (the hub's last contact with its readings, when known).
+2. **ensure**, for each reachable leaf, its `{LEAF_STREAM}` stream (`sensors.<leaf>.>`, mapped task
+   `ensure_leaf_readings`) and its mirror of the hub's `{COMMANDS_STREAM}` stream (edges get commands even
+   while the link is down; `ensure_leaf_commands_mirror`); in the hub,
    `{COMMANDS_STREAM}`, the KV bucket `{PIPELINE_BUCKET}` and `{AGGREGATE_STREAM}`, which sources every leaf,
    subjects rewritten to `edge.<leaf>.>`. All idempotent: an unchanged spec sends no update; nothing
-   is ever deleted. **A leaf that is away has its steps skipped**, not retried into a failure (also
-   when it drops between the check and its step); the hub steps run all the same.
+   is ever deleted. **A leaf that is away has its mapped instances skipped**, not retried into a failure
+   (also when it drops between the check and its step); the hub steps run all the same.
 3. **wait** (deferrable) until every source of `{AGGREGATE_STREAM}` that can be reached has exactly caught
    up with its origin: lag alone cannot tell a cut-off leaf from a caught-up one.
 4. **process** the new readings with Spark: from the sequence after the checkpoint in KV
@@ -86,32 +97,48 @@ null` or a date) and backfill runs: nothing here needs a logical date or data in
 
 
 class _LeafStep:
-    """A per-leaf step: a leaf that went away after the reachability check skips the step (with the
-    reason) instead of failing it; the next run ensures it again."""
+    """A per-leaf step, mapped over the run's leaves: ``leaf`` is its domain, ``unreachable`` why the
+    reachability check could not reach it (None: it answered).
 
-    domain: str | None
+    A leaf that did not answer has the step skipped before anything is sent to it; one that went away
+    after the check skips it too (with the reason) instead of failing it; the next run ensures it again.
+    """
+
+    def __init__(self, *, leaf: str, unreachable: str | None = None, **kwargs: Any) -> None:
+        super().__init__(domain=leaf, **self.leaf_arguments(leaf), **kwargs)  # type: ignore[call-arg]
+        self.leaf = leaf
+        self.unreachable = unreachable
+
+    @staticmethod
+    def leaf_arguments(leaf: str) -> dict[str, Any]:
+        """The step's arguments that depend on the leaf, besides its domain."""
+        return {}
 
     def execute(self, context: Any) -> Any:
+        if self.unreachable is not None:
+            raise AirflowSkipException(
+                f"leaf {self.leaf!r} is away ({self.unreachable}): its steps are skipped in this run; the hub "
+                "steps go on, and a later run ensures it once the leaf is back"
+            )
         try:
             return super().execute(context)  # type: ignore[misc]
         except JetStreamDomainUnavailableError as err:
             raise AirflowSkipException(
-                f"leaf {self.domain!r} went away after the reachability check: {err}. Skipped; a later run "
+                f"leaf {self.leaf!r} went away after the reachability check: {err}. Skipped; a later run "
                 "ensures it once the leaf is back"
             ) from None
 
 
 class EnsureLeafStream(_LeafStep, JetStreamCreateStreamOperator):
-    """``JetStreamCreateStreamOperator`` for a leaf's stream: skipped, not failed, when the leaf is away."""
+    """``JetStreamCreateStreamOperator`` for a leaf's readings stream: skipped, not failed, when the leaf is away."""
+
+    @staticmethod
+    def leaf_arguments(leaf: str) -> dict[str, Any]:
+        return {"stream": leaf_stream_spec(leaf)}
 
 
 class EnsureLeafMirror(_LeafStep, JetStreamCreateMirrorOperator):
     """``JetStreamCreateMirrorOperator`` for a leaf's mirror: skipped, not failed, when the leaf is away."""
-
-
-def task_suffix(leaf: str) -> str:
-    """A leaf domain as a task id part: ``leaf-a`` -> ``leaf_a``."""
-    return leaf.replace("-", "_")
 
 
 with DAG(
@@ -142,9 +169,13 @@ with DAG(
 
     @task(task_id=PROBE_TASK)
     def find_reachable_leaves() -> dict[str, Any]:
-        """Which leaves answer through the hub now; for each that does not, why and since when."""
+        """The run's leaves, which of them answer through the hub now, and for each that does not, why
+        and since when. A leaf list that cannot be used fails here, before any step changes anything."""
         import datetime as dt
         import logging
+
+        from airflow.sdk import conf
+        from airflow.sdk.exceptions import AirflowFailException
 
         from airflow_provider_jetstream.core.api import JetStreamApi
         from airflow_provider_jetstream.core.arguments.names import domain_of
@@ -153,11 +184,21 @@ with DAG(
         from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 
         log = logging.getLogger("airflow.task")
+        try:
+            leaves = leaf_domains_of_run()
+        except ValueError as err:
+            raise AirflowFailException(f"the run's leaf list is refused, nothing was changed: {err}") from None
+        most = conf.getint("core", "max_map_length")
+        if len(leaves) > most:
+            raise AirflowFailException(
+                f"{len(leaves)} leaves: more than Airflow maps one step over ([core] max_map_length={most}); "
+                "raise it (AIRFLOW__CORE__MAX_MAP_LENGTH) on every Airflow process. Nothing was changed"
+            )
         hook = JetStreamHook(NATS_CONN_ID)
         checked_at = dt.datetime.now(dt.timezone.utc)
 
         async def check() -> tuple[dict[str, str | None], dict[str, float]]:
-            reasons = await hook.aprobe_domains(LEAF_DOMAINS, timeout=PROBE_TIMEOUT_SECONDS)
+            reasons = await hook.aprobe_domains(leaves, timeout=PROBE_TIMEOUT_SECONDS)
             silent_for: dict[str, float] = {}
             if any(reasons.values()):
                 # The hub's last contact with each leaf's readings: when the leaf went away, if known.
@@ -195,45 +236,42 @@ with DAG(
                 record["since"] or "an unknown time (the hub has no contact time for it)",
             )
         reachable = [leaf for leaf, reason in reasons.items() if reason is None]
-        log.info("Reachable leaves: %s", ", ".join(reachable) or "none")
+        log.info("Leaves of this run: %d; reachable: %s", len(leaves), ", ".join(reachable) or "none")
         return {
             "checked_at": checked_at.isoformat(timespec="seconds"),
+            "leaves": leaves,
             "reachable": reachable,
             "unreachable": unreachable,
         }
 
-    @task.short_circuit(ignore_downstream_trigger_rules=False, retries=0)
-    def leaf_reachable(reachability: dict[str, Any], leaf: str) -> bool:
-        """Go on with this leaf's steps only if it answered; otherwise skip them (and only them)."""
-        import logging
+    @task(retries=0)
+    def each_leaf(reachability: dict[str, Any]) -> list[dict[str, Any]]:
+        """What the per-leaf steps are mapped over: one entry per leaf of the run, with why it is away (None:
+        it answered). Every leaf has its mapped instances, so a leaf that is away shows as skipped ones."""
+        reasons = {record["leaf"]: record["reason"] for record in reachability["unreachable"]}
+        return [{"leaf": leaf, "unreachable": reasons.get(leaf)} for leaf in reachability["leaves"]]
 
-        if leaf in reachability["reachable"]:
-            return True
-        logging.getLogger("airflow.task").warning(
-            "Leaf %r is away: its steps are skipped in this run; the hub steps go on.", leaf
-        )
-        return False
+    @task(retries=0)
+    def hub_aggregate_sources(reachability: dict[str, Any]) -> list[dict[str, Any]]:
+        """The hub aggregate's sources: every leaf of the run, reachable or not (the hub keeps the source of a
+        leaf that is away, and catches up once it is back)."""
+        return aggregate_sources(reachability["leaves"])
 
     probe = find_reachable_leaves()
-    leaf_streams = []
-    commands_mirrors = []
-    for leaf in LEAF_DOMAINS:
-        gate = leaf_reachable.override(task_id=f"{task_suffix(leaf)}_reachable")(probe, leaf)
-        stream = EnsureLeafStream(
-            task_id=f"ensure_{task_suffix(leaf)}_readings",
-            domain=leaf,
-            stream=leaf_stream_spec(leaf),
-        )
-        mirror = EnsureLeafMirror(
-            task_id=f"ensure_{task_suffix(leaf)}_commands_mirror",
-            domain=leaf,
-            name=COMMANDS_STREAM,
-            source_stream=COMMANDS_STREAM,
-            source_domain=HUB_DOMAIN,
-        )
-        gate >> [stream, mirror]
-        leaf_streams.append(stream)
-        commands_mirrors.append(mirror)
+    leaves = each_leaf(probe)
+    # One task each, mapped at run time over the run's leaves: the DAG's size does not grow with them.
+    # (A mapped task takes only BaseOperator's arguments from default_args: the connection is given.)
+    leaf_streams = EnsureLeafStream.partial(
+        task_id="ensure_leaf_readings", jetstream_conn_id=NATS_CONN_ID, map_index_template="{{ task.leaf }}"
+    ).expand_kwargs(leaves)
+    commands_mirrors = EnsureLeafMirror.partial(
+        task_id="ensure_leaf_commands_mirror",
+        jetstream_conn_id=NATS_CONN_ID,
+        map_index_template="{{ task.leaf }}",
+        name=COMMANDS_STREAM,
+        source_stream=COMMANDS_STREAM,
+        source_domain=HUB_DOMAIN,
+    ).expand_kwargs(leaves)
 
     hub_commands = JetStreamCreateStreamOperator(
         task_id="ensure_hub_commands",
@@ -245,7 +283,7 @@ with DAG(
         task_id="ensure_hub_aggregate",
         domain=HUB_DOMAIN,
         name=AGGREGATE_STREAM,
-        sources=aggregate_sources(),
+        sources=hub_aggregate_sources(probe),
         stream_overrides={"max_age": "30d", "storage": "file"},
         trigger_rule="none_failed",
     )
@@ -295,6 +333,8 @@ with DAG(
         },
     )
 
+    # Nothing is ensured before the run's leaf list is checked.
+    probe >> [hub_commands, pipeline_bucket]
     hub_commands >> commands_mirrors
     leaf_streams >> aggregate
     [aggregate, pipeline_bucket] >> wait_replicated >> to_parquet >> mark_run

@@ -174,8 +174,12 @@ def task_instance(stack: LocalStack, run_id: str, task_id: str) -> dict[str, Any
 
 
 def task_states(stack: LocalStack, run_id: str) -> dict[str, str | None]:
+    """Each task's state; a mapped task's instances as ``task_id[leaf]`` (their rendered map index)."""
     tis = stack.airflow.api.request("GET", f"/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances?limit=100")
-    return {ti["task_id"]: ti["state"] for ti in tis["task_instances"]}
+    return {
+        f"{ti['task_id']}[{ti['rendered_map_index']}]" if ti["map_index"] >= 0 else ti["task_id"]: ti["state"]
+        for ti in tis["task_instances"]
+    }
 
 
 def xcom(stack: LocalStack, run_id: str, task_id: str) -> Any:
@@ -187,9 +191,12 @@ def xcom(stack: LocalStack, run_id: str, task_id: str) -> Any:
 
 
 def task_log(stack: LocalStack, run_id: str, task_id: str) -> str:
-    """The task's log files (the worker's, and the triggerer's while it was deferred)."""
+    """The task's log files (the worker's, and the triggerer's while it was deferred); every instance of
+    a mapped task (``task_id[leaf]`` as :func:`task_states` names one: the task's)."""
+    task_id = task_id.split("[", 1)[0]
     folder = stack.airflow.home / "logs" / f"dag_id={DAG_ID}" / f"run_id={run_id}" / f"task_id={task_id}"
-    return "\n".join(f"== {p.name}\n{p.read_text(errors='replace')}" for p in sorted(folder.glob("*")) if p.is_file())
+    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    return "\n".join(f"== {p.relative_to(folder)}\n{p.read_text(errors='replace')}" for p in files)
 
 
 def wait_run(stack: LocalStack, run_id: str, timeout: float = RUN_TIMEOUT) -> dict[str, Any]:
@@ -251,11 +258,13 @@ def test_edge_to_hub_scheduled_rest_and_leaf_outage(stack: LocalStack) -> None:
     phase(f"run without logical date {manual} succeeded with leaf-b cut off")
     assert run["logical_date"] is None and run["run_type"] == "manual"
     states = task_states(stack, manual)
-    assert states["ensure_leaf_b_readings"] == states["ensure_leaf_b_commands_mirror"] == "skipped"
-    assert states["ensure_leaf_a_readings"] == states["ensure_hub_aggregate"] == "success"
+    # The per-leaf steps are mapped over the run's leaves: leaf-b's instances skipped, leaf-a's done.
+    assert states["ensure_leaf_readings[leaf-b]"] == states["ensure_leaf_commands_mirror[leaf-b]"] == "skipped"
+    assert states["ensure_leaf_readings[leaf-a]"] == states["ensure_leaf_commands_mirror[leaf-a]"] == "success"
+    assert states["ensure_hub_aggregate"] == "success"
     assert states["wait_replicated"] == states["readings_to_parquet"] == states["mark_run"] == "success"
     reach = xcom(stack, manual, "find_reachable_leaves")
-    assert reach["reachable"] == ["leaf-a"]
+    assert reach["leaves"] == ["leaf-a", "leaf-b"] and reach["reachable"] == ["leaf-a"]
     [away] = reach["unreachable"]
     assert away["leaf"] == "leaf-b" and away["api_prefix"] == "$JS.leaf-b.API" and away["reason"]
     assert away["since"] and dt.datetime.fromisoformat(away["since"]) <= dt.datetime.fromisoformat(reach["checked_at"])
