@@ -21,6 +21,7 @@ from edge_pipeline_config import (
     LAST_RUN_KEY,
     LEAF_DOMAINS,
     LEAF_STREAM,
+    LEAF_STREAM_MODE,
     NATS_CONN_ID,
     OUTPUT_DIR,
     PIPELINE_BUCKET,
@@ -30,12 +31,14 @@ from edge_pipeline_config import (
     SPARK_CONN_ID,
     aggregate_sources,
     leaf_stream_spec,
+    leaf_subject_transforms,
 )
 
 from airflow_provider_jetstream.core.errors import JetStreamDomainUnavailableError
 from airflow_provider_jetstream.operators.kv import JetStreamCreateKeyValueOperator, JetStreamKeyValuePutOperator
 from airflow_provider_jetstream.operators.spark import JetStreamSparkSubmitOperator
 from airflow_provider_jetstream.operators.streams import (
+    JetStreamCreateDurableSourceOperator,
     JetStreamCreateMirrorOperator,
     JetStreamCreateSourcedStreamOperator,
     JetStreamCreateStreamOperator,
@@ -66,6 +69,16 @@ Every hour, for the leaves {", ".join(f"`{leaf}`" for leaf in LEAF_DOMAINS)} and
 5. **mark** the run in KV `{PIPELINE_BUCKET}/{LAST_RUN_KEY}`: run id and type, when it ran, its logical date
    if it has one, and the leaves whose new data it went on without (`proceeded_without`).
 
+#### The leaves' streams: `JETSTREAM_LEAF_STREAM_MODE` (now `{LEAF_STREAM_MODE}`)
+
+- **`limits`** (the default): each leaf keeps its readings 7 days and the hub sources them; a leaf away
+  longer than that loses what the hub had not copied.
+- **`durable`** (nats-server 2.14+ everywhere): durable sourcing. Each leaf's `{LEAF_STREAM}` is a work queue
+  the hub reads through a flow-control consumer (one task per leaf sets up the stream, the consumer and the
+  hub's source of it); the leaf deletes a reading only once the hub stored it, so its disk holds just what
+  the hub lacks, and nothing is lost however long the link is down. The sensor's "caught up" then means
+  the hub stored everything and the leaf's stream is drained.
+
 #### A leaf that is away: `unreachable_origins`
 
 The replication sensor's policy for an origin it cannot reach is a param of each run:
@@ -95,8 +108,9 @@ class _LeafStep:
         try:
             return super().execute(context)  # type: ignore[misc]
         except JetStreamDomainUnavailableError as err:
+            leaf = getattr(self, "origin_domain", None) or self.domain
             raise AirflowSkipException(
-                f"leaf {self.domain!r} went away after the reachability check: {err}. Skipped; a later run "
+                f"leaf {leaf!r} went away after the reachability check: {err}. Skipped; a later run "
                 "ensures it once the leaf is back"
             ) from None
 
@@ -107,6 +121,11 @@ class EnsureLeafStream(_LeafStep, JetStreamCreateStreamOperator):
 
 class EnsureLeafMirror(_LeafStep, JetStreamCreateMirrorOperator):
     """``JetStreamCreateMirrorOperator`` for a leaf's mirror: skipped, not failed, when the leaf is away."""
+
+
+class EnsureLeafDurableSource(_LeafStep, JetStreamCreateDurableSourceOperator):
+    """``JetStreamCreateDurableSourceOperator`` for a leaf's work queue, its consumer and the hub's source of
+    it: skipped, not failed, when the leaf is away."""
 
 
 def task_suffix(leaf: str) -> str:
@@ -219,11 +238,27 @@ with DAG(
     commands_mirrors = []
     for leaf in LEAF_DOMAINS:
         gate = leaf_reachable.override(task_id=f"{task_suffix(leaf)}_reachable")(probe, leaf)
-        stream = EnsureLeafStream(
-            task_id=f"ensure_{task_suffix(leaf)}_readings",
-            domain=leaf,
-            stream=leaf_stream_spec(leaf),
-        )
+        if LEAF_STREAM_MODE == "durable":
+            # One leaf at a time: each adds its source to the hub's aggregate, and two updates of one
+            # stream at once could each keep only its own. A skipped leaf does not hold the next back.
+            stream = EnsureLeafDurableSource(
+                task_id=f"ensure_{task_suffix(leaf)}_readings",
+                domain=HUB_DOMAIN,
+                name=AGGREGATE_STREAM,
+                origin=leaf_stream_spec(leaf),
+                origin_domain=leaf,
+                subject_transforms=leaf_subject_transforms(leaf),
+                stream_overrides={"max_age": "30d", "storage": "file"},
+                trigger_rule="none_failed",
+            )
+            if leaf_streams:
+                leaf_streams[-1] >> stream
+        else:
+            stream = EnsureLeafStream(
+                task_id=f"ensure_{task_suffix(leaf)}_readings",
+                domain=leaf,
+                stream=leaf_stream_spec(leaf),
+            )
         mirror = EnsureLeafMirror(
             task_id=f"ensure_{task_suffix(leaf)}_commands_mirror",
             domain=leaf,
