@@ -15,7 +15,6 @@ PARAMS = {
     "name": "durable-copy",
     "origin": {},
     "origin_domain": "leaf",
-    "subject_transforms": None,
     "unreachable_origins": "wait",
 }
 

@@ -39,7 +39,6 @@ def _run(conn: str, name: str, origin: dict[str, Any], **params: Any) -> Any:
             "name": name,
             "origin": origin,
             "origin_domain": "leaf",
-            "subject_transforms": None,
             "unreachable_origins": "wait",
             **params,
         }
