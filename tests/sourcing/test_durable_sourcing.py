@@ -4,6 +4,7 @@ keeps its data while the sensor waits, and the refusal, before anything is sent,
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from typing import Any
 
@@ -129,7 +130,7 @@ def test_a_cut_leaf_keeps_its_data_the_sensor_waits_and_everything_arrives_once_
 
     async def relink_once_the_sensor_waits() -> None:
         await logs.wait_for(f"Stream {copy!r}: waiting:", timeout=60)
-        topology.reconnect_leaf("leaf")
+        await asyncio.to_thread(topology.reconnect_leaf, "leaf")
 
     with captured_logs() as logs:
         relinker = Later(relink_once_the_sensor_waits)

@@ -77,7 +77,9 @@ def test_the_flow_control_consumer_is_refused_what_the_server_refuses() -> None:
     ]
     with pytest.raises(SpecErrors) as push:
         ConsumerSpec.from_dict({"name": "c", "deliver_subject": "d.x"})
-    assert "only the flow-control consumer of durable sourcing pushes" in str(push.value)
+    assert "push consumers are not managed here, but for the flow-control consumer of durable sourcing" in str(
+        push.value
+    )
 
 
 def test_one_declaration_builds_the_three_objects_with_their_defaults() -> None:

@@ -338,8 +338,8 @@ def _check_consumer(values: dict[str, Any], path: str, errors: list[SpecError]) 
             SpecError(
                 f"{path}.deliver_subject",
                 values["deliver_subject"],
-                "only the flow-control consumer of durable sourcing pushes (ack_policy 'flow_control'); other "
-                "consumers are pull consumers, which work across domains and accounts",
+                "push consumers are not managed here, but for the flow-control consumer of durable sourcing "
+                "(ack_policy 'flow_control'); others are pull consumers, which work across domains and accounts",
             )
         )
 
