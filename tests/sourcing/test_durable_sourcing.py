@@ -169,3 +169,55 @@ def test_durable_sourcing_is_set_up_on_2_14_and_refused_before_anything_is_sent_
         "(API level 4 = nats-server 2.14); nothing was sent"
     )
     assert raw.info("leaf", origin) is None and raw.info("hub", copy) is None
+
+
+def test_adding_a_durable_source_to_an_existing_stream_is_gated_like_creating_one(
+    make_topology, jetstream_conn
+) -> None:
+    """An update that adds a source's ``consumer`` needs the hub's API level 4 as a create does: 2.14+ updates
+    the stream in place; 2.10 and 2.12 are refused, naming the field, and the stream keeps its config."""
+    topology = make_topology()
+    raw, conn = Raw(topology), _conn(jetstream_conn, topology)
+    copy = uid("copy")
+    hook = JetStreamHook(conn)
+    plain = {"name": copy, "sources": [{"name": "elsewhere", "domain": "leaf"}]}
+    assert hook.ensure_stream(plain, domain="hub")["action"] == "created"
+    consumer = {"name": "sourcing-x", "deliver_subject": f"_sourcing.{copy}"}
+    durable = {"name": copy, "sources": [{"name": "orders", "domain": "leaf", "consumer": consumer}]}
+    if server_version(topology.hub) >= DURABLE_SOURCING:
+        assert hook.ensure_stream(durable, domain="hub")["action"] == "updated"
+        sources = {s["name"]: s.get("consumer") for s in raw.info("hub", copy)["config"]["sources"]}
+        assert sources == {"elsewhere": None, "orders": consumer}  # the other source kept
+        return
+    level = raw.level("hub")
+    with pytest.raises(ReconcileError) as refused:
+        hook.ensure_stream(durable, domain="hub")
+    assert str(refused.value) == (
+        f"spec.sources[0].consumer needs nats-server >= 2.14; domain 'hub' reports API level {level} "
+        "(API level 4 = nats-server 2.14); nothing was sent"
+    )
+    assert [s["name"] for s in raw.info("hub", copy)["config"]["sources"]] == ["elsewhere"]
+
+
+def test_an_interest_origin_is_caught_up_once_the_hub_stored_everything_and_keeps_what_its_own_consumer_needs(
+    make_topology, jetstream_conn
+) -> None:
+    topology = make_topology()
+    assert server_version(topology.hub) >= DURABLE_SOURCING, "durable sourcing needs nats-server 2.14+"
+    raw, conn = Raw(topology), _conn(jetstream_conn, topology)
+    origin, copy = uid("interest"), uid("copy")
+    hook = JetStreamHook(conn)
+    hook.ensure_durable_source({**_origin(origin), "retention": "interest"}, "leaf", copy, domain="hub")
+    hook.ensure_consumer(origin, {"name": "local", "ack_policy": "explicit"}, domain="leaf")
+    raw.publish(f"{origin}.a", [b"%d" % i for i in range(40)], server="leaf")
+    raw.wait_for("hub", copy, 40)
+
+    def verdict() -> Any:
+        return hook.replication_status(copy, domain="hub").verdicts[0]
+
+    caught = wait_until(verdict, lambda v: v.caught_up, what="durable source caught up")
+    assert caught.check == "durable"
+    assert caught.reason.endswith("the origin keeps them for its 1 other consumers"), caught.reason
+    # The hub has them all; the leaf keeps them for its local consumer, which has not acknowledged them.
+    assert _leaf_info(raw, origin)["state"]["messages"] == 40
+    assert _hub_payloads(raw, copy) == [str(i) for i in range(40)]
