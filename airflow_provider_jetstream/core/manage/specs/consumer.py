@@ -259,7 +259,8 @@ def consumer_server_view(config: Mapping[str, Any]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class ConsumerSpec(Spec):
-    """A validated durable pull consumer spec (fields given only, in API form)."""
+    """A validated durable consumer spec (fields given only, in API form): a pull consumer, or durable
+    sourcing's flow-control push consumer (``ack_policy`` ``flow_control`` with a ``deliver_subject``)."""
 
     path: str = "consumer"
 
