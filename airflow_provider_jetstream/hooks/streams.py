@@ -14,7 +14,11 @@ from airflow_provider_jetstream.core.api import JetStreamApi, domain_of
 from airflow_provider_jetstream.core.errors import JetStreamNotFoundError, SpecError, SpecErrors
 from airflow_provider_jetstream.core.manage.buckets import reconcile_bucket
 from airflow_provider_jetstream.core.manage.double_store import guard_double_store
-from airflow_provider_jetstream.core.manage.durable_source import DurableSource, check_durable_levels
+from airflow_provider_jetstream.core.manage.durable_source import (
+    DurableSource,
+    check_deliver_subject,
+    check_durable_levels,
+)
 from airflow_provider_jetstream.core.manage.reconcile import reconcile_consumer, reconcile_stream
 from airflow_provider_jetstream.core.manage.specs import ConsumerSpec, KeyValueSpec, StreamSpec
 from airflow_provider_jetstream.core.manage.specs.kv import kv_subjects
@@ -156,8 +160,9 @@ class JetStreamStreamsHook(JetStreamBaseHook):
         and stream ``name`` in ``domain`` sourcing it through that consumer, so the origin deletes only
         what the copy stored (see :mod:`airflow_provider_jetstream.core.manage.durable_source`).
 
-        Both domains' servers are checked first (JetStream API level 4): an older one is refused before
-        anything is sent to either. Then each object is reconciled in that order, with the rules of
+        Both domains' servers are checked first (JetStream API level 4), and the deliver subject (no stream
+        of either domain may listen there): an older server, or such a stream, is refused before anything
+        is sent to either. Then each object is reconciled in that order, with the rules of
         :meth:`aensure_stream` and :meth:`aensure_consumer` (created, updated in place, unchanged; a change
         needing a new object refused unless ``if_exists="recreate"``). The copy's other sources are kept.
         Returns ``{"action", "origin", "consumer", "stream", "deliver_subject"}``: each object's XCom dict,
@@ -187,6 +192,7 @@ class JetStreamStreamsHook(JetStreamBaseHook):
             self.aapi(domain, api_prefix, timeout=timeout) as copy_api,
         ):
             await check_durable_levels(origin_api, copy_api, plan)
+            await check_deliver_subject(copy_api, plan)
         stream = await self.aensure_stream(
             plan.origin,
             domain=origin_domain,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_jetstream.core.errors import ReconcileError
+from airflow_provider_jetstream.core.errors import ReconcileError, SpecErrors
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.testing.servers import USERS, LocalTopology
 from tests.dags import sensors_replication_lag as sensor_dags
@@ -221,3 +221,17 @@ def test_an_interest_origin_is_caught_up_once_the_hub_stored_everything_and_keep
     # The hub has them all; the leaf keeps them for its local consumer, which has not acknowledged them.
     assert _leaf_info(raw, origin)["state"]["messages"] == 40
     assert _hub_payloads(raw, copy) == [str(i) for i in range(40)]
+
+
+def test_a_deliver_subject_a_hub_stream_listens_on_is_refused_before_anything_is_created(
+    make_topology, jetstream_conn
+) -> None:
+    topology = make_topology()
+    assert server_version(topology.hub) >= DURABLE_SOURCING, "durable sourcing needs nats-server 2.14+"
+    raw, conn = Raw(topology), _conn(jetstream_conn, topology)
+    origin, copy, catch_all = uid("wq"), uid("copy"), uid("catch")
+    raw.create("hub", {"name": catch_all, "subjects": ["_sourcing.>"]})
+    with pytest.raises(SpecErrors) as refused:
+        JetStreamHook(conn).ensure_durable_source(_origin(origin), "leaf", copy, domain="hub")
+    assert f"a stream listens there (stream {catch_all!r} in domain 'hub')" in str(refused.value)
+    assert raw.info("leaf", origin) is None and raw.info("hub", copy) is None

@@ -120,3 +120,16 @@ def test_the_declaration_is_refused_at_once_for_a_limits_origin_or_fields_it_set
         "consumer.ack_policy",
         "stream_overrides.sources",
     ]
+
+
+def test_a_deliver_subject_the_origin_stream_listens_on_is_refused() -> None:
+    with pytest.raises(SpecErrors) as refused:
+        DurableSource.build(
+            origin={"name": "readings", "subjects": ["sensors.>"]}, origin_domain="leaf", name="all",
+            deliver_subject="sensors.copy",
+        )  # fmt: skip
+    assert str(refused.value) == (
+        "deliver_subject='sensors.copy' is not allowed: a stream listens there (origin.subjects ('readings'): "
+        "'sensors.>'): it would store every message the consumer pushes to the hub, a second copy; give a "
+        "deliver_subject no stream listens on"
+    )

@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_jetstream.core.api import JetStreamApi
+from airflow_provider_jetstream.core.arguments.names import domain_of, subjects_collide
 from airflow_provider_jetstream.core.errors import SpecError, SpecErrors
+from airflow_provider_jetstream.core.manage.double_store import find_overlaps
 from airflow_provider_jetstream.core.manage.reconcile import check_api_level
 from airflow_provider_jetstream.core.manage.specs import ConsumerSpec, StreamSpec
 from airflow_provider_jetstream.core.manage.specs.consumer import FLOW_CONTROL
@@ -133,11 +135,38 @@ class DurableSource:
         if subject_transforms:
             source["subject_transforms"] = list(subject_transforms)
         copy_spec = StreamSpec.from_dict({**overrides, "name": name, "sources": [source]}, "stream")
+        stored = [(f"origin.subjects ({origin_spec.name!r})", s) for s in origin_spec.listen_subjects()] + [
+            (f"stream_overrides.subjects ({name!r})", s) for s in copy_spec.listen_subjects()
+        ]
+        clash = [(where, s) for where, s in stored if subjects_collide(s, subject)]
+        if clash:
+            listing = ", ".join(f"{where}: {s!r}" for where, s in clash)
+            raise SpecErrors([SpecError("deliver_subject", subject, deliver_subject_clash(listing))])
         return cls(origin=origin_spec, origin_domain=origin_domain, consumer=consumer_spec, copy=copy_spec)
 
     @property
     def deliver_subject(self) -> str:
         return self.consumer.values["deliver_subject"]
+
+
+def deliver_subject_clash(listing: str) -> str:
+    """Why a deliver subject some stream listens on is refused."""
+    return (
+        f"a stream listens there ({listing}): it would store every message the consumer pushes to the hub, a "
+        "second copy; give a deliver_subject no stream listens on"
+    )
+
+
+async def check_deliver_subject(copy_api: JetStreamApi, source: DurableSource) -> None:
+    """Refuse a deliver subject that a stream of the origin's or the copy's domain listens on (asked of both,
+    ``STREAM.NAMES`` by subject), before anything is sent: that stream would store every pushed message."""
+    domains = [source.origin_domain, domain_of(copy_api.prefix)]
+    overlaps, _ = await find_overlaps(
+        copy_api.nc, [d for d in dict.fromkeys(domains) if d], [source.deliver_subject], timeout=copy_api.timeout
+    )
+    if overlaps:
+        listing = ", ".join(f"stream {o.stream!r} in domain {o.domain!r}" for o in overlaps)
+        raise SpecErrors([SpecError("deliver_subject", source.deliver_subject, deliver_subject_clash(listing))])
 
 
 async def check_durable_levels(origin_api: JetStreamApi, copy_api: JetStreamApi, source: DurableSource) -> None:
@@ -154,6 +183,7 @@ __all__ = [
     "DURABLE_RETENTIONS",
     "DURABLE_SOURCING_LEVEL",
     "DurableSource",
+    "check_deliver_subject",
     "check_durable_levels",
     "default_consumer_name",
     "default_deliver_subject",
