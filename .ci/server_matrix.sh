@@ -22,11 +22,15 @@ VERSIONS="${SERVER_VERSIONS:-2.10.26 2.12.8}"
 # strictness and the "needs nats-server >= X" checks differ. nats.js interop runs on the default
 # server only (Node.js, not the server, is what it checks).
 # Atomic batches (2.12+): the newer releases run them all; the oldest the refusals before anything is sent.
+# Durable sourcing (2.14+): both run its refusal from the domain's API level, before anything is sent.
+DURABLE_REFUSAL="tests/sourcing/test_durable_sourcing.py::test_durable_sourcing_is_set_up_on_2_14_and_refused_before_anything_is_sent_on_older_servers
+  tests/sourcing/test_durable_sourcing.py::test_adding_a_durable_source_to_an_existing_stream_is_gated_like_creating_one"
 OLDEST_TESTS="tests/operators tests/specs tests/hooks tests/local tests/sensors tests/triggers
   tests/reliability/test_pull_faults.py tests/reliability/test_reader_auth.py
   tests/publish/test_atomic.py::test_2500_messages_go_in_three_atomic_batches_on_nats_server_2_12_and_are_refused_before
-  tests/publish/test_atomic.py::test_a_stream_without_allow_atomic_is_refused_before_anything_is_sent"
-NEWER_TESTS="tests/operators tests/specs tests/hooks tests/publish/test_atomic.py"
+  tests/publish/test_atomic.py::test_a_stream_without_allow_atomic_is_refused_before_anything_is_sent
+  $DURABLE_REFUSAL"
+NEWER_TESTS="tests/operators tests/specs tests/hooks tests/publish/test_atomic.py $DURABLE_REFUSAL"
 oldest="$(printf '%s\n' $VERSIONS | sort -V | head -1)"
 tests_for() {
   if [ -n "${MATRIX_TESTS:-}" ]; then

@@ -22,6 +22,7 @@ import json
 import os
 
 from airflow_provider_jetstream.core.arguments.names import domain_name
+from airflow_provider_jetstream.core.manage.durable_source import default_consumer_name, default_deliver_subject
 
 #: Airflow connection (type jetstream) to the hub; every domain is reached through it.
 NATS_CONN_ID = os.environ.get("JETSTREAM_CONN_ID", "nats_hub")
@@ -72,11 +73,26 @@ RETRY_DELAY_SECONDS = float(os.environ.get("JETSTREAM_RETRY_DELAY", "60"))
 #: How long the reachability check waits for a leaf's JetStream to answer through the hub (seconds).
 PROBE_TIMEOUT_SECONDS = float(os.environ.get("JETSTREAM_PROBE_TIMEOUT", "5"))
 
+#: How each leaf keeps its readings until the hub has them (docs/management.md, "Durable sourcing"):
+#: - "limits" (default): a limits stream (kept 7 days) the hub sources; the leaf discards by age whether
+#:   or not the hub has a copy, so a link down longer than that loses readings;
+#: - "durable": durable sourcing (nats-server 2.14+ on the hub and every leaf): a work-queue stream the
+#:   hub reads through a flow-control consumer; the leaf deletes a reading only once the hub stored it.
+#: An existing leaf stream cannot change mode in place (its retention): the DAG refuses, naming it.
+LEAF_STREAM_MODES = ("limits", "durable")
+LEAF_STREAM_MODE = os.environ.get("JETSTREAM_LEAF_STREAM_MODE", "limits").strip()
+if LEAF_STREAM_MODE not in LEAF_STREAM_MODES:
+    raise ValueError(
+        f"JETSTREAM_LEAF_STREAM_MODE={LEAF_STREAM_MODE!r} is not allowed: use one of {', '.join(LEAF_STREAM_MODES)}"
+    )
+
 #: Each leaf's stream of sensor readings. Subjects carry the site, so no two domains of the
 #: account listen on the same subject (the NATS docs: both would store every message).
 LEAF_STREAM = "readings"
 #: The hub's aggregate of every leaf's readings, subjects rewritten to edge.<site>.>.
 AGGREGATE_STREAM = "readings-all"
+#: The hub aggregate's own settings besides its sources.
+AGGREGATE_OVERRIDES = {"max_age": "30d", "storage": "file"}
 #: Commands published in the hub, mirrored into every leaf so edges get them while offline.
 COMMANDS_STREAM = "commands"
 #: KV bucket in the hub: the Spark job's checkpoint and the run markers.
@@ -101,13 +117,15 @@ def edge_status_bucket_spec(leaf: str) -> dict:
 
 
 def leaf_stream_spec(leaf: str) -> dict:
-    """The spec of a leaf's readings stream (the DAG ensures it; edge processes may create it first).
+    """The spec of a leaf's readings stream (the DAG ensures it; edge processes may create it first): kept
+    7 days ("limits" mode), or until the hub stored each reading ("durable" mode: a work queue).
     ``allow_batched``: edge processes publish readings in fast-ingest batches, one ack per flow window
     (nats-server 2.14+ leaves; drop it for older ones, which refuse the spec)."""
+    retention = {"retention": "workqueue"} if LEAF_STREAM_MODE == "durable" else {"max_age": "7d"}
     return {
         "name": LEAF_STREAM,
         "subjects": [f"sensors.{leaf}.>"],
-        "max_age": "7d",
+        **retention,
         "storage": "file",
         "allow_batched": True,
     }
@@ -124,15 +142,23 @@ def leaf_domains_of_run() -> list[str]:
     return leaf_domains_from(text, f"Airflow Variable {LEAF_DOMAINS_VARIABLE}")
 
 
+def leaf_subject_transforms(leaf: str) -> list[dict]:
+    """How a leaf's readings are named in the hub: ``sensors.<leaf>.>`` becomes ``edge.<leaf>.>``."""
+    return [{"src": f"sensors.{leaf}.>", "dest": f"edge.{leaf}.>"}]
+
+
 def aggregate_source(leaf: str) -> dict:
-    """One source of the hub aggregate: the leaf's stream, with the origin kept in the subject."""
-    return {
-        "name": LEAF_STREAM,
-        "domain": leaf,
-        "subject_transforms": [{"src": f"sensors.{leaf}.>", "dest": f"edge.{leaf}.>"}],
-    }
+    """One source of the hub aggregate: the leaf's stream, with the origin kept in the subject; in "durable"
+    mode read through the leaf's flow-control consumer (the names the durable source operator gives it)."""
+    source = {"name": LEAF_STREAM, "domain": leaf, "subject_transforms": leaf_subject_transforms(leaf)}
+    if LEAF_STREAM_MODE == "durable":
+        source["consumer"] = {
+            "name": default_consumer_name(AGGREGATE_STREAM),
+            "deliver_subject": default_deliver_subject(AGGREGATE_STREAM, leaf, LEAF_STREAM),
+        }
+    return source
 
 
 def aggregate_sources(leaves: list[str]) -> list[dict]:
-    """The hub aggregate's sources: each leaf's stream, with the origin kept in the subject."""
+    """The hub aggregate's sources: each leaf's stream (:func:`aggregate_source`)."""
     return [aggregate_source(leaf) for leaf in leaves]

@@ -17,6 +17,7 @@ import pendulum
 from airflow.sdk import DAG, Param, task
 from airflow.sdk.exceptions import AirflowSkipException
 from edge_pipeline_config import (
+    AGGREGATE_OVERRIDES,
     AGGREGATE_STREAM,
     CHECKPOINT_KEY,
     COMMANDS_STREAM,
@@ -24,6 +25,7 @@ from edge_pipeline_config import (
     LAST_RUN_KEY,
     LEAF_DOMAINS_VARIABLE,
     LEAF_STREAM,
+    LEAF_STREAM_MODE,
     NATS_CONN_ID,
     OUTPUT_DIR,
     PIPELINE_BUCKET,
@@ -34,12 +36,14 @@ from edge_pipeline_config import (
     aggregate_sources,
     leaf_domains_of_run,
     leaf_stream_spec,
+    leaf_subject_transforms,
 )
 
 from airflow_provider_jetstream.core.errors import JetStreamDomainUnavailableError
 from airflow_provider_jetstream.operators.kv import JetStreamCreateKeyValueOperator, JetStreamKeyValuePutOperator
 from airflow_provider_jetstream.operators.spark import JetStreamSparkSubmitOperator
 from airflow_provider_jetstream.operators.streams import (
+    JetStreamCreateDurableSourceOperator,
     JetStreamCreateMirrorOperator,
     JetStreamCreateSourcedStreamOperator,
     JetStreamCreateStreamOperator,
@@ -77,6 +81,16 @@ named by its domain.
 5. **mark** the run in KV `{PIPELINE_BUCKET}/{LAST_RUN_KEY}`: run id and type, when it ran, its logical date
    if it has one, and the leaves whose new data it went on without (`proceeded_without`).
 
+#### The leaves' streams: `JETSTREAM_LEAF_STREAM_MODE` (now `{LEAF_STREAM_MODE}`)
+
+- **`limits`** (the default): each leaf keeps its readings 7 days and the hub sources them; a leaf away
+  longer than that loses what the hub had not copied.
+- **`durable`** (nats-server 2.14+ everywhere): durable sourcing. Each leaf's `{LEAF_STREAM}` is a work queue
+  the hub reads through a flow-control consumer (one task per leaf sets up the stream, the consumer and the
+  hub's source of it); the leaf deletes a reading only once the hub stored it, so its disk holds just what
+  the hub lacks, and nothing is lost however long the link is down. The sensor's "caught up" then means
+  the hub stored everything and the leaf's stream is drained.
+
 #### A leaf that is away: `unreachable_origins`
 
 The replication sensor's policy for an origin it cannot reach is a param of each run:
@@ -105,13 +119,13 @@ class _LeafStep:
     """
 
     def __init__(self, *, leaf: str, unreachable: str | None = None, **kwargs: Any) -> None:
-        super().__init__(domain=leaf, **self.leaf_arguments(leaf), **kwargs)  # type: ignore[call-arg]
+        super().__init__(**{"domain": leaf, **self.leaf_arguments(leaf)}, **kwargs)  # type: ignore[call-arg]
         self.leaf = leaf
         self.unreachable = unreachable
 
     @staticmethod
     def leaf_arguments(leaf: str) -> dict[str, Any]:
-        """The step's arguments that depend on the leaf, besides its domain."""
+        """The step's arguments that depend on the leaf (its ``domain`` unless given here)."""
         return {}
 
     def execute(self, context: Any) -> Any:
@@ -139,6 +153,22 @@ class EnsureLeafStream(_LeafStep, JetStreamCreateStreamOperator):
 
 class EnsureLeafMirror(_LeafStep, JetStreamCreateMirrorOperator):
     """``JetStreamCreateMirrorOperator`` for a leaf's mirror: skipped, not failed, when the leaf is away."""
+
+
+class EnsureLeafDurableSource(_LeafStep, JetStreamCreateDurableSourceOperator):
+    """``JetStreamCreateDurableSourceOperator`` for a leaf's work queue, its consumer and the hub aggregate's
+    source of it: skipped, not failed, when the leaf is away."""
+
+    @staticmethod
+    def leaf_arguments(leaf: str) -> dict[str, Any]:
+        return {
+            "domain": HUB_DOMAIN,
+            "name": AGGREGATE_STREAM,
+            "origin": leaf_stream_spec(leaf),
+            "origin_domain": leaf,
+            "subject_transforms": leaf_subject_transforms(leaf),
+            "stream_overrides": AGGREGATE_OVERRIDES,
+        }
 
 
 with DAG(
@@ -261,9 +291,19 @@ with DAG(
     leaves = each_leaf(probe)
     # One task each, mapped at run time over the run's leaves: the DAG's size does not grow with them.
     # (A mapped task takes only BaseOperator's arguments from default_args: the connection is given.)
-    leaf_streams = EnsureLeafStream.partial(
-        task_id="ensure_leaf_readings", jetstream_conn_id=NATS_CONN_ID, map_index_template="{{ task.leaf }}"
-    ).expand_kwargs(leaves)
+    if LEAF_STREAM_MODE == "durable":
+        # One leaf at a time: each adds its source to the hub's aggregate, and two updates of one stream at
+        # once could each keep only its own. A skipped leaf does not hold the next back.
+        leaf_streams = EnsureLeafDurableSource.partial(
+            task_id="ensure_leaf_readings",
+            jetstream_conn_id=NATS_CONN_ID,
+            map_index_template="{{ task.leaf }}",
+            max_active_tis_per_dagrun=1,
+        ).expand_kwargs(leaves)
+    else:
+        leaf_streams = EnsureLeafStream.partial(
+            task_id="ensure_leaf_readings", jetstream_conn_id=NATS_CONN_ID, map_index_template="{{ task.leaf }}"
+        ).expand_kwargs(leaves)
     commands_mirrors = EnsureLeafMirror.partial(
         task_id="ensure_leaf_commands_mirror",
         jetstream_conn_id=NATS_CONN_ID,
@@ -284,7 +324,7 @@ with DAG(
         domain=HUB_DOMAIN,
         name=AGGREGATE_STREAM,
         sources=hub_aggregate_sources(probe),
-        stream_overrides={"max_age": "30d", "storage": "file"},
+        stream_overrides=AGGREGATE_OVERRIDES,
         trigger_rule="none_failed",
     )
     pipeline_bucket = JetStreamCreateKeyValueOperator(

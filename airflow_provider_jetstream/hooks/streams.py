@@ -14,6 +14,11 @@ from airflow_provider_jetstream.core.api import JetStreamApi, domain_of
 from airflow_provider_jetstream.core.errors import JetStreamNotFoundError, SpecError, SpecErrors
 from airflow_provider_jetstream.core.manage.buckets import reconcile_bucket
 from airflow_provider_jetstream.core.manage.double_store import guard_double_store
+from airflow_provider_jetstream.core.manage.durable_source import (
+    DurableSource,
+    check_deliver_subject,
+    check_durable_levels,
+)
 from airflow_provider_jetstream.core.manage.reconcile import reconcile_consumer, reconcile_stream
 from airflow_provider_jetstream.core.manage.specs import ConsumerSpec, KeyValueSpec, StreamSpec
 from airflow_provider_jetstream.core.manage.specs.kv import kv_subjects
@@ -22,6 +27,7 @@ from airflow_provider_jetstream.core.signatures.operations import (
     DELETE_STREAM,
     ENSURE_BUCKET,
     ENSURE_CONSUMER,
+    ENSURE_DURABLE_SOURCE,
     ENSURE_STREAM,
     PURGE,
     STREAM_INFO,
@@ -127,6 +133,99 @@ class JetStreamStreamsHook(JetStreamBaseHook):
         return {**result.as_xcom(), "stream": stream}
 
     ensure_consumer = blocking(aensure_consumer)
+
+    @checked(ENSURE_DURABLE_SOURCE + REQUEST + LOG)
+    async def aensure_durable_source(
+        self,
+        origin: StreamSpec | Mapping[str, Any],
+        origin_domain: str,
+        name: str,
+        *,
+        consumer: Mapping[str, Any] | None = None,
+        deliver_subject: str | None = None,
+        subject_transforms: list[Mapping[str, Any]] | None = None,
+        stream_overrides: Mapping[str, Any] | None = None,
+        if_exists: str = "update",
+        dry_run: bool = False,
+        allow_data_loss: bool = False,
+        allow_double_store: bool = False,
+        peer_domains: list[str] | None = None,
+        domain: str | None = None,
+        api_prefix: str | None = None,
+        timeout: float | None = None,
+        logger: Logger | None = None,
+    ) -> dict[str, Any]:
+        """Durable sourcing (nats-server 2.14+) in one call, as ``JetStreamCreateDurableSourceOperator``
+        does: the work-queue (or interest) stream ``origin`` in ``origin_domain``, its flow-control consumer,
+        and stream ``name`` in ``domain`` sourcing it through that consumer, so the origin deletes only
+        what the copy stored (see :mod:`airflow_provider_jetstream.core.manage.durable_source`).
+
+        Both domains' servers are checked first (JetStream API level 4), and the deliver subject (no stream
+        of either domain may listen there): an older server, or such a stream, is refused before anything
+        is sent to either. Then each object is reconciled in that order, with the rules of
+        :meth:`aensure_stream` and :meth:`aensure_consumer` (created, updated in place, unchanged; a change
+        needing a new object refused unless ``if_exists="recreate"``). The copy's other sources are kept.
+        Returns ``{"action", "origin", "consumer", "stream", "deliver_subject"}``: each object's XCom dict,
+        and ``action`` the strongest of theirs (created > recreated > updated > planned > unchanged).
+
+        :param origin: the origin stream's spec; ``retention`` defaults to ``workqueue``.
+        :param consumer: more consumer fields (``name``: default ``sourcing-<name>``).
+        :param deliver_subject: where the consumer pushes; default ``_sourcing.<name>.<origin_domain>.<origin>``.
+        :param subject_transforms: the source's subject transforms, applied in the copy.
+        :param stream_overrides: other fields of the copying stream (used when it is created or named).
+        """
+        plan = DurableSource.build(
+            origin=origin,
+            origin_domain=origin_domain,
+            name=name,
+            consumer=consumer,
+            deliver_subject=deliver_subject,
+            subject_transforms=subject_transforms,
+            stream_overrides=stream_overrides,
+        )
+        logger = logger or self.log
+        common = {"if_exists": if_exists, "dry_run": dry_run, "timeout": timeout, "logger": logger}
+        guarded = {"allow_data_loss": allow_data_loss, "allow_double_store": allow_double_store}
+        peers = [*(peer_domains or []), origin_domain]
+        async with (
+            self.aapi(origin_domain, None, timeout=timeout) as origin_api,
+            self.aapi(domain, api_prefix, timeout=timeout) as copy_api,
+        ):
+            await check_durable_levels(origin_api, copy_api, plan)
+            await check_deliver_subject(copy_api, plan)
+        stream = await self.aensure_stream(
+            plan.origin,
+            domain=origin_domain,
+            peer_domains=[*(peer_domains or []), domain] if domain else peer_domains,
+            **common,
+            **guarded,
+        )
+        made = await self.aensure_consumer(plan.origin.name, plan.consumer, domain=origin_domain, **common)
+        copy = await self.aensure_stream(
+            plan.copy, domain=domain, api_prefix=api_prefix, peer_domains=peers, **common, **guarded
+        )
+        actions = [stream["action"], made["action"], copy["action"]]
+        action = next((a for a in ("created", "recreated", "updated", "planned") if a in actions), "unchanged")
+        logger.info(
+            "durable source of %r in domain %r into %r: %s (stream %s, consumer %r %s, copy %s)",
+            plan.origin.name,
+            origin_domain,
+            name,
+            action,
+            stream["action"],
+            plan.consumer.name,
+            made["action"],
+            copy["action"],
+        )
+        return {
+            "action": action,
+            "origin": stream,
+            "consumer": made,
+            "stream": copy,
+            "deliver_subject": plan.deliver_subject,
+        }
+
+    ensure_durable_source = blocking(aensure_durable_source)
 
     @checked(ENSURE_BUCKET + REQUEST + LOG)
     async def aensure_key_value(

@@ -21,7 +21,12 @@ from typing import Any
 
 from airflow_provider_jetstream.core.arguments import Args
 from airflow_provider_jetstream.core.manage.specs import StreamSpec
-from airflow_provider_jetstream.core.signatures.operations import DELETE_STREAM, ENSURE_STREAM, PURGE
+from airflow_provider_jetstream.core.signatures.operations import (
+    DELETE_STREAM,
+    ENSURE_DURABLE_SOURCE,
+    ENSURE_STREAM,
+    PURGE,
+)
 from airflow_provider_jetstream.core.signatures.operator_only import CREATE_MIRROR, CREATE_SOURCED
 from airflow_provider_jetstream.core.signatures.shared import OPERATOR
 from airflow_provider_jetstream.operators.base import JetStreamBaseOperator, ReconcileOperator
@@ -144,6 +149,75 @@ class JetStreamCreateSourcedStreamOperator(_DeclareStreamOperator):
         self.subjects = subjects
         self.stream_overrides = stream_overrides
         self.declare_lineage_outlet()
+
+
+class JetStreamCreateDurableSourceOperator(JetStreamBaseOperator):
+    """Durable sourcing (nats-server 2.14+) in one task: a leaf's work-queue (or interest) stream, its
+    flow-control consumer, and the hub stream's source of it through that consumer, so the leaf deletes
+    only what the hub stored (see docs/management.md, "Durable sourcing").
+
+    ``JetStreamCreateDurableSourceOperator(task_id=..., domain="hub", name="readings-all",
+    origin={"name": "readings", "subjects": ["sensors.a.>"]}, origin_domain="leaf-a")``. Each object is
+    reconciled (created, updated in place, unchanged); both domains must run nats-server 2.14+, checked
+    before anything is sent. XCom: ``{"action", "origin", "consumer", "stream", "deliver_subject"}``.
+
+    :param name: the hub's copying stream (in ``domain``); its other sources are kept.
+    :param origin: the leaf stream's spec; ``retention`` defaults to ``workqueue`` (or ``interest``).
+    :param origin_domain: the leaf's JetStream domain.
+    :param consumer: more fields of the flow-control consumer (``name``: default ``sourcing-<name>``).
+    :param deliver_subject: where it pushes; default ``_sourcing.<name>.<origin_domain>.<origin>``.
+    :param subject_transforms: the source's subject transforms (``[{src, dest}]``), applied in the hub.
+    :param stream_overrides: other fields of the hub stream.
+    :param if_exists, dry_run, allow_data_loss, allow_double_store, peer_domains: as for the stream operators.
+    """
+
+    arguments: Args = OPERATOR + ENSURE_DURABLE_SOURCE
+    template_fields: Sequence[str] = arguments.template_fields()
+    template_fields_renderers = {"origin": "json", "consumer": "json", "stream_overrides": "json"}
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        origin: dict[str, Any],
+        origin_domain: str,
+        consumer: dict[str, Any] | None = None,
+        deliver_subject: str | None = None,
+        subject_transforms: list[dict[str, str]] | None = None,
+        stream_overrides: dict[str, Any] | None = None,
+        if_exists: str = "update",
+        dry_run: bool = False,
+        allow_data_loss: bool = False,
+        allow_double_store: bool = False,
+        peer_domains: list[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.name = name
+        self.origin = origin
+        self.origin_domain = origin_domain
+        self.consumer = consumer
+        self.deliver_subject = deliver_subject
+        self.subject_transforms = subject_transforms
+        self.stream_overrides = stream_overrides
+        self.if_exists = if_exists
+        self.dry_run = dry_run
+        self.allow_data_loss = allow_data_loss
+        self.allow_double_store = allow_double_store
+        self.peer_domains = peer_domains
+        self.declare_lineage_outlet()
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        args = self.checked_arguments()
+        names = ("origin", "origin_domain", "name", "consumer", "deliver_subject", "subject_transforms")
+        options = ("stream_overrides", "if_exists", "dry_run", "allow_data_loss", "allow_double_store")
+        result = self.get_hook().ensure_durable_source(
+            **{key: args[key] for key in (*names, *options, "peer_domains")},
+            timeout=args["request_timeout"],
+            logger=self.log,
+        )
+        self.record_spec_lineage(context, args["durable_source"].copy, result["stream"])
+        return result
 
 
 class JetStreamDeleteStreamOperator(JetStreamBaseOperator):

@@ -305,7 +305,7 @@ async def _reconcile(
     if diff.discarding and not allow_data_loss:
         raise _data_loss_error(kind, label, where, diff, dry_run, obj.names)
     changed = diff.as_dict()
-    await checks([r for r in requirements if r.path.rsplit(".", 1)[-1] in changed], obj.guard_update(diff))
+    await checks([r for r in requirements if r.top_field(obj.spec.path) in changed], obj.guard_update(diff))
     if dry_run:
         result.action, result.plan = "planned", "update"
         _log_plan(logger, f"dry run: would update {kind} {label!r} in {where}:", diff)

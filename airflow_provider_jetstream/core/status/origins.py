@@ -35,6 +35,8 @@ class ReplicationStatus:
         (nats-server >= 2.15 reports it per source); None otherwise.
     :param external_api: the configured external API prefix, exactly as written (the server names
         the origin in ``Nats-Stream-Source`` headers with a hash of it).
+    :param consumer: durable sourcing (nats-server 2.14+): the origin's flow-control consumer this
+        copy reads; None for an ordinary source or mirror.
     """
 
     kind: str
@@ -47,6 +49,7 @@ class ReplicationStatus:
     subject_transforms: tuple[tuple[str, str], ...] = ()
     seq: int | None = None
     external_api: str | None = None
+    consumer: str | None = None
 
     @property
     def key(self) -> str:
@@ -99,6 +102,7 @@ class ReplicationStatus:
             "lag": self.lag,
             "active": self.active,
             "error": self.error,
+            **({"consumer": self.consumer} if self.consumer else {}),
         }
 
 
@@ -196,6 +200,7 @@ def statuses_from_stream_info(info: dict[str, Any]) -> list[ReplicationStatus]:
                 subject_transforms=tuple((t.get("src", ""), t.get("dest", "")) for t in transforms),
                 seq=entry.get("seq") if kind == "source" and isinstance(entry.get("seq"), int) else None,
                 external_api=api or None,
+                consumer=((configured_entry.get("consumer") or {}).get("name")) or None,
             )
         )
     return statuses
@@ -218,6 +223,44 @@ class OriginProbe:
     last_seq: int | None = None
     reason: str = ""
     created: str | None = None
+    drain: ConsumerDrain | None = None
+
+
+@dataclass(frozen=True)
+class ConsumerDrain:
+    """Durable sourcing: how far the origin's flow-control consumer is acknowledged, and what the origin
+    still holds of what it takes. The copying server acknowledges what it stored, so everything at or
+    below ``ack_floor`` is in the copy, and the origin deletes it (a work queue; an interest stream once
+    its other consumers acknowledged it too).
+
+    :param pending: messages not yet delivered to the copy (``num_pending``).
+    :param ack_pending: delivered but not yet acknowledged by the copy (``num_ack_pending``).
+    :param ack_floor: the origin sequence up to which everything is acknowledged.
+    :param last_held: the origin's last stored sequence on the consumer's subjects (0: none left).
+    :param retention: the origin's retention (``workqueue``, ``interest``, ``limits``).
+    :param other_consumers: the origin's consumers besides this one (an interest stream keeps messages
+        for them).
+    """
+
+    pending: int
+    ack_pending: int
+    ack_floor: int
+    last_held: int
+    retention: str
+    other_consumers: int
+
+    @property
+    def acknowledged(self) -> bool:
+        """The copy acknowledged everything the consumer takes: nothing pending, nothing in flight."""
+        return self.pending == 0 and self.ack_pending == 0
+
+    @property
+    def drained(self) -> bool:
+        """The origin no longer holds what the copy acknowledged (kept only where other consumers of an
+        interest stream still need it, or the origin is a limits stream, which deletes by its limits)."""
+        if self.retention == "workqueue" or (self.retention == "interest" and self.other_consumers == 0):
+            return self.last_held <= 0 or self.last_held > self.ack_floor
+        return True
 
 
 @dataclass(frozen=True)
@@ -243,11 +286,14 @@ WALK_BACK_LIMIT = 500
 async def probe_origin(api: JetStreamApi, status: ReplicationStatus) -> OriginProbe:
     """Ask the origin, through its own domain or API prefix, for its last sequence among the
     subjects the copy takes (``STREAM.MSG.GET`` with ``last_by_subj``: one indexed lookup per
-    filter, wildcards allowed, on every server version; 0 when nothing matches).
+    filter, wildcards allowed, on every server version; 0 when nothing matches). A durable source
+    is asked for its consumer's state too (:func:`probe_durable_origin`).
 
     A refused request (``Permissions Violation``) raises :class:`JetStreamPermissionError`.
     """
     try:
+        if status.consumer:
+            return await probe_durable_origin(api, status)
         last = 0
         for subject in status.origin_filters:
             message = await api.last_msg(status.origin, subject)
@@ -266,6 +312,39 @@ async def probe_origin(api: JetStreamApi, status: ReplicationStatus) -> OriginPr
         return OriginProbe("unreachable", None, unreachable_reason(api.prefix))
     except JetStreamApiError as err:  # e.g. 503: JetStream temporarily unavailable there
         return OriginProbe("unreachable", None, f"{api.target} did not answer: {err.description}")
+
+
+async def probe_durable_origin(api: JetStreamApi, status: ReplicationStatus) -> OriginProbe:
+    """A durable source's origin: its flow-control consumer's state (``CONSUMER.INFO``), read first, then
+    the origin's last stored sequence on that consumer's subjects (what it takes: its filters, the
+    source has none) and the stream's retention. ``last_seq`` is what the copy must hold at least: the
+    consumer's ack floor, or the origin's last message when that is higher (not yet acknowledged)."""
+    info = await api.consumer_info(status.origin, status.consumer or "")
+    if info is None:
+        stream = await api.stream_info(status.origin)
+        what = (
+            f"origin stream {status.origin!r}"
+            if stream is None
+            else f"consumer {status.consumer!r} of {status.origin!r}"
+        )
+        return OriginProbe("missing", None, f"{what} does not exist in {api.target} (durable sourcing reads it)")
+    config = info.get("config") or {}
+    filters = list(config.get("filter_subjects") or []) or [config.get("filter_subject") or ">"]
+    last_held = 0
+    for subject in filters:
+        message = await api.last_msg(status.origin, subject)
+        if message:
+            last_held = max(last_held, int(message["seq"]))
+    stream = await api.stream_info(status.origin) or {}
+    drain = ConsumerDrain(
+        pending=int(info.get("num_pending") or 0),
+        ack_pending=int(info.get("num_ack_pending") or 0),
+        ack_floor=int((info.get("ack_floor") or {}).get("stream_seq") or 0),
+        last_held=last_held,
+        retention=str((stream.get("config") or {}).get("retention") or "limits"),
+        other_consumers=max(0, int((stream.get("state") or {}).get("consumer_count") or 1) - 1),
+    )
+    return OriginProbe("ok", max(drain.ack_floor, last_held), drain=drain)
 
 
 async def held_seq(api: JetStreamApi, info: dict[str, Any], status: ReplicationStatus, probe: OriginProbe) -> HeldSeq:

@@ -38,7 +38,8 @@ def format_seconds(seconds: float | None) -> str:
 class OriginVerdict:
     """One origin's status and whether it is caught up; ``reason`` says why not.
 
-    :param check: the rule applied: ``"exact"``, ``"lag/active"``, ``"unreachable"`` or ``"missing"``.
+    :param check: the rule applied: ``"exact"``, ``"durable"`` (a durable source: its origin's consumer),
+        ``"lag/active"``, ``"unreachable"`` or ``"missing"``.
     :param origin_last_seq: the origin's last sequence as probed (exact rule), else None.
     :param held_seq: the highest origin sequence the stream holds (exact rule), else None.
     :param unreachable_since: wall-clock time the origin was first seen unreachable, if it is.

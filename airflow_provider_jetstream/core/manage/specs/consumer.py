@@ -1,4 +1,12 @@
-"""Durable pull consumer specs: plain dicts in, validated JetStream API consumer config out."""
+"""Durable consumer specs: plain dicts in, validated JetStream API consumer config out.
+
+Consumers are pull consumers, but for one push consumer: the flow-control consumer of durable sourcing
+(nats-server 2.14+, the NATS ADR-60), ``ack_policy: "flow_control"`` with a ``deliver_subject``, which a
+stream in another domain reads as a source (``sources[].consumer``). Its acknowledgements are the copying
+server's flow-control replies, sent once it stored the messages; the server sets its flow control and
+1 s heartbeat itself. What such a consumer cannot have (an ack wait, backoff, a delivery limit, pull
+options) is refused here, before anything is sent.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +21,11 @@ from airflow_provider_jetstream.core.errors import SpecError, SpecErrors
 from airflow_provider_jetstream.core.manage.specs import fields as F
 from airflow_provider_jetstream.core.manage.specs.fields import Field, Spec, Struct
 
-_ACK = {"explicit": "explicit", "all": "all", "none": "none"}
+#: The ack policy of durable sourcing's consumer (nats-server 2.14+, JetStream API level 4).
+FLOW_CONTROL = "flow_control"
+_ACK = {"explicit": "explicit", "all": "all", "none": "none", FLOW_CONTROL: FLOW_CONTROL}
+#: API level of the flow-control ack policy (nats-server 2.14).
+FLOW_CONTROL_LEVEL = 4
 _DELIVER = {
     "all": "all",
     "last": "last",
@@ -27,8 +39,19 @@ _DELIVER = {
 _REPLAY = {"instant": "instant", "original": "original"}
 _PRIORITY = {"none": "none", "overflow": "overflow", "pinned_client": "pinned_client", "prioritized": "prioritized"}
 
-#: Push-consumer fields: refused with a pointer to pull consumers.
-PUSH_FIELDS = ("deliver_subject", "deliver_group", "flow_control", "idle_heartbeat", "rate_limit_bps", "rate_limit")
+#: Push-consumer fields: refused with a pointer to pull consumers (``deliver_subject`` is taken by the
+#: flow-control consumer of durable sourcing, and refused on any other).
+PUSH_FIELDS = ("deliver_group", "flow_control", "idle_heartbeat", "rate_limit_bps", "rate_limit")
+#: Pull-only fields, refused on the flow-control (push) consumer of durable sourcing.
+PULL_FIELDS = (
+    "max_waiting",
+    "max_batch",
+    "max_expires",
+    "max_bytes",
+    "priority_groups",
+    "priority_policy",
+    "pinned_ttl",
+)
 
 
 def _pending(value: Any, path: str) -> int:
@@ -58,9 +81,19 @@ CONSUMER = Struct(
             "ack_policy",
             "ack_policy",
             V.choice(_ACK),
-            "explicit | all | none",
+            "explicit | all | none | flow_control (2.14: durable sourcing)",
             editable=F.IMMUTABLE,
             normalize=lambda v: v or "explicit",
+            since="2.14",
+            level=FLOW_CONTROL_LEVEL,
+            active=lambda v: v == FLOW_CONTROL,
+        ),
+        Field(
+            "deliver_subject",
+            "deliver_subject",
+            N.literal_subject,
+            "where the flow-control consumer of durable sourcing pushes (ack_policy flow_control only)",
+            normalize=F.norm_text,
         ),
         Field(
             "ack_wait",
@@ -226,7 +259,8 @@ def consumer_server_view(config: Mapping[str, Any]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class ConsumerSpec(Spec):
-    """A validated durable pull consumer spec (fields given only, in API form)."""
+    """A validated durable consumer spec (fields given only, in API form): a pull consumer, or durable
+    sourcing's flow-control push consumer (``ack_policy`` ``flow_control`` with a ``deliver_subject``)."""
 
     path: str = "consumer"
 
@@ -245,7 +279,9 @@ class ConsumerSpec(Spec):
                         f"{path}.{push[0]}",
                         data[push[0]],
                         "push consumers are not managed here: a durable pull consumer works across domains "
-                        "and accounts (the NATS docs: cross-account, only pull consumers are supported)",
+                        "and accounts (the NATS docs: cross-account, only pull consumers are supported); the one "
+                        "push consumer, durable sourcing's, takes ack_policy 'flow_control' and deliver_subject "
+                        "(the server sets its flow control and heartbeat)",
                     )
                 )
                 data = {k: v for k, v in data.items() if k not in PUSH_FIELDS}
@@ -296,3 +332,50 @@ def _check_consumer(values: dict[str, Any], path: str, errors: list[SpecError]) 
         errors.append(SpecError(f"{path}.ack_wait", "...", "with backoff, the first backoff delay is the ack wait"))
     if values.get("priority_policy", "none") != "none" and not values.get("priority_groups"):
         errors.append(SpecError(f"{path}.priority_policy", values["priority_policy"], "it needs priority_groups"))
+    if values.get("ack_policy") == FLOW_CONTROL:
+        _check_flow_control(values, path, errors)
+    elif "deliver_subject" in values:
+        errors.append(
+            SpecError(
+                f"{path}.deliver_subject",
+                values["deliver_subject"],
+                "push consumers are not managed here, but for the flow-control consumer of durable sourcing "
+                "(ack_policy 'flow_control'); others are pull consumers, which work across domains and accounts",
+            )
+        )
+
+
+def _check_flow_control(values: dict[str, Any], path: str, errors: list[SpecError]) -> None:
+    """What the server requires of a flow-control consumer (nats-server's ``checkConsumerCfg``), said first."""
+    why = "a flow-control consumer (durable sourcing) is acknowledged by the copying server's flow control"
+    if "deliver_subject" not in values:
+        errors.append(
+            SpecError(
+                f"{path}.deliver_subject",
+                None,
+                f"{why}: it pushes to a deliver_subject, the one the source's consumer names",
+            )
+        )
+    for key in ("ack_wait", "backoff"):
+        if key in values:
+            errors.append(SpecError(f"{path}.{key}", "...", f"{why}: it has no {key} (leave it out)"))
+    if values.get("max_deliver") not in (None, -1):
+        errors.append(
+            SpecError(
+                f"{path}.max_deliver",
+                values["max_deliver"],
+                f"{why}: use -1 (or leave it out): a message lost in transit is delivered again until stored",
+            )
+        )
+    if values.get("max_ack_pending") == -1:
+        errors.append(
+            SpecError(
+                f"{path}.max_ack_pending",
+                -1,
+                f"{why}: use a positive number (messages in flight before it waits for an acknowledgement; "
+                "default 1000)",
+            )
+        )
+    for key in PULL_FIELDS:
+        if key in values:
+            errors.append(SpecError(f"{path}.{key}", values[key], f"{why}: it is a push consumer, {key} is for pulls"))

@@ -28,7 +28,7 @@ ONCE = "once"  # like ENABLE_ONLY, and only through an update (sealed)
 CREATE_ONLY = "create"  # used when creating; ignored on an existing object (first_seq)
 
 #: JetStream API level -> the first nats-server release that reports it.
-API_LEVEL_VERSIONS = {0: "2.10", 1: "2.11", 2: "2.12"}
+API_LEVEL_VERSIONS = {0: "2.10", 1: "2.11", 2: "2.12", 4: "2.14"}
 
 
 @dataclass(frozen=True)
@@ -210,6 +210,12 @@ class Requirement:
 
     def message(self, target: str, level: int) -> str:
         return f"{self.path} needs nats-server >= {self.since}; {target} reports API level {level}"
+
+    def top_field(self, spec_path: str) -> str:
+        """The spec's own field this requirement is in: ``sources`` for ``stream.sources[0].consumer``."""
+        if not self.path.startswith(spec_path + "."):
+            return self.path.rsplit(".", 1)[-1]
+        return self.path[len(spec_path) + 1 :].split(".", 1)[0].split("[", 1)[0]
 
 
 def requirements(struct: Struct, values: Mapping[str, Any], path: str) -> list[Requirement]:

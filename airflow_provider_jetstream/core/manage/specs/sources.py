@@ -3,6 +3,13 @@
 
 ``{"name": "test", "domain": "leaf"}`` means the external API ``$JS.leaf.API``; an imported API is
 ``{"name": "test", "api_prefix": "JS.acc@hub.API", "deliver_prefix": ...}``.
+
+**Durable sourcing** (nats-server 2.14+, JetStream API level 4; the NATS ADR-60): ``consumer`` names a
+durable consumer the user created on the origin stream (``ack_policy: flow_control``, pushing to
+``deliver_subject``), which the copying server resets and reads instead of creating an ephemeral one.
+The origin acknowledges a message once the copy stored it, so a work-queue or interest origin deletes
+only what the copy holds. The consumer then filters and positions: ``filter_subject``, ``start_seq``
+and ``start_time`` are refused beside it (the server refuses them too).
 """
 
 from __future__ import annotations
@@ -34,6 +41,32 @@ def check_transform(values: dict[str, Any], path: str) -> None:
 
 transform = F.nested(TRANSFORM, check_transform)
 
+#: API level (nats-server 2.14) of durable sourcing: a source's ``consumer``, the ``flow_control`` ack policy.
+DURABLE_SOURCING_LEVEL = 4
+
+SOURCE_CONSUMER = Struct(
+    "source consumer",
+    (
+        Field("name", "name", N.consumer_name, "the durable consumer on the origin stream (ack_policy flow_control)"),
+        Field(
+            "deliver_subject",
+            "deliver_subject",
+            N.literal_subject,
+            "the subject that consumer pushes to (its deliver_subject), where the copying server listens",
+        ),
+    ),
+)
+
+
+def check_source_consumer(values: dict[str, Any], path: str) -> None:
+    errors = [
+        SpecError(f"{path}.{key}", None, f"durable sourcing needs the consumer's {key} ({what})")
+        for key, what in (("name", "its durable name"), ("deliver_subject", "where it pushes"))
+        if key not in values
+    ]
+    F.raise_all(errors)
+
+
 SOURCE = Struct(
     "source",
     (
@@ -51,6 +84,14 @@ SOURCE = Struct(
         ),
         Field("start_seq", "opt_start_seq", V.integer(1), "first origin sequence to copy"),
         Field("start_time", "opt_start_time", D.parse_instant, "copy from this instant"),
+        Field(
+            "consumer",
+            "consumer",
+            F.nested(SOURCE_CONSUMER, check_source_consumer),
+            "durable sourcing: the origin's flow-control consumer to read ({name, deliver_subject})",
+            since="2.14",
+            level=DURABLE_SOURCING_LEVEL,
+        ),
     ),
 )
 
@@ -88,6 +129,17 @@ def parse_source(value: Any, path: str) -> dict[str, Any]:
         )
     if "start_seq" in values and "start_time" in values:
         errors.append(SpecError(f"{path}.start_seq", values["start_seq"], "give start_seq or start_time, not both"))
+    if "consumer" in values:
+        for key in ("filter_subject", "start_seq", "start_time"):
+            if key in values:
+                errors.append(
+                    SpecError(
+                        f"{path}.{key}",
+                        values[key],
+                        f"with a durable consumer ({path}.consumer) the consumer decides what is copied from "
+                        f"where: set {key} on that consumer, not on the source",
+                    )
+                )
     F.raise_all(errors)
     wire: dict[str, Any] = {"name": values["name"]}
     for key, wire_key in (
@@ -95,6 +147,7 @@ def parse_source(value: Any, path: str) -> dict[str, Any]:
         ("start_time", "opt_start_time"),
         ("filter_subject", "filter_subject"),
         ("subject_transforms", "subject_transforms"),
+        ("consumer", "consumer"),
     ):
         if key in values:
             wire[wire_key] = values[key]
@@ -144,7 +197,30 @@ def norm_source(source: Any) -> Any:
         out["api"] = external["api"].rstrip(".")
     if external.get("deliver"):
         out["deliver"] = external["deliver"]
+    consumer = source_consumer(source)
+    if consumer:
+        out["consumer"] = consumer
     return out
+
+
+def source_consumer(source: Mapping[str, Any] | None) -> dict[str, str] | None:
+    """A source's durable consumer ``{"name", "deliver_subject"}`` (durable sourcing); None: the copying
+    server reads the origin through a consumer of its own."""
+    consumer = (source or {}).get("consumer") or {}
+    if not consumer.get("name"):
+        return None
+    return {"name": consumer["name"], "deliver_subject": consumer.get("deliver_subject") or ""}
+
+
+def requirements_of_sources(values: Mapping[str, Any], path: str) -> list[F.Requirement]:
+    """The API level the stream's mirror or sources need (durable sourcing: their ``consumer``)."""
+    found = []
+    if source_consumer(values.get("mirror")):
+        found.append(F.Requirement(f"{path}.mirror.consumer", DURABLE_SOURCING_LEVEL, "2.14"))
+    for i, source in enumerate(values.get("sources") or []):
+        if source_consumer(source):
+            found.append(F.Requirement(f"{path}.sources[{i}].consumer", DURABLE_SOURCING_LEVEL, "2.14"))
+    return found
 
 
 def norm_sources(sources: Any) -> Any:
@@ -165,4 +241,7 @@ def show_source(source: Any) -> str:
     deliver = (source.get("external") or {}).get("deliver")
     if deliver:
         parts.append(f"deliver={deliver!r}")
+    consumer = source_consumer(source)
+    if consumer:
+        parts.append(f"consumer={consumer['name']!r} (deliver_subject {consumer['deliver_subject']!r})")
     return " ".join(parts)

@@ -26,6 +26,7 @@ from airflow_provider_jetstream.core.manage.specs.sources import (
     norm_source,
     norm_sources,
     parse_source,
+    requirements_of_sources,
     show_source,
 )
 
@@ -313,6 +314,11 @@ class StreamSpec(Spec):
     @property
     def name(self) -> str:
         return self.values["name"]
+
+    def requirements(self) -> list[F.Requirement]:
+        """The fields given that need a newer server than API level 0, the mirror's and sources' own
+        included (durable sourcing: ``stream.sources[0].consumer``)."""
+        return super().requirements() + requirements_of_sources(self.values, self.path)
 
     @property
     def is_mirror(self) -> bool:
