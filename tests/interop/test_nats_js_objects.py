@@ -12,13 +12,15 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.operators.objects import (
     JetStreamCreateObjectStoreOperator,
     JetStreamGetObjectOperator,
     JetStreamPutObjectOperator,
 )
-from tests.support.management import Raw, uid
+from tests.support.management import uid
 from tests.support.nats_js import NatsJs
 from tests.support.waiting import wait_until
 
@@ -59,14 +61,14 @@ def test_nats_js_reads_objects_the_provider_put_in_a_leaf_bucket(hub_conn, nats_
 
 
 def test_the_provider_reads_what_nats_js_put_at_the_edge_there_and_in_the_hub_mirror(
-    hub_conn, node: str, hub_leaf, raw: Raw, tmp_path: Path
+    hub_conn, node: str, hub_leaf, nats_js: NatsJs, tmp_path: Path
 ) -> None:
     """The example flow with an edge application in JavaScript: it writes into its leaf's bucket; the hub
     mirror holds the objects; the provider reads them in the leaf and in the hub, digests verified."""
     bucket, copy = uid("edge"), uid("edge-hub")
     store(hub_conn, bucket, "leaf")
     store(hub_conn, {"bucket": copy, "mirror": {"bucket": bucket, "domain": "leaf"}}, "hub")
-    edge = replace(NatsJs(node, hub_leaf), server="leaf")
+    edge, nats_js_hub = replace(nats_js, server="leaf"), nats_js
     put = edge.run("put-object", bucket=bucket, name="readings/1.bin", size=1_000_000)
     text = edge.run("put-object", bucket=bucket, name="note.txt", text="from nats.js")
 
@@ -90,3 +92,16 @@ def test_the_provider_reads_what_nats_js_put_at_the_edge_there_and_in_the_hub_mi
         hook.get_object(name, "note.txt", str(tmp_path / f"{domain}.txt"), domain=domain)
         assert (tmp_path / f"{domain}.txt").read_text() == "from nats.js"
     assert text["size"] == len("from nats.js")
+
+    # nats.js reads an object's info in the hub copy by the copy's name; its get and list of a mirror fail:
+    # nats.js 2.29 finds the stream of a subscription by subject, and a mirror listens on none (nats.go binds
+    # the stream by name). Pinned, so that a nats.js that reads it shows up here.
+    seen = nats_js_hub.run(
+        "read-objects", domain="hub", bucket=copy, names=["readings/1.bin"], content=False, list=False
+    )
+    assert (seen["objects"]["readings/1.bin"]["digest"], seen["objects"]["readings/1.bin"]["size"]) == (
+        put["digest"],
+        1_000_000,
+    )
+    with pytest.raises(AssertionError, match="no stream matches subject"):
+        nats_js_hub.run("read-objects", domain="hub", bucket=copy, names=["readings/1.bin"])

@@ -7,10 +7,12 @@ prefix) through the one API speaker (:class:`~airflow_provider_jetstream.core.ap
 - an object ``name`` of bucket ``b`` is a meta message on ``$O.b.M.<base64url(name)>`` (JSON: ``name``,
   ``bucket``, ``nuid``, ``size``, ``chunks``, ``digest`` ``SHA-256=<base64url>``, ``options.max_chunk_size``,
   rolled up: one per object) and its content the chunks on ``$O.b.C.<nuid>``, a new ``nuid`` per put;
-- writes go to ``<api prefix>.$O.b...`` (``$JS.<domain>.API.$O.b.C.<nuid>``, as KV writes go to
-  ``$JS.<domain>.API.$KV...``), each with a ``Nats-Msg-Id``, asked again across a failover
-  (:func:`~airflow_provider_jetstream.core.api.retry_failover`), and each ack checked to name the bucket's
-  stream and domain; the meta message is written last, so a reader never sees an object whose chunks are
+- writes are published on ``$O.b...`` as every client publishes them (the server maps no domain prefix
+  for object subjects, unlike KV's ``$JS.<domain>.API.$KV.``): they reach the bucket's stream wherever it
+  listens in the connected account (a leaf's, through the hub), each with a ``Nats-Msg-Id``, asked again
+  across a failover (:func:`~airflow_provider_jetstream.core.api.retry_failover`), and each ack checked to
+  come from ``OBJ_b`` in the target domain (the double-store guard refuses a bucket of one name in two
+  connected domains); the meta message is written last, so a reader never sees an object whose chunks are
   not all stored, and the replaced object's chunks are purged after it;
 - reads ask the stream for one message at a time (``STREAM.MSG.GET`` with ``next_by_subj``): one chunk in
   memory at a time whatever the object's size, through any domain; the size and SHA-256 digest are
@@ -275,15 +277,11 @@ async def watch_objects(
         await asyncio.sleep(poll_interval)
 
 
-def _write_prefix(api: JetStreamApi) -> str:
-    return "" if api.prefix == "$JS.API" else f"{api.prefix}."
-
-
 async def _store(api: JetStreamApi, layout: ObjectLayout, subject: str, payload: bytes, headers: dict[str, str]) -> int:
     """Store one message of the bucket through its domain, once (its own ``Nats-Msg-Id``, asked again across a
     failover); its stream sequence. The ack must name the bucket's stream in the target domain."""
     headers = {**headers, MSG_ID: f"obj-{_NUID.next().decode()}"}
-    target = _write_prefix(api) + subject
+    target = subject
     domain = domain_of(api.prefix)
     where = f"bucket {layout.bucket!r} in {api.target}"
 

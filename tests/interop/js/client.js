@@ -123,13 +123,14 @@ async function openStore(nc, domain, bucket) {
   return nc.jetstream({ domain }).views.os(bucket);
 }
 
-// Read objects: each one's info and content (its SHA-256 and size, nats.js verifying the digest), and the list.
+// Read objects: each one's info and (unless ``content`` is false) content, its SHA-256 and size (nats.js
+// verifying the digest), and (unless ``list`` is false) the list.
 async function readObjects(nc, args) {
   const os = await openStore(nc, args.domain, args.bucket);
   const out = { objects: {}, list: [] };
   for (const name of args.names || []) {
     const info = await os.info(name);
-    const data = await os.getBlob(name); // rejects a content whose digest does not match
+    const data = args.content === false ? null : await os.getBlob(name); // rejects a digest mismatch
     out.objects[name] = info && {
       size: info.size,
       chunks: info.chunks,
@@ -139,7 +140,7 @@ async function readObjects(nc, args) {
       length: data && data.length,
     };
   }
-  for (const info of await os.list()) {
+  for (const info of args.list === false ? [] : await os.list()) {
     out.list.push(info.name);
   }
   out.list.sort();
