@@ -316,3 +316,28 @@ async def _listed(hub_leaf, bucket: str):
         return await list_objects(JetStreamApi(nc, "$JS.leaf.API"), bucket)
     finally:
         await nc.close()
+
+
+def test_a_link_is_refused_by_get_not_read_as_an_empty_object(hub_conn, hub_leaf, tmp_path) -> None:
+    """nats.go's ``AddLink`` writes a meta whose ``options.link`` names another object, with no chunks."""
+    bucket = uid("links")
+    store(hub_conn, bucket)
+
+    async def link() -> None:
+        user, password = USERS["ACC"]
+        nc = await nats.connect(hub_leaf.leaves["leaf"].url, user=user, password=password)
+        try:
+            meta = {"name": "alias", "bucket": bucket, "nuid": "", "size": 0, "chunks": 0, "options": {}}
+            meta["options"]["link"] = {"bucket": bucket, "name": "target"}
+            await nc.jetstream().publish(f"$O.{bucket}.M.YWxpYXM=", json.dumps(meta).encode())
+        finally:
+            await nc.close()
+
+    asyncio.run(link())
+    assert JetStreamHook(hub_conn, domain="leaf").object_info(bucket, "alias").link == {
+        "bucket": bucket,
+        "name": "target",
+    }
+    with pytest.raises(JetStreamConfigError, match="is a link to"):
+        get(hub_conn, bucket, "alias", tmp_path / "alias")
+    assert not (tmp_path / "alias").exists()

@@ -9,6 +9,7 @@ import pytest
 from airflow_provider_jetstream.core.errors import SpecErrors
 from airflow_provider_jetstream.sensors.objects import JetStreamObjectSensor
 from tests.dags import objects_edge_files as dags
+from tests.support.lineage import asset_events
 from tests.support.logs import LogLines, captured_logs
 from tests.support.natsutil import connect, unique
 from tests.support.waiting import Later
@@ -65,6 +66,14 @@ def test_an_edge_file_reaches_the_hub_mirror_and_is_processed(airflow_db, hub_le
     assert fetched["digest"] == digest and fetched["path"] == str(destination)
     processed = run.get_task_instance("process").xcom_pull(task_ids="process")
     assert processed == {"lines": 20_000, "sha256": hashlib.sha256(READINGS).hexdigest()}
+    # Lineage: each bucket is its stream's asset, jetstream://<server>/<domain>/OBJ_<bucket>.
+    server = f"jetstream://127.0.0.1:{hub_leaf.hub.port}"
+    assert [(e["task_id"], e["extra"]["action"]) for e in asset_events(f"{server}/leaf/OBJ_{bucket}")] == [
+        ("edge_bucket", "created")
+    ]
+    assert [(e["task_id"], e["extra"]["action"]) for e in asset_events(f"{server}/hub/OBJ_{copy}")] == [
+        ("hub_copy", "created")
+    ]
 
 
 @pytest.mark.parametrize(

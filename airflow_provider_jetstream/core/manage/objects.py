@@ -131,6 +131,8 @@ class ObjectInfo:
     description: str | None = None
     headers: dict[str, list[str]] = field(default_factory=dict)
     chunk_size: int | None = None
+    #: A link's target (``{"bucket", "name"}``, as nats.go's ``AddLink`` writes it); None for an object.
+    link: dict[str, Any] | None = None
 
     @classmethod
     def from_message(cls, message: Mapping[str, Any], bucket: str) -> ObjectInfo:
@@ -150,6 +152,7 @@ class ObjectInfo:
                 description=meta.get("description") or None,
                 headers=dict(meta.get("headers") or {}),
                 chunk_size=(meta.get("options") or {}).get("max_chunk_size"),
+                link=(meta.get("options") or {}).get("link") or None,
             )
         except (ValueError, KeyError, TypeError, binascii.Error) as err:
             raise ObjectStoreError(
@@ -400,6 +403,8 @@ async def read_object(api: JetStreamApi, bucket: str, name: str) -> tuple[Object
     info = await _info(api, layout, name, show_deleted=False)
     if info is None:
         raise JetStreamNotFoundError(f"object {name!r} does not exist in bucket {bucket!r} of {api.target}")
+    if info.link:
+        raise JetStreamConfigError(f"object {name!r} of bucket {bucket!r} is a link to {info.link}: get that object")
     expected = parse_digest(info.digest) if info.size or info.digest else hashlib.sha256().digest()
     return info, _chunks(api, layout, info, expected)
 
