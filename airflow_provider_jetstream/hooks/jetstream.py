@@ -50,7 +50,7 @@ class JetStreamHook(JetStreamObjectsHook):
     the operators and sensors do: ``ensure_stream`` / ``ensure_consumer`` / ``ensure_key_value``,
     ``stream_info``, ``replication_status``, ``consumer_lag``, ``kv_get`` / ``kv_put`` /
     ``kv_delete``, ``publish``, and object stores: ``ensure_object_store``, ``put_object`` /
-    ``get_object`` / ``object_info`` / ``list_objects`` / ``delete_object``.
+    ``get_object`` / ``object_info`` / ``list_objects`` / ``delete_object`` / ``check_object``, ``awatch_objects``.
 
     :param jetstream_conn_id: Airflow connection id. Default ``jetstream_default``.
     :param domain: JetStream domain to address (``$JS.<domain>.API``). Default: the connection's.

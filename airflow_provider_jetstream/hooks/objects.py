@@ -8,6 +8,7 @@ time, SHA-256 digests verified).
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 from airflow_provider_jetstream.core.manage.objects import (
@@ -18,6 +19,7 @@ from airflow_provider_jetstream.core.manage.objects import (
     object_info,
     put_object,
     reconcile_object_store,
+    watch_objects,
 )
 from airflow_provider_jetstream.core.manage.specs.objects import ObjectStoreSpec, object_subjects
 from airflow_provider_jetstream.core.signatures.objects import (
@@ -28,6 +30,7 @@ from airflow_provider_jetstream.core.signatures.objects import (
     OBJECT_CHECK,
     OBJECT_INFO,
     PUT_OBJECT,
+    WATCH_OBJECTS,
 )
 from airflow_provider_jetstream.core.signatures.shared import LOG, REQUEST
 from airflow_provider_jetstream.core.status.object_check import ObjectCheck, check_object
@@ -212,3 +215,22 @@ class JetStreamObjectsHook(JetStreamStreamsHook):
             return await check_object(api, bucket, name, min_revision)
 
     check_object = blocking(acheck_object)
+
+    @checked(WATCH_OBJECTS + REQUEST)
+    async def awatch_objects(
+        self,
+        bucket: str,
+        *,
+        after_revision: int = 0,
+        poll_interval: float = 1.0,
+        domain: str | None = None,
+        api_prefix: str | None = None,
+        timeout: float | None = None,
+    ) -> AsyncIterator[ObjectInfo]:
+        """Every put and delete (``.deleted``) of an object of ``bucket`` after ``after_revision`` (default 0:
+        all that are stored), as it comes, until the caller stops iterating; asks every ``poll_interval``
+        seconds (default 1) once it has seen them all. A change a later one of the same object replaced
+        before it was seen is not seen (one meta per object). Async only: no blocking twin."""
+        async with self.aapi(domain, api_prefix, timeout=timeout) as api:
+            async for info in watch_objects(api, bucket, after_revision=after_revision, poll_interval=poll_interval):
+                yield info

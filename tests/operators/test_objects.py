@@ -22,7 +22,7 @@ from airflow_provider_jetstream.core.errors import (
     ReconcileError,
     SpecErrors,
 )
-from airflow_provider_jetstream.core.manage.objects import get_object, list_objects, put_object, watch_objects
+from airflow_provider_jetstream.core.manage.objects import get_object, list_objects, put_object
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.operators.objects import (
     JetStreamCreateObjectStoreOperator,
@@ -292,18 +292,12 @@ def test_watch_sees_puts_and_deletes_in_order(hub_conn, hub_leaf, tmp_path) -> N
     JetStreamHook(hub_conn, domain="leaf").delete_object(bucket, "a")
 
     async def go() -> list[tuple[str, bool]]:
-        user, password = USERS["ACC"]
-        nc = await nats.connect(hub_leaf.hub.url, user=user, password=password)
-        try:
-            api = JetStreamApi(nc, "$JS.leaf.API")
-            seen = []
-            async for info in watch_objects(api, bucket, poll_interval=0.1):
-                seen.append((info.name, info.deleted))
-                if len(seen) == 2:
-                    return seen
-            return seen
-        finally:
-            await nc.close()
+        seen = []
+        async for info in JetStreamHook(hub_conn, domain="leaf").awatch_objects(bucket, poll_interval=0.1):
+            seen.append((info.name, info.deleted))
+            if len(seen) == 2:
+                return seen
+        return seen
 
     assert asyncio.run(go()) == [("b", False), ("a", True)]  # a's put was rolled up by its delete
     assert [o.name for o in asyncio.run(_listed(hub_leaf, bucket))] == ["b"]

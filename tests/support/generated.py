@@ -263,6 +263,7 @@ HOOK_BASE: dict[str, dict[str, Any]] = {
     "alist_objects": {"bucket": "fzobj"},
     "adelete_object": {"bucket": "fzobj", "name": "o1"},
     "acheck_object": {"bucket": "fzobj", "name": "o1"},
+    "awatch_objects": {"bucket": "fzobj"},
     "apublish": {"subject": "leaf.fz.target.p", "messages": ["m1", "m2"], "msg_id": "fz-{index}"},
     "aprobe_domains": {"domains": [TARGET]},
 }
@@ -385,6 +386,18 @@ def _call_hook(entry: Entry, kw: dict[str, Any], world: FuzzWorld) -> Any:
     method = entry.target
     if method == "acheck_replication" and kw.get("watch") is None and "watch" in kw:
         kw["watch"] = replication_watch(REPLICATION.check({"stream": "fz_copy", "max_inactive": "1h"}))
+    if method == "awatch_objects":
+
+        async def first_change() -> Any:
+            changes = hook.awatch_objects(**kw)
+            try:
+                return await asyncio.wait_for(anext(changes), 5)
+            except TimeoutError:
+                return None  # nothing after the revision asked: the watch waits, as asked
+            finally:
+                await changes.aclose()
+
+        return asyncio.run(first_change())
     if method == "aapi":
 
         async def use_api() -> Any:
