@@ -335,3 +335,19 @@ def test_a_link_is_refused_by_get_not_read_as_an_empty_object(hub_conn, hub_leaf
     with pytest.raises(JetStreamConfigError, match="is a link to"):
         get(hub_conn, bucket, "alias", tmp_path / "alias")
     assert not (tmp_path / "alias").exists()
+
+
+def test_a_hub_bucket_sourcing_a_leaf_bucket_serves_its_objects_under_its_own_name(hub_conn, tmp_path) -> None:
+    origin, aggregate = uid("site"), uid("all-sites")
+    store(hub_conn, origin)
+    store(hub_conn, {"bucket": aggregate, "sources": [{"bucket": origin, "domain": "leaf"}]}, domain="hub")
+    digest = random_file(tmp_path / "r.bin", 150_000)
+    put(hub_conn, origin, "site/r.bin", tmp_path / "r.bin")
+    hook = JetStreamHook(hub_conn, domain="hub")
+    wait_until(lambda: hook.object_info(aggregate, "site/r.bin"), lambda info: info is not None, what="sourced")
+    out = get(hub_conn, aggregate, "site/r.bin", tmp_path / "hub-r.bin", domain="hub")
+    assert out["digest"] == digest and (tmp_path / "hub-r.bin").read_bytes() == (tmp_path / "r.bin").read_bytes()
+    # A sourced bucket takes writes of its own, in the hub.
+    own = put(hub_conn, aggregate, "hub-only.bin", tmp_path / "r.bin", domain="hub")
+    assert own["bucket"] == aggregate
+    assert sorted(o.name for o in hook.list_objects(aggregate)) == ["hub-only.bin", "site/r.bin"]
