@@ -53,6 +53,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_provider_jetstream.operators.streams",
                     "airflow_provider_jetstream.operators.consumers",
                     "airflow_provider_jetstream.operators.kv",
+                    "airflow_provider_jetstream.operators.objects",
                     "airflow_provider_jetstream.operators.publish",
                     "airflow_provider_jetstream.operators.spark",
                 ],
@@ -65,6 +66,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_provider_jetstream.sensors.consumer_lag",
                     "airflow_provider_jetstream.sensors.replication_lag",
                     "airflow_provider_jetstream.sensors.kv",
+                    "airflow_provider_jetstream.sensors.objects",
                 ],
             }
         ],
@@ -77,6 +79,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_provider_jetstream.triggers.kv",
                     "airflow_provider_jetstream.triggers.messages",
                     "airflow_provider_jetstream.triggers.kv_events",
+                    "airflow_provider_jetstream.triggers.objects",
                 ],
             }
         ],

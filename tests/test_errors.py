@@ -38,6 +38,8 @@ REFUSAL = {
     "JetStreamApiError": False,
     "JetStreamPublishError": False,
     "KeyValueError": False,
+    "ObjectStoreError": False,
+    "ObjectDigestError": False,
     "JetStreamReplicationError": True,
     "JetStreamDataLossError": False,
     "StreamRecreatedError": True,

@@ -47,6 +47,8 @@ fix::
     ├── JetStreamApiError                        the JetStream API answered with an error
     ├── JetStreamPublishError                    some messages were not stored (where aimed)
     ├── KeyValueError                            a KV write landed somewhere unexpected
+    ├── ObjectStoreError                         an object write not stored where aimed, or an object read cut short
+    │   └── ObjectDigestError                    an object read whole does not match its size or SHA-256 digest
     ├── JetStreamDataLossError                   sequences of a range are gone (Spark read path)
     └── CheckpointConflictError                  another run moved the Spark job's checkpoint
 
@@ -236,6 +238,16 @@ class KeyValueConflictError(KeyValueError, JetStreamRefusalError):
 
 
 # -- not refusals: waited for (JetStreamDomainUnavailableError) or left to retries -----------------
+
+
+class ObjectStoreError(JetStreamError):
+    """An object store write was not stored (or stored somewhere else than aimed at), or a read found fewer
+    chunks than the object's meta names (it was replaced or deleted meanwhile): asking again may succeed."""
+
+
+class ObjectDigestError(ObjectStoreError):
+    """An object read whole does not have the size or the SHA-256 digest its meta records: nothing is kept
+    of it (the file it was read into is not written)."""
 
 
 class JetStreamDomainUnavailableError(JetStreamError):

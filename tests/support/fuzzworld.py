@@ -11,7 +11,9 @@ puts the seeded objects back after a call changed them.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import hashlib
 import json
 import re
 import threading
@@ -44,6 +46,11 @@ STREAMS: dict[str, tuple[list[str], list[tuple[str, bytes]], list[str]]] = {
 }
 #: Seeded KV buckets: bucket -> keys and values. In the leaf only.
 BUCKETS: dict[str, dict[str, bytes]] = {"fzkv": {"k1": b"v1", "k2": b"v2"}, "fzother": {"k1": b"x1"}}
+#: Seeded object store buckets: bucket -> objects (name -> content). In the leaf only.
+OBJECT_STORES: dict[str, dict[str, bytes]] = {"fzobj": {"o1": b"object one"}}
+#: A local file the object store puts read, and the file gets write (made by :meth:`FuzzWorld.start`).
+OBJECT_SOURCE = "fz-object-source.bin"
+OBJECT_DESTINATION = "fz-object-destination.bin"
 #: The leaf's mirror of ``fz_origin`` (what the replication sensor and trigger watch).
 MIRROR = "fz_copy"
 
@@ -57,6 +64,8 @@ def reserved_subjects(name: str, config: dict[str, Any]) -> list[str]:
     for subject in config.get("subjects") or []:
         if name.startswith("KV_") and subject == f"$KV.{name[3:]}.>":
             continue
+        if name.startswith("OBJ_") and subject in (f"$O.{name[4:]}.C.>", f"$O.{name[4:]}.M.>"):
+            continue
         if RESERVED_SPACES.match(subject) or subject == ">":
             bad.append(subject)
     return bad
@@ -66,6 +75,7 @@ class FuzzWorld:
     """The topology, a monitoring connection on a private event loop, and the seeded objects."""
 
     def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
         self.topology = LocalTopology(workdir, leaf_domains=[TARGET])
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -93,6 +103,9 @@ class FuzzWorld:
                 self._call(self._seed_stream(domain, name))
         for bucket in BUCKETS:  # in the leaf only: one bucket in two domains of one account is a double store
             self._call(self._seed_bucket(TARGET, bucket))
+        for store in OBJECT_STORES:
+            self._call(self._seed_object_store(TARGET, store))
+        (self.workdir / OBJECT_SOURCE).write_bytes(b"a file to put")
         self._call(self._seed_mirror())
         self.baseline = self.current = self.snapshot()
         return self
@@ -174,6 +187,38 @@ class FuzzWorld:
         )
         for key, value in BUCKETS[bucket].items():
             await self._publish(domain, f"$KV.{bucket}.{key}", value)
+
+    async def _seed_object_store(self, domain: str, bucket: str) -> None:
+        """The bucket's stream as every client creates it, and its objects as they write them, with fixed nuids
+        and times (a bucket put back is the same as the seeded one)."""
+        name = f"OBJ_{bucket}"
+        await self._delete(domain, name)
+        await self._create(
+            domain,
+            {
+                "name": name,
+                "subjects": [f"$O.{bucket}.C.>", f"$O.{bucket}.M.>"],
+                "discard": "new",
+                "allow_rollup_hdrs": True,
+                "allow_direct": True,
+                "storage": "file",
+            },
+        )
+        for index, (object_name, content) in enumerate(OBJECT_STORES[bucket].items()):
+            nuid = f"fzseed{index:016d}"
+            await self._publish(domain, f"$O.{bucket}.C.{nuid}", content)
+            meta = {
+                "name": object_name,
+                "bucket": bucket,
+                "nuid": nuid,
+                "size": len(content),
+                "chunks": 1,
+                "mtime": "2026-01-01T00:00:00Z",
+                "digest": "SHA-256=" + base64.urlsafe_b64encode(hashlib.sha256(content).digest()).decode(),
+                "options": {"max_chunk_size": 131072},
+            }
+            encoded = base64.urlsafe_b64encode(object_name.encode()).decode()
+            await self._publish(domain, f"$O.{bucket}.M.{encoded}", json.dumps(meta).encode(), {"Nats-Rollup": "sub"})
 
     async def _seed_mirror(self) -> None:
         await self._delete(TARGET, MIRROR)
@@ -273,6 +318,8 @@ class FuzzWorld:
                     await self._seed_stream(domain, name)
                 elif domain == TARGET and name.startswith("KV_") and name[3:] in BUCKETS:
                     await self._seed_bucket(domain, name[3:])
+                elif domain == TARGET and name.startswith("OBJ_") and name[4:] in OBJECT_STORES:
+                    await self._seed_object_store(domain, name[4:])
                 else:
                     await self._delete(domain, name)
             if mirror_too:

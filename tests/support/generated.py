@@ -24,7 +24,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_jetstream.core.errors import JetStreamConfigError, JetStreamError
-from tests.support.fuzzworld import TARGET, FuzzWorld, changes, reserved_subjects, streams_listening
+from tests.support.fuzzworld import (
+    OBJECT_DESTINATION,
+    OBJECT_SOURCE,
+    TARGET,
+    FuzzWorld,
+    changes,
+    reserved_subjects,
+    streams_listening,
+)
 
 #: Seconds any one call may take (its requests wait 2 s at most when their arguments are the baseline's).
 BOUND = 20.0
@@ -209,6 +217,10 @@ OPERATOR_BASE: dict[str, dict[str, Any]] = {
     "JetStreamCreateKeyValueOperator": {"bucket": "fznewkv"},
     "JetStreamKeyValuePutOperator": {"bucket": "fzkv", "key": "k1", "value": "v9"},
     "JetStreamKeyValueDeleteOperator": {"bucket": "fzkv", "key": "k2"},
+    "JetStreamCreateObjectStoreOperator": {"bucket": "fznewobj"},
+    "JetStreamPutObjectOperator": {"bucket": "fzobj", "name": "o2", "source": OBJECT_SOURCE},
+    "JetStreamGetObjectOperator": {"bucket": "fzobj", "name": "o1", "destination": OBJECT_DESTINATION},
+    "JetStreamDeleteObjectOperator": {"bucket": "fzobj", "name": "o1"},
     "JetStreamPublishOperator": {"subject": "leaf.fz.target.p", "messages": ["m1", "m2"], "msg_id": "fz-{index}"},
     "JetStreamSparkSubmitOperator": {
         "stream": "fz_target",
@@ -222,6 +234,7 @@ OPERATOR_BASE: dict[str, dict[str, Any]] = {
         "max_ack_pending": 100,
     },
     "JetStreamKeyValueSensor": {"bucket": "fzkv", "key": "k1"},
+    "JetStreamObjectSensor": {"bucket": "fzobj", "name": "o1"},
     "JetStreamReplicationLagSensor": {"stream": "fz_copy", "max_inactive": "1h"},
 }
 HOOK_BASE: dict[str, dict[str, Any]] = {
@@ -243,6 +256,14 @@ HOOK_BASE: dict[str, dict[str, Any]] = {
     "acheck_key": {"bucket": "fzkv", "key": "k1"},
     "akv_put": {"bucket": "fzkv", "key": "k1", "value": "v9"},
     "akv_delete": {"bucket": "fzkv", "key": "k2"},
+    "aensure_object_store": {"spec": {"bucket": "fznewobj"}},
+    "aput_object": {"bucket": "fzobj", "name": "o2", "source": OBJECT_SOURCE},
+    "aget_object": {"bucket": "fzobj", "name": "o1", "destination": OBJECT_DESTINATION},
+    "aobject_info": {"bucket": "fzobj", "name": "o1"},
+    "alist_objects": {"bucket": "fzobj"},
+    "adelete_object": {"bucket": "fzobj", "name": "o1"},
+    "acheck_object": {"bucket": "fzobj", "name": "o1"},
+    "awatch_objects": {"bucket": "fzobj"},
     "apublish": {"subject": "leaf.fz.target.p", "messages": ["m1", "m2"], "msg_id": "fz-{index}"},
     "aprobe_domains": {"domains": [TARGET]},
 }
@@ -258,6 +279,7 @@ TRIGGER_BASE: dict[str, dict[str, Any]] = {
     },
     "JetStreamReplicationLagTrigger": {"stream": "fz_copy", "max_inactive": "1h", "poll_interval": 1},
     "JetStreamKeyValueTrigger": {"bucket": "fzkv", "key": "k1"},
+    "JetStreamObjectTrigger": {"bucket": "fzobj", "name": "o1", "poll_interval": 1},
     "JetStreamMessageTrigger": {"stream": "fz_target", "consumer": "fz_evdur"},
     "JetStreamKeyValueEventTrigger": {"bucket": "fzkv", "consumer": "fz_kvdur"},
 }
@@ -265,8 +287,12 @@ TRIGGER_BASE: dict[str, dict[str, Any]] = {
 
 def baseline(entry: Entry, world: FuzzWorld, arg: str = "") -> dict[str, Any]:
     """The entry point's valid values (every required argument), aimed at the leaf; without the partner
-    an API prefix ``arg`` excludes."""
+    an API prefix ``arg`` excludes. An object's ``source`` and ``destination`` are files of the world's
+    directory."""
     base = _baseline(entry, world)
+    for path in ("source", "destination"):
+        if base.get(path) in (OBJECT_SOURCE, OBJECT_DESTINATION):
+            base[path] = str(world.workdir / base[path])
     base.pop(PARTNERS.get(arg, ""), None)
     return base
 
@@ -360,6 +386,18 @@ def _call_hook(entry: Entry, kw: dict[str, Any], world: FuzzWorld) -> Any:
     method = entry.target
     if method == "acheck_replication" and kw.get("watch") is None and "watch" in kw:
         kw["watch"] = replication_watch(REPLICATION.check({"stream": "fz_copy", "max_inactive": "1h"}))
+    if method == "awatch_objects":
+
+        async def first_change() -> Any:
+            changes = hook.awatch_objects(**kw)
+            try:
+                return await asyncio.wait_for(anext(changes), 5)
+            except TimeoutError:
+                return None  # nothing after the revision asked: the watch waits, as asked
+            finally:
+                await changes.aclose()
+
+        return asyncio.run(first_change())
     if method == "aapi":
 
         async def use_api() -> Any:
@@ -611,14 +649,15 @@ def _domains_asked(entry: Entry, arg: str, value: Any, mode: str, kw: dict[str, 
 
 
 def _names_asked(kw: Mapping[str, Any], value: Any) -> set[str]:
-    """Every name the call's values hold (any of them may name a stream, a bucket's stream KV_<name>)."""
+    """Every name the call's values hold (any of them may name a stream, a bucket's stream KV_<name> or
+    OBJ_<name>)."""
     names: set[str] = set()
 
     def walk(v: Any) -> None:
         if not isinstance(v, (str, Mapping, list, tuple)):
             v = str(v)  # as a template renders it
         if isinstance(v, str) and len(v) < 300:
-            names.update({v, f"KV_{v}"})
+            names.update({v, f"KV_{v}", f"OBJ_{v}"})
         elif isinstance(v, Mapping):
             for item in v.values():
                 walk(item)

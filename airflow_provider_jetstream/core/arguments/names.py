@@ -90,6 +90,27 @@ def bucket_name(value: Any, field: str) -> str:
     return value
 
 
+def object_bucket_name(value: Any, field: str) -> str:
+    """An object store bucket name: letters, digits, ``_`` and ``-`` (every client's rule), short enough for its
+    stream's name ``OBJ_<bucket>``."""
+    if not isinstance(value, str) or not _BUCKET_OK.match(value) or len(value) > MAX_NAME - 4:
+        raise SpecError(
+            field,
+            value,
+            f"an object store bucket name is 1-{MAX_NAME - 4} letters, digits, '_' and '-' (e.g. 'files': its "
+            "stream is OBJ_<it>)",
+        )
+    return value
+
+
+def object_name(value: Any, field: str) -> str:
+    """An object's name in its bucket: any non-empty text without control characters (it is stored
+    base64-encoded in the meta subject ``$O.<bucket>.M.<name>``, so dots and slashes are fine)."""
+    if not isinstance(value, str) or not value.strip() or _CONTROL.search(value):
+        raise SpecError(field, value, "an object name is non-empty text without control characters (e.g. 'day/1.csv')")
+    return value
+
+
 def kv_key(value: Any, field: str) -> str:
     """A KV key: letters, digits and ``-/_=.``; dots separate non-empty tokens (it is a subject:
     ``$KV.<bucket>.<key>``), so no leading, trailing or double ``.``."""

@@ -172,7 +172,7 @@ def _replace_error(
     also = f"\n(also changing in place: {', '.join(in_place)})" if in_place else ""
     recreate = advice or (
         f"if_exists='recreate' would delete the {kind} and create it again, deleting its data"
-        + (" and consumers" if kind in ("stream", "bucket") else " and its delivery state")
+        + (" and consumers" if kind in ("stream", "bucket", "object store") else " and its delivery state")
     )
     return ReconcileError(
         f"{'dry run: ' if dry_run else ''}{kind} {name!r} in {target} cannot be changed in place; the server "

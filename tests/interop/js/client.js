@@ -1,6 +1,6 @@
 // nats.js (npm `nats` 2.x, the official JavaScript client) doing what an edge application does with
 // what the provider created: read KV buckets (get, keys, watch), create a KV mirror, fetch from a
-// durable consumer. Driven by tests/interop; prints one JSON document per step on stdout.
+// durable consumer, put and read objects of an object store. Driven by tests/interop; prints one JSON document per step on stdout.
 //
 //   node client.js <command> '<json args>'
 //
@@ -8,6 +8,7 @@
 // NATS_URL, NATS_USER, NATS_PASSWORD.
 "use strict";
 
+const crypto = require("crypto");
 const { connect, StringCodec } = require("nats");
 
 const sc = StringCodec();
@@ -115,7 +116,52 @@ async function fetch(nc, args) {
   return { messages, num_pending: info.num_pending };
 }
 
-const COMMANDS = { read, "create-bucket": createBucket, fetch };
+// Bind to an existing object store (views.os() would create a missing one).
+async function openStore(nc, domain, bucket) {
+  const jsm = await nc.jetstreamManager({ domain });
+  await jsm.streams.info(`OBJ_${bucket}`); // throws "stream not found"
+  return nc.jetstream({ domain }).views.os(bucket);
+}
+
+// Read objects: each one's info and (unless ``content`` is false) content, its SHA-256 and size (nats.js
+// verifying the digest), and (unless ``list`` is false) the list.
+async function readObjects(nc, args) {
+  const os = await openStore(nc, args.domain, args.bucket);
+  const out = { objects: {}, list: [] };
+  for (const name of args.names || []) {
+    const info = await os.info(name);
+    const data = args.content === false ? null : await os.getBlob(name); // rejects a digest mismatch
+    out.objects[name] = info && {
+      size: info.size,
+      chunks: info.chunks,
+      digest: info.digest,
+      revision: info.revision,
+      sha256: data && crypto.createHash("sha256").update(data).digest("hex"),
+      length: data && data.length,
+    };
+  }
+  for (const info of args.list === false ? [] : await os.list()) {
+    out.list.push(info.name);
+  }
+  out.list.sort();
+  return out;
+}
+
+// Put an object of ``size`` pseudo-random bytes (or ``text``) as an application would.
+async function putObject(nc, args) {
+  const os = await openStore(nc, args.domain, args.bucket);
+  const data = args.text !== undefined ? Buffer.from(args.text) : crypto.randomBytes(args.size);
+  const info = await os.putBlob({ name: args.name, description: args.description }, new Uint8Array(data));
+  return {
+    size: info.size,
+    chunks: info.chunks,
+    digest: info.digest,
+    revision: info.revision,
+    sha256: crypto.createHash("sha256").update(data).digest("hex"),
+  };
+}
+
+const COMMANDS = { read, "create-bucket": createBucket, fetch, "read-objects": readObjects, "put-object": putObject };
 
 async function main() {
   const [command, raw] = process.argv.slice(2);

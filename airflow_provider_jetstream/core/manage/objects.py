@@ -1,0 +1,484 @@
+"""Object stores in any domain: put, get, info, list, delete and watch objects, laid out as ADR-20 lays them out.
+
+nats-py's ``js.object_store()`` writes ``$O.<bucket>...`` whatever its context's domain and reads chunks
+through a push consumer of the connection's own domain; this module speaks to one domain (or imported
+prefix) through the one API speaker (:class:`~airflow_provider_jetstream.core.api.JetStreamApi`):
+
+- an object ``name`` of bucket ``b`` is a meta message on ``$O.b.M.<base64url(name)>`` (JSON: ``name``,
+  ``bucket``, ``nuid``, ``size``, ``chunks``, ``digest`` ``SHA-256=<base64url>``, ``options.max_chunk_size``,
+  rolled up: one per object) and its content the chunks on ``$O.b.C.<nuid>``, a new ``nuid`` per put;
+- writes are published on ``$O.b...`` as every client publishes them (the server maps no domain prefix
+  for object subjects, unlike KV's ``$JS.<domain>.API.$KV.``): they reach the bucket's stream wherever it
+  listens in the connected account (a leaf's, through the hub), each with a ``Nats-Msg-Id``, asked again
+  across a failover (:func:`~airflow_provider_jetstream.core.api.retry_failover`), and each ack checked to
+  come from ``OBJ_b`` in the target domain (the double-store guard refuses a bucket of one name in two
+  connected domains); the meta message is written last, so a reader never sees an object whose chunks are
+  not all stored, and the replaced object's chunks are purged after it;
+- reads ask the stream for one message at a time (``STREAM.MSG.GET`` with ``next_by_subj``): one chunk in
+  memory at a time whatever the object's size, through any domain; the size and SHA-256 digest are
+  verified before the destination file is written (a temporary file beside it, renamed when verified);
+- a mirror bucket in the hub (``OBJ_<b>`` mirroring a leaf's ``OBJ_<origin>``, its subjects transformed to
+  ``$O.<b>.>``, :mod:`~airflow_provider_jetstream.core.manage.specs.objects`) is read by its own name, like
+  any bucket; it takes no writes (they are refused, naming the origin).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import nats.errors
+from nats.nuid import NUID
+
+from airflow_provider_jetstream.core.api import (
+    CLUSTER_NOT_AVAILABLE,
+    JetStreamApi,
+    describe_prefix,
+    hint_for,
+    no_leader_error,
+    retry_failover,
+)
+from airflow_provider_jetstream.core.arguments.names import domain_of, object_bucket_name, object_name
+from airflow_provider_jetstream.core.errors import (
+    JetStreamConfigError,
+    JetStreamDomainUnavailableError,
+    JetStreamNotFoundError,
+    JetStreamPublishError,
+    JetStreamTimeoutError,
+    ObjectDigestError,
+    ObjectStoreError,
+)
+from airflow_provider_jetstream.core.manage.reconcile import ReconcileResult, reconcile_stream
+from airflow_provider_jetstream.core.manage.specs.objects import (
+    OBJ_STREAM_PREFIX,
+    SPEC_NAMES,
+    ObjectStoreSpec,
+    object_stream_name,
+)
+from airflow_provider_jetstream.core.protocol import parse_pub_ack
+
+log = logging.getLogger(__name__)
+
+#: The chunk size of every official client, bytes (at most the server's ``max_payload``).
+CHUNK_SIZE = 128 * 1024
+DIGEST_TYPE = "SHA-256="
+ROLLUP = "Nats-Rollup"
+MSG_ID = "Nats-Msg-Id"
+_NUID = NUID()
+
+
+def encode_name(name: str) -> str:
+    """An object name as its meta subject's last token: base64url with padding, as nats.go and nats.js."""
+    return base64.urlsafe_b64encode(name.encode()).decode()
+
+
+def meta_subject(bucket: str, name: str) -> str:
+    return f"$O.{bucket}.M.{encode_name(name)}"
+
+
+def chunk_subject(bucket: str, nuid: str) -> str:
+    return f"$O.{bucket}.C.{nuid}"
+
+
+def format_digest(sha256: bytes) -> str:
+    """``SHA-256=<base64url of the digest>``, the form every official client writes."""
+    return DIGEST_TYPE + base64.urlsafe_b64encode(sha256).decode()
+
+
+def parse_digest(text: str) -> bytes:
+    """The SHA-256 bytes of a meta's ``digest`` (base64url or standard base64, padded or not, as clients wrote
+    it over time); :class:`ObjectDigestError` when it is not a SHA-256 digest."""
+    if not isinstance(text, str) or not text.upper().startswith(DIGEST_TYPE):
+        raise ObjectDigestError(f"the object's digest {text!r} is not a {DIGEST_TYPE} digest")
+    body = text[len(DIGEST_TYPE) :].strip()
+    body += "=" * (-len(body) % 4)
+    try:
+        raw = base64.b64decode(body.replace("-", "+").replace("_", "/"), validate=True)
+    except (binascii.Error, ValueError):
+        raw = b""
+    if len(raw) != 32:
+        raise ObjectDigestError(f"the object's digest {text!r} is not a base64 SHA-256 digest")
+    return raw
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """An object as its meta message records it: ``size`` bytes in ``chunks`` chunks on ``$O.<bucket>.C.<nuid>``,
+    its ``digest`` (``SHA-256=...``), ``revision`` (the meta message's stream sequence: it grows with every put
+    and delete of the object), ``modified`` (when the server stored the meta, RFC 3339) and ``deleted``."""
+
+    bucket: str
+    name: str
+    nuid: str
+    size: int
+    chunks: int
+    digest: str
+    revision: int
+    modified: str | None = None
+    deleted: bool = False
+    description: str | None = None
+    headers: dict[str, list[str]] = field(default_factory=dict)
+    chunk_size: int | None = None
+    #: A link's target (``{"bucket", "name"}``, as nats.go's ``AddLink`` writes it); None for an object.
+    link: dict[str, Any] | None = None
+
+    @classmethod
+    def from_message(cls, message: Mapping[str, Any], bucket: str) -> ObjectInfo:
+        """From a ``STREAM.MSG.GET`` answer of a meta subject; :class:`ObjectStoreError` if it is not a meta."""
+        try:
+            meta = json.loads(base64.b64decode(message.get("data") or ""))
+            return cls(
+                bucket=bucket,
+                name=str(meta["name"]),
+                nuid=str(meta.get("nuid") or ""),
+                size=int(meta.get("size") or 0),
+                chunks=int(meta.get("chunks") or 0),
+                digest=str(meta.get("digest") or ""),
+                revision=int(message["seq"]),
+                modified=message.get("time"),
+                deleted=bool(meta.get("deleted")),
+                description=meta.get("description") or None,
+                headers=dict(meta.get("headers") or {}),
+                chunk_size=(meta.get("options") or {}).get("max_chunk_size"),
+                link=(meta.get("options") or {}).get("link") or None,
+            )
+        except (ValueError, KeyError, TypeError, binascii.Error) as err:
+            raise ObjectStoreError(
+                f"bucket {bucket!r}: the message at sequence {message.get('seq')} on {message.get('subject')!r} is not "
+                f"an object's meta ({err})"
+            ) from None
+
+    def to_xcom(self) -> dict[str, Any]:
+        return {
+            "bucket": self.bucket,
+            "name": self.name,
+            "size": self.size,
+            "chunks": self.chunks,
+            "digest": self.digest,
+            "revision": self.revision,
+            "modified": self.modified,
+            "deleted": self.deleted,
+            "nuid": self.nuid,
+        }
+
+
+@dataclass(frozen=True)
+class ObjectLayout:
+    """Where a bucket's objects are in ``api``'s domain: its ``stream`` and the bucket name its subjects
+    carry (``subjects_of``: the bucket's own, or a mirror's origin when the mirror has no transform);
+    ``mirror`` names the origin of a mirror bucket (which takes no writes), else None."""
+
+    bucket: str
+    stream: str
+    subjects_of: str
+    mirror: str | None = None
+
+
+def object_layout(bucket: str, config: Mapping[str, Any]) -> ObjectLayout:
+    """The layout of ``bucket`` from its stream's config (the JSON API form)."""
+    stream = config.get("name") or object_stream_name(bucket)
+    mirror = config.get("mirror")
+    if not mirror:
+        return ObjectLayout(bucket, stream, bucket)
+    origin = str(mirror.get("name") or "").removeprefix(OBJ_STREAM_PREFIX)
+    external = (mirror.get("external") or {}).get("api")
+    where = f"{origin!r} in {describe_prefix(external)}" if external else repr(origin)
+    for transform in mirror.get("subject_transforms") or []:
+        dest = transform.get("dest") or ""
+        if transform.get("src") == f"$O.{origin}.>" and dest.startswith("$O.") and dest.endswith(".>"):
+            return ObjectLayout(bucket, stream, dest[3:-2], where)
+    return ObjectLayout(bucket, stream, origin, where)
+
+
+async def layout_of(api: JetStreamApi, bucket: str) -> ObjectLayout:
+    """The layout of ``bucket`` in ``api``'s domain; :class:`JetStreamNotFoundError` naming the target if there is
+    no such bucket, :class:`JetStreamConfigError` if ``OBJ_<bucket>`` is not an object store."""
+    object_bucket_name(bucket, "bucket")
+    info = await api.stream_info(object_stream_name(bucket))
+    if info is None:
+        raise JetStreamNotFoundError(f"object store bucket {bucket!r} does not exist in {api.target}: create it first")
+    config = info.get("config") or {}
+    layout = object_layout(bucket, config)
+    if not config.get("mirror") and f"$O.{bucket}.M.>" not in (config.get("subjects") or []):
+        raise JetStreamConfigError(
+            f"stream {layout.stream!r} in {api.target} is not an object store bucket (no subject $O.{bucket}.M.>)"
+        )
+    return layout
+
+
+async def reconcile_object_store(api: JetStreamApi, spec: ObjectStoreSpec, **kwargs: Any) -> ReconcileResult:
+    """Create or update an object store bucket (mirrors and sources across domains included) as its
+    ``OBJ_<bucket>`` stream, on the one reconcile ladder: ``kwargs`` are
+    :func:`~airflow_provider_jetstream.core.manage.reconcile.reconcile_stream`'s. An existing bucket is compared
+    and changed only in the stream fields of the bucket fields the spec names; a lower ``max_bytes`` or
+    ``ttl`` is refused unless ``allow_data_loss=True``; a changed mirror needs ``if_exists='recreate'``."""
+    result = await reconcile_stream(
+        api, spec.stream_spec(), kind="object store", label=spec.bucket, spec_names=SPEC_NAMES, **kwargs
+    )
+    result.name = spec.bucket
+    return result
+
+
+async def object_info(api: JetStreamApi, bucket: str, name: str, *, show_deleted: bool = False) -> ObjectInfo | None:
+    """The object ``name`` of ``bucket`` in ``api``'s domain (mirror buckets included); None when there is none
+    (never put, or deleted unless ``show_deleted``). :class:`JetStreamNotFoundError` if the bucket does not exist."""
+    object_name(name, "name")
+    layout = await layout_of(api, bucket)
+    return await _info(api, layout, name, show_deleted)
+
+
+async def _info(api: JetStreamApi, layout: ObjectLayout, name: str, show_deleted: bool) -> ObjectInfo | None:
+    message = await api.last_msg(layout.stream, meta_subject(layout.subjects_of, name))
+    if message is None:
+        return None
+    info = ObjectInfo.from_message(message, layout.bucket)
+    return None if info.deleted and not show_deleted else info
+
+
+async def list_objects(api: JetStreamApi, bucket: str, *, show_deleted: bool = False) -> list[ObjectInfo]:
+    """Every object of ``bucket`` (deleted ones too with ``show_deleted``), in the order of their last change;
+    read one meta message per request."""
+    layout = await layout_of(api, bucket)
+    return [info async for info in _metas(api, layout, 1) if show_deleted or not info.deleted]
+
+
+async def _metas(api: JetStreamApi, layout: ObjectLayout, seq: int) -> AsyncIterator[ObjectInfo]:
+    """The meta messages of the bucket stored at ``seq`` or after, as they are now."""
+    every = f"$O.{layout.subjects_of}.M.>"
+    while True:
+        message = await api.next_msg(layout.stream, every, seq)
+        if message is None:
+            return
+        seq = int(message["seq"]) + 1
+        yield ObjectInfo.from_message(message, layout.bucket)
+
+
+async def watch_objects(
+    api: JetStreamApi, bucket: str, *, after_revision: int = 0, poll_interval: float = 1.0
+) -> AsyncIterator[ObjectInfo]:
+    """Every change of an object of ``bucket`` (a put or a delete: ``.deleted``) stored after ``after_revision``,
+    as it comes, forever (asking every ``poll_interval`` seconds once it has seen them all). A change that a
+    later one of the same object replaced before it was seen is not seen (meta messages roll up)."""
+    layout = await layout_of(api, bucket)
+    seq = after_revision + 1
+    while True:
+        async for info in _metas(api, layout, seq):
+            seq = info.revision + 1
+            yield info
+        await asyncio.sleep(poll_interval)
+
+
+async def _store(api: JetStreamApi, layout: ObjectLayout, subject: str, payload: bytes, headers: dict[str, str]) -> int:
+    """Store one message of the bucket through its domain, once (its own ``Nats-Msg-Id``, asked again across a
+    failover); its stream sequence. The ack must name the bucket's stream in the target domain."""
+    headers = {**headers, MSG_ID: f"obj-{_NUID.next().decode()}"}
+    target = subject
+    domain = domain_of(api.prefix)
+    where = f"bucket {layout.bucket!r} in {api.target}"
+
+    async def ask() -> int:
+        try:
+            reply = await api.nc.request(target, payload, timeout=api.timeout, headers=headers)
+        except nats.errors.NoRespondersError:
+            raise JetStreamDomainUnavailableError(
+                f"no stream took the write to {target!r} for {where}: {hint_for(api.nc, api.prefix)}"
+            ) from None
+        except nats.errors.TimeoutError:
+            raise JetStreamTimeoutError(f"{where}: a write was not confirmed within {api.timeout:g}s") from None
+        except (nats.errors.ConnectionReconnectingError, nats.errors.StaleConnectionError) as err:
+            raise JetStreamDomainUnavailableError(f"{where}: the connection is being re-established ({err!r})") from err
+        try:
+            ack = parse_pub_ack(reply.data)
+        except JetStreamPublishError as err:
+            if err.err_code == CLUSTER_NOT_AVAILABLE:
+                raise no_leader_error(api.target, layout.stream, f": {where} was not written") from None
+            raise ObjectStoreError(f"{where}: {err.description}") from None
+        if ack.stream != layout.stream or (domain and ack.domain and ack.domain != domain):
+            raise ObjectStoreError(
+                f"a write for {where} was stored by stream {ack.stream!r} in domain {ack.domain!r}, not "
+                f"{layout.stream!r} in {describe_prefix(api.prefix)}"
+            )
+        return ack.seq
+
+    return await retry_failover(ask, api.nc, within=api.failover, what=f"write to {where}")
+
+
+def _writable(layout: ObjectLayout, api: JetStreamApi) -> None:
+    if layout.mirror:
+        raise JetStreamConfigError(
+            f"object store bucket {layout.bucket!r} in {api.target} is a mirror of {layout.mirror}: it takes no "
+            "writes; write to its origin bucket in the origin's domain"
+        )
+
+
+async def _purge_chunks(api: JetStreamApi, layout: ObjectLayout, nuid: str) -> None:
+    await api.purge_stream(layout.stream, {"filter": chunk_subject(layout.subjects_of, nuid)})
+
+
+async def put_object(
+    api: JetStreamApi,
+    bucket: str,
+    name: str,
+    source: str | os.PathLike[str],
+    *,
+    description: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    chunk_size: int = CHUNK_SIZE,
+) -> ObjectInfo:
+    """Store the file ``source`` as the object ``name`` of ``bucket`` in ``api``'s domain, one chunk in memory at
+    a time; returns its info (``revision`` the new meta's sequence). An existing object of that name is
+    replaced: its chunks are purged once the new meta is stored. A write that fails midway purges the chunks
+    it stored and raises; the old object stays as it was.
+
+    :param description: the object's description. Default None.
+    :param headers: headers recorded in the object's meta (name -> text). Default None.
+    :param chunk_size: bytes per chunk, at most the server's ``max_payload``. Default 128 KiB, as every client.
+    """
+    object_name(name, "name")
+    path = Path(source)
+    if not path.is_file():
+        raise JetStreamConfigError(f"source={str(source)!r} is not allowed: a readable file to store")
+    layout = await layout_of(api, bucket)
+    _writable(layout, api)
+    chunk_size = max(1, min(int(chunk_size), api.nc.max_payload or CHUNK_SIZE))
+    old = await _info(api, layout, name, show_deleted=True)
+    nuid = _NUID.next().decode()
+    subject = chunk_subject(layout.subjects_of, nuid)
+    sha, size, chunks = hashlib.sha256(), 0, 0
+    try:
+        with path.open("rb") as file:
+            while chunk := await asyncio.to_thread(file.read, chunk_size):
+                sha.update(chunk)
+                await _store(api, layout, subject, chunk, {})
+                size, chunks = size + len(chunk), chunks + 1
+        meta: dict[str, Any] = {
+            "name": name,
+            "options": {"max_chunk_size": chunk_size},
+            "bucket": layout.subjects_of,
+            "nuid": nuid,
+            "size": size,
+            "mtime": datetime.now(timezone.utc).isoformat().replace("+00:00", "Z"),
+            "chunks": chunks,
+            "digest": format_digest(sha.digest()),
+        }
+        if description:
+            meta["description"] = description
+        if headers:
+            meta["headers"] = {key: [value] for key, value in headers.items()}
+        payload = json.dumps(meta, separators=(",", ":")).encode()
+        revision = await _store(api, layout, meta_subject(layout.subjects_of, name), payload, {ROLLUP: "sub"})
+    except BaseException:
+        with contextlib.suppress(Exception):
+            await _purge_chunks(api, layout, nuid)
+        raise
+    if old is not None and old.nuid and old.nuid != nuid:
+        try:
+            await _purge_chunks(api, layout, old.nuid)
+        except Exception as err:  # the new object is stored: only the old chunks stay behind
+            log.warning("bucket %r: the replaced chunks of %r were not purged: %s", bucket, name, err)
+    info = await _info(api, layout, name, show_deleted=True)
+    log.info("put object %r (%d bytes, %d chunks) in bucket %r of %s", name, size, chunks, bucket, api.target)
+    return info or ObjectInfo(bucket, name, nuid, size, chunks, meta["digest"], revision)
+
+
+async def read_object(api: JetStreamApi, bucket: str, name: str) -> tuple[ObjectInfo, AsyncIterator[bytes]]:
+    """The object ``name`` of ``bucket``: its info, and its content chunk by chunk (one request, one chunk in
+    memory at a time). The iterator raises :class:`ObjectDigestError` after the last chunk if the content does not
+    have the recorded size and digest, :class:`ObjectStoreError` if chunks are missing (the object was replaced or
+    deleted meanwhile). :class:`JetStreamNotFoundError` if there is no such object (or bucket)."""
+    object_name(name, "name")
+    layout = await layout_of(api, bucket)
+    info = await _info(api, layout, name, show_deleted=False)
+    if info is None:
+        raise JetStreamNotFoundError(f"object {name!r} does not exist in bucket {bucket!r} of {api.target}")
+    if info.link:
+        raise JetStreamConfigError(f"object {name!r} of bucket {bucket!r} is a link to {info.link}: get that object")
+    expected = parse_digest(info.digest) if info.size or info.digest else hashlib.sha256().digest()
+    return info, _chunks(api, layout, info, expected)
+
+
+async def _chunks(api: JetStreamApi, layout: ObjectLayout, info: ObjectInfo, expected: bytes) -> AsyncIterator[bytes]:
+    subject = chunk_subject(layout.subjects_of, info.nuid)
+    sha, size, seq = hashlib.sha256(), 0, 1
+    for index in range(info.chunks):
+        message = await api.next_msg(layout.stream, subject, seq)
+        if message is None:
+            raise ObjectStoreError(
+                f"object {info.name!r} of bucket {info.bucket!r} in {api.target}: chunk {index + 1} of {info.chunks} "
+                "is missing (the object was replaced or deleted while it was read, or its chunks were purged)"
+            )
+        seq = int(message["seq"]) + 1
+        chunk = base64.b64decode(message.get("data") or "")
+        sha.update(chunk)
+        size += len(chunk)
+        yield chunk
+    if size != info.size or sha.digest() != expected:
+        raise ObjectDigestError(
+            f"object {info.name!r} of bucket {info.bucket!r} in {api.target} is corrupt: read {size} bytes with digest "
+            f"{format_digest(sha.digest())}, its meta records {info.size} bytes with digest {info.digest}"
+        )
+
+
+async def get_object(api: JetStreamApi, bucket: str, name: str, destination: str | os.PathLike[str]) -> ObjectInfo:
+    """Read the object ``name`` of ``bucket`` into the file ``destination``, one chunk in memory at a time; returns
+    its info. The content goes to a temporary file beside ``destination``, renamed to it only once its size and
+    SHA-256 digest are verified: a failed get leaves ``destination`` as it was."""
+    target = Path(destination)
+    if target.is_dir() or not target.parent.is_dir():
+        raise JetStreamConfigError(
+            f"destination={str(destination)!r} is not allowed: a file path in an existing directory"
+        )
+    info, chunks = await read_object(api, bucket, name)
+    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
+    try:
+        with os.fdopen(handle, "wb") as file:
+            async for chunk in chunks:
+                await asyncio.to_thread(file.write, chunk)
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    log.info("got object %r (%d bytes, digest verified) of bucket %r in %s", name, info.size, bucket, api.target)
+    return info
+
+
+async def delete_object(api: JetStreamApi, bucket: str, name: str, *, missing_ok: bool = False) -> ObjectInfo | None:
+    """Delete the object ``name`` of ``bucket`` as the official clients do: a meta marked ``deleted`` (size 0),
+    then its chunks purged; returns the deleted object's info. With ``missing_ok``, None when there was no such
+    object, else :class:`JetStreamNotFoundError`."""
+    object_name(name, "name")
+    layout = await layout_of(api, bucket)
+    _writable(layout, api)
+    info = await _info(api, layout, name, show_deleted=False)
+    if info is None:
+        if missing_ok:
+            return None
+        raise JetStreamNotFoundError(f"object {name!r} does not exist in bucket {bucket!r} of {api.target}")
+    meta = {
+        "name": name,
+        "bucket": layout.subjects_of,
+        "nuid": info.nuid,
+        "size": 0,
+        "mtime": datetime.now(timezone.utc).isoformat().replace("+00:00", "Z"),
+        "chunks": 0,
+        "digest": "",
+        "deleted": True,
+    }
+    payload = json.dumps(meta, separators=(",", ":")).encode()
+    await _store(api, layout, meta_subject(layout.subjects_of, name), payload, {ROLLUP: "sub"})
+    await _purge_chunks(api, layout, info.nuid)
+    log.info("deleted object %r of bucket %r in %s", name, bucket, api.target)
+    return info

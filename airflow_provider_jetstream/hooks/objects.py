@@ -1,0 +1,236 @@
+"""``JetStreamObjectsHook``: object store buckets and objects in any domain (sync and async).
+
+The object store layer of :class:`~airflow_provider_jetstream.hooks.jetstream.JetStreamHook`: declaring buckets
+(mirrors and sources across domains included) on the one reconcile ladder, and putting, getting, listing and
+deleting objects through :mod:`airflow_provider_jetstream.core.manage.objects` (files streamed one chunk at a
+time, SHA-256 digests verified).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from airflow_provider_jetstream.core.manage.objects import (
+    ObjectInfo,
+    delete_object,
+    get_object,
+    list_objects,
+    object_info,
+    put_object,
+    reconcile_object_store,
+    watch_objects,
+)
+from airflow_provider_jetstream.core.manage.specs.objects import ObjectStoreSpec, object_subjects
+from airflow_provider_jetstream.core.signatures.objects import (
+    DELETE_OBJECT,
+    ENSURE_OBJECT_STORE,
+    GET_OBJECT,
+    LIST_OBJECTS,
+    OBJECT_CHECK,
+    OBJECT_INFO,
+    PUT_OBJECT,
+    WATCH_OBJECTS,
+)
+from airflow_provider_jetstream.core.signatures.shared import LOG, REQUEST
+from airflow_provider_jetstream.core.status.object_check import ObjectCheck, check_object
+from airflow_provider_jetstream.hooks.base import blocking, checked
+from airflow_provider_jetstream.hooks.streams import JetStreamStreamsHook, Logger
+
+
+class JetStreamObjectsHook(JetStreamStreamsHook):
+    """Object store buckets and objects as the object store operators and sensor use them (see
+    :class:`~airflow_provider_jetstream.hooks.jetstream.JetStreamHook`, which adds checks, KV and publish)."""
+
+    @checked(ENSURE_OBJECT_STORE + REQUEST + LOG)
+    async def aensure_object_store(
+        self,
+        spec: ObjectStoreSpec | dict[str, Any] | str,
+        *,
+        if_exists: str = "update",
+        dry_run: bool = False,
+        prune_sources: bool = False,
+        allow_data_loss: bool = False,
+        allow_double_store: bool = False,
+        peer_domains: list[str] | None = None,
+        domain: str | None = None,
+        api_prefix: str | None = None,
+        timeout: float | None = None,
+        logger: Logger | None = None,
+    ) -> dict[str, Any]:
+        """Create or update an object store bucket, the stream ``OBJ_<bucket>`` laid out as nats.go and nats.js
+        make it (a mirror or source of another domain's bucket included), as
+        ``JetStreamCreateObjectStoreOperator`` does; returns its XCom dict (``action``, ``changes``, ...).
+
+        :param spec: a bucket name, an :class:`ObjectStoreSpec` or its dict: ``{"bucket": "files", "ttl": "7d",
+            "max_bytes": -1, "storage": "file", "replicas": 1, "compression": True}``, or a copy:
+            ``{"bucket": "files-leaf", "mirror": {"bucket": "files", "domain": "leaf"}}``.
+        :param if_exists: ``"update"`` (default) | ``"skip"`` | ``"fail"`` | ``"recreate"`` (only this deletes).
+        :param dry_run: plan only, change nothing. Default False.
+        :param prune_sources: remove sources the spec does not name. Default False: kept.
+        :param allow_data_loss: apply in place a lower ``max_bytes`` or ``ttl`` (or one set where there was
+            none), or fewer ``replicas``. Default False: :class:`ReconcileError` naming each ``old -> new``.
+        :param allow_double_store: create even if a bucket of this name takes writes in another connected
+            domain of this account, or a domain cannot be checked. Default False.
+        :param peer_domains: more domains for that check, besides the connection's own.
+        """
+        bucket: ObjectStoreSpec = spec  # type: ignore[assignment]  # checked: an ObjectStoreSpec
+        logger = logger or self.log
+        stream = bucket.stream_spec()
+        subjects = [] if stream.is_mirror else object_subjects(bucket.bucket)
+        async with self.aapi(domain, api_prefix, timeout=timeout) as api:
+            guard = await self.double_store_guard(
+                api, subjects, f"object store {bucket.bucket!r}", allow_double_store, logger, peer_domains, stream
+            )
+            result = await reconcile_object_store(
+                api,
+                bucket,
+                if_exists=if_exists,
+                dry_run=dry_run,
+                prune_sources=prune_sources,
+                allow_data_loss=allow_data_loss,
+                guard=guard,
+                logger=logger,
+            )
+        return result.as_xcom()
+
+    ensure_object_store = blocking(aensure_object_store)
+
+    @checked(PUT_OBJECT + REQUEST)
+    async def aput_object(
+        self,
+        bucket: str,
+        name: str,
+        source: str,
+        *,
+        description: str | None = None,
+        headers: dict[str, str] | None = None,
+        chunk_size: int = 128 * 1024,
+        domain: str | None = None,
+        api_prefix: str | None = None,
+        timeout: float | None = None,
+    ) -> ObjectInfo:
+        """Store the local file ``source`` as object ``name`` of ``bucket`` in the target domain, one chunk in
+        memory at a time (replacing an object of that name once the new one is stored); its
+        :class:`ObjectInfo` (``size``, ``chunks``, ``digest``, ``revision``). A mirror bucket takes no writes.
+
+        :param description: the object's description. Default None.
+        :param headers: headers recorded in the object's meta. Default None.
+        :param chunk_size: bytes per chunk, at most the server's ``max_payload``. Default 128 KiB.
+        """
+        async with self.aapi(domain, api_prefix, timeout=timeout) as api:
+            return await put_object(
+                api, bucket, name, source, description=description, headers=headers, chunk_size=chunk_size
+            )
+
+    put_object = blocking(aput_object)
+
+    @checked(GET_OBJECT + REQUEST)
+    async def aget_object(
+        self,
+        bucket: str,
+        name: str,
+        destination: str,
+        *,
+        domain: str | None = None,
+        api_prefix: str | None = None,
+        timeout: float | None = None,
+    ) -> ObjectInfo:
+        """Write object ``name`` of ``bucket`` (a mirror of another domain's bucket included) to the local file
+        ``destination``, one chunk in memory at a time; the file appears only once its size and SHA-256 digest
+        are verified (:class:`ObjectDigestError` otherwise). :class:`JetStreamNotFoundError` if there is no
+        such object."""
+        async with self.aapi(domain, api_prefix, timeout=timeout) as api:
+            return await get_object(api, bucket, name, destination)
+
+    get_object = blocking(aget_object)
+
+    @checked(OBJECT_INFO + REQUEST)
+    async def aobject_info(
+        self,
+        bucket: str,
+        name: str,
+        *,
+        show_deleted: bool = False,
+        domain: str | None = None,
+        api_prefix: str | None = None,
+        timeout: float | None = None,
+    ) -> ObjectInfo | None:
+        """The :class:`ObjectInfo` of object ``name`` of ``bucket``; None when there is none (or it is deleted,
+        unless ``show_deleted``). :class:`JetStreamNotFoundError` if the bucket does not exist."""
+        async with self.aapi(domain, api_prefix, timeout=timeout) as api:
+            return await object_info(api, bucket, name, show_deleted=show_deleted)
+
+    object_info = blocking(aobject_info)
+
+    @checked(LIST_OBJECTS + REQUEST)
+    async def alist_objects(
+        self,
+        bucket: str,
+        *,
+        show_deleted: bool = False,
+        domain: str | None = None,
+        api_prefix: str | None = None,
+        timeout: float | None = None,
+    ) -> list[ObjectInfo]:
+        """Every object of ``bucket`` (deleted ones too with ``show_deleted``), in the order of their last change."""
+        async with self.aapi(domain, api_prefix, timeout=timeout) as api:
+            return await list_objects(api, bucket, show_deleted=show_deleted)
+
+    list_objects = blocking(alist_objects)
+
+    @checked(DELETE_OBJECT + REQUEST)
+    async def adelete_object(
+        self,
+        bucket: str,
+        name: str,
+        *,
+        ignore_missing: bool = False,
+        domain: str | None = None,
+        api_prefix: str | None = None,
+        timeout: float | None = None,
+    ) -> ObjectInfo | None:
+        """Delete object ``name`` of ``bucket`` (a deleted meta, then its chunks purged); the deleted object's
+        info. A missing object is :class:`JetStreamNotFoundError`, or None with ``ignore_missing``."""
+        async with self.aapi(domain, api_prefix, timeout=timeout) as api:
+            return await delete_object(api, bucket, name, missing_ok=ignore_missing)
+
+    delete_object = blocking(adelete_object)
+
+    @checked(OBJECT_CHECK + REQUEST)
+    async def acheck_object(
+        self,
+        bucket: str,
+        name: str,
+        *,
+        min_revision: int | None = None,
+        domain: str | None = None,
+        api_prefix: str | None = None,
+        timeout: float | None = None,
+    ) -> ObjectCheck:
+        """The object check of ``JetStreamObjectSensor``: ``.done`` when object ``name`` of ``bucket`` is present
+        (not deleted) and, with ``min_revision``, its revision is above it (a put after the one seen);
+        ``.reason`` says why not; ``.to_xcom()`` gives the object's info."""
+        async with self.aapi(domain, api_prefix, timeout=timeout) as api:
+            return await check_object(api, bucket, name, min_revision)
+
+    check_object = blocking(acheck_object)
+
+    @checked(WATCH_OBJECTS + REQUEST)
+    async def awatch_objects(
+        self,
+        bucket: str,
+        *,
+        after_revision: int = 0,
+        poll_interval: float = 1.0,
+        domain: str | None = None,
+        api_prefix: str | None = None,
+        timeout: float | None = None,
+    ) -> AsyncIterator[ObjectInfo]:
+        """Every put and delete (``.deleted``) of an object of ``bucket`` after ``after_revision`` (default 0:
+        all that are stored), as it comes, until the caller stops iterating; asks every ``poll_interval``
+        seconds (default 1) once it has seen them all. A change a later one of the same object replaced
+        before it was seen is not seen (one meta per object). Async only: no blocking twin."""
+        async with self.aapi(domain, api_prefix, timeout=timeout) as api:
+            async for info in watch_objects(api, bucket, after_revision=after_revision, poll_interval=poll_interval):
+                yield info
