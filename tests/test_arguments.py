@@ -51,6 +51,7 @@ from airflow_provider_jetstream.operators import consumers, kv, publish, spark, 
 from airflow_provider_jetstream.sensors.consumer_lag import JetStreamConsumerLagSensor
 from airflow_provider_jetstream.sensors.kv import JetStreamKeyValueSensor
 from airflow_provider_jetstream.sensors.replication_lag import JetStreamReplicationLagSensor
+from airflow_provider_jetstream.sensors.retention_headroom import JetStreamRetentionHeadroomSensor
 from airflow_provider_jetstream.triggers.consumer_lag import JetStreamConsumerLagTrigger
 from airflow_provider_jetstream.triggers.kv import JetStreamKeyValueTrigger
 from airflow_provider_jetstream.triggers.kv_events import JetStreamKeyValueEventTrigger
@@ -248,6 +249,7 @@ OPERATORS = [
     JetStreamConsumerLagSensor,
     JetStreamKeyValueSensor,
     JetStreamReplicationLagSensor,
+    JetStreamRetentionHeadroomSensor,
 ]
 TRIGGERS = [
     JetStreamConsumerLagTrigger,

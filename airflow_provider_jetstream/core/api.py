@@ -371,6 +371,11 @@ class JetStreamApi:
         """The stream's message at ``seq``, or None when there is none (deleted, or out of range)."""
         return await self._msg_get(stream, {"seq": seq})
 
+    async def next_msg(self, stream: str, seq: int, subject: str = ">") -> dict[str, Any] | None:
+        """The stream's first message at or after ``seq`` on ``subject`` (wildcards allowed), or None when
+        there is none. Raises :class:`JetStreamNotFoundError` when the stream does not exist."""
+        return await self._msg_get(stream, {"seq": seq, "next_by_subj": subject})
+
     async def _msg_get(self, stream: str, body: Mapping[str, Any]) -> dict[str, Any] | None:
         try:
             response = await self.request(f"STREAM.MSG.GET.{stream}", body)
