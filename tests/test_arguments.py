@@ -34,6 +34,7 @@ from airflow_provider_jetstream.core.arguments.values import (
     boolean,
     choice,
     count,
+    fraction,
     integer,
     list_of,
     number,
@@ -196,6 +197,8 @@ REFUSALS: list[tuple[Any, Any, dict[str, Any]]] = [
     (subject_text, "a b", {}),
     (headers, ["a"], {}),
     (seconds_of(positive=True), "soon", {}),
+    (fraction, 1.5, {}),
+    (fraction, "0", {"text": True}),
     (check_publish_subject, "$JS.API.STREAM.DELETE.x", {}),
 ]
 
