@@ -1,6 +1,7 @@
 """``JetStreamRetentionHeadroomSensor`` and ``JetStreamHook.retention_headroom`` on real servers: a healthy copy
 passes with its headroom reported; a leaf with a small ``max_msgs``, cut from the hub while messages keep
-arriving on it, fails the sensor while the leaf still holds its first uncopied message."""
+arriving on it, fails the sensor (and the trigger it hands its state to) while the leaf still holds its first
+uncopied message; the loss then comes."""
 
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.sensors.retention_headroom import JetStreamRetentionHeadroomSensor
 from airflow_provider_jetstream.testing.servers import USERS
 from tests.support.natsutil import LEAF_API, connect, unique
-from tests.support.triggers import first_event
-from tests.support.waiting import eventually, scaled, wait_until
+from tests.support.triggers import first_event, rebuild
+from tests.support.waiting import Later, eventually, scaled, wait_until
 
 #: The cut leaf's stream: at most this many messages, the oldest discarded first.
 MAX_MSGS = 400
@@ -176,8 +177,22 @@ def test_a_cut_leaf_fails_the_sensor_before_its_first_uncopied_message_is_discar
             assert not sensor.poke({}), "an origin in 'away' never answers: the sensor cannot be done"
             time.sleep(0.3)
         assert publisher.published < MAX_MSGS  # nothing discarded yet: the leaf holds every message from seq 1
+        # The deferred path: the trigger the sensor would defer to, its state (the headroom measured so far)
+        # handed over through serialization, as the triggerer gets it.
+        trigger = rebuild(sensor.trigger())
+
+        async def deferred_check() -> tuple[dict, int, int]:
+            events = trigger.run()
+            try:
+                event = await asyncio.wait_for(anext(events), scaled(60))
+            finally:
+                await events.aclose()
+            return event.payload, await copied(), await leaf_first_seq()
+
         topology.disconnect_leaf("leaf")  # the leaf keeps receiving, the hub can no longer ask it
         cut_at = time.monotonic()
+        deferred = Later(deferred_check)
+        deferred.start()
         with pytest.raises(AirflowFailException) as failure:
             while time.monotonic() - cut_at < scaled(60):
                 sensor.poke({})
@@ -190,6 +205,11 @@ def test_a_cut_leaf_fails_the_sensor_before_its_first_uncopied_message_is_discar
         assert "low retention headroom" in message and "max_msgs discards the first uncopied message" in message
         assert "last known headroom" in message and f"source {origin!r} in leaf" in message
         assert f"{origin}_away" not in message  # the leaf never measured is not judged
+        # The trigger, which never reached the leaf itself, failed the same way, also before the loss.
+        event, deferred_held, deferred_first_seq = deferred.finish(60)
+        assert (event["status"], event["reason"]) == ("error", "low_headroom"), event
+        assert "max_msgs discards the first uncopied message" in event["message"]
+        assert deferred_first_seq <= deferred_held + 1, (deferred_first_seq, deferred_held)
         # ... and the loss it foresaw does come: the leaf's limit discards that message soon after.
         assert asyncio.run(eventually(leaf_first_seq, lambda seq: seq > held + 1, timeout=60)) > held + 1
         print(f"failed {failed_after:.1f}s after the cut, the loss came {time.monotonic() - cut_at:.1f}s after it")
