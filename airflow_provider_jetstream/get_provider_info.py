@@ -65,6 +65,7 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "airflow_provider_jetstream.sensors.consumer_lag",
                     "airflow_provider_jetstream.sensors.replication_lag",
+                    "airflow_provider_jetstream.sensors.retention_headroom",
                     "airflow_provider_jetstream.sensors.kv",
                     "airflow_provider_jetstream.sensors.objects",
                 ],

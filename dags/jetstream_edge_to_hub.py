@@ -49,8 +49,10 @@ from airflow_provider_jetstream.operators.streams import (
     JetStreamCreateStreamOperator,
 )
 from airflow_provider_jetstream.sensors.replication_lag import JetStreamReplicationLagSensor
+from airflow_provider_jetstream.sensors.retention_headroom import JetStreamRetentionHeadroomSensor
 
 PROBE_TASK = "find_reachable_leaves"
+HEADROOM_TASK = "check_retention_headroom"
 
 DOC = f"""
 ### Edge to hub
@@ -78,7 +80,12 @@ named by its domain.
 4. **process** the new readings with Spark: from the sequence after the checkpoint in KV
    `{PIPELINE_BUCKET}/{CHECKPOINT_KEY}` to Parquet under the `output_dir` param, then advance the checkpoint.
    The job reads only the hub, so a leaf that is away cannot fail it.
-5. **mark** the run in KV `{PIPELINE_BUCKET}/{LAST_RUN_KEY}`: run id and type, when it ran, its logical date
+5. **check the retention headroom** of every leaf (`{HEADROOM_TASK}`, beside the processing, never in its
+   way): what the hub has not copied yet from each leaf (messages, bytes, the oldest one's age) against
+   the leaf stream's limits and its account's storage, and the time until the first uncopied reading would be
+   discarded at the current rate. Below the `min_time_to_loss` param the task fails (an alert: the
+   processing goes on), or with `low_headroom="warn"` logs a warning. A leaf that is away does not fail it.
+6. **mark** the run in KV `{PIPELINE_BUCKET}/{LAST_RUN_KEY}`: run id and type, when it ran, its logical date
    if it has one, and the leaves whose new data it went on without (`proceeded_without`).
 
 #### The leaves' streams: `JETSTREAM_LEAF_STREAM_MODE` (now `{LEAF_STREAM_MODE}`)
@@ -182,6 +189,17 @@ with DAG(
     params={
         "max_inactive": Param("30s", type="string", description="A source silent longer is not caught up."),
         "output_dir": Param(OUTPUT_DIR, type="string", description="Where the Parquet output goes."),
+        "min_time_to_loss": Param(
+            "6h",
+            type="string",
+            description="Least time before a leaf's limits would discard a reading the hub has not copied yet.",
+        ),
+        "low_headroom": Param(
+            "fail",
+            type="string",
+            enum=["fail", "warn"],
+            description="Below min_time_to_loss: fail the headroom check (an alert), or log a warning.",
+        ),
         "unreachable_origins": Param(
             "proceed",
             type="string",
@@ -346,6 +364,21 @@ with DAG(
         poke_interval=2,
         timeout=60 * 30,
     )
+    # Every run: how close each leaf is to losing what the hub has not copied yet. Beside the processing, so a
+    # low headroom alerts (this task fails) without holding back the hub's work; a leaf away does not fail it.
+    check_headroom = JetStreamRetentionHeadroomSensor(
+        task_id=HEADROOM_TASK,
+        domain=HUB_DOMAIN,
+        stream=AGGREGATE_STREAM,
+        min_time_to_loss="{{ params.min_time_to_loss }}",
+        low_headroom="{{ params.low_headroom }}",
+        unreachable_origins="proceed",
+        max_inactive="{{ params.max_inactive }}",
+        deferrable=True,
+        poke_interval=2,
+        timeout=60 * 30,
+        retries=0,
+    )
     to_parquet = JetStreamSparkSubmitOperator(
         task_id="readings_to_parquet",
         conn_id=SPARK_CONN_ID,
@@ -378,3 +411,4 @@ with DAG(
     hub_commands >> commands_mirrors
     leaf_streams >> aggregate
     [aggregate, pipeline_bucket] >> wait_replicated >> to_parquet >> mark_run
+    aggregate >> check_headroom

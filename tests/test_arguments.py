@@ -34,6 +34,7 @@ from airflow_provider_jetstream.core.arguments.values import (
     boolean,
     choice,
     count,
+    fraction,
     integer,
     list_of,
     number,
@@ -51,6 +52,7 @@ from airflow_provider_jetstream.operators import consumers, kv, publish, spark, 
 from airflow_provider_jetstream.sensors.consumer_lag import JetStreamConsumerLagSensor
 from airflow_provider_jetstream.sensors.kv import JetStreamKeyValueSensor
 from airflow_provider_jetstream.sensors.replication_lag import JetStreamReplicationLagSensor
+from airflow_provider_jetstream.sensors.retention_headroom import JetStreamRetentionHeadroomSensor
 from airflow_provider_jetstream.triggers.consumer_lag import JetStreamConsumerLagTrigger
 from airflow_provider_jetstream.triggers.kv import JetStreamKeyValueTrigger
 from airflow_provider_jetstream.triggers.kv_events import JetStreamKeyValueEventTrigger
@@ -195,6 +197,8 @@ REFUSALS: list[tuple[Any, Any, dict[str, Any]]] = [
     (subject_text, "a b", {}),
     (headers, ["a"], {}),
     (seconds_of(positive=True), "soon", {}),
+    (fraction, 1.5, {}),
+    (fraction, "0", {"text": True}),
     (check_publish_subject, "$JS.API.STREAM.DELETE.x", {}),
 ]
 
@@ -248,6 +252,7 @@ OPERATORS = [
     JetStreamConsumerLagSensor,
     JetStreamKeyValueSensor,
     JetStreamReplicationLagSensor,
+    JetStreamRetentionHeadroomSensor,
 ]
 TRIGGERS = [
     JetStreamConsumerLagTrigger,

@@ -124,6 +124,13 @@ def test_edge_to_hub_runs_incrementally(airflow_db, dagbag, edge_topology, tmp_p
     assert table.num_rows == 50
     subjects = {s.split(".")[1] for s in table.column("subject").to_pylist()}
     assert subjects == {"leaf-a", "leaf-b"}  # the origin is kept in the hub's subjects
+    # Every run checks each leaf's retention headroom: nothing uncopied, 7 days of max_age left.
+    headroom = run.get_task_instance("check_retention_headroom")
+    assert headroom.state == "success"
+    report = headroom.xcom_pull(task_ids="check_retention_headroom")
+    assert report["low_headroom"] == [] and len(report["origins"]) == 2
+    assert all(o["headroom"]["uncopied_msgs"] == 0 for o in report["origins"])
+    assert all(o["headroom"]["binding_limit"] == "max_age" for o in report["origins"])
 
     asyncio.run(publish_readings(edge_topology, "leaf-a", 5))
     run = dag.test(run_conf={"output_dir": str(tmp_path)})

@@ -371,9 +371,10 @@ class JetStreamApi:
         """The stream's message at ``seq``, or None when there is none (deleted, or out of range)."""
         return await self._msg_get(stream, {"seq": seq})
 
-    async def next_msg(self, stream: str, subject: str, seq: int = 1) -> dict[str, Any] | None:
-        """The stream's first message on ``subject`` (wildcards allowed) at sequence ``seq`` or after, or None
-        when there is none: one message per request, for walks of bounded memory (object chunks, listings)."""
+    async def next_msg(self, stream: str, seq: int = 1, subject: str = ">") -> dict[str, Any] | None:
+        """The stream's first message at or after sequence ``seq`` on ``subject`` (wildcards allowed), or None
+        when there is none: one message per request, for walks of bounded memory (object chunks, listings,
+        the first uncopied message). Raises :class:`JetStreamNotFoundError` when the stream does not exist."""
         return await self._msg_get(stream, {"seq": max(int(seq), 1), "next_by_subj": subject})
 
     async def _msg_get(self, stream: str, body: Mapping[str, Any]) -> dict[str, Any] | None:

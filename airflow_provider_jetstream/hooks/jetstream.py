@@ -32,6 +32,7 @@ from airflow_provider_jetstream.core.signatures.operations import (
     KV_PUT,
     PUBLISH,
     REPLICATION,
+    RETENTION_HEADROOM,
     SUBJECT_OUTSIDE_API,
     replication_watch,
 )
@@ -48,7 +49,7 @@ class JetStreamHook(JetStreamObjectsHook):
     """NATS JetStream in any domain, from a ``jetstream`` connection: connections (see
     :class:`~airflow_provider_jetstream.hooks.base.JetStreamBaseHook`) and, sync and async, what
     the operators and sensors do: ``ensure_stream`` / ``ensure_consumer`` / ``ensure_key_value``,
-    ``stream_info``, ``replication_status``, ``consumer_lag``, ``kv_get`` / ``kv_put`` /
+    ``stream_info``, ``replication_status``, ``retention_headroom``, ``consumer_lag``, ``kv_get`` / ``kv_put`` /
     ``kv_delete``, ``publish``, and object stores: ``ensure_object_store``, ``put_object`` /
     ``get_object`` / ``object_info`` / ``list_objects`` / ``delete_object`` / ``check_object``, ``awatch_objects``.
 
@@ -154,6 +155,43 @@ class JetStreamHook(JetStreamObjectsHook):
         return await self.acheck_replication(watch, domain=domain, api_prefix=api_prefix, timeout=timeout)
 
     replication_status = blocking(areplication_status)
+
+    @checked(RETENTION_HEADROOM + REQUEST)
+    async def aretention_headroom(
+        self,
+        stream: str,
+        *,
+        sources: list[str] | None = None,
+        min_time_to_loss: float | str | None = None,
+        min_headroom: float | None = None,
+        domain: str | None = None,
+        api_prefix: str | None = None,
+        timeout: float | None = None,
+    ) -> ReplicationCheck:
+        """For each origin of a mirror or sourced stream: what the copy has not taken yet (messages, bytes, the
+        oldest uncopied message's age) against the origin's limits (``max_age``, ``max_msgs``, ``max_bytes``,
+        ``max_msgs_per_subject``, the account's storage), and the time until the first uncopied message would
+        be discarded (or new messages refused) at the current rate: one exact replication check, read once
+        (the rate is each origin's average over what it holds; the sensor measures it between its checks).
+        See :mod:`airflow_provider_jetstream.core.status.headroom` for every rule.
+
+        Returns the :class:`ReplicationCheck`: ``.headroom`` (per origin key: ``.uncopied_msgs``,
+        ``.uncopied_bytes``, ``.oldest_age``, ``.seconds_left``, ``.binding``, ``.fraction``, ``.limits``,
+        ``.to_dict()``), ``.low_headroom`` (why origins are below the thresholds, one clause each), ``.table()``
+        (with the headroom columns) and ``.to_xcom()`` (each origin's ``headroom``). An origin that does not
+        answer has no headroom in a single reading. Raises as :meth:`areplication_status`.
+
+        :param sources: origin stream names; None (default): the mirror or every source.
+        :param min_time_to_loss: seconds or text like ``"1h"``: origins that would lose data sooner are listed
+            in ``.low_headroom``. Default None: not judged.
+        :param min_headroom: a share between 0 and 1 of every limit that must be left. Default None: not judged.
+        """
+        watch = ReplicationWatch(
+            stream, sources=sources, min_time_to_loss=min_time_to_loss, min_headroom=min_headroom, low_headroom="warn"
+        )
+        return await self.acheck_replication(watch, domain=domain, api_prefix=api_prefix, timeout=timeout)
+
+    retention_headroom = blocking(aretention_headroom)
 
     # -- KV ------------------------------------------------------------------------------------
 

@@ -27,8 +27,11 @@ class JetStreamReplicationLagTrigger(JetStreamWaitTrigger):
     when it changes, and once a minute while it does not. Fires ``{"status": "success",
     "replication": {...}}``, or ``{"status": "error", "reason": ..., "message": ...}`` when the stream
     does not exist, has no such origin, a request is refused, an origin's replication error outlasts
-    ``error_grace``, or an origin (or the stream's own domain) stays unreachable for longer than
-    ``unreachable_timeout``.
+    ``error_grace``, an origin (or the stream's own domain) stays unreachable for longer than
+    ``unreachable_timeout``, or (with ``low_headroom="fail"``) an origin's retention headroom falls below
+    ``min_time_to_loss`` or ``min_headroom`` (reason ``"low_headroom"``: see
+    :mod:`airflow_provider_jetstream.core.status.headroom`; an unreachable origin is judged by its last known
+    headroom, projected to now, and never for being away).
 
     :param jetstream_conn_id: Airflow connection id (the connection is resolved in the triggerer).
     :param stream: the stream that mirrors or sources.
@@ -49,6 +52,12 @@ class JetStreamReplicationLagTrigger(JetStreamWaitTrigger):
         under ``"unreachable"``.
     :param unreachable_timeout: seconds (or text) an origin, or the stream's domain, may stay
         unreachable before the trigger fails; None (default): no bound (the sensor's timeout).
+    :param min_time_to_loss: seconds (or text like ``"1h"``): an origin whose first uncopied message a limit
+        would discard (or whose stream would refuse new messages) sooner, at the current rate, is low.
+        Default None: not judged.
+    :param min_headroom: a share between 0 and 1: an origin with less of a limit left is low. Default None.
+    :param low_headroom: ``"fail"`` (default): a low origin fails the trigger; ``"warn"``: logs a warning
+        and goes on waiting.
     :param state: what the sensor's checks so far left (:meth:`ReplicationWatch.state` and since when
         the domain has not answered), so the trigger goes on where the sensor was. Default: none.
 
@@ -66,6 +75,9 @@ class JetStreamReplicationLagTrigger(JetStreamWaitTrigger):
         "poll_interval",
         "verify_origin",
         "unreachable_origins",
+        "min_time_to_loss",
+        "min_headroom",
+        "low_headroom",
     )
     event_key = "replication"
     #: Confirm an error within one check (set by a rescheduled sensor without a state store; not serialized).
@@ -85,6 +97,9 @@ class JetStreamReplicationLagTrigger(JetStreamWaitTrigger):
         verify_origin: str = "auto",
         unreachable_origins: str = "wait",
         unreachable_timeout: float | str | None = None,
+        min_time_to_loss: float | str | None = None,
+        min_headroom: float | None = None,
+        low_headroom: str = "fail",
         state: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(
@@ -100,6 +115,9 @@ class JetStreamReplicationLagTrigger(JetStreamWaitTrigger):
             verify_origin=verify_origin,
             unreachable_origins=unreachable_origins,
             unreachable_timeout=unreachable_timeout,
+            min_time_to_loss=min_time_to_loss,
+            min_headroom=min_headroom,
+            low_headroom=low_headroom,
             state=state,
         )
 
@@ -117,6 +135,9 @@ class JetStreamReplicationLagTrigger(JetStreamWaitTrigger):
             verify_origin=self.verify_origin,
             unreachable_origins=self.unreachable_origins,
             unreachable_timeout=self.unreachable_timeout,
+            min_time_to_loss=self.min_time_to_loss,
+            min_headroom=self.min_headroom,
+            low_headroom=self.low_headroom,
         ).restore(self.state.get("watch"))
 
     async def check(self, hook: JetStreamHook) -> ReplicationCheck:
@@ -137,6 +158,8 @@ class JetStreamReplicationLagTrigger(JetStreamWaitTrigger):
                 self.log.info("Replication of stream %r in %s:\n%s", self.stream, check.target, check.table())
                 if not check.done:
                     self.log.info("Stream %r: waiting: %s", self.stream, check.waiting_for())
+                if check.low_headroom and not check.failed:
+                    self.log.warning("Stream %r: %s", self.stream, "; ".join(check.low_headroom))
             if check.done and not check.caught_up:
                 self.log.info(
                     "Stream %r: proceeding without unreachable origins: %s",

@@ -236,6 +236,7 @@ OPERATOR_BASE: dict[str, dict[str, Any]] = {
     "JetStreamKeyValueSensor": {"bucket": "fzkv", "key": "k1"},
     "JetStreamObjectSensor": {"bucket": "fzobj", "name": "o1"},
     "JetStreamReplicationLagSensor": {"stream": "fz_copy", "max_inactive": "1h"},
+    "JetStreamRetentionHeadroomSensor": {"stream": "fz_copy", "max_inactive": "1h", "min_time_to_loss": "1s"},
 }
 HOOK_BASE: dict[str, dict[str, Any]] = {
     "JetStreamHook()": {},
@@ -252,6 +253,7 @@ HOOK_BASE: dict[str, dict[str, Any]] = {
     "aconsumer_lag": {"stream": "fz_target", "consumer": "fz_dur"},
     "areplication_status": {"stream": "fz_copy", "max_inactive": "1h"},
     "acheck_replication": {"watch": None},  # made per call (a ReplicationWatch)
+    "aretention_headroom": {"stream": "fz_copy"},
     "akv_get": {"bucket": "fzkv", "key": "k1"},
     "acheck_key": {"bucket": "fzkv", "key": "k1"},
     "akv_put": {"bucket": "fzkv", "key": "k1", "value": "v9"},

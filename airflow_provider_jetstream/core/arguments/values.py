@@ -131,6 +131,17 @@ def number(minimum: float) -> Parser:
     return parse
 
 
+@reads_text
+def fraction(value: Any, field: str, *, text: bool = False) -> float:
+    """A share strictly between 0 and 1 (``0.2``: 20 %); with ``text``, its text too."""
+    share: Any = value
+    if text and isinstance(value, str):
+        share = _number_from_text(value, integer=False)
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share < 1:
+        raise SpecError(field, value, "use a number between 0 and 1, e.g. 0.2 for 20%")
+    return float(share)
+
+
 #: The longest wait or duration in seconds: what the JetStream API holds in signed 64-bit nanoseconds
 #: (a consumer's ``ack_wait``...), and far less than what an event loop's timer overflows at.
 MAX_SECONDS = INT64_MAX // 1_000_000_000

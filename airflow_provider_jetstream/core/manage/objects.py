@@ -258,7 +258,7 @@ async def _metas(api: JetStreamApi, layout: ObjectLayout, seq: int) -> AsyncIter
     """The meta messages of the bucket stored at ``seq`` or after, as they are now."""
     every = f"$O.{layout.subjects_of}.M.>"
     while True:
-        message = await api.next_msg(layout.stream, every, seq)
+        message = await api.next_msg(layout.stream, seq, every)
         if message is None:
             return
         seq = int(message["seq"]) + 1
@@ -413,7 +413,7 @@ async def _chunks(api: JetStreamApi, layout: ObjectLayout, info: ObjectInfo, exp
     subject = chunk_subject(layout.subjects_of, info.nuid)
     sha, size, seq = hashlib.sha256(), 0, 1
     for index in range(info.chunks):
-        message = await api.next_msg(layout.stream, subject, seq)
+        message = await api.next_msg(layout.stream, seq, subject)
         if message is None:
             raise ObjectStoreError(
                 f"object {info.name!r} of bucket {info.bucket!r} in {api.target}: chunk {index + 1} of {info.chunks} "

@@ -27,6 +27,7 @@ from airflow_provider_jetstream.core.arguments.values import (
     boolean,
     choice,
     count,
+    fraction,
     instance_of,
     integer,
     list_of,
@@ -58,6 +59,7 @@ from airflow_provider_jetstream.core.signatures.shared import (
     TARGET,
     TIMEOUT,
 )
+from airflow_provider_jetstream.core.status.headroom import LOW_HEADROOM
 from airflow_provider_jetstream.core.status.replication import UNREACHABLE_ORIGINS, VERIFY_ORIGIN, ReplicationWatch
 
 # -- declaring streams, consumers and buckets ----------------------------------------------------------
@@ -258,8 +260,49 @@ REPLICATION = Args(
 )
 
 
+#: The retention headroom thresholds: how close to loss an origin may come (see ``core/status/headroom.py``).
+HEADROOM_THRESHOLDS = Args(
+    "headroom thresholds",
+    {
+        "min_time_to_loss": Arg(
+            optional(seconds_of(positive=True)),
+            None,
+            VALUE,
+            "least time before a limit discards an origin's first uncopied message (or refuses new ones) at the "
+            "current rate: seconds, timedelta or text like '1h'; default None: not judged",
+            templated=True,
+        ),
+        "min_headroom": Arg(
+            optional(fraction),
+            None,
+            VALUE,
+            "least share of every limit an origin must have left, between 0 and 1; default None: not judged",
+            templated=True,
+        ),
+    },
+)
+#: What a check does with an origin below a headroom threshold.
+LOW_HEADROOM_POLICY = Args(
+    "low headroom",
+    {
+        "low_headroom": Arg(
+            choice(LOW_HEADROOM),
+            "fail",
+            VALUE,
+            "'fail' (default): an origin below a headroom threshold fails the task; 'warn': log a warning and go on",
+            templated=True,
+        )
+    },
+)
+#: One reading of each origin's retention headroom (the hook's ``retention_headroom``).
+RETENTION_HEADROOM = Args("retention headroom", {"stream": STREAM, "sources": REPLICATION.args["sources"]}) + (
+    HEADROOM_THRESHOLDS
+)
+
+
 def replication_watch(values: Mapping[str, Any], unreachable_timeout: float | None = None) -> ReplicationWatch:
-    """A fresh :class:`ReplicationWatch` from :data:`REPLICATION`'s checked values."""
+    """A fresh :class:`ReplicationWatch` from :data:`REPLICATION`'s checked values, with
+    :data:`HEADROOM_THRESHOLDS` and :data:`LOW_HEADROOM_POLICY`'s where given."""
     return ReplicationWatch(
         values["stream"],
         values["max_lag"],
@@ -269,6 +312,9 @@ def replication_watch(values: Mapping[str, Any], unreachable_timeout: float | No
         verify_origin=values["verify_origin"],
         unreachable_origins=values["unreachable_origins"],
         unreachable_timeout=unreachable_timeout,
+        min_time_to_loss=values.get("min_time_to_loss"),
+        min_headroom=values.get("min_headroom"),
+        low_headroom=values.get("low_headroom") or "fail",
     )
 
 
@@ -452,16 +498,19 @@ __all__ = [
     "ENSURE_CONSUMER",
     "ENSURE_DURABLE_SOURCE",
     "ENSURE_STREAM",
+    "HEADROOM_THRESHOLDS",
     "HOOK",
     "JETSTREAM",
     "KEY_CHECK",
     "KV_DELETE",
     "KV_GET",
     "KV_PUT",
+    "LOW_HEADROOM_POLICY",
     "PROBE_DOMAINS",
     "PUBLISH",
     "PURGE",
     "REPLICATION",
+    "RETENTION_HEADROOM",
     "STREAM_INFO",
     "STREAM_SPEC",
     "SUBJECT_OUTSIDE_API",

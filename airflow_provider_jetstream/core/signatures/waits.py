@@ -14,7 +14,13 @@ from typing import Any
 from airflow_provider_jetstream.core.arguments import DEFAULT, VALUE, Arg, Args
 from airflow_provider_jetstream.core.arguments.values import boolean, optional, seconds
 from airflow_provider_jetstream.core.errors import SpecError
-from airflow_provider_jetstream.core.signatures.operations import CONSUMER_LAG, KEY_CHECK, REPLICATION
+from airflow_provider_jetstream.core.signatures.operations import (
+    CONSUMER_LAG,
+    HEADROOM_THRESHOLDS,
+    KEY_CHECK,
+    LOW_HEADROOM_POLICY,
+    REPLICATION,
+)
 from airflow_provider_jetstream.core.signatures.shared import (
     API_PREFIX,
     CONN_ID,
@@ -63,7 +69,24 @@ WAIT = Args(
 POLL_INTERVAL = Arg(seconds(), 5.0, VALUE, "seconds between checks; default 5")
 
 CONSUMER_LAG_TRIGGER = CONSUMER_LAG + WAIT + Args("poll", {"poll_interval": POLL_INTERVAL})
-REPLICATION_TRIGGER = REPLICATION + WAIT + Args("poll", {"poll_interval": POLL_INTERVAL})
+REPLICATION_TRIGGER = (
+    REPLICATION + HEADROOM_THRESHOLDS + LOW_HEADROOM_POLICY + WAIT + Args("poll", {"poll_interval": POLL_INTERVAL})
+)
+#: What the retention headroom sensor takes besides the replication sensor's: the thresholds, judged by default.
+HEADROOM_SENSOR = (
+    Args(
+        "retention headroom sensor",
+        {
+            "min_time_to_loss": HEADROOM_THRESHOLDS.args["min_time_to_loss"].but(
+                default="1h",
+                doc="least time before a limit discards an origin's first uncopied message (or refuses new ones) at "
+                "the current rate: seconds, timedelta or text like '1h'; default 1 hour; None: not judged",
+            ),
+            "min_headroom": HEADROOM_THRESHOLDS.args["min_headroom"],
+        },
+    )
+    + LOW_HEADROOM_POLICY
+)
 KEY_TRIGGER = (
     KEY_CHECK
     + WAIT
@@ -73,4 +96,12 @@ KEY_TRIGGER = (
     )
 )
 
-__all__ = ["CONSUMER_LAG_TRIGGER", "KEY_TRIGGER", "POLL_INTERVAL", "REPLICATION_TRIGGER", "SENSOR", "WAIT"]
+__all__ = [
+    "CONSUMER_LAG_TRIGGER",
+    "HEADROOM_SENSOR",
+    "KEY_TRIGGER",
+    "POLL_INTERVAL",
+    "REPLICATION_TRIGGER",
+    "SENSOR",
+    "WAIT",
+]

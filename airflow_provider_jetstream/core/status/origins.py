@@ -9,12 +9,22 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_jetstream.core.api import JetStreamApi, JetStreamApiError, unavailable_hint
+import nats.errors
+
+from airflow_provider_jetstream.core.api import (
+    JetStreamApi,
+    JetStreamApiError,
+    leaderless,
+    no_leader_error,
+    unavailable_hint,
+)
 from airflow_provider_jetstream.core.arguments.names import domain_of
 from airflow_provider_jetstream.core.errors import (
     JetStreamDomainUnavailableError,
+    JetStreamError,
     JetStreamImportMissingError,
     JetStreamNotFoundError,
+    JetStreamPermissionError,
 )
 
 
@@ -389,3 +399,30 @@ async def held_seq(api: JetStreamApi, info: dict[str, Any], status: ReplicationS
                     break
                 seq -= 1
     return HeldSeq(best)
+
+
+async def leading_stream_info(api: JetStreamApi, stream: str) -> dict[str, Any]:
+    """The stream's raw ``STREAM.INFO``, answered by its leader: :class:`JetStreamNotFoundError` when it does
+    not exist, :class:`JetStreamNoLeaderError` when a clustered stream has no leader (a survivor of a lost
+    quorum reports the config, not what runs: the hub is unavailable, not misconfigured)."""
+    info = await api.stream_info(stream)
+    if info is None:
+        raise JetStreamNotFoundError(f"stream {stream!r} does not exist in {api.target}")
+    if leaderless(info):
+        raise no_leader_error(api.target, stream, ": its replication cannot be read now")
+    return info
+
+
+async def origin_info(api: JetStreamApi, status: ReplicationStatus, refused: set[str]) -> dict[str, Any] | None:
+    """An origin's raw ``STREAM.INFO`` in its own domain (its identity, limits and state), None when it cannot
+    be read now (gone, unreachable) or ever: this user may not read it, remembered in ``refused`` (the watch's
+    keys), so later checks do not wait for that refusal again."""
+    if status.key in refused:
+        return None
+    try:
+        return await api.stream_info(status.origin)
+    except JetStreamPermissionError:
+        refused.add(status.key)
+        return None
+    except (JetStreamError, nats.errors.Error):
+        return None

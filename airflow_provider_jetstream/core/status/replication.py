@@ -33,6 +33,10 @@ changed) is a new copy: what the watch remembered of the old one is dropped, wit
 origin deleted and created again fails the check (``StreamRecreatedError``): the copy holds the old
 origin's sequences, which say nothing about the new origin's.
 
+Each origin read exactly also has its retention headroom measured (:mod:`.headroom`: what the copy lacks
+against the origin's limits, the time to loss); the watch keeps the last one, judged projected while the
+origin is unreachable, against ``min_time_to_loss`` / ``min_headroom``.
+
 The rules are pure logic (:class:`ReplicationWatch`); :func:`check_replication` is the one check that
 reads the servers (the stream, each origin in its domain, the stream again) and judges what it read,
 for the hook, the sensor's poke and the trigger alike. What the server reports is :mod:`.origins`;
@@ -47,23 +51,25 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import nats.errors
 from nats.aio.client import Client
 
-from airflow_provider_jetstream.core.api import JetStreamApi, describe_prefix, leaderless, no_leader_error
-from airflow_provider_jetstream.core.errors import (
-    JetStreamConfigError,
-    JetStreamError,
-    JetStreamNotFoundError,
-    JetStreamPermissionError,
-)
+from airflow_provider_jetstream.core.api import JetStreamApi, describe_prefix, no_leader_error
+from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.core.manage.cluster import cluster_health
-from airflow_provider_jetstream.core.read.identity import same_stream, stream_created, stream_identity
+from airflow_provider_jetstream.core.read.identity import same_stream, stream_created
+from airflow_provider_jetstream.core.status.headroom import (
+    Headroom,
+    HeadroomMemory,
+    low_headroom,
+    measure_headroom,
+)
 from airflow_provider_jetstream.core.status.origins import (
     HeldSeq,
     OriginProbe,
     ReplicationStatus,
     held_seq,
+    leading_stream_info,
+    origin_info,
     probe_origin,
     statuses_from_stream_info,
 )
@@ -101,6 +107,13 @@ class ReplicationWatch:
     :param unreachable_origins: ``"wait"`` (default) or ``"proceed"``: see the module doc.
     :param unreachable_timeout: seconds an origin may stay unreachable before the check fails
         (with ``"wait"``); None (default) waits until the sensor's own timeout.
+    :param min_time_to_loss: seconds: an origin whose retention headroom (measured, or last known and
+        projected for an unreachable one: :mod:`.headroom`) says a limit discards its first uncopied message,
+        or refuses new ones, sooner is low. None (default): not judged.
+    :param min_headroom: a fraction (0 to 1): an origin whose least ``room / limit`` is below it is low.
+        None (default): not judged.
+    :param low_headroom: ``"fail"`` (default): a low origin fails the check (``failed_reason``
+        ``"low_headroom"``); ``"warn"``: it is listed in ``low_headroom`` and the check goes on.
     """
 
     stream: str
@@ -112,6 +125,11 @@ class ReplicationWatch:
     verify_origin: str = "auto"
     unreachable_origins: str = "wait"
     unreachable_timeout: float | None = None
+    min_time_to_loss: float | None = None
+    min_headroom: float | None = None
+    low_headroom: str = "fail"
+    #: Each origin's headroom across checks: its rate's start and its last measurement.
+    headroom_memory: HeadroomMemory = field(default_factory=HeadroomMemory, repr=False)
     _errors_since: dict[str, float] = field(default_factory=dict, repr=False)
     # Origins seen silent: None while silent, then the time contact resumed.
     _back_since: dict[str, float | None] = field(default_factory=dict, repr=False)
@@ -134,6 +152,7 @@ class ReplicationWatch:
             "created": self._created,
             "origins_created": dict(self._origins_created),
             "identity_refused": sorted(self.identity_refused),
+            "headroom": self.headroom_memory.state(),
         }
 
     def restore(self, state: dict[str, Any] | None) -> ReplicationWatch:
@@ -148,6 +167,7 @@ class ReplicationWatch:
         self._created = state.get("created") or None
         self._origins_created = {str(k): str(v) for k, v in (state.get("origins_created") or {}).items()}
         self.identity_refused = {str(k) for k in state.get("identity_refused") or ()}
+        self.headroom_memory = HeadroomMemory().restore(state.get("headroom"))
         return self
 
     def same_identities(self, info: dict[str, Any], probes: dict[str, OriginProbe]) -> None:
@@ -166,7 +186,7 @@ class ReplicationWatch:
             logger=log,
         ):
             self._errors_since, self._back_since, self._unreachable_since = {}, {}, {}
-            self._origins_created, self._logged = {}, {}
+            self._origins_created, self._logged, self.headroom_memory = {}, {}, HeadroomMemory()
         self._created = created or self._created
         for status in self.select(info):
             probe = probes.get(status.key)
@@ -343,10 +363,11 @@ class ReplicationWatch:
         now: float | None = None,
         probes: dict[str, OriginProbe] | None = None,
         held: dict[str, HeldSeq] | None = None,
+        measured: dict[str, Headroom] | None = None,
     ) -> ReplicationCheck:
-        """Judge a raw ``STREAM.INFO`` (read after the probes) with the origins' probes and the
-        sequences the stream holds from each (both keyed by :attr:`ReplicationStatus.key`; without
-        probes every origin gets the lag/active rule). ``now`` is wall-clock seconds since the epoch.
+        """Judge a raw ``STREAM.INFO`` (read after the probes) with the origins' probes, the sequences
+        the stream holds from each and their measured headroom (all keyed by :attr:`ReplicationStatus.key`;
+        without probes every origin gets the lag/active rule). ``now`` is wall-clock seconds since the epoch.
 
         Raises :class:`JetStreamConfigError` when the stream has no mirror or sources, or lacks a
         named source."""
@@ -401,6 +422,22 @@ class ReplicationWatch:
                     )
         for key in set(self._errors_since) - seen:
             del self._errors_since[key]
+        headroom: dict[str, Headroom] = dict(measured or {})
+        for verdict in verdicts:
+            if verdict.unreachable:
+                known = self.headroom_memory.last_known(verdict.status.key, now, verdict.unreachable_since)
+                if known is not None:
+                    headroom[verdict.status.key] = known
+        low = [
+            reason
+            for v in verdicts
+            if v.status.key in headroom
+            and (
+                reason := low_headroom(v.status.label, headroom[v.status.key], self.min_time_to_loss, self.min_headroom)
+            )
+        ]
+        if self.low_headroom == "fail":
+            failed += low
         caught_up = all(v.caught_up for v in verdicts)
         if self.unreachable_origins == "proceed":
             ready = all(v.caught_up for v in verdicts if not v.unreachable)
@@ -416,28 +453,22 @@ class ReplicationWatch:
             messages=state.get("messages"),
             last_seq=state.get("last_seq"),
             ready=ready,
-            failed_reason="unreachable" if failed and unreachable_failures == len(failed) else "replication_error",
+            failed_reason=(
+                "unreachable"
+                if failed and unreachable_failures == len(failed)
+                else "low_headroom"
+                if failed and self.low_headroom == "fail" and len(low) == len(failed)
+                else "replication_error"
+            ),
             cluster=cluster_health(info.get("cluster")),
+            headroom=headroom if headroom or any(v.check in ("exact", "unreachable") for v in verdicts) else None,
+            low_headroom=tuple(low),
         )
 
     @property
     def errors_pending(self) -> bool:
         """Some origin reports an error that has not yet outlasted the grace period."""
         return bool(self._errors_since)
-
-
-async def _origin_identity(api: JetStreamApi, status: ReplicationStatus, watch: ReplicationWatch) -> str | None:
-    """An origin's identity, None when it cannot be read now (gone, unreachable) or ever (this user may not
-    read its ``STREAM.INFO``: remembered in ``watch``, so later checks do not wait for that refusal again)."""
-    if status.key in watch.identity_refused:
-        return None
-    try:
-        return await stream_identity(api, status.origin)
-    except JetStreamPermissionError:
-        watch.identity_refused.add(status.key)
-        return None
-    except (JetStreamError, nats.errors.Error):
-        return None
 
 
 async def check_replication(nc: Client, api: JetStreamApi, watch: ReplicationWatch) -> ReplicationCheck:
@@ -453,21 +484,24 @@ async def check_replication(nc: Client, api: JetStreamApi, watch: ReplicationWat
     """
     watch.target = api.target
     # The raw info: nats-py's parsed one drops each origin's external API prefix.
-    info = await _leading_stream_info(api, watch.stream)
+    info = await leading_stream_info(api, watch.stream)
     statuses = watch.select(info)
     probes: dict[str, OriginProbe] = {}
+    origins: dict[str, tuple[JetStreamApi, dict[str, Any]]] = {}
     if watch.verify_origin != "off":
 
         async def probe(status: ReplicationStatus) -> None:
             prefix = status.api_prefix or api.prefix
             origin_api = JetStreamApi(nc, prefix, timeout=api.timeout, target=describe_prefix(prefix))
-            found, created = await asyncio.gather(
-                probe_origin(origin_api, status), _origin_identity(origin_api, status, watch)
+            found, read = await asyncio.gather(
+                probe_origin(origin_api, status), origin_info(origin_api, status, watch.identity_refused)
             )
-            probes[status.key] = replace(found, created=created) if found.state == "ok" else found
+            probes[status.key] = replace(found, created=stream_created(read)) if found.state == "ok" else found
+            if found.state == "ok" and read:
+                origins[status.key] = (origin_api, read)
 
         await asyncio.gather(*(probe(s) for s in statuses))
-    after = await _leading_stream_info(api, watch.stream)  # read after the probes: exact
+    after = await leading_stream_info(api, watch.stream)  # read after the probes: exact
     held: dict[str, HeldSeq] = {}
     looked_up = False
     for status in watch.select(after):
@@ -478,17 +512,16 @@ async def check_replication(nc: Client, api: JetStreamApi, watch: ReplicationWat
     if looked_up:
         # A lookup may find copies stored after ``after`` was read: the state reported beside the
         # verdicts is read last, so it never counts fewer messages than the verdicts saw held.
-        after = await _leading_stream_info(api, watch.stream)
-    return watch.judge(after, probes=probes, held=held)
-
-
-async def _leading_stream_info(api: JetStreamApi, stream: str) -> dict[str, Any]:
-    """The stream's raw ``STREAM.INFO``, answered by its leader: :class:`JetStreamNotFoundError` when it does
-    not exist, :class:`JetStreamNoLeaderError` when a clustered stream has no leader (a survivor of a lost
-    quorum reports the config, not what runs: the hub is unavailable, not misconfigured)."""
-    info = await api.stream_info(stream)
-    if info is None:
-        raise JetStreamNotFoundError(f"stream {stream!r} does not exist in {api.target}")
-    if leaderless(info):
-        raise no_leader_error(api.target, stream, ": its replication cannot be read now")
-    return info
+        after = await leading_stream_info(api, watch.stream)
+    now = time.time()
+    measured: dict[str, Headroom] = {}
+    for key, (origin_api, read) in origins.items():
+        found_held = held.get(key)
+        if found_held is not None and found_held.seq is not None:
+            status = next(s for s in statuses if s.key == key)
+            headroom = await measure_headroom(
+                origin_api, status, read, found_held.seq, probes[key].last_seq or 0, watch.headroom_memory, now
+            )
+            if headroom is not None:
+                measured[key] = headroom
+    return watch.judge(after, now, probes=probes, held=held, measured=measured)

@@ -83,6 +83,10 @@ class ReplicationCheck:
     :param cluster: the stream's leader and replica health
         (:func:`~airflow_provider_jetstream.core.manage.cluster.cluster_health`); None (default) on a
         single server.
+    :param headroom: each origin's retention headroom by :attr:`~.origins.ReplicationStatus.key`
+        (:class:`~.headroom.Headroom`: measured, or last known for an unreachable origin); None (default)
+        when no origin could be measured (every origin judged by the lag/active rule).
+    :param low_headroom: why origins are below the headroom thresholds, one clause each (failed or warned).
     """
 
     stream: str
@@ -95,6 +99,8 @@ class ReplicationCheck:
     ready: bool | None = None
     failed_reason: str = "replication_error"
     cluster: dict[str, Any] | None = None
+    headroom: dict[str, Any] | None = None
+    low_headroom: tuple[str, ...] = ()
 
     @property
     def done(self) -> bool:
@@ -103,7 +109,7 @@ class ReplicationCheck:
     def table(self) -> str:
         """A small text table like ``nats stream report``'s replication report; on a cluster, a line with the
         stream's leader and replica health under it."""
-        table = replication_table(self.stream, self.verdicts)
+        table = replication_table(self.stream, self.verdicts, self.headroom)
         return table + (f"\n{cluster_line(self.cluster)}" if self.cluster else "")
 
     def waiting_for(self) -> str:
@@ -120,10 +126,16 @@ class ReplicationCheck:
                 "api_prefix": v.status.api_prefix,
                 "reason": v.reason,
                 "since": iso_utc(v.unreachable_since),
+                **({"headroom": self.headroom_of(v)} if self.headroom is not None else {}),
             }
             for v in self.verdicts
             if v.unreachable
         ]
+
+    def headroom_of(self, verdict: OriginVerdict) -> dict[str, Any] | None:
+        """One origin's headroom as the XCom gives it (None: not known)."""
+        found = (self.headroom or {}).get(verdict.status.key)
+        return found.to_dict() if found is not None else None
 
     def to_xcom(self) -> dict[str, Any]:
         return {
@@ -132,8 +144,12 @@ class ReplicationCheck:
             "messages": self.messages,
             "last_seq": self.last_seq,
             "caught_up": self.caught_up,
-            "origins": [v.to_dict() for v in self.verdicts],
+            "origins": [
+                {**v.to_dict(), **({"headroom": self.headroom_of(v)} if self.headroom is not None else {})}
+                for v in self.verdicts
+            ],
             "unreachable": self.unreachable(),
+            **({"low_headroom": list(self.low_headroom)} if self.headroom is not None else {}),
             **({"cluster": self.cluster} if self.cluster else {}),
         }
 
@@ -148,7 +164,7 @@ class ReplicationCheck:
             if self.cluster
             else None
         )
-        return json.dumps([rows, self.failed, self.done, health], default=str)
+        return json.dumps([rows, self.failed, self.done, health, len(self.low_headroom)], default=str)
 
 
 def cluster_line(health: dict[str, Any]) -> str:
@@ -156,10 +172,22 @@ def cluster_line(health: dict[str, Any]) -> str:
     return f"Cluster {health.get('name') or '?'}: {health['summary']}"
 
 
-def replication_table(stream: str, verdicts: Iterable[OriginVerdict]) -> str:
-    """Stream, kind, origin, domain / API prefix, lag, active, error, state and the check made (the
-    rule and its reason): one row per origin."""
-    header = ["Stream", "Kind", "Origin", "Domain / API prefix", "Lag", "Active", "Error", "State", "Check"]
+def headroom_cells(verdict: OriginVerdict, headroom: dict[str, Any]) -> list[str]:
+    """The headroom columns of one origin's row: measured or last known, unknown, or empty (not measurable)."""
+    found = headroom.get(verdict.status.key)
+    if found is not None:
+        return found.cells()
+    if verdict.unreachable:
+        return ["unknown", "-", "unknown: never measured"]
+    return ["", "", ""]
+
+
+def replication_table(stream: str, verdicts: Iterable[OriginVerdict], headroom: dict[str, Any] | None = None) -> str:
+    """Stream, kind, origin, domain / API prefix, lag, active, error, state, (with ``headroom``: uncopied
+    messages and bytes, the oldest uncopied message's age, time to loss and the limit that sets it) and
+    the check made (the rule and its reason): one row per origin."""
+    extra = ["Uncopied", "Oldest uncopied", "Time to loss"] if headroom is not None else []
+    header = ["Stream", "Kind", "Origin", "Domain / API prefix", "Lag", "Active", "Error", "State", *extra, "Check"]
     rows = [
         [
             stream,
@@ -170,6 +198,7 @@ def replication_table(stream: str, verdicts: Iterable[OriginVerdict]) -> str:
             format_seconds(v.status.active),
             v.status.error or "",
             "caught up" if v.caught_up else ("UNREACHABLE" if v.unreachable else "WAITING"),
+            *(headroom_cells(v, headroom) if headroom is not None else []),
             f"{v.check}: {v.reason}",
         ]
         for v in verdicts

@@ -60,7 +60,7 @@ class WaitOutcome:
     """What one step of waiting says: :data:`DONE` (with ``xcom``), :data:`WAITING`, or :data:`FAILED`.
 
     A failure carries its ``message``, a short ``reason`` (``not_found``, ``invalid``, ``permission``,
-    ``replication_error``, ``unreachable``, ``connection_closed`` or ``error``), its ``disposition``
+    ``replication_error``, ``unreachable``, ``low_headroom``, ``connection_closed`` or ``error``), its ``disposition``
     (:data:`~airflow_provider_jetstream.core.errors.REFUSE`: fail at once;
     :data:`~airflow_provider_jetstream.core.errors.RETRY`: Airflow's retries apply) and, when an error
     caused it, the ``error``.
