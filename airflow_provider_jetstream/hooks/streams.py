@@ -22,12 +22,12 @@ from airflow_provider_jetstream.core.manage.durable_source import (
 from airflow_provider_jetstream.core.manage.reconcile import reconcile_consumer, reconcile_stream
 from airflow_provider_jetstream.core.manage.specs import ConsumerSpec, KeyValueSpec, StreamSpec
 from airflow_provider_jetstream.core.manage.specs.kv import kv_subjects
+from airflow_provider_jetstream.core.signatures.durable import ENSURE_DURABLE_SOURCE
 from airflow_provider_jetstream.core.signatures.operations import (
     DELETE_CONSUMER,
     DELETE_STREAM,
     ENSURE_BUCKET,
     ENSURE_CONSUMER,
-    ENSURE_DURABLE_SOURCE,
     ENSURE_STREAM,
     PURGE,
     STREAM_INFO,

@@ -21,9 +21,9 @@ from typing import Any
 
 from airflow_provider_jetstream.core.arguments import Args
 from airflow_provider_jetstream.core.manage.specs import StreamSpec
+from airflow_provider_jetstream.core.signatures.durable import ENSURE_DURABLE_SOURCE
 from airflow_provider_jetstream.core.signatures.operations import (
     DELETE_STREAM,
-    ENSURE_DURABLE_SOURCE,
     ENSURE_STREAM,
     PURGE,
 )

@@ -10,7 +10,7 @@ from airflow_provider_jetstream.core.manage.durable_source import DurableSource
 from airflow_provider_jetstream.core.manage.specs import ConsumerSpec, StreamSpec
 from airflow_provider_jetstream.core.manage.specs.diff import diff_config
 from airflow_provider_jetstream.core.manage.specs.stream import STREAM
-from airflow_provider_jetstream.core.signatures.operations import ENSURE_DURABLE_SOURCE
+from airflow_provider_jetstream.core.signatures.durable import ENSURE_DURABLE_SOURCE
 
 CONSUMER = {"name": "sourcing-all", "deliver_subject": "_sourcing.all.leaf.readings"}
 

@@ -14,12 +14,11 @@ from typing import Any
 
 from nats.aio.client import Client
 
-from airflow_provider_jetstream.core.arguments import DEFAULT, REFUSE, REQUIRED, VALUE, Arg, Args, Rule, exclusive
+from airflow_provider_jetstream.core.arguments import REFUSE, REQUIRED, VALUE, Arg, Args, Rule, exclusive
 from airflow_provider_jetstream.core.arguments.durations import seconds_of
 from airflow_provider_jetstream.core.arguments.names import (
     domain_name,
     headers,
-    literal_subject,
     stream_name,
     subject_filter,
 )
@@ -37,7 +36,6 @@ from airflow_provider_jetstream.core.arguments.values import (
     value_bytes,
 )
 from airflow_provider_jetstream.core.errors import SpecError, SpecErrors
-from airflow_provider_jetstream.core.manage.durable_source import DurableSource
 from airflow_provider_jetstream.core.manage.specs import ConsumerSpec, KeyValueSpec, StreamSpec, encode_kv_value
 from airflow_provider_jetstream.core.publish.subjects import check_publish_subject
 from airflow_provider_jetstream.core.signatures.shared import (
@@ -94,78 +92,6 @@ ENSURE_STREAM = Args("ensure stream", {"spec": STREAM_SPEC, **_RECONCILE, **_GUA
 ENSURE_CONSUMER = Args("ensure consumer", {"stream": STREAM, "spec": CONSUMER_SPEC, **_RECONCILE})
 ENSURE_BUCKET = Args("ensure bucket", {"spec": BUCKET_SPEC, **_RECONCILE, **_GUARDED, **_STORED})
 STREAM_INFO = Args("stream info", {"name": STREAM})
-
-
-def _fields(what: str) -> Any:
-    """The parser of a dict of spec fields (checked in the spec they go into, by the rule below)."""
-
-    def parse(value: Any, field: str) -> dict[str, Any]:
-        if not isinstance(value, Mapping):
-            raise SpecError(field, value, f"use a dict of {what}")
-        return dict(value)
-
-    return parse
-
-
-def _transforms(value: Any, field: str) -> list[Any]:
-    if not isinstance(value, (list, tuple)) or not value:
-        raise SpecError(field, value, "use a non-empty list of {'src': ..., 'dest': ...} subject transforms")
-    return list(value)
-
-
-_DURABLE_PARTS = (
-    "origin",
-    "origin_domain",
-    "name",
-    "consumer",
-    "deliver_subject",
-    "subject_transforms",
-    "stream_overrides",
-)
-
-
-def _durable_source(values: Mapping[str, Any], prefix: str) -> dict[str, Any]:
-    return {"durable_source": DurableSource.build(**{key: values[key] for key in _DURABLE_PARTS})}
-
-
-#: One durable source (nats-server 2.14+): the origin's stream and flow-control consumer, the copy's source.
-ENSURE_DURABLE_SOURCE = Args(
-    "ensure durable source",
-    {
-        "origin": STREAM_SPEC.but(
-            doc="the origin stream (in origin_domain): retention 'workqueue' (default) or 'interest', e.g. "
-            "{'name': 'readings', 'subjects': ['sensors.a.>']}"
-        ),
-        "origin_domain": Arg(domain_name, REQUIRED, REFUSE, "the origin's JetStream domain (a leaf)", templated=True),
-        "name": STREAM.but(doc="the copying stream, in domain (the hub)"),
-        "consumer": Arg(
-            _fields("consumer fields"),
-            None,
-            DEFAULT,
-            "more fields of the origin's flow-control consumer (name: default 'sourcing-<name>'; filter_subject, "
-            "start_seq, max_ack_pending, description...)",
-            templated=True,
-        ),
-        "deliver_subject": Arg(
-            literal_subject,
-            None,
-            DEFAULT,
-            "where the consumer pushes; default '_sourcing.<name>.<origin_domain>.<origin>'",
-            templated=True,
-        ),
-        "subject_transforms": Arg(
-            _transforms, None, DEFAULT, "the source's subject transforms ([{src, dest}]), applied in the copy"
-        ),
-        "stream_overrides": Arg(
-            _fields("stream fields"), None, DEFAULT, "other fields of the copying stream", templated=True
-        ),
-        **_RECONCILE,
-        "allow_double_store": ALLOW_DOUBLE_STORE,
-        "peer_domains": PEER_DOMAINS,
-        **_STORED,
-    },
-    [Rule(_DURABLE_PARTS, _durable_source, "the three objects these arguments declare")],
-)
 
 
 # -- removing data: every narrowing argument is refused empty, never taken as "not given" ------------
@@ -496,7 +422,6 @@ __all__ = [
     "DELETE_STREAM",
     "ENSURE_BUCKET",
     "ENSURE_CONSUMER",
-    "ENSURE_DURABLE_SOURCE",
     "ENSURE_STREAM",
     "HEADROOM_THRESHOLDS",
     "HOOK",

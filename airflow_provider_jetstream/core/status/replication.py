@@ -57,6 +57,7 @@ from airflow_provider_jetstream.core.api import JetStreamApi, describe_prefix, n
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.core.manage.cluster import cluster_health
 from airflow_provider_jetstream.core.read.identity import same_stream, stream_created
+from airflow_provider_jetstream.core.status.durable import judge_durable
 from airflow_provider_jetstream.core.status.headroom import (
     Headroom,
     HeadroomMemory,
@@ -282,50 +283,11 @@ class ReplicationWatch:
             return verdict(False, f"lag {status.lag} > max_lag {self.max_lag}")
         return verdict(True, "caught up")
 
-    def judge_durable(self, status: ReplicationStatus, probe: OriginProbe, held: HeldSeq) -> OriginVerdict:
-        """A durable source's origin answered: caught up iff its flow-control consumer has nothing pending
-        or unacknowledged (the copy acknowledges what it stored), the copy holds at least the consumer's
-        ack floor, the origin no longer holds what was acknowledged, and the copy reports no error."""
-        drain = probe.drain
-        assert drain is not None  # a durable probe
-        consumer = f"consumer {status.consumer!r}"
-        problems = []
-        if not drain.acknowledged:
-            problems.append(
-                f"{drain.pending} messages not yet delivered and {drain.ack_pending} not yet acknowledged by the "
-                f"copy ({consumer}, ack floor {drain.ack_floor})"
-            )
-        if held.seq is not None and held.seq < drain.ack_floor:
-            problems.append(f"holds origin seq {held.seq} < the {consumer}'s ack floor {drain.ack_floor}")
-        if not drain.drained:
-            problems.append(
-                f"the origin still holds acknowledged messages up to seq {drain.last_held}: not yet drained"
-            )
-        if status.error:
-            problems.append(f"replication error: {status.error}")
-        if problems:
-            return OriginVerdict(status, False, "; ".join(problems), "durable", probe.last_seq, held.seq)
-        kept = (
-            f"; the origin keeps them for its {drain.other_consumers} other consumers"
-            if drain.retention == "interest" and drain.other_consumers
-            else "; the origin's stream is drained"
-            if drain.retention in ("workqueue", "interest")
-            else ""
-        )
-        return OriginVerdict(
-            status,
-            True,
-            f"the copy stored and acknowledged everything {consumer} takes (ack floor {drain.ack_floor}){kept}",
-            "durable",
-            probe.last_seq,
-            held.seq,
-        )
-
     def judge_exact(self, status: ReplicationStatus, probe: OriginProbe, held: HeldSeq, now: float) -> OriginVerdict:
         """The origin answered: caught up iff the stream holds the origin's last sequence and its copy
-        reports no replication error (a durable source: :meth:`judge_durable`)."""
+        reports no replication error (a durable source: :func:`~.durable.judge_durable`)."""
         if probe.drain is not None:
-            return self.judge_durable(status, probe, held)
+            return judge_durable(status, probe, held)
         origin_last = probe.last_seq or 0
         if held.seq is None:
             verdict = self.lag_active_rule(status, now, f"exact check impossible ({held.reason}): lag/active rule")
