@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from airflow_provider_jetstream.core.arguments import values as V
 from airflow_provider_jetstream.core.arguments.durations import format_duration, instant
@@ -244,3 +244,40 @@ class Spec:
     def requirements(self) -> list[Requirement]:
         """The fields given that need a newer server than API level 0."""
         return requirements(self.struct, self.values, self.path)
+
+
+_Bucket = TypeVar("_Bucket", bound="BucketSpec")
+
+
+@dataclass(frozen=True)
+class BucketSpec(Spec):
+    """A bucket spec (KV, object store): named by ``bucket``, with at most one kind of origin (a mirror or
+    sources), stored in a stream of its own. A kind adds its own checks in :meth:`problems`."""
+
+    path: str = "bucket"
+
+    @classmethod
+    def from_dict(cls: type[_Bucket], data: Any, path: str = "bucket") -> _Bucket:
+        """The validated spec of ``data`` (a dict of bucket fields, or a bucket name); every problem at once."""
+        if isinstance(data, cls):
+            return data
+        if isinstance(data, str):
+            data = {"bucket": data}
+        values = cls.struct.parse(data, path)
+        errors: list[SpecError] = []
+        if "bucket" not in values:
+            errors.append(SpecError(f"{path}.bucket", None, "a bucket needs a name"))
+        if "mirror" in values and "sources" in values:
+            errors.append(SpecError(f"{path}.sources", "...", "a mirror bucket has one origin: give mirror or sources"))
+        errors.extend(cls.problems(values, path))
+        raise_all(errors)
+        return cls(values=values, path=path)
+
+    @classmethod
+    def problems(cls, values: Mapping[str, Any], path: str) -> list[SpecError]:
+        """What this kind of bucket refuses beyond a name and one kind of origin (none by default)."""
+        return []
+
+    @property
+    def bucket(self) -> str:
+        return self.values["bucket"]

@@ -22,7 +22,7 @@ from airflow_provider_jetstream.core.arguments import names as N
 from airflow_provider_jetstream.core.arguments import values as V
 from airflow_provider_jetstream.core.errors import SpecError
 from airflow_provider_jetstream.core.manage.specs import fields as F
-from airflow_provider_jetstream.core.manage.specs.fields import Field, Spec, Struct
+from airflow_provider_jetstream.core.manage.specs.fields import BucketSpec, Field, Struct
 from airflow_provider_jetstream.core.manage.specs.sources import parse_source
 from airflow_provider_jetstream.core.manage.specs.stream import PLACEMENT, REPUBLISH, STREAM, StreamSpec
 
@@ -111,33 +111,16 @@ SPEC_NAMES = {name: key for key, names in STREAM_FIELDS.items() for name in name
 
 
 @dataclass(frozen=True)
-class KeyValueSpec(Spec):
+class KeyValueSpec(BucketSpec):
     """A validated KV bucket spec; :meth:`stream_spec` is the stream that stores it."""
-
-    path: str = "bucket"
 
     struct = KV
 
     @classmethod
-    def from_dict(cls, data: Any, path: str = "bucket") -> KeyValueSpec:
-        if isinstance(data, KeyValueSpec):
-            return data
-        if isinstance(data, str):
-            data = {"bucket": data}
-        values = KV.parse(data, path)
-        errors: list[SpecError] = []
-        if "bucket" not in values:
-            errors.append(SpecError(f"{path}.bucket", None, "a bucket needs a name"))
-        if "mirror" in values and "sources" in values:
-            errors.append(SpecError(f"{path}.sources", "...", "a mirror bucket has one origin: give mirror or sources"))
+    def problems(cls, values: Mapping[str, Any], path: str) -> list[SpecError]:
         if "mirror" in values and "republish" in values:
-            errors.append(SpecError(f"{path}.republish", "...", "a mirror bucket does not republish"))
-        F.raise_all(errors)
-        return cls(values=values, path=path)
-
-    @property
-    def bucket(self) -> str:
-        return self.values["bucket"]
+            return [SpecError(f"{path}.republish", "...", "a mirror bucket does not republish")]
+        return []
 
     @property
     def stream_name(self) -> str:

@@ -21,7 +21,7 @@ from airflow_provider_jetstream.core.arguments import names as N
 from airflow_provider_jetstream.core.arguments import values as V
 from airflow_provider_jetstream.core.errors import SpecError
 from airflow_provider_jetstream.core.manage.specs import fields as F
-from airflow_provider_jetstream.core.manage.specs.fields import Field, Spec, Struct
+from airflow_provider_jetstream.core.manage.specs.fields import BucketSpec, Field, Struct
 from airflow_provider_jetstream.core.manage.specs.sources import parse_source
 from airflow_provider_jetstream.core.manage.specs.stream import PLACEMENT, STREAM, StreamSpec
 
@@ -105,31 +105,10 @@ def _copy_of(origin: Mapping[str, Any], bucket: str) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class ObjectStoreSpec(Spec):
+class ObjectStoreSpec(BucketSpec):
     """A validated object store bucket spec; :meth:`stream_spec` is the stream that stores it."""
 
-    path: str = "bucket"
-
     struct = OBJECT_STORE
-
-    @classmethod
-    def from_dict(cls, data: Any, path: str = "bucket") -> ObjectStoreSpec:
-        if isinstance(data, ObjectStoreSpec):
-            return data
-        if isinstance(data, str):
-            data = {"bucket": data}
-        values = OBJECT_STORE.parse(data, path)
-        errors: list[SpecError] = []
-        if "bucket" not in values:
-            errors.append(SpecError(f"{path}.bucket", None, "a bucket needs a name"))
-        if "mirror" in values and "sources" in values:
-            errors.append(SpecError(f"{path}.sources", "...", "a mirror bucket has one origin: give mirror or sources"))
-        F.raise_all(errors)
-        return cls(values=values, path=path)
-
-    @property
-    def bucket(self) -> str:
-        return self.values["bucket"]
 
     @property
     def stream_name(self) -> str:
