@@ -351,3 +351,39 @@ def test_a_hub_bucket_sourcing_a_leaf_bucket_serves_its_objects_under_its_own_na
     own = put(hub_conn, aggregate, "hub-only.bin", tmp_path / "r.bin", domain="hub")
     assert own["bucket"] == aggregate
     assert sorted(o.name for o in hook.list_objects(aggregate)) == ["hub-only.bin", "site/r.bin"]
+
+
+def test_a_hub_bucket_sourcing_two_leaves_gets_what_a_cut_leaf_stored_once_it_is_back(
+    make_topology, jetstream_conn, tmp_path
+) -> None:
+    """Two edges write files into their leaf buckets, one of them while cut off from the hub: the hub's
+    bucket has the other's at once, and the cut leaf's once its link is back, each whole (digest checked).
+    Each leaf's bucket has its own name: object writes carry no domain, so every leaf with a bucket of
+    that name would store them (as a stream's subjects, a bucket name belongs to one domain)."""
+    topology = make_topology(leaf_domains=["leaf-a", "leaf-b"])
+    user, password = USERS["ACC"]
+    via_hub = jetstream_conn(f"127.0.0.1:{topology.hub.port}", login=user, password=password)
+    on_leaf_b = jetstream_conn(f"127.0.0.1:{topology.leaves['leaf-b'].port}", login=user, password=password)
+    sites = {leaf: uid(f"site-{leaf}") for leaf in ("leaf-a", "leaf-b")}
+    aggregate = uid("all-sites")
+    for leaf, bucket in sites.items():
+        store(via_hub, bucket, domain=leaf)
+    sources = [{"bucket": bucket, "domain": leaf} for leaf, bucket in sites.items()]
+    store(via_hub, {"bucket": aggregate, "sources": sources}, domain="hub")
+    digests = {name: random_file(tmp_path / name, 120_000) for name in ("a.bin", "b.bin")}
+    put(via_hub, sites["leaf-a"], "a/a.bin", tmp_path / "a.bin", domain="leaf-a")
+
+    topology.disconnect_leaf("leaf-b")
+    # The edge keeps writing while cut off: to its own server, in its own domain.
+    put(on_leaf_b, sites["leaf-b"], "b/b.bin", tmp_path / "b.bin", domain="leaf-b")
+    hook = JetStreamHook(via_hub, domain="hub")
+    wait_until(lambda: hook.object_info(aggregate, "a/a.bin"), lambda info: info is not None, what="leaf-a's file")
+    assert hook.object_info(aggregate, "b/b.bin") is None  # not copied while the link is down
+
+    topology.reconnect_leaf("leaf-b")
+    wait_until(lambda: hook.object_info(aggregate, "b/b.bin"), lambda info: info is not None, what="leaf-b's file")
+    for name, path in (("a.bin", "a/a.bin"), ("b.bin", "b/b.bin")):
+        out = get(via_hub, aggregate, path, tmp_path / f"hub-{name}", domain="hub")
+        assert out["digest"] == digests[name]
+        assert (tmp_path / f"hub-{name}").read_bytes() == (tmp_path / name).read_bytes()
+    assert sorted(o.name for o in hook.list_objects(aggregate)) == ["a/a.bin", "b/b.bin"]
