@@ -28,6 +28,7 @@ import edge_pipeline_config as cfg  # noqa: E402
 DAG_IDS = {"jetstream_edge_to_hub", "jetstream_kv_gate", "jetstream_maintenance"}
 #: The edge-to-hub DAG's tasks, for any number of leaves: the per-leaf steps are mapped at run time.
 EDGE_TO_HUB_TASKS = [
+    "check_retention_headroom",
     "each_leaf",
     "ensure_hub_aggregate",
     "ensure_hub_commands",

@@ -218,6 +218,11 @@ OPERATOR_BASE: dict[str, dict[str, Any]] = {
     "JetStreamKeyValuePutOperator": {"bucket": "fzkv", "key": "k1", "value": "v9"},
     "JetStreamKeyValueDeleteOperator": {"bucket": "fzkv", "key": "k2"},
     "JetStreamCreateObjectStoreOperator": {"bucket": "fznewobj"},
+    "JetStreamCreateDurableSourceOperator": {
+        "name": "fz_newdurcopy",
+        "origin": {"name": "fz_newwq", "subjects": ["fzwq.>"]},
+        "origin_domain": "hub",
+    },
     "JetStreamPutObjectOperator": {"bucket": "fzobj", "name": "o2", "source": OBJECT_SOURCE},
     "JetStreamGetObjectOperator": {"bucket": "fzobj", "name": "o1", "destination": OBJECT_DESTINATION},
     "JetStreamDeleteObjectOperator": {"bucket": "fzobj", "name": "o1"},
@@ -259,6 +264,11 @@ HOOK_BASE: dict[str, dict[str, Any]] = {
     "akv_put": {"bucket": "fzkv", "key": "k1", "value": "v9"},
     "akv_delete": {"bucket": "fzkv", "key": "k2"},
     "aensure_object_store": {"spec": {"bucket": "fznewobj"}},
+    "aensure_durable_source": {
+        "name": "fz_newdurcopy",
+        "origin": {"name": "fz_newwq", "subjects": ["fzwq.>"]},
+        "origin_domain": "hub",
+    },
     "aput_object": {"bucket": "fzobj", "name": "o2", "source": OBJECT_SOURCE},
     "aget_object": {"bucket": "fzobj", "name": "o1", "destination": OBJECT_DESTINATION},
     "aobject_info": {"bucket": "fzobj", "name": "o1"},
@@ -629,8 +639,8 @@ def _bad_numbers(value: Any, path: str = "") -> list[str]:
 
 
 def _domains_asked(entry: Entry, arg: str, value: Any, mode: str, kw: dict[str, Any]) -> set[str]:
-    """The domains a call may act in: the baseline's, one named by the argument, the connection's own when
-    the argument is not given at all (None as given)."""
+    """The domains a call may act in: the baseline's (its ``domain`` and any other ``*_domain``), one named
+    by the argument, the connection's own when the argument is not given at all (None as given)."""
     domains = {TARGET}
     if entry.name in HOOK_WITHOUT_TARGET and entry.name != "JetStreamHook()":
         domains.add("hub")
@@ -647,6 +657,8 @@ def _domains_asked(entry: Entry, arg: str, value: Any, mode: str, kw: dict[str, 
         domains.add("hub")  # not given: the connection's own (the hub)
     if arg in PARTNERS and value in (None, "", "None"):
         domains.add("hub")  # neither a domain nor an API prefix: the connection's own
+    # A second domain the baseline names (a durable source's origin_domain).
+    domains.update(v for k, v in kw.items() if k != arg and k.endswith("_domain") and isinstance(v, str))
     return domains
 
 
