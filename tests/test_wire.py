@@ -12,6 +12,7 @@ from airflow_provider_jetstream.core.protocol import status_headers
 from airflow_provider_jetstream.core.read.vectorised.columns import headers_to_map, to_columns
 from airflow_provider_jetstream.core.read.vectorised.scan import _MARK_CHUNK, scan_data_frames
 from airflow_provider_jetstream.core.read.vectorised.tap import BULK_READ, TapParser, install
+from tests.support.waiting import scaled
 
 SID = 7
 
@@ -432,7 +433,7 @@ def test_a_held_full_read_is_handed_over_after_hold_seconds_without_more_data() 
     async def run() -> None:
         await parser.parse(frames[:cut].ljust(32768, b"\0")[:cut] + frames[cut:32768])
         assert sink.rows == []  # held
-        await asyncio.wait_for(sink.arrived.wait(), 10)
+        await asyncio.wait_for(sink.arrived.wait(), scaled(10))
 
     asyncio.run(run())
     complete = frames[:32768].count(b"MSG ")

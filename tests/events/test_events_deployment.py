@@ -17,6 +17,7 @@ from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.testing.servers import USERS, LocalTopology
 from local_stack.airflow_stack import LocalAirflow
 from local_stack.processes import LocalPostgres, ManagedProcess, wait_until
+from tests.support.waiting import scaled
 
 pytestmark = [pytest.mark.deployment, pytest.mark.timeout(900)]
 
@@ -203,7 +204,7 @@ def test_a_triggerer_killed_half_way_loses_no_announcement(deployment) -> None:
     wait_until("the watcher's consumer", lambda: asyncio.run(consumer()), timeout=240)
     monitor = AckMonitor(topology.url("hub"), postgres)
     monitor.start()
-    assert monitor.ready.wait(30)
+    assert monitor.ready.wait(scaled(30))
     killed = threading.Event()
     # The edge announces a quarter and a few more, then the rest of the first half once the triggerer is killed.
     hold = (TOTAL // 4 + 10, killed)
@@ -220,7 +221,7 @@ def test_a_triggerer_killed_half_way_loses_no_announcement(deployment) -> None:
     killed.set()  # the edge keeps announcing while the triggerer is down
     killed_at = len(set(stored_sequences(postgres)))
     acked_at_kill = asyncio.run(consumer())["ack_floor"]["stream_seq"]
-    publisher.join(60)
+    publisher.join(scaled(60))
     asyncio.run(announce(leaf, TOTAL // 2 + 1, TOTAL - TOTAL // 2))  # while no triggerer consumes
     started = time.monotonic()
     wait_until(
@@ -241,7 +242,7 @@ def test_a_triggerer_killed_half_way_loses_no_announcement(deployment) -> None:
     wait_until("everything acked", lambda: asyncio.run(consumer())["ack_floor"]["stream_seq"] == TOTAL, timeout=60)
     assert asyncio.run(consumer())["num_ack_pending"] == 0
     monitor.done.set()
-    monitor.join(30)
+    monitor.join(scaled(30))
     print(f"+ACKs heard: {len(monitor.acked)}, for {len(set(monitor.acked))} sequences; premature: {monitor.premature}")
     assert set(monitor.acked) == set(range(1, TOTAL + 1))
     assert monitor.premature == []  # no message was acked before its asset event was stored

@@ -13,7 +13,7 @@ from airflow_provider_jetstream.triggers.kv_events import JetStreamKeyValueEvent
 from tests.support.natsutil import connect, hub_mirror_bucket, unique
 from tests.support.triggerer import Triggerer
 from tests.support.triggers import rebuild
-from tests.support.waiting import eventually
+from tests.support.waiting import eventually, scaled
 
 
 async def ack_floor(url: str, bucket: str, consumer: str) -> int:
@@ -101,7 +101,7 @@ def test_the_standalone_round_trip_and_skipping_deletes(hub_leaf, hub_conn) -> N
         assert classpath.endswith("kv_events.JetStreamKeyValueEventTrigger") and kwargs["bucket"] == bucket
         rebuilt = rebuild(trigger)
         events = rebuilt.run()
-        event = await asyncio.wait_for(anext(events), 30)  # the current value only ("current")
+        event = await asyncio.wait_for(anext(events), scaled(30))  # the current value only ("current")
         assert (event.payload["key"], event.payload["value"], event.payload["revision"]) == ("a", "x", 3)
         await events.aclose()
         await nc.close()
@@ -133,7 +133,7 @@ def test_a_hub_mirror_of_a_leaf_bucket_fires_in_either_layout(hub_leaf, hub_conn
             await kv.put("other", b"not watched")
             await kv.put("site.a", b'{"load": 1}')
             fired = await triggerer.wait_fired(2)
-            first_alone = await asyncio.wait_for(anext(alone), 30)
+            first_alone = await asyncio.wait_for(anext(alone), scaled(30))
         finally:
             await alone.aclose()
             await triggerer.stop()

@@ -23,7 +23,7 @@ from tests.support.natsutil import (
 )
 from tests.support.triggerer import Triggerer, published_so_far_reached_the_server
 from tests.support.triggers import message_trigger, rebuild
-from tests.support.waiting import eventually
+from tests.support.waiting import eventually, scaled
 
 
 def test_events_carry_the_message_and_nothing_is_acked_before_every_watcher_stored_it(hub_leaf, hub_conn) -> None:
@@ -249,7 +249,7 @@ def test_batches_and_the_standalone_round_trip(hub_leaf, hub_conn) -> None:
         # Standalone (Airflow < 3.3's path): serialize -> rebuild -> run(); acked fallback_ack_delay after it fired.
         standalone = rebuild(message_trigger(hub_conn, stream, consumer="af_alone", fallback_ack_delay=0.2))
         events = standalone.run()
-        first = await asyncio.wait_for(anext(events), 30)
+        first = await asyncio.wait_for(anext(events), scaled(30))
         assert first.payload["sequence"] == 1
         info = await consumer_state(hub_leaf.url("leaf"), stream, "af_alone")
         assert acked_through(info) == 0

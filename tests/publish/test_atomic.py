@@ -31,7 +31,7 @@ from airflow_provider_jetstream.core.publish.summary import MSG_ID_HEADER, Publi
 from airflow_provider_jetstream.testing.servers import USERS, NatsServer
 from tests.support.atomic_publisher import messages as publisher_messages
 from tests.support.management import uid
-from tests.support.waiting import wait_until
+from tests.support.waiting import scaled, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 USER, PASSWORD = USERS["ACC"]
@@ -217,7 +217,7 @@ def test_a_publish_killed_mid_batch_leaves_whole_batches_and_a_repeat_stores_eve
         wait_until(lambda: _messages(server, stream), lambda m: m >= 5000, 60, "5,000 stored")
     finally:
         child.send_signal(signal.SIGKILL)
-        out, err = child.communicate(timeout=30)
+        out, err = child.communicate(timeout=scaled(30))
     counts: list[int] = []
     wait_until(
         lambda: counts.append(_messages(server, stream)) or counts[-3:],

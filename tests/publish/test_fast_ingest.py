@@ -30,7 +30,7 @@ from airflow_provider_jetstream.core.publish.fast_ingest import BatchTarget
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.testing.servers import USERS, NatsServer
 from tests.support.management import uid
-from tests.support.waiting import wait_until
+from tests.support.waiting import scaled, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 USER, PASSWORD = USERS["ACC"]
@@ -175,7 +175,7 @@ def test_a_publish_killed_mid_batch_and_repeated_with_the_same_ids_stores_every_
         wait_until(lambda: _state(server, stream)["messages"], lambda m: m >= 20_000, 60, "20,000 stored")
     finally:
         child.send_signal(signal.SIGKILL)
-        out, err = child.communicate(timeout=30)
+        out, err = child.communicate(timeout=scaled(30))
     # What the server had received when the publisher died is stored by now: the count holds still.
     counts: list[int] = []
     wait_until(

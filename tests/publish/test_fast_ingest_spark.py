@@ -14,7 +14,7 @@ from airflow_provider_jetstream.testing.servers import LocalTopology
 from tests.support.management import uid
 from tests.support.natsutil import server_version
 from tests.support.spark import SparkStream, hub_client, leaf_api
-from tests.support.waiting import Later
+from tests.support.waiting import Later, scaled
 
 
 @pytest.mark.parametrize("fast_ingest", ["true", "false"])
@@ -51,7 +51,7 @@ def test_spark_rows_to_an_allow_batched_stream_go_in_fast_ingest_batches_unless_
             await nc.subscribe(f"{name}.>", cb=count)
             await nc.flush()
             ready.set()
-            await asyncio.wait_for(done.wait(), 120)
+            await asyncio.wait_for(done.wait(), scaled(120))
             return seen
         finally:
             await nc.close()
@@ -59,7 +59,7 @@ def test_spark_rows_to_an_allow_batched_stream_go_in_fast_ingest_batches_unless_
     watcher = Later(watch)
     watcher.start()
     try:
-        assert ready.wait(30), "the watching subscription did not start"
+        assert ready.wait(scaled(30)), "the watching subscription did not start"
         rows = spark.createDataFrame([(str(i), f"spark-fi/{i}") for i in range(n)], "data string, id string")
         rows.coalesce(2).write.format("jetstream").options(
             **stream.options(subject=f"{name}.rows", msgIdColumn="id", fastIngest=fast_ingest)

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from airflow_provider_jetstream.core.publish.frames import FLUSH_FRAMES, FrameBuffer
 from airflow_provider_jetstream.testing.servers import USERS, NatsServer
+from tests.support.waiting import scaled
 
 USER, PASSWORD = USERS["ACC"]
 TOKEN = st.text(st.characters(codec="ascii", categories=("L", "N"), include_characters="-_"), min_size=1, max_size=8)
@@ -67,7 +68,7 @@ async def received(url: str, messages: list[tuple[str, str, bytes, dict[str, str
         else:
             for subject, reply, payload, headers in messages:
                 await nc.publish(subject, payload, reply=reply, headers=headers)
-        await asyncio.wait_for(done.wait(), 30)
+        await asyncio.wait_for(done.wait(), scaled(30))
         return got
     finally:
         await nc.close()

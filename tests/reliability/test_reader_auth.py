@@ -19,6 +19,7 @@ from airflow_provider_jetstream.core.connection.client import open_connection, r
 from airflow_provider_jetstream.core.connection.settings import JetStreamConnectionConfig
 from airflow_provider_jetstream.core.read.range import read_range_with_config
 from airflow_provider_jetstream.core.read.settings import READERS
+from tests.support.waiting import scaled
 
 COUNT = 400
 
@@ -157,7 +158,7 @@ def test_the_vectorised_splitter_reads_a_cross_account_pull_through_an_imported_
             await client.publish("JS.acc@hub.API.CONSUMER.MSG.NEXT.aggregate-test-leaf.dur", request, reply=inbox)
             while len(sink.rows) < 30:
                 sink.arrived.clear()
-                await asyncio.wait_for(sink.arrived.wait(), 10)
+                await asyncio.wait_for(sink.arrived.wait(), scaled(10))
             return sink.rows
         finally:
             await client.close()

@@ -32,7 +32,7 @@ from airflow_provider_jetstream.spark.jobs.stream_to_parquet import StreamToParq
 from airflow_provider_jetstream.testing.servers import NatsServer
 from tests.support import spark as spark_streams
 from tests.support.natsutil import LEAF_API, connect, leaf_stream_with_messages, unique
-from tests.support.waiting import wait_until
+from tests.support.waiting import scaled, wait_until
 
 GHOST_API = ExternalStream(api="$JS.ghost.API")  # a domain no server has: it never answers
 
@@ -338,7 +338,7 @@ def test_an_event_trigger_whose_stream_is_recreated_fails_clearly_and_its_restar
         await puller.settle([(ticket, "ack") for ticket in held])
         failure = None
         try:
-            await asyncio.wait_for(anext(deliveries), 20)
+            await asyncio.wait_for(anext(deliveries), scaled(20))
         except (StreamRecreatedError, asyncio.TimeoutError) as err:
             failure = err
         await deliveries.aclose()
@@ -347,7 +347,7 @@ def test_an_event_trigger_whose_stream_is_recreated_fails_clearly_and_its_restar
         await ensure_consumer(api, name, spec)
         restarted = DurablePuller(nc, api, name, "watcher", expires=1.0, heartbeat=0.5)
         again = restarted.deliveries()
-        fired = [(await asyncio.wait_for(anext(again), 20)).delivery.data for _ in range(3)]
+        fired = [(await asyncio.wait_for(anext(again), scaled(20))).delivery.data for _ in range(3)]
         await again.aclose()
         await js.delete_stream(name)
         await nc.close()

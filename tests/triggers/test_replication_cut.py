@@ -28,6 +28,7 @@ from airflow_provider_jetstream.testing.servers import USERS
 from airflow_provider_jetstream.triggers import replication_lag as trigger_module
 from tests.support.natsutil import connect, leaf_origin_and_hub_copies, origin_silence, unique
 from tests.support.triggers import rebuild
+from tests.support.waiting import scaled
 
 CUT_CHECKS = 40  # checks each checker makes while the leaf is cut off (at least)
 # How long the hub must have reported no contact from the leaf on each copy before the relink: the smaller
@@ -193,7 +194,7 @@ def test_no_checker_says_caught_up_while_the_leaf_is_cut_off(make_topology, jets
         async def everything() -> None:
             await asyncio.gather(relink_when_cut_over(), *tasks)
 
-        await asyncio.wait_for(everything(), timeout=150)
+        await asyncio.wait_for(everything(), timeout=scaled(150))
         return trigger_events
 
     async def run_deferred(deferring: JetStreamReplicationLagSensor, checker: Checker, events: dict) -> None:
