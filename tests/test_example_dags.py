@@ -235,6 +235,7 @@ def test_edge_to_hub_goes_on_without_a_leaf_that_is_away(airflow_db, dagbag, edg
     assert parquet_rows_per_leaf(tmp_path) == {"leaf-a": 30, "leaf-b": 20}  # leaf-b's late readings, once
 
 
+@pytest.mark.spark  # the DAG imports the Spark operator: the spark extra
 def test_a_leaf_step_skips_when_its_leaf_is_away_or_goes_away_after_the_check(dagbag, edge_topology) -> None:
     """Each mapped step as the task runner unmaps it for one leaf: away at the check, it skips without a
     request; cut off after a check that found it, it skips with the reason instead of failing."""
@@ -253,6 +254,7 @@ def test_a_leaf_step_skips_when_its_leaf_is_away_or_goes_away_after_the_check(da
             went_away.execute({})
 
 
+@pytest.mark.spark  # the DAG imports the Spark operator: the spark extra
 def test_edge_to_hub_refuses_a_bad_leaf_list_before_changing_anything(
     airflow_db, dagbag, edge_topology, monkeypatch
 ) -> None:
@@ -322,6 +324,7 @@ def parse_edge_to_hub(leaves: list[str], airflow_home: Path) -> dict[str, Any]:
     return json.loads(lines[-1].removeprefix("RESULT "))
 
 
+@pytest.mark.spark  # the DAG imports the Spark operator: the spark extra
 def test_edge_to_hub_has_the_same_tasks_for_any_number_of_leaves(airflow_db) -> None:
     """1,000 leaves parse as fast as 2 and give the same 11 tasks: the leaves are mapped at run time,
     not written into the DAG (the per-leaf layout had 3 tasks per leaf and took seconds to parse)."""
