@@ -112,6 +112,8 @@ class LeafPublisher(threading.Thread):
             self.url, max_reconnect_attempts=-1, reconnect_time_wait=0.1, connect_timeout=5, error_cb=restarting
         )
         js = nc.jetstream()
+        clock = asyncio.get_running_loop().time
+        started = clock()
         try:
             while not self.stopping.is_set():
                 try:
@@ -119,7 +121,8 @@ class LeafPublisher(threading.Thread):
                     self.published += 1
                 except (nats.errors.Error, asyncio.TimeoutError):
                     pass  # the leaf restarting: publish again once it is back
-                await asyncio.sleep(1 / RATE)
+                # On schedule: message n is due at n / RATE s, however long the publishes took (a busy machine).
+                await asyncio.sleep(max(0.0, started + (self.published + 1) / RATE - clock()))
         finally:
             await nc.close()
 
