@@ -31,13 +31,16 @@ from airflow_provider_jetstream.core.errors import (
     WAIT,
     JetStreamApiError,
     JetStreamDomainUnavailableError,
+    JetStreamError,
     JetStreamImportMissingError,
     JetStreamNoLeaderError,
     JetStreamNotFoundError,
     JetStreamPermissionError,
+    JetStreamPublishError,
     JetStreamTimeoutError,
     disposition,
 )
+from airflow_provider_jetstream.core.protocol import PubAck, parse_pub_ack
 
 T = TypeVar("T")
 
@@ -317,6 +320,46 @@ class JetStreamApi:
             if err.err_code == CLUSTER_NOT_AVAILABLE:
                 raise no_leader_error(self.target, stream_of(suffix), f": {err.description}") from None
             raise
+
+    async def store(
+        self,
+        subject: str,
+        payload: bytes,
+        headers: Mapping[str, str],
+        *,
+        stream: str,
+        where: str,
+        domain: str | None = None,
+        misplaced: type[JetStreamError] = JetStreamPublishError,
+    ) -> PubAck:
+        """One write of a bucket's message (a KV entry, an object's chunk or meta) to ``subject``, asked once:
+        its publish ack, which must name ``stream`` in ``domain`` (default: this API's); ``misplaced`` is
+        raised otherwise. An error ack raises :class:`JetStreamPublishError` (a clustered stream without a
+        leader :class:`JetStreamNoLeaderError`); no responders, a timeout or a reconnecting connection each
+        their own error. ``where`` names the write in messages (``bucket 'b' in domain 'leaf'``)."""
+        try:
+            reply = await self.nc.request(subject, payload, timeout=self.timeout, headers=dict(headers) or None)
+        except nats.errors.NoRespondersError:
+            raise JetStreamDomainUnavailableError(
+                f"no stream took the write to {subject!r} for {where}: {hint_for(self.nc, self.prefix)}"
+            ) from None
+        except nats.errors.TimeoutError:
+            raise JetStreamTimeoutError(f"{where}: the write was not confirmed within {self.timeout:g}s") from None
+        except (nats.errors.ConnectionReconnectingError, nats.errors.StaleConnectionError) as err:
+            raise JetStreamDomainUnavailableError(f"{where}: the connection is being re-established ({err!r})") from err
+        try:
+            ack = parse_pub_ack(reply.data)
+        except JetStreamPublishError as err:
+            if err.err_code == CLUSTER_NOT_AVAILABLE:
+                raise no_leader_error(self.target, stream, f": {where} was not written") from None
+            raise
+        domain = domain_of(self.prefix) if domain is None else domain
+        if ack.stream != stream or (domain and ack.domain and ack.domain != domain):
+            raise misplaced(
+                f"a write for {where} was stored by stream {ack.stream!r} in domain {ack.domain!r}, not "
+                f"{stream!r} in {describe_prefix(self.prefix)}"
+            )
+        return ack
 
     async def pages(
         self, suffix: str, body: Mapping[str, Any] | None = None, key: str = "streams"

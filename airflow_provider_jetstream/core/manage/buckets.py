@@ -30,16 +30,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import nats.errors
-import nats.js.errors
-
 from airflow_provider_jetstream.core.api import (
-    CLUSTER_NOT_AVAILABLE,
     WRONG_LAST_SEQUENCE,
     JetStreamApi,
-    describe_prefix,
-    hint_for,
-    no_leader_error,
     retry_failover,
 )
 from airflow_provider_jetstream.core.arguments.names import (
@@ -51,14 +44,13 @@ from airflow_provider_jetstream.core.errors import (
     JetStreamDomainUnavailableError,
     JetStreamNotFoundError,
     JetStreamPublishError,
-    JetStreamTimeoutError,
     KeyValueConflictError,
     KeyValueError,
 )
 from airflow_provider_jetstream.core.manage.reconcile import ReconcileResult, reconcile_stream
 from airflow_provider_jetstream.core.manage.specs import KeyValueSpec, describe_source
 from airflow_provider_jetstream.core.manage.specs.kv import KV_STREAM_PREFIX, SPEC_NAMES, kv_stream_name, kv_subjects
-from airflow_provider_jetstream.core.protocol import headers_from_api, parse_pub_ack
+from airflow_provider_jetstream.core.protocol import headers_from_api
 
 log = logging.getLogger(__name__)
 
@@ -295,7 +287,7 @@ async def _write(
     async def ask() -> int:
         nonlocal unanswered
         try:
-            return await _ask_once(api, target, payload, headers, where, bucket, expected_revision)
+            return await _ask_once(api, target, payload, headers, where, expected_revision)
         except KeyValueConflictError:
             if unanswered:
                 stored = await _stored_by(api, bucket, key, msg_id)
@@ -316,36 +308,25 @@ async def _ask_once(
     payload: bytes,
     headers: dict[str, str],
     where: str,
-    bucket: str,
     expected_revision: int | None,
 ) -> int:
     """One ask of a write: its revision; the provider's error for every answer that is not an ack."""
     try:
-        reply = await api.nc.request(target.subject, payload, timeout=api.timeout, headers=headers or None)
-    except nats.errors.NoRespondersError:
-        hint = hint_for(api.nc, api.prefix)
-        raise JetStreamDomainUnavailableError(
-            f"no stream took the write to {target.subject!r} for bucket {bucket!r} in {api.target}: {hint}"
-        ) from None
-    except nats.errors.TimeoutError:
-        raise JetStreamTimeoutError(f"{where}: the write was not confirmed within {api.timeout:g}s") from None
-    except (nats.errors.ConnectionReconnectingError, nats.errors.StaleConnectionError) as err:
-        raise JetStreamDomainUnavailableError(f"{where}: the connection is being re-established ({err!r})") from err
-    try:
-        ack = parse_pub_ack(reply.data)
+        ack = await api.store(
+            target.subject,
+            payload,
+            headers,
+            stream=target.stream,
+            where=where,
+            domain=target.domain or "",
+            misplaced=KeyValueError,
+        )
     except JetStreamPublishError as err:
         if err.err_code == WRONG_LAST_SEQUENCE:
             raise KeyValueConflictError(
                 f"{where}: compare-and-set failed, the latest revision is not {expected_revision} ({err.description})"
             ) from None
-        if err.err_code == CLUSTER_NOT_AVAILABLE:
-            raise no_leader_error(api.target, target.stream, f": {where} was not written") from None
         raise KeyValueError(f"{where}: {err.description}") from None
-    if ack.stream != target.stream or (target.domain and ack.domain and ack.domain != target.domain):
-        raise KeyValueError(
-            f"write for bucket {bucket!r} in {api.target} was stored by stream {ack.stream!r} in domain "
-            f"{ack.domain!r}, not {target.stream!r} in {describe_prefix(api.prefix)}"
-        )
     return ack.seq
 
 

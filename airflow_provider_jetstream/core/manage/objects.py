@@ -39,24 +39,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import nats.errors
 from nats.nuid import NUID
 
 from airflow_provider_jetstream.core.api import (
-    CLUSTER_NOT_AVAILABLE,
     JetStreamApi,
     describe_prefix,
-    hint_for,
-    no_leader_error,
     retry_failover,
 )
-from airflow_provider_jetstream.core.arguments.names import domain_of, object_bucket_name, object_name
+from airflow_provider_jetstream.core.arguments.names import object_bucket_name, object_name
 from airflow_provider_jetstream.core.errors import (
     JetStreamConfigError,
-    JetStreamDomainUnavailableError,
     JetStreamNotFoundError,
     JetStreamPublishError,
-    JetStreamTimeoutError,
     ObjectDigestError,
     ObjectStoreError,
 )
@@ -67,7 +61,6 @@ from airflow_provider_jetstream.core.manage.specs.objects import (
     ObjectStoreSpec,
     object_stream_name,
 )
-from airflow_provider_jetstream.core.protocol import parse_pub_ack
 
 log = logging.getLogger(__name__)
 
@@ -285,31 +278,15 @@ async def _store(api: JetStreamApi, layout: ObjectLayout, subject: str, payload:
     failover); its stream sequence. The ack must name the bucket's stream in the target domain."""
     headers = {**headers, MSG_ID: f"obj-{_NUID.next().decode()}"}
     target = subject
-    domain = domain_of(api.prefix)
     where = f"bucket {layout.bucket!r} in {api.target}"
 
     async def ask() -> int:
         try:
-            reply = await api.nc.request(target, payload, timeout=api.timeout, headers=headers)
-        except nats.errors.NoRespondersError:
-            raise JetStreamDomainUnavailableError(
-                f"no stream took the write to {target!r} for {where}: {hint_for(api.nc, api.prefix)}"
-            ) from None
-        except nats.errors.TimeoutError:
-            raise JetStreamTimeoutError(f"{where}: a write was not confirmed within {api.timeout:g}s") from None
-        except (nats.errors.ConnectionReconnectingError, nats.errors.StaleConnectionError) as err:
-            raise JetStreamDomainUnavailableError(f"{where}: the connection is being re-established ({err!r})") from err
-        try:
-            ack = parse_pub_ack(reply.data)
-        except JetStreamPublishError as err:
-            if err.err_code == CLUSTER_NOT_AVAILABLE:
-                raise no_leader_error(api.target, layout.stream, f": {where} was not written") from None
-            raise ObjectStoreError(f"{where}: {err.description}") from None
-        if ack.stream != layout.stream or (domain and ack.domain and ack.domain != domain):
-            raise ObjectStoreError(
-                f"a write for {where} was stored by stream {ack.stream!r} in domain {ack.domain!r}, not "
-                f"{layout.stream!r} in {describe_prefix(api.prefix)}"
+            ack = await api.store(
+                target, payload, headers, stream=layout.stream, where=where, misplaced=ObjectStoreError
             )
+        except JetStreamPublishError as err:
+            raise ObjectStoreError(f"{where}: {err.description}") from None
         return ack.seq
 
     return await retry_failover(ask, api.nc, within=api.failover, what=f"write to {where}")

@@ -23,7 +23,7 @@ from airflow_provider_jetstream.core.arguments import values as V
 from airflow_provider_jetstream.core.errors import SpecError
 from airflow_provider_jetstream.core.manage.specs import fields as F
 from airflow_provider_jetstream.core.manage.specs.fields import BucketSpec, Field, Struct
-from airflow_provider_jetstream.core.manage.specs.sources import parse_source
+from airflow_provider_jetstream.core.manage.specs.sources import bucket_origin
 from airflow_provider_jetstream.core.manage.specs.stream import PLACEMENT, REPUBLISH, STREAM, StreamSpec
 
 KV_STREAM_PREFIX = "KV_"
@@ -39,20 +39,7 @@ def kv_subjects(bucket: str) -> str:
     return f"$KV.{bucket}.>"
 
 
-def _origin(value: Any, path: str) -> dict[str, Any]:
-    """A KV mirror/source: the origin ``bucket`` (or ``name``) and where it lives."""
-    if not isinstance(value, Mapping):
-        raise SpecError(path, value, "a KV mirror or source is a dict like {'bucket': 'config', 'domain': 'leaf'}")
-    data = dict(value)
-    if "bucket" in data:
-        if "name" in data:
-            raise SpecError(f"{path}.bucket", data["bucket"], "give bucket or name, not both")
-        data["name"] = data.pop("bucket")
-    if "name" in data:
-        N.bucket_name(data["name"], f"{path}.bucket")
-    if "filter_subject" in data or "subject_transforms" in data:
-        raise SpecError(f"{path}.filter_subject", "...", "KV mirrors and sources copy whole buckets")
-    return parse_source(data, path)
+_origin = bucket_origin("KV", "{'bucket': 'config', 'domain': 'leaf'}", N.bucket_name)
 
 
 KV = Struct(

@@ -19,10 +19,9 @@ from typing import Any
 from airflow_provider_jetstream.core.arguments import durations as D
 from airflow_provider_jetstream.core.arguments import names as N
 from airflow_provider_jetstream.core.arguments import values as V
-from airflow_provider_jetstream.core.errors import SpecError
 from airflow_provider_jetstream.core.manage.specs import fields as F
 from airflow_provider_jetstream.core.manage.specs.fields import BucketSpec, Field, Struct
-from airflow_provider_jetstream.core.manage.specs.sources import parse_source
+from airflow_provider_jetstream.core.manage.specs.sources import bucket_origin
 from airflow_provider_jetstream.core.manage.specs.stream import PLACEMENT, STREAM, StreamSpec
 
 OBJ_STREAM_PREFIX = "OBJ_"
@@ -38,22 +37,7 @@ def object_subjects(bucket: str) -> list[str]:
     return [f"$O.{bucket}.C.>", f"$O.{bucket}.M.>"]
 
 
-def _origin(value: Any, path: str) -> dict[str, Any]:
-    """An object store mirror/source: the origin ``bucket`` (or ``name``) and where it lives."""
-    if not isinstance(value, Mapping):
-        raise SpecError(
-            path, value, "an object store mirror or source is a dict like {'bucket': 'files', 'domain': 'leaf'}"
-        )
-    data = dict(value)
-    if "bucket" in data:
-        if "name" in data:
-            raise SpecError(f"{path}.bucket", data["bucket"], "give bucket or name, not both")
-        data["name"] = data.pop("bucket")
-    if "name" in data:
-        N.object_bucket_name(data["name"], f"{path}.bucket")
-    if "filter_subject" in data or "subject_transforms" in data:
-        raise SpecError(f"{path}.filter_subject", "...", "object store mirrors and sources copy whole buckets")
-    return parse_source(data, path)
+_origin = bucket_origin("object store", "{'bucket': 'files', 'domain': 'leaf'}", N.object_bucket_name)
 
 
 OBJECT_STORE = Struct(

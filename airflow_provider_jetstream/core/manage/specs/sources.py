@@ -14,7 +14,7 @@ and ``start_time`` are refused beside it (the server refuses them too).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from airflow_provider_jetstream.core.arguments import durations as D
@@ -157,6 +157,29 @@ def parse_source(value: Any, path: str) -> dict[str, Any]:
         if values.get("deliver_prefix"):
             wire["external"]["deliver"] = values["deliver_prefix"]
     return wire
+
+
+def bucket_origin(
+    kind: str, example: str, check_name: Callable[[Any, str], Any]
+) -> Callable[[Any, str], dict[str, Any]]:
+    """The parser of a bucket's mirror/source (``kind``: "KV", "object store"): the origin ``bucket`` (or
+    ``name``, checked with ``check_name``) and where it lives; whole buckets only (no filter, no transform)."""
+
+    def parse(value: Any, path: str) -> dict[str, Any]:
+        if not isinstance(value, Mapping):
+            raise SpecError(path, value, f"a {kind} mirror or source is a dict like {example}")
+        data = dict(value)
+        if "bucket" in data:
+            if "name" in data:
+                raise SpecError(f"{path}.bucket", data["bucket"], "give bucket or name, not both")
+            data["name"] = data.pop("bucket")
+        if "name" in data:
+            check_name(data["name"], f"{path}.bucket")
+        if "filter_subject" in data or "subject_transforms" in data:
+            raise SpecError(f"{path}.filter_subject", "...", f"{kind} mirrors and sources copy whole buckets")
+        return parse_source(data, path)
+
+    return parse
 
 
 def source_key(source: Mapping[str, Any]) -> tuple[str, str]:
