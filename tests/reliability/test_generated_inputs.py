@@ -82,9 +82,13 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FuzzWorld]:
             "extra": {"connect_timeout": 2},
         }
     )
+    # A generated object ``destination`` is a relative path: files it names land in the world's directory.
+    cwd = os.getcwd()
+    os.chdir(fuzz.workdir)
     try:
         yield fuzz
     finally:
+        os.chdir(cwd)
         os.environ.pop(variable, None)
         fuzz.stop()
 
