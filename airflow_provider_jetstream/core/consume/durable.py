@@ -19,6 +19,7 @@ from nats.aio.msg import Msg
 from airflow_provider_jetstream.core.api import Backoff, JetStreamApi, domain_of
 from airflow_provider_jetstream.core.consume.ack_floor import AckFloor
 from airflow_provider_jetstream.core.consume.deliveries import Delivery, Settlement, Ticket
+from airflow_provider_jetstream.core.consume.fetch import stored_headers
 from airflow_provider_jetstream.core.errors import (
     JetStreamConfigError,
     JetStreamDomainUnavailableError,
@@ -33,7 +34,6 @@ from airflow_provider_jetstream.core.protocol import (
     REQUEST_DONE,
     RESUME,
     PullStatus,
-    headers_from_api,
     parse_ack_reply,
 )
 from airflow_provider_jetstream.core.read.identity import same_stream, stream_identity
@@ -401,13 +401,10 @@ class DurablePuller:
         )
 
     async def _all_header_values(self, sequence: int) -> dict[str, list[str]] | None:
-        try:
-            stored = await self.api.msg(self.stream, sequence)
-        except (JetStreamError, nats.errors.Error) as err:
-            log.warning("%s: cannot read repeated header values (%s); keeping the last value of each", self.stream, err)
+        headers = await stored_headers(self.api, self.stream, sequence)
+        if headers is None:
             self.all_header_values = False
-            return None
-        return headers_from_api(stored) if stored else None
+        return headers
 
     # -- settling ---------------------------------------------------------------------------
 
