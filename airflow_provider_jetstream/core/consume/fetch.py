@@ -156,7 +156,8 @@ async def fetch_batch(
     all_header_values: bool = True,
 ) -> list[Delivery]:
     """One pull request for up to ``batch`` messages of ``reading`` that waits up to ``max_wait`` seconds for
-    them: the messages, in delivery order, once the request is over (full, expired, or nothing left).
+    them (at most half the consumer's ``ack_wait``, so none is due again before it is returned): the
+    messages, in delivery order, each sequence once, once the request is over (full, expired, or nothing left).
 
     Each message of an ackable consumer gets an :class:`AckHandle` sending through ``send`` (default: this
     API's connection, while it is open). Repeated header values are read with ``STREAM.MSG.GET`` when
@@ -168,6 +169,9 @@ async def fetch_batch(
         raise JetStreamConfigError(f"batch={batch} must be >= 1")
     send = send or _publisher(api.nc)
     where = f"consumer {reading.name!r} on stream {stream!r} in {api.target}"
+    if reading.ackable and reading.ack_wait:
+        # Held past its ack_wait, a message is delivered again, to this very request if it still waits.
+        max_wait = min(max_wait, reading.ack_wait / 2)
     requests = PullRequests(api.nc, api.prefix, stream, reading.name, expires=max_wait, heartbeat=None, pipelined=False)
     incoming: asyncio.Queue[Msg] = asyncio.Queue()
 
@@ -204,7 +208,8 @@ async def fetch_batch(
             raise JetStreamDomainUnavailableError(f"{where}: the pull was answered {status.reason}")
     finally:
         await requests.close()
-    return [await _delivery(api, stream, msg, meta, reading, send, all_header_values) for msg, meta in taken]
+    newest = {meta.sequence: (msg, meta) for msg, meta in taken}  # delivered twice: the newest reply acks it
+    return [await _delivery(api, stream, msg, meta, reading, send, all_header_values) for msg, meta in newest.values()]
 
 
 async def _delivery(
