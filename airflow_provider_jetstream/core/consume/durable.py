@@ -18,8 +18,8 @@ from nats.aio.msg import Msg
 
 from airflow_provider_jetstream.core.api import Backoff, JetStreamApi, domain_of
 from airflow_provider_jetstream.core.consume.ack_floor import AckFloor
-from airflow_provider_jetstream.core.consume.deliveries import Delivery, Settlement, Ticket
-from airflow_provider_jetstream.core.consume.fetch import stored_headers
+from airflow_provider_jetstream.core.consume.deliveries import Settlement, Ticket
+from airflow_provider_jetstream.core.consume.fetch import delivery_of, stored_headers
 from airflow_provider_jetstream.core.errors import (
     JetStreamConfigError,
     JetStreamDomainUnavailableError,
@@ -338,18 +338,7 @@ class DurablePuller:
             headers = {k: [v] for k, v in msg.headers.items()}
             if self.all_header_values:
                 headers = await self._all_header_values(meta.sequence) or headers
-        delivery = Delivery(
-            stream=self.stream,
-            consumer=self.consumer,
-            subject=msg.subject,
-            sequence=meta.sequence,
-            delivered=meta.delivered,
-            timestamp_ns=meta.timestamp_ns,
-            data=msg.data,
-            headers=headers,
-            domain=self.domain,
-            pending=meta.pending,
-        )
+        delivery = delivery_of(msg, meta, self.stream, self.consumer, self.domain, headers)
         ticket = Ticket(meta.sequence, msg.reply, meta.delivered, delivery, meta.consumer_sequence)
         self.in_flight[meta.sequence] = ticket
         return ticket

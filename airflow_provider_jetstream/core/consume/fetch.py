@@ -226,16 +226,30 @@ async def _delivery(
         headers = {k: [v] for k, v in msg.headers.items()}
         if all_header_values:
             headers = await stored_headers(api, stream, meta.sequence) or headers
+    handle = AckHandle(msg.reply, send) if reading.ackable else None
+    return delivery_of(msg, meta, stream, reading.name, domain_of(api.prefix), headers, handle)
+
+
+def delivery_of(
+    msg: Msg,
+    meta: AckReply,
+    stream: str,
+    consumer: str,
+    domain: str | None,
+    headers: dict[str, list[str]] | None,
+    handle: AckHandle | None = None,
+) -> Delivery:
+    """The :class:`Delivery` of a delivered message and its ack reply's metadata (the durable puller's too)."""
     return Delivery(
         stream=stream,
-        consumer=reading.name,
+        consumer=consumer,
         subject=msg.subject,
         sequence=meta.sequence,
         delivered=meta.delivered,
         timestamp_ns=meta.timestamp_ns,
         data=msg.data,
         headers=headers,
-        domain=domain_of(api.prefix),
+        domain=domain,
         pending=meta.pending,
-        handle=AckHandle(msg.reply, send) if reading.ackable else None,
+        handle=handle,
     )
