@@ -55,6 +55,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_provider_jetstream.operators.kv",
                     "airflow_provider_jetstream.operators.objects",
                     "airflow_provider_jetstream.operators.publish",
+                    "airflow_provider_jetstream.operators.consume",
                     "airflow_provider_jetstream.operators.spark",
                 ],
             }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from typing import Any
@@ -96,14 +97,13 @@ with DAG(
 def process_announcements(payloads: list[dict]) -> list[dict]:
     """Read each announced range from its leaf and record it done; announcements already done are skipped."""
     from airflow_provider_jetstream.core.errors import KeyValueConflictError
-    from airflow_provider_jetstream.core.read.range import read_range
     from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 
     hook = JetStreamHook(NATS_CONN_ID)
 
     async def run() -> list[dict]:
         results = []
-        async with hook.aconnect() as nc:
+        async with hook.aconnect():
             for payload in sorted(payloads, key=lambda p: p.get("sequence", 0)):
                 announcement = payload.get("data") or {}
                 leaf = payload.get("subject", "").split(".")[1] if payload.get("subject") else None
@@ -111,16 +111,22 @@ def process_announcements(payloads: list[dict]) -> list[dict]:
                 if leaf not in LEAF_DOMAINS or await hook.akv_get(PIPELINE_BUCKET, key, domain=HUB_DOMAIN):
                     continue
                 totals: dict[str, list[float]] = {}
-                count = 0
                 first, last = int(announcement["first_seq"]), int(announcement["last_seq"])
-                # The leaf's stream through the hub; the default reader (vectorised where numpy and pyarrow are
-                # installed, else nats-py's) gives the payloads as bytes either way.
-                prefix = hook.resolve_api_prefix(domain=leaf)
-                async for chunk in read_range(nc, LEAF_STREAM, first, last, api_prefix=prefix, include_headers=False):
-                    for data in chunk.payloads:
-                        reading = json.loads(data)
+                # The leaf's stream through the hub: an ephemeral read from first_seq, deleted when it ends.
+                count = 0
+                messages = hook.aconsume(
+                    LEAF_STREAM, start_seq=first, batch=min(1000, last - first + 1), max_wait=2,
+                    all_header_values=False, stop_when_empty=True, domain=leaf,
+                )  # fmt: skip
+                async with contextlib.aclosing(messages):
+                    async for message in messages:
+                        if message.sequence > last:
+                            break
+                        reading = json.loads(message.payload)
                         totals.setdefault(reading["sensor"], []).append(reading["value"])
-                    count += len(chunk)
+                        count += 1
+                        if message.sequence == last:
+                            break
                 result = {
                     "leaf": leaf,
                     "batch": announcement.get("batch"),

@@ -4,6 +4,7 @@ consume the announcement so the next run waits for a new batch."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections import defaultdict
 
@@ -37,8 +38,8 @@ an edge that creates it first with the same spec is left unchanged.
 1. **wait** (deferrable: a KV watch in the triggerer, no polling) until the key exists in the leaf's
    domain; a key of the same name in the hub does not count.
 2. **process** that batch: the leaf's `{LEAF_STREAM}` stream, sequences `first_seq..last_seq`,
-   read through the hub connection with the provider's range reader (vectorised where numpy and pyarrow
-   are installed, nats-py's on a base install); per-sensor count and mean.
+   read through the hub connection with the hook's `consume` (an ephemeral read from `first_seq`, its
+   consumer deleted after); per-sensor count and mean.
 3. **record** the result in `{edge_status_bucket("<leaf>")}/{PROCESSED_KEY}` and **delete** `{READY_KEY}` with a
    compare-and-set on the revision that was processed, so a newer announcement is never lost.
 """
@@ -71,24 +72,30 @@ with DAG(
     @task
     def process_batch(entry: dict, params: dict | None = None) -> dict:
         """Count and average the batch's readings per sensor, reading the leaf stream through the hub."""
-        from airflow_provider_jetstream.core.read.range import read_range
         from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 
         batch = json.loads(entry["value"])
         leaf = params["leaf"]
         hook = JetStreamHook(NATS_CONN_ID, domain=leaf)
         totals: dict[str, list[float]] = defaultdict(list)
+        first, last = batch["first_seq"], batch["last_seq"]
 
         async def read() -> int:
             read_count = 0
-            async with hook.aconnect() as nc:
-                prefix = hook.resolve_api_prefix()
-                async for chunk in read_range(nc, LEAF_STREAM, batch["first_seq"], batch["last_seq"], api_prefix=prefix,
-                                              include_headers=False):  # fmt: skip
-                    for payload in chunk.payloads:
-                        reading = json.loads(payload)
-                        totals[reading["sensor"]].append(reading["value"])
-                    read_count += len(chunk)
+            # An ephemeral read of the leaf's stream through the hub, from first_seq; its consumer is deleted after.
+            messages = hook.aconsume(
+                LEAF_STREAM, start_seq=first, batch=min(1000, last - first + 1), max_wait=2,
+                all_header_values=False, stop_when_empty=True,
+            )  # fmt: skip
+            async with contextlib.aclosing(messages):
+                async for message in messages:
+                    if message.sequence > last:
+                        break
+                    reading = json.loads(message.payload)
+                    totals[reading["sensor"]].append(reading["value"])
+                    read_count += 1
+                    if message.sequence == last:
+                        break
             return read_count
 
         count = hook.run(read())

@@ -7,9 +7,10 @@ Every method takes ``domain`` / ``api_prefix`` (default: the hook's, else the co
 its arguments before anything is sent, and uses the one shared NATS connection of its event loop.
 Refusals raise the errors of :mod:`airflow_provider_jetstream.core.errors`.
 
-One class in four layers, one module each: connections (:mod:`~airflow_provider_jetstream.hooks.base`),
+One class in five layers, one module each: connections (:mod:`~airflow_provider_jetstream.hooks.base`),
 declaring streams, consumers and buckets (:mod:`~airflow_provider_jetstream.hooks.streams`), object stores
-(:mod:`~airflow_provider_jetstream.hooks.objects`), and here the status checks, KV and publishing.
+(:mod:`~airflow_provider_jetstream.hooks.objects`), fetching and consuming messages
+(:mod:`~airflow_provider_jetstream.hooks.messages`), and here the status checks, KV and publishing.
 """
 
 from __future__ import annotations
@@ -41,17 +42,19 @@ from airflow_provider_jetstream.core.status.consumer_lag import ConsumerLagCheck
 from airflow_provider_jetstream.core.status.kv_key import KeyCheck, judge_entry
 from airflow_provider_jetstream.core.status.replication import ReplicationCheck, ReplicationWatch, check_replication
 from airflow_provider_jetstream.hooks.base import blocking, checked
-from airflow_provider_jetstream.hooks.objects import JetStreamObjectsHook
+from airflow_provider_jetstream.hooks.messages import JetStreamMessagesHook
 from airflow_provider_jetstream.hooks.streams import Logger
 
 
-class JetStreamHook(JetStreamObjectsHook):
+class JetStreamHook(JetStreamMessagesHook):
     """NATS JetStream in any domain, from a ``jetstream`` connection: connections (see
     :class:`~airflow_provider_jetstream.hooks.base.JetStreamBaseHook`) and, sync and async, what
     the operators and sensors do: ``ensure_stream`` / ``ensure_consumer`` / ``ensure_key_value``,
     ``stream_info``, ``replication_status``, ``retention_headroom``, ``consumer_lag``, ``kv_get`` / ``kv_put`` /
     ``kv_delete``, ``publish``, and object stores: ``ensure_object_store``, ``put_object`` /
-    ``get_object`` / ``object_info`` / ``list_objects`` / ``delete_object`` / ``check_object``, ``awatch_objects``.
+    ``get_object`` / ``object_info`` / ``list_objects`` / ``delete_object`` / ``check_object``, ``awatch_objects``,
+    and messages: ``fetch`` (a batch) and ``consume`` (batch after batch), each message with ``ack()`` /
+    ``nak(delay)`` / ``term()`` / ``in_progress()``.
 
     :param jetstream_conn_id: Airflow connection id. Default ``jetstream_default``.
     :param domain: JetStream domain to address (``$JS.<domain>.API``). Default: the connection's.

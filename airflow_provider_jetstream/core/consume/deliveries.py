@@ -1,15 +1,39 @@
-"""One JetStream delivery as plain data, its ticket until it is settled, and the JSON payload of its event."""
+"""One JetStream delivery: its data, its settle actions (ack, nak, term, in progress), its ticket until it is
+settled, and the JSON payload of its event."""
 
 from __future__ import annotations
 
 import base64
 import datetime
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from airflow_provider_jetstream.core.errors import JetStreamConfigError
+from airflow_provider_jetstream.core.sync import run_sync
+
 #: How a payload may be decoded: ``auto`` tries JSON, then UTF-8 text, then base64.
 DECODINGS = ("auto", "json", "text", "base64")
+
+
+#: Sends one settle body (``+ACK``, ``-NAK``...) to a delivery's ack reply subject, and flushes it.
+Send = Callable[[str, bytes], Awaitable[None]]
+
+
+class AckHandle:
+    """Where a delivery's verdict goes (its ack reply subject, and how to send there) and the verdict sent.
+
+    A message is settled once: the first ``ack``, ``nak`` or ``term`` is sent, any later one is not
+    (``in_progress`` may be sent any number of times before). ``send`` may be any connection of the
+    account (an ack is a plain message to the reply subject).
+    """
+
+    def __init__(self, reply: str, send: Send) -> None:
+        self.reply = reply
+        self.send = send
+        #: ``ack``, ``nak`` or ``term`` once settled; None before.
+        self.verdict: str | None = None
 
 
 @dataclass(frozen=True)
@@ -18,6 +42,11 @@ class Delivery:
 
     ``headers`` maps each header name to all of its values, in order; None when the message has none.
     ``timestamp_ns`` is when the stream stored the message (ns since the epoch, UTC).
+
+    A message of a durable consumer (fetched with ``JetStreamHook.fetch`` / ``consume``) can be settled:
+    ``ack()``, ``nak(delay)``, ``term()`` and ``in_progress()`` (``aack()``... from async code), each at most
+    once (:class:`AckHandle`). A message read without a durable consumer has nothing to settle
+    (``ackable`` False): those raise :class:`JetStreamConfigError`.
     """
 
     stream: str
@@ -31,12 +60,83 @@ class Delivery:
     domain: str | None = None
     pending: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    handle: AckHandle | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def time(self) -> datetime.datetime:
+        """When the stream stored the message, as a UTC datetime (microsecond precision)."""
+        return datetime.datetime.fromtimestamp(self.timestamp_ns / 1e9, tz=datetime.timezone.utc)
+
+    @property
+    def payload(self) -> bytes:
+        """The message's payload (``data``)."""
+        return self.data
+
+    @property
+    def ackable(self) -> bool:
+        """Whether the message can be settled (delivered by a durable consumer that takes acks)."""
+        return self.handle is not None
+
+    @property
+    def verdict(self) -> str | None:
+        """``ack``, ``nak`` or ``term`` once this process settled it; None before (or when not ackable)."""
+        return self.handle.verdict if self.handle is not None else None
+
+    async def _settle(self, verdict: str | None, body: bytes) -> bool:
+        handle = self.handle
+        if handle is None:
+            raise JetStreamConfigError(
+                f"message {self.sequence} of stream {self.stream!r} was read without a durable consumer that "
+                "takes acks: there is nothing to settle (name a consumer with ack_policy explicit or all)"
+            )
+        if handle.verdict is not None:
+            return False  # settled already: never a second ack (or a nak after an ack)
+        if verdict is not None:
+            handle.verdict = verdict
+        await handle.send(handle.reply, body)
+        return True
+
+    async def aack(self) -> bool:
+        """Acknowledge the message: processed, never delivered again. False (nothing sent) if it was settled."""
+        return await self._settle("ack", b"+ACK")
+
+    async def anak(self, delay: float | None = None) -> bool:
+        """Negative acknowledgement: deliver it again, after ``delay`` seconds (default None: at once, or
+        per the consumer's ``backoff``). False (nothing sent) if it was settled."""
+        body = b"-NAK" if not delay else b"-NAK " + json.dumps({"delay": int(delay * 1e9)}).encode()
+        return await self._settle("nak", body)
+
+    async def aterm(self) -> bool:
+        """Terminate it: never delivered again, not processed (dead-letter it first if it must be kept).
+        False (nothing sent) if it was settled."""
+        return await self._settle("term", b"+TERM")
+
+    async def ain_progress(self) -> bool:
+        """Work in progress: the consumer's ``ack_wait`` starts again. False (nothing sent) once settled."""
+        if self.handle is not None and self.handle.verdict is not None:
+            return False
+        return await self._settle(None, b"+WPI")
+
+    def ack(self) -> bool:
+        """Blocking form of :meth:`aack` (one connection for the one message: settle many from async code)."""
+        return run_sync(self.aack())
+
+    def nak(self, delay: float | None = None) -> bool:
+        """Blocking form of :meth:`anak`."""
+        return run_sync(self.anak(delay))
+
+    def term(self) -> bool:
+        """Blocking form of :meth:`aterm`."""
+        return run_sync(self.aterm())
+
+    def in_progress(self) -> bool:
+        """Blocking form of :meth:`ain_progress`."""
+        return run_sync(self.ain_progress())
 
     @property
     def timestamp(self) -> str:
         """``timestamp_ns`` as an ISO-8601 UTC string (microsecond precision)."""
-        moment = datetime.datetime.fromtimestamp(self.timestamp_ns / 1e9, tz=datetime.timezone.utc)
-        return moment.isoformat()
+        return self.time.isoformat()
 
     def header(self, name: str) -> str | None:
         """The last value of header ``name`` (NATS header names are case-sensitive), or None."""

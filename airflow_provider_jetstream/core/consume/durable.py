@@ -18,7 +18,8 @@ from nats.aio.msg import Msg
 
 from airflow_provider_jetstream.core.api import Backoff, JetStreamApi, domain_of
 from airflow_provider_jetstream.core.consume.ack_floor import AckFloor
-from airflow_provider_jetstream.core.consume.deliveries import Delivery, Settlement, Ticket
+from airflow_provider_jetstream.core.consume.deliveries import Settlement, Ticket
+from airflow_provider_jetstream.core.consume.fetch import delivery_of, stored_headers
 from airflow_provider_jetstream.core.errors import (
     JetStreamConfigError,
     JetStreamDomainUnavailableError,
@@ -33,7 +34,6 @@ from airflow_provider_jetstream.core.protocol import (
     REQUEST_DONE,
     RESUME,
     PullStatus,
-    headers_from_api,
     parse_ack_reply,
 )
 from airflow_provider_jetstream.core.read.identity import same_stream, stream_identity
@@ -338,18 +338,7 @@ class DurablePuller:
             headers = {k: [v] for k, v in msg.headers.items()}
             if self.all_header_values:
                 headers = await self._all_header_values(meta.sequence) or headers
-        delivery = Delivery(
-            stream=self.stream,
-            consumer=self.consumer,
-            subject=msg.subject,
-            sequence=meta.sequence,
-            delivered=meta.delivered,
-            timestamp_ns=meta.timestamp_ns,
-            data=msg.data,
-            headers=headers,
-            domain=self.domain,
-            pending=meta.pending,
-        )
+        delivery = delivery_of(msg, meta, self.stream, self.consumer, self.domain, headers)
         ticket = Ticket(meta.sequence, msg.reply, meta.delivered, delivery, meta.consumer_sequence)
         self.in_flight[meta.sequence] = ticket
         return ticket
@@ -401,13 +390,10 @@ class DurablePuller:
         )
 
     async def _all_header_values(self, sequence: int) -> dict[str, list[str]] | None:
-        try:
-            stored = await self.api.msg(self.stream, sequence)
-        except (JetStreamError, nats.errors.Error) as err:
-            log.warning("%s: cannot read repeated header values (%s); keeping the last value of each", self.stream, err)
+        headers = await stored_headers(self.api, self.stream, sequence)
+        if headers is None:
             self.all_header_values = False
-            return None
-        return headers_from_api(stored) if stored else None
+        return headers
 
     # -- settling ---------------------------------------------------------------------------
 

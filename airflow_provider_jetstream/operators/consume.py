@@ -1,0 +1,294 @@
+"""``JetStreamConsumeOperator``: a durable pull consumer's messages through a function, each acked once processed.
+
+At-least-once, and never an ack before the work: each message is acked only after ``apply_function``
+returned for it (or ``apply_function_batch`` for its batch). A function that raises naks the message with
+a growing delay (it comes back), or, for an exception class named in ``term_on``, terminates it after
+copying it to ``dead_letter_stream``. A task killed between processing and ack leaves the message unacked:
+the consumer delivers it again after its ``ack_wait``, to the retry, which processes it again and acks it
+once. One batch (``max_batch_size``) is held at a time; while the function runs (in a worker thread), the
+batch's unsettled messages are kept alive with ``+WPI`` every third of the consumer's ``ack_wait``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from airflow_provider_jetstream.core.arguments import Args
+from airflow_provider_jetstream.core.consume.dead_letter import dead_letter
+from airflow_provider_jetstream.core.consume.deliveries import Delivery
+from airflow_provider_jetstream.core.consume.fetch import ReadingConsumer, fetch_batch
+from airflow_provider_jetstream.core.errors import JetStreamConfigError
+from airflow_provider_jetstream.core.signatures.consume import CONSUME, CONSUME_OPERATOR
+from airflow_provider_jetstream.core.signatures.shared import OPERATOR
+from airflow_provider_jetstream.operators.base import JetStreamBaseOperator
+
+__all__ = ["JetStreamConsumeOperator"]
+
+#: The hook's consume arguments the operator takes (it pulls batch after batch itself).
+_READ = CONSUME.without("batch", "stop_when_empty")
+
+
+def resolve(target: Any, field: str) -> Any:
+    """A callable or class given as itself or as its dotted path (``package.module.name``), imported now."""
+    if not isinstance(target, str):
+        return target
+    module, _, name = target.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as err:
+        raise JetStreamConfigError(f"{field}={target!r} cannot be imported: {err}") from None
+
+
+class JetStreamConsumeOperator(JetStreamBaseOperator):
+    """Consume up to ``max_messages`` messages and apply a function to each (or each batch), acking each only
+    after the function returned for it.
+
+    :param stream: the stream. :param consumer: a durable pull consumer the DAG declared
+        (``JetStreamCreateConsumerOperator``; ``ack_policy`` ``explicit`` or ``all``), never created here.
+        Default None: an ephemeral read of the stream (``filter_subject``, from ``start_seq`` or
+        ``start_time``) that acks nothing: a function that raises then fails the task, unless ``term_on``.
+    :param apply_function: called as ``apply_function(message, *apply_function_args, **apply_function_kwargs)``
+        for each message (a :class:`~airflow_provider_jetstream.core.consume.deliveries.Delivery`: ``subject``,
+        ``sequence``, ``time``, ``headers``, ``payload``...); a callable or an importable dotted path.
+    :param apply_function_batch: instead, called with each batch (a list of messages); the whole batch is
+        acked, nak'd or terminated together.
+    :param max_messages: messages at most per run. Default 1000.
+    :param max_batch_size: messages per pull, the most held in memory. Default 100.
+    :param max_wait: seconds a pull waits for its batch; a batch that came short ends the run (nothing left).
+        Default 5.
+    :param term_on: exception classes (or dotted paths) that terminate a message instead of a nak: input that
+        will never succeed. Default None: every exception naks.
+    :param dead_letter_stream: a stream that keeps a copy of each terminated message (headers
+        ``Airflow-DLQ-Reason``, ``-Stream``, ``-Sequence``...), on ``dead_letter_subject`` (default
+        ``<dead_letter_stream>.<stream>.<consumer>``), deduplicated by ``Nats-Msg-Id``.
+    :param nak_delay: the first redelivery delay after an exception; doubles per delivery up to
+        ``nak_max_delay``. Defaults 1 and 60 seconds.
+    :param return_results: put the function's results (JSON-able) in the XCom under ``results``. Default False.
+    :param max_xcom_bytes: the results' JSON size at most. Default 48 KiB. Beyond it, ``results_overflow``
+        ``fail`` (default) naks the message whose result does not fit (it comes back) and fails the task;
+        ``trim`` keeps the results that fit and counts the others in ``results_trimmed``.
+
+    XCom: ``{"stream", "consumer", "domain", "processed", "acked", "nakd", "termed", "dead_lettered",
+    "first_sequence", "last_sequence", "batches"}`` (and ``results``, ``results_trimmed``).
+    """
+
+    arguments: Args = OPERATOR + _READ + CONSUME_OPERATOR
+    template_fields: Sequence[str] = arguments.template_fields()
+
+    def __init__(
+        self,
+        *,
+        stream: str,
+        consumer: str | None = None,
+        apply_function: Callable[..., Any] | str | None = None,
+        apply_function_batch: Callable[..., Any] | str | None = None,
+        apply_function_args: list[Any] | None = None,
+        apply_function_kwargs: dict[str, Any] | None = None,
+        filter_subject: str | None = None,
+        start_seq: int | None = None,
+        start_time: str | None = None,
+        max_messages: int = 1000,
+        max_batch_size: int = 100,
+        max_wait: float = 5.0,
+        term_on: list[Any] | None = None,
+        dead_letter_stream: str | None = None,
+        dead_letter_subject: str | None = None,
+        nak_delay: float = 1.0,
+        nak_max_delay: float = 60.0,
+        return_results: bool = False,
+        max_xcom_bytes: int = 49152,
+        results_overflow: str = "fail",
+        all_header_values: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.stream, self.consumer = stream, consumer
+        self.apply_function, self.apply_function_batch = apply_function, apply_function_batch
+        self.apply_function_args, self.apply_function_kwargs = apply_function_args, apply_function_kwargs
+        self.filter_subject, self.start_seq, self.start_time = filter_subject, start_seq, start_time
+        self.max_messages, self.max_batch_size, self.max_wait = max_messages, max_batch_size, max_wait
+        self.term_on, self.dead_letter_stream, self.dead_letter_subject = (
+            term_on,
+            dead_letter_stream,
+            dead_letter_subject,
+        )
+        self.nak_delay, self.nak_max_delay = nak_delay, nak_max_delay
+        self.return_results, self.max_xcom_bytes, self.results_overflow = (
+            return_results,
+            max_xcom_bytes,
+            results_overflow,
+        )
+        self.all_header_values = all_header_values
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        args = self.checked_arguments()
+        hook = self.get_hook()
+        return hook.run(_Run(self, args, hook).run())
+
+
+class _Run:
+    """One run of the operator: its arguments, the function, the tally."""
+
+    def __init__(self, operator: JetStreamConsumeOperator, args: dict[str, Any], hook: Any) -> None:
+        self.log = operator.log
+        self.args, self.hook = args, hook
+        per_batch = args["apply_function_batch"] is not None
+        self.per_batch = per_batch
+        self.function = resolve(args["apply_function_batch" if per_batch else "apply_function"], "apply_function")
+        self.extra_args = list(args["apply_function_args"] or [])
+        self.extra_kwargs = dict(args["apply_function_kwargs"] or {})
+        self.term_on = tuple(resolve(item, "term_on") for item in args["term_on"] or [])
+        self.summary: dict[str, Any] = dict.fromkeys(("processed", "acked", "nakd", "termed", "dead_lettered"), 0)
+        self.summary.update(stream=args["stream"], consumer=args["consumer"], domain=None, batches=0)
+        self.summary.update(first_sequence=None, last_sequence=None)
+        self.results: list[Any] = []
+        self.results_bytes = 2
+        self.overflow: str | None = None
+
+    async def run(self) -> dict[str, Any]:
+        args = self.args
+        where = (None, None, args["request_timeout"])
+        reading_args = (args["stream"], args["consumer"], args["filter_subject"], args["start_seq"], args["start_time"])
+        async with self.hook.areading(*reading_args, where) as (api, reading):
+            if args["consumer"] is not None and not reading.ackable:
+                raise JetStreamConfigError(
+                    f"consumer {reading.name!r} on stream {args['stream']!r} has ack_policy none: nothing it "
+                    "delivers can be acked after processing; declare it with ack_policy explicit"
+                )
+            self.api, self.reading = api, reading
+            while self.summary["processed"] < args["max_messages"] and self.overflow != "fail":
+                want = min(args["max_batch_size"], args["max_messages"] - self.summary["processed"])
+                batch = await fetch_batch(
+                    api,
+                    args["stream"],
+                    reading,
+                    batch=want,
+                    max_wait=args["max_wait"],
+                    all_header_values=args["all_header_values"],
+                )
+                if batch:
+                    await self._process(batch, reading)
+                if len(batch) < want:
+                    break  # it waited max_wait for more: nothing left now
+        if self.overflow == "fail":
+            raise JetStreamConfigError(self._overflow_text())
+        return self._xcom()
+
+    async def _process(self, batch: list[Delivery], reading: ReadingConsumer) -> None:
+        summary = self.summary
+        summary["batches"] += 1
+        summary["domain"] = batch[0].domain
+        if summary["first_sequence"] is None:
+            summary["first_sequence"] = batch[0].sequence
+        summary["last_sequence"] = batch[-1].sequence
+        renewer = asyncio.create_task(self._keep_alive(batch, reading.ack_wait)) if reading.ackable else None
+        try:
+            if self.per_batch:
+                await self._apply(batch, batch)
+            else:
+                for message in batch:
+                    if self.overflow == "fail":
+                        break
+                    await self._apply([message], message)
+        finally:
+            if renewer is not None:
+                renewer.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await renewer
+            # What this run did not settle (a failure, an overflow) comes back at once, to the retry.
+            for message in batch:
+                if message.ackable and message.verdict is None:
+                    with contextlib.suppress(Exception):
+                        await message.anak()
+
+    async def _apply(self, messages: list[Delivery], argument: Any) -> None:
+        self.summary["processed"] += len(messages)
+        try:
+            result = await asyncio.to_thread(self.function, argument, *self.extra_args, **self.extra_kwargs)
+        except Exception as err:
+            await self._failed(messages, err)
+            return
+        if not self._keep(result):
+            return  # does not fit the XCom: not acked (fail), it comes back
+        for message in messages:
+            if message.ackable and await message.aack():
+                self.summary["acked"] += 1
+
+    async def _failed(self, messages: list[Delivery], err: Exception) -> None:
+        first = messages[0]
+        what = f"message {first.sequence}" if len(messages) == 1 else f"batch {first.sequence}..{messages[-1].sequence}"
+        reason = f"{type(err).__name__}: {err}"[:300]
+        if self.term_on and isinstance(err, self.term_on):
+            self.log.warning("%s of %r: %s; terminating it", what, first.stream, type(err).__name__)
+            for message in messages:
+                if self.args["dead_letter_stream"]:
+                    await self._dead_letter(message, reason)
+                if message.ackable and await message.aterm():
+                    self.summary["termed"] += 1
+            return
+        if not first.ackable:
+            raise err  # an ephemeral read: nothing would bring it back
+        self.log.warning("%s of %r failed (%s); it is delivered again later", what, first.stream, type(err).__name__)
+        for message in messages:
+            delay = min(self.args["nak_max_delay"], self.args["nak_delay"] * 2 ** max(0, message.delivered - 1))
+            if await message.anak(delay):
+                self.summary["nakd"] += 1
+
+    async def _dead_letter(self, message: Delivery, reason: str) -> None:
+        stream = self.args["dead_letter_stream"]
+        subject = self.args["dead_letter_subject"] or f"{stream}.{message.stream}.{self.reading.name}"
+        await dead_letter(self.api.nc, message, dead_letter_stream=stream, subject=subject, reason=reason)
+        self.summary["dead_lettered"] += 1
+
+    def _keep(self, result: Any) -> bool:
+        """Record the function's result for the XCom; False when it does not fit and the run must fail."""
+        if not self.args["return_results"]:
+            return True
+        size = len(json.dumps(result, default=str)) + 1
+        if self.results_bytes + size <= self.args["max_xcom_bytes"] and self.overflow is None:
+            self.results.append(result)
+            self.results_bytes += size
+            return True
+        if self.args["results_overflow"] == "trim":
+            self.overflow = self.overflow or "trim"
+            self.summary["results_trimmed"] = self.summary.get("results_trimmed", 0) + 1
+            return True
+        self.overflow = "fail"
+        return False
+
+    def _overflow_text(self) -> str:
+        return (
+            f"the function's results exceed max_xcom_bytes={self.args['max_xcom_bytes']} after "
+            f"{len(self.results)} results: the message whose result did not fit was not acked (it is delivered "
+            "again); raise max_xcom_bytes, set results_overflow='trim', or return smaller results"
+        )
+
+    async def _keep_alive(self, batch: list[Delivery], ack_wait: float | None) -> None:
+        period = max(0.5, (ack_wait or 30.0) / 3)
+        while True:
+            await asyncio.sleep(period)
+            for message in batch:
+                if message.verdict is None:
+                    with contextlib.suppress(Exception):
+                        await message.ain_progress()
+
+    def _xcom(self) -> dict[str, Any]:
+        out = dict(self.summary)
+        if self.args["return_results"]:
+            out["results"] = self.results
+        self.log.info(
+            "consumed %r: %d processed, %d acked, %d nak'd, %d terminated, sequences %s..%s",
+            out["stream"],
+            out["processed"],
+            out["acked"],
+            out["nakd"],
+            out["termed"],
+            out["first_sequence"],
+            out["last_sequence"],
+        )
+        return out

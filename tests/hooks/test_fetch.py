@@ -1,0 +1,113 @@
+"""JetStreamHook.fetch / consume on a hub and a leaf: every header value, settle actions, ephemeral reads."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from airflow_provider_jetstream.core.errors import JetStreamConfigError, JetStreamNotFoundError, SpecErrors
+from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
+from airflow_provider_jetstream.testing.servers import USERS
+from tests.support.management import uid
+from tests.support.natsutil import publish_raw_headers
+from tests.support.waiting import wait_until
+
+
+def consumer_info(raw, domain: str, stream: str, consumer: str) -> dict:
+    return raw.api(domain, f"CONSUMER.INFO.{stream}.{consumer}")
+
+
+def declare(raw, domain: str, stream: str, consumer: str, **config) -> None:
+    body = {"stream_name": stream, "config": {"durable_name": consumer, "ack_policy": "explicit", **config}}
+    reply = raw.api(domain, f"CONSUMER.CREATE.{stream}.{consumer}", body)
+    assert "error" not in reply, reply
+
+
+def test_fetch_a_leaf_stream_through_the_hub_with_every_header_value(hub_conn, hub_leaf, raw) -> None:
+    name = uid("fetch")
+    raw.create("leaf", {"name": name, "subjects": [f"{name}.>"]})
+    raw.publish(f"{name}.a", [b"one", b"two", b"three"], server="leaf")
+    leaf = hub_leaf.leaves["leaf"]
+    user, password = USERS["ACC"]
+    publish_raw_headers(
+        "127.0.0.1", leaf.port, user, password, f"{name}.h", [("X-Tag", "red"), ("X-Tag", "blue")], b"four"
+    )
+    hook = JetStreamHook(hub_conn, domain="leaf")
+
+    messages = hook.fetch(name, batch=10, max_wait=1)
+    assert [(m.subject, m.sequence, m.payload) for m in messages] == [
+        (f"{name}.a", 1, b"one"),
+        (f"{name}.a", 2, b"two"),
+        (f"{name}.a", 3, b"three"),
+        (f"{name}.h", 4, b"four"),
+    ]
+    assert messages[3].headers == {"X-Tag": ["red", "blue"]}
+    assert messages[0].time.tzinfo is not None and messages[0].domain == "leaf"
+    # An ephemeral read has nothing to settle, and leaves no consumer behind.
+    assert not messages[0].ackable
+    with pytest.raises(JetStreamConfigError, match="nothing to settle"):
+        messages[0].ack()
+    assert raw.api("leaf", f"STREAM.INFO.{name}")["state"]["consumer_count"] == 0
+    # From a sequence, only a subject.
+    later = hook.fetch(name, batch=10, max_wait=0.5, start_seq=2, filter_subject=f"{name}.a")
+    assert [m.sequence for m in later] == [2, 3]
+
+
+def test_durable_fetch_settles_each_message_once(hub_conn, raw) -> None:
+    name = uid("dfetch")
+    raw.create("hub", {"name": name, "subjects": [f"{name}.>"]})
+    raw.publish(f"{name}.x", [str(i).encode() for i in range(5)])
+    declare(raw, "hub", name, "work", ack_wait=30_000_000_000)
+    hook = JetStreamHook(hub_conn, domain="hub")
+
+    first = hook.fetch(name, "work", batch=3, max_wait=1)
+    assert [m.sequence for m in first] == [1, 2, 3] and all(m.ackable for m in first)
+    assert first[0].in_progress() and first[0].ack()
+    assert not first[0].ack() and not first[0].nak()  # settled once: nothing more is sent
+    assert first[1].term() and first[1].verdict == "term"
+    assert first[2].nak() and first[2].verdict == "nak"
+
+    # The nak'd message comes back (delivered twice); the acked and terminated ones never do.
+    async def rest() -> list[tuple[int, int]]:
+        got = []
+        async with hook.aconnect():
+            async for message in hook.aconsume(name, "work", batch=10, max_wait=0.5, stop_when_empty=True):
+                got.append((message.sequence, message.delivered))
+                await message.aack()
+        return got
+
+    assert sorted(asyncio.run(rest())) == [(3, 2), (4, 1), (5, 1)]
+    info = consumer_info(raw, "hub", name, "work")
+    assert info["num_pending"] == 0 and info["num_ack_pending"] == 0 and info["ack_floor"]["stream_seq"] == 5
+
+
+def test_nak_with_a_delay_holds_the_message_back(hub_conn, raw) -> None:
+    name = uid("nakd")
+    raw.create("hub", {"name": name, "subjects": [name]})
+    raw.publish(name, [b"x"])
+    declare(raw, "hub", name, "work")
+    hook = JetStreamHook(hub_conn, domain="hub")
+    (message,) = hook.fetch(name, "work", batch=1, max_wait=1)
+    assert message.nak(delay=3)
+    assert hook.fetch(name, "work", batch=1, max_wait=0.5) == []  # held back for its delay
+    again = wait_until(lambda: hook.fetch(name, "work", batch=1, max_wait=1), bool, 30, "the redelivery")
+    assert again[0].sequence == 1 and again[0].delivered == 2
+
+
+def test_durable_fetch_refuses_what_the_dag_did_not_declare(hub_conn, raw) -> None:
+    name = uid("refuse")
+    raw.create("hub", {"name": name, "subjects": [f"{name}.>"]})
+    hook = JetStreamHook(hub_conn, domain="hub")
+    with pytest.raises(JetStreamNotFoundError, match="does not exist: declare it first"):
+        hook.fetch(name, "undeclared", batch=1, max_wait=0.2)
+    assert raw.api("hub", f"STREAM.INFO.{name}")["state"]["consumer_count"] == 0  # never created silently
+    declare(raw, "hub", name, "narrow", filter_subject=f"{name}.a")
+    with pytest.raises(JetStreamConfigError, match=r"not '.*\.b'"):
+        hook.fetch(name, "narrow", batch=1, max_wait=0.2, filter_subject=f"{name}.b")
+    with pytest.raises(SpecErrors) as refused:
+        hook.fetch(name, "", batch=0, max_wait=0.2, start_seq=3)
+    text = str(refused.value)
+    assert "consumer=''" in text and "batch=0" in text
+    with pytest.raises(SpecErrors, match="start_seq=3 is not allowed: only without a consumer"):
+        hook.fetch(name, "narrow", batch=1, start_seq=3)
