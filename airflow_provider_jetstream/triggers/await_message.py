@@ -136,6 +136,10 @@ class JetStreamAwaitMessageTrigger(JetStreamWaitTrigger):
         if self.matcher is None:
             assert self.api is not None, "check() runs inside run() or the sensor's look"
             self.matcher = self.make_matcher(self.api)
+            self.log.info(
+                "%s in %s: looking for the first message %s matches (ack=%s)",
+                self.what, self.api.target, self.apply_function, self.ack,
+            )  # fmt: skip
         try:
             result = await self.matcher.look(self.max_wait)
         finally:
@@ -167,6 +171,7 @@ class JetStreamAwaitMessageTrigger(JetStreamWaitTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         hook = self.new_hook()
+        self.log.info("%s: waiting in the triggerer", self.what)
         async with contextlib.AsyncExitStack() as stack:
             try:
                 self.api = await stack.enter_async_context(hook.aapi())
