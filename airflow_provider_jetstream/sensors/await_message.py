@@ -8,9 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_provider_jetstream.core.arguments import Args
 from airflow_provider_jetstream.core.consume.matching import ack_match, task_consumer_name
-from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.core.signatures.waits import AWAIT_MESSAGE, SENSOR
-from airflow_provider_jetstream.core.status.waiting import WaitOutcome
 from airflow_provider_jetstream.sensors.base import BaseJetStreamSensor
 from airflow_provider_jetstream.triggers.await_message import JetStreamAwaitMessageTrigger
 
@@ -117,18 +115,6 @@ class JetStreamAwaitMessageSensor(BaseJetStreamSensor):
             task_consumer=self.task_consumer(),
             state=dict(self._state),
         )
-
-    def step(self) -> WaitOutcome:
-        """One look in the worker (the function runs here), with a consumer pull of its own, closed after it."""
-        try:
-            self.checked_arguments()
-            hook = self.make_hook()
-            trigger = self.trigger()
-        except JetStreamConfigError as err:
-            self.fail(str(err))
-        outcome = hook.run(trigger.look_once(hook))
-        self._state = trigger.state
-        return outcome
 
     def execute(self, context: Context) -> Any:
         ti = context.get("ti") if hasattr(context, "get") else None

@@ -19,7 +19,7 @@ from airflow.triggers.base import TriggerEvent
 from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.consume.matching import MAX_REMEMBERED, LookResult, MessageMatcher, load_function
 from airflow_provider_jetstream.core.signatures.waits import AWAIT_MESSAGE_TRIGGER
-from airflow_provider_jetstream.core.status.waiting import DONE, failure_of
+from airflow_provider_jetstream.core.status.waiting import DONE, WaitOutcome, failure_of
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.triggers.base import JetStreamWaitTrigger
 
@@ -158,7 +158,7 @@ class JetStreamAwaitMessageTrigger(JetStreamWaitTrigger):
         if matcher.left:
             self.state["left"] = list(matcher.left)[-MAX_REMEMBERED:]
 
-    async def look_once(self, hook: JetStreamHook) -> Any:
+    async def poke_step(self, hook: JetStreamHook) -> WaitOutcome:
         """One step of the wait with a matcher of its own, closed after it (the sensor's poke)."""
         async with hook.aapi() as api:
             self.api = api

@@ -29,7 +29,7 @@ from nats.aio.client import Client
 
 from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.arguments.values import check_json
-from airflow_provider_jetstream.core.consume.deliveries import Delivery, Ticket
+from airflow_provider_jetstream.core.consume.deliveries import Delivery, Ticket, delivery_payload
 from airflow_provider_jetstream.core.consume.durable import DurablePuller, ensure_consumer
 from airflow_provider_jetstream.core.errors import (
     JetStreamConfigError,
@@ -70,19 +70,12 @@ def load_function(path: str, field: str = "apply_function") -> Callable[..., Any
 
 
 def match_xcom(value: Any, delivery: Delivery) -> dict[str, Any]:
-    """What the sensor returns: the function's ``value`` and the matching message's metadata."""
-    return {
-        "value": value,
-        "stream": delivery.stream,
-        "domain": delivery.domain,
-        "consumer": delivery.consumer,
-        "subject": delivery.subject,
-        "sequence": delivery.sequence,
-        "timestamp": delivery.timestamp,
-        "timestamp_ns": delivery.timestamp_ns,
-        "delivered": delivery.delivered,
-        "headers": {k: list(v) for k, v in (delivery.headers or {}).items()},
-    }
+    """What the sensor returns: the function's ``value`` and the matching message's metadata (an event
+    payload's, without the payload)."""
+    metadata = delivery_payload(delivery, decode="base64", max_payload_bytes=0)
+    for key in ("encoding", "data", "size"):
+        metadata.pop(key)
+    return {"value": value, **metadata}
 
 
 @dataclass(frozen=True)
