@@ -151,7 +151,7 @@ class BaseJetStreamSensor(CheckedArguments, BaseSensorOperator, abc.ABC):
             trigger = self.trigger()
         except JetStreamConfigError as err:
             self.fail(str(err))
-        outcome = hook.run(trigger.step(hook))
+        outcome = hook.run(trigger.poke_step(hook))
         self._state = trigger.state
         return outcome
 

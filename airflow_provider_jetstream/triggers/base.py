@@ -121,6 +121,10 @@ class JetStreamWaitTrigger(BaseTrigger, abc.ABC):
             self.state["unreachable_since"] = self._unreachable.since
         return outcome
 
+    async def poke_step(self, hook: JetStreamHook) -> WaitOutcome:
+        """The sensor's poke: one :meth:`step` (a trigger that holds something across steps releases it after)."""
+        return await self.step(hook)
+
     async def wait(self, hook: JetStreamHook) -> WaitOutcome:
         """Check every :attr:`poll_interval` seconds until done or failed (what ``run()`` awaits)."""
         return await wait_until_final(lambda: self.step(hook), self.poll_interval)

@@ -281,6 +281,7 @@ ALLOWED_VALUES = (
 
 
 def _check_json(value: Any, path: str) -> None:
+    """Raise :class:`SpecError` naming the path of the first part of ``value`` that has no JSON form."""
     if value is None or isinstance(value, (str, bool, int)):
         return
     if isinstance(value, float):
@@ -298,6 +299,17 @@ def _check_json(value: Any, path: str) -> None:
             _check_json(item, f"{path}[{i}]")
         return
     raise SpecError(path, value, f"a {type(value).__name__} has no JSON form; use {ALLOWED_VALUES}")
+
+
+def json_map(value: Any, field: str) -> dict[str, Any]:
+    """A dict with string keys whose values have a JSON form (kwargs that travel to the triggerer)."""
+    if not isinstance(value, Mapping):
+        raise SpecError(field, value, "use a dict of keyword arguments with string keys, e.g. {'site': 'lyon'}")
+    _check_json(value, field)
+    return dict(value)
+
+
+check_json = _check_json
 
 
 def value_bytes(value: Any, field: str) -> bytes:

@@ -144,8 +144,9 @@ class Delivery:
         return values[-1] if values else None
 
 
-#: What became of one message: stored by every watcher, refused by one, not stored, nobody listening.
-Settlement = Literal["ack", "reject", "fail", "idle"]
+#: What became of one message: stored by every watcher, refused by one, not stored, nobody listening; or
+#: ``leave``: neither acked nor naked (the consumer delivers it again after its ack wait).
+Settlement = Literal["ack", "reject", "fail", "idle", "leave"]
 
 
 @dataclass

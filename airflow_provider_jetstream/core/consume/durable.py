@@ -406,7 +406,8 @@ class DurablePuller:
 
         ``ack`` → ``+ACK``; ``reject`` → ``+TERM`` (dead-lettering is the caller's, before this);
         ``fail`` → ``-NAK`` with the backoff delay; ``idle`` (nobody was listening) → ``-NAK`` with
-        ``idle_delay``. Raises if the connection is closed: the server then redelivers.
+        ``idle_delay``; ``leave`` → nothing (only forgotten here). Raises if the connection is closed: the
+        server then redelivers.
 
         With ``ack_all`` the naks go out at once, and stored or rejected messages wait for the
         floor: one ``+ACK`` (``+TERM`` when the message at the floor was rejected) covers them all.
@@ -422,6 +423,10 @@ class DurablePuller:
                         self.recently_acked.popitem(last=False)
                 elif verdict == "reject":
                     body = b"+TERM"
+                elif verdict == "leave":  # no reply at all: the server delivers it again after ack_wait
+                    self.counts[verdict] += 1
+                    self.in_flight.pop(ticket.sequence, None)
+                    continue
                 else:
                     body = self._nak(ticket, verdict)
                 await self.nc.publish(ticket.reply, body)

@@ -8,11 +8,14 @@ checks.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_provider_jetstream.core.arguments import DEFAULT, VALUE, Arg, Args
-from airflow_provider_jetstream.core.arguments.values import boolean, optional, seconds
+from airflow_provider_jetstream.core.arguments import DEFAULT, REFUSE, REQUIRED, VALUE, Arg, Args, Rule, exclusive
+from airflow_provider_jetstream.core.arguments.names import consumer_name, reading_filter
+from airflow_provider_jetstream.core.arguments.values import boolean, choice, integer, json_map, optional, seconds
+from airflow_provider_jetstream.core.consume.matching import ACK_MODES
 from airflow_provider_jetstream.core.errors import SpecError
 from airflow_provider_jetstream.core.signatures.operations import (
     CONSUMER_LAG,
@@ -26,6 +29,7 @@ from airflow_provider_jetstream.core.signatures.shared import (
     CONN_ID,
     DOMAIN,
     ONE_TARGET,
+    STREAM,
     UNREACHABLE_TIMEOUT,
 )
 
@@ -96,7 +100,103 @@ KEY_TRIGGER = (
     )
 )
 
+# -- the await-message sensor and trigger -----------------------------------------------------------
+
+_DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
+
+
+def dotted_path(value: Any, field: str) -> str:
+    """The dotted path of a function (``package.module.function``): the triggerer imports it by name."""
+    if not isinstance(value, str) or not _DOTTED.fullmatch(value):
+        raise SpecError(field, value, "use the importable dotted path of a function, e.g. 'my_dags.checks.is_ready'")
+    return value
+
+
+def _none_reads_alone(values: Mapping[str, Any], prefix: str) -> None:
+    if values.get("ack") == "none" and values.get("consumer"):
+        raise SpecError(
+            f"{prefix}consumer",
+            values["consumer"],
+            "with ack='none' the sensor reads with a consumer of its own from where it started (a durable consumer "
+            "would deliver every unacknowledged message again): leave consumer unset, or use ack='on_match'",
+        )
+
+
+#: What the await-message sensor and its trigger look for, and how they acknowledge it.
+AWAIT_MESSAGE = Args(
+    "await message",
+    {
+        "stream": STREAM,
+        "apply_function": Arg(
+            dotted_path, REQUIRED, REFUSE, "dotted path of the function that examines each message", templated=True
+        ),
+        "apply_function_kwargs": Arg(
+            optional(json_map),
+            None,
+            DEFAULT,
+            "keyword arguments of apply_function (JSON); default none",
+            templated=True,
+        ),
+        "consumer": Arg(
+            optional(consumer_name),
+            None,
+            REFUSE,
+            "the user's durable pull consumer (ack_policy explicit); default: the task's own, created",
+            templated=True,
+        ),
+        "filter_subject": Arg(
+            optional(reading_filter),
+            None,
+            REFUSE,
+            "subjects the task's own consumer delivers; default all",
+            templated=True,
+        ),
+        "ack": Arg(choice(ACK_MODES), "all_seen", VALUE, "all_seen (default), on_match or none", templated=True),
+        "deliver_policy": Arg(
+            choice(("new", "all", "last", "last_per_subject")),
+            "new",
+            VALUE,
+            "where the task's own consumer starts when it is created; default new",
+        ),
+        "ack_wait": Arg(seconds(), 60.0, VALUE, "the task's own consumer's ack wait in seconds; default 60"),
+        "max_wait": Arg(seconds(), 5.0, VALUE, "seconds one look (a poke) waits for messages; default 5"),
+    },
+    [
+        Rule(("ack", "consumer"), _none_reads_alone, "ack='none' reads with a consumer of its own"),
+        exclusive(
+            "consumer",
+            "filter_subject",
+            "the user's consumer delivers what its own filter says: give filter_subject only without consumer",
+        ),
+    ],
+)
+
+
+def _state_with_positions(value: Any, field: str) -> dict[str, Any]:
+    state = _state(value, field)
+    if state.get("start_sequence") is not None:
+        integer(1)(state["start_sequence"], f"{field}['start_sequence']")
+    return state
+
+
+#: ``JetStreamAwaitMessageTrigger``'s kwargs: the look, where, and the sensor's state (its pokes' positions).
+AWAIT_MESSAGE_TRIGGER = (
+    AWAIT_MESSAGE
+    + WAIT.without("state")
+    + Args(
+        "await trigger",
+        {
+            "task_consumer": Arg(
+                optional(consumer_name), None, DEFAULT, "the task's own consumer, created if missing; default none"
+            ),
+            "state": WAIT.args["state"].but(parse=optional(_state_with_positions)),
+        },
+    )
+).ruled(exclusive("consumer", "task_consumer", "the sensor passes one consumer: the user's or the task's own"))
+
 __all__ = [
+    "AWAIT_MESSAGE",
+    "AWAIT_MESSAGE_TRIGGER",
     "CONSUMER_LAG_TRIGGER",
     "HEADROOM_SENSOR",
     "KEY_TRIGGER",
