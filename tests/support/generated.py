@@ -206,6 +206,9 @@ def entries() -> list[Entry]:
 
 # -- baselines: valid values that act on the seeded objects of the leaf -----------------------------
 
+#: The await-message and consume entries' function: every message matches.
+MATCH_ANY = "tests.support.matchers.sequence_of"
+
 OPERATOR_BASE: dict[str, dict[str, Any]] = {
     "JetStreamCreateStreamOperator": {"stream": {"name": "fz_new", "subjects": ["leaf.fz.new.>"]}},
     "JetStreamCreateMirrorOperator": {"name": "fz_newmirror", "source_stream": "fz_origin", "source_domain": TARGET},
@@ -231,6 +234,19 @@ OPERATOR_BASE: dict[str, dict[str, Any]] = {
         "stream": "fz_target",
         "output_path": "/tmp/fz-out",
         "checkpoint_bucket": "fzckpt",
+    },
+    "JetStreamConsumeOperator": {
+        "stream": "fz_target",
+        "consumer": "fz_dur",
+        "apply_function": MATCH_ANY,
+        "max_messages": 2,
+        "max_wait": 1,
+    },
+    "JetStreamAwaitMessageSensor": {
+        "stream": "fz_target",
+        "apply_function": MATCH_ANY,
+        "deliver_policy": "all",
+        "max_wait": 1,
     },
     "JetStreamConsumerLagSensor": {
         "stream": "fz_target",
@@ -278,6 +294,8 @@ HOOK_BASE: dict[str, dict[str, Any]] = {
     "awatch_objects": {"bucket": "fzobj"},
     "apublish": {"subject": "leaf.fz.target.p", "messages": ["m1", "m2"], "msg_id": "fz-{index}"},
     "aprobe_domains": {"domains": [TARGET]},
+    "afetch": {"stream": "fz_target", "consumer": "fz_dur", "batch": 2, "max_wait": 1},
+    "aconsume": {"stream": "fz_target", "consumer": "fz_dur", "batch": 2, "max_wait": 1, "stop_when_empty": True},
 }
 #: Hook methods without a ``domain`` argument act where the hook does.
 HOOK_WITHOUT_TARGET = ("aprobe_domains", "JetStreamHook()")
@@ -294,6 +312,12 @@ TRIGGER_BASE: dict[str, dict[str, Any]] = {
     "JetStreamObjectTrigger": {"bucket": "fzobj", "name": "o1", "poll_interval": 1},
     "JetStreamMessageTrigger": {"stream": "fz_target", "consumer": "fz_evdur"},
     "JetStreamKeyValueEventTrigger": {"bucket": "fzkv", "consumer": "fz_kvdur"},
+    "JetStreamAwaitMessageTrigger": {
+        "stream": "fz_target",
+        "apply_function": MATCH_ANY,
+        "deliver_policy": "all",
+        "max_wait": 1,
+    },
 }
 
 
@@ -398,10 +422,10 @@ def _call_hook(entry: Entry, kw: dict[str, Any], world: FuzzWorld) -> Any:
     method = entry.target
     if method == "acheck_replication" and kw.get("watch") is None and "watch" in kw:
         kw["watch"] = replication_watch(REPLICATION.check({"stream": "fz_copy", "max_inactive": "1h"}))
-    if method == "awatch_objects":
+    if method in ("awatch_objects", "aconsume"):
 
         async def first_change() -> Any:
-            changes = hook.awatch_objects(**kw)
+            changes = getattr(hook, method)(**kw)
             try:
                 return await asyncio.wait_for(anext(changes), 5)
             except TimeoutError:

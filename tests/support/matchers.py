@@ -18,3 +18,8 @@ def done_for_site(message: Delivery, site: str = "lyon") -> dict[str, Any] | Non
     if body.get("status") == "done" and body.get("site") == site:
         return {"site": site, "batch": body.get("batch")}
     return None
+
+
+def sequence_of(message: Delivery) -> int:
+    """Every message matches; its sequence is the value (the generated-inputs harness's function)."""
+    return message.sequence
