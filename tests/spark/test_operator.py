@@ -10,6 +10,7 @@ import os
 import threading
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -66,16 +67,22 @@ def test_dag_runs_the_packaged_job_via_spark_submit_without_leaking_the_password
     asyncio.run(publish())
     conn_id = jetstream_conn(f"127.0.0.1:{server.port}", login="spark", password=password)
     output = tmp_path / "parquet"
-    stop, seen = threading.Event(), []
-    watcher = threading.Thread(target=_watch_command_lines, args=(stop, seen), daemon=True)
-    watcher.start()
-    try:
-        dag_run = dag.test(
-            run_conf={"conn_id": conn_id, "stream": stream, "output": str(output), "bucket": "spark_op_ckpt"}
-        )
-    finally:
-        stop.set()
-        watcher.join()
+
+    def run_watched() -> tuple[Any, list[str]]:
+        """One run of the DAG, and the command line of every process seen while it ran."""
+        stop, seen = threading.Event(), []
+        watcher = threading.Thread(target=_watch_command_lines, args=(stop, seen), daemon=True)
+        watcher.start()
+        try:
+            run = dag.test(
+                run_conf={"conn_id": conn_id, "stream": stream, "output": str(output), "bucket": "spark_op_ckpt"}
+            )
+        finally:
+            stop.set()
+            watcher.join()
+        return run, seen
+
+    dag_run, seen = run_watched()
     logs = caplog.text + "\n".join(capfd.readouterr())
     assert dag_run.state == "success", logs[-4000:]
 
@@ -103,16 +110,7 @@ def test_dag_runs_the_packaged_job_via_spark_submit_without_leaking_the_password
     assert result["directory"].endswith("seq_range=00000000000000000001-00000000000000000060")
 
     # Nothing new: the next run reads the checkpoint and the stream, and starts no Spark application.
-    stop, seen = threading.Event(), []
-    watcher = threading.Thread(target=_watch_command_lines, args=(stop, seen), daemon=True)
-    watcher.start()
-    try:
-        again = dag.test(
-            run_conf={"conn_id": conn_id, "stream": stream, "output": str(output), "bucket": "spark_op_ckpt"}
-        )
-    finally:
-        stop.set()
-        watcher.join()
+    again, seen = run_watched()
     assert again.state == "success"
     skipped = xcom(again, "copy_to_parquet")
     assert (skipped["skipped"], skipped["checkpoint"], skipped["stream_last_seq"], skipped["rows"]) == (True, 60, 60, 0)
