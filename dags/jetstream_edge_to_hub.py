@@ -226,9 +226,10 @@ with DAG(
         from airflow.sdk.exceptions import AirflowFailException
 
         from airflow_provider_jetstream.core.api import JetStreamApi
-        from airflow_provider_jetstream.core.arguments.names import domain_of
         from airflow_provider_jetstream.core.connection.fields import api_prefix_for
         from airflow_provider_jetstream.core.errors import JetStreamError
+        from airflow_provider_jetstream.core.status.origins import statuses_from_stream_info
+        from airflow_provider_jetstream.core.status.report import iso_utc
         from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 
         log = logging.getLogger("airflow.task")
@@ -247,33 +248,31 @@ with DAG(
 
         async def check() -> tuple[dict[str, str | None], dict[str, float]]:
             reasons = await hook.aprobe_domains(leaves, timeout=PROBE_TIMEOUT_SECONDS)
-            silent_for: dict[str, float] = {}
+            last_contact: dict[str, float] = {}
             if any(reasons.values()):
-                # The hub's last contact with each leaf's readings: when the leaf went away, if known.
+                # The hub's last contact with each leaf's readings: when the leaf went away, if known (the
+                # same instant the replication sensor's XCom gives for the same outage).
                 async with hook.aconnect() as nc:
                     try:
                         info = await JetStreamApi(nc, api_prefix_for(HUB_DOMAIN)).stream_info(AGGREGATE_STREAM)
                     except JetStreamError:
                         info = None
-                for source in (info or {}).get("sources") or []:
-                    leaf = domain_of(((source.get("external") or {}).get("api")) or None)
-                    active_ns = source.get("active")
-                    if leaf and isinstance(active_ns, int) and active_ns >= 0:
-                        silent_for[leaf] = active_ns / 1e9
-            return reasons, silent_for
+                for status in statuses_from_stream_info(info or {}):
+                    if status.domain and status.last_contact is not None:
+                        last_contact[status.domain] = status.last_contact
+            return reasons, last_contact
 
-        reasons, silent_for = hook.run(check())
+        reasons, last_contact = hook.run(check())
         unreachable = []
         for leaf, reason in reasons.items():
             if reason is None:
                 continue
-            since = checked_at - dt.timedelta(seconds=silent_for[leaf]) if leaf in silent_for else None
             record = {
                 "leaf": leaf,
                 "domain": leaf,
                 "api_prefix": api_prefix_for(leaf),
                 "reason": reason,
-                "since": since.isoformat(timespec="seconds") if since else None,
+                "since": iso_utc(last_contact.get(leaf)),
             }
             unreachable.append(record)
             log.warning(

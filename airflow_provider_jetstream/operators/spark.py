@@ -10,7 +10,9 @@ resolves the connection and ships it to the executors inside the data source's r
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import json
 import os
 import re
 import shutil
@@ -23,7 +25,8 @@ from airflow.exceptions import AirflowOptionalProviderFeatureException
 
 from airflow_provider_jetstream.assets.lineage import OperatorLineageMixin, path_location
 from airflow_provider_jetstream.core.arguments import Args
-from airflow_provider_jetstream.core.errors import JetStreamConfigError
+from airflow_provider_jetstream.core.errors import JetStreamConfigError, JetStreamError
+from airflow_provider_jetstream.core.read.identity import IDENTITY_KEY, stream_created
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.operators.base import FailFastOnRefusal, stream_locations
 from airflow_provider_jetstream.utils.arguments import CheckedArguments
@@ -46,6 +49,9 @@ ERROR_LINE = re.compile(
     r"|^(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception)(?::\s|$)"
     r"|^Exception in thread "
 )
+
+#: The packaged job's closing line: ``stream_to_parquet: result: {...}`` (its ``JobResult`` as JSON).
+RESULT_LINE = re.compile(r"\bstream_to_parquet: result: (\{.*\})\s*$")
 
 #: The packaged spark-submit job (its file, as spark-submit takes it).
 PACKAGED_JOB = str(Path(__file__).resolve().parents[1] / "spark" / "jobs" / "stream_to_parquet.py")
@@ -122,6 +128,7 @@ class JetStreamSparkSubmitHook(SparkSubmitHook):
         """spark-submit ``application``; a failure's exception starts with the job's own error line."""
         kwargs["env"] = {**(kwargs.get("env") or os.environ), **self._process_env, **self._secret_env}
         self._output_watch = watch = _ErrorLineWatch(super().log)
+        self.job_result = None
         try:
             return super().submit(application, **kwargs)
         except Exception as err:
@@ -131,20 +138,26 @@ class JetStreamSparkSubmitHook(SparkSubmitHook):
 
             raise type(err)(f"the Spark job failed: {redact(watch.error_line)}\n{err}") from None
         finally:
+            self.job_result = watch.result
             self._output_watch = None
 
 
 class _ErrorLineWatch:
-    """A logger that passes everything on, remembering the last message that states an error."""
+    """A logger that passes everything on, remembering the last message that states an error and the packaged
+    job's result."""
 
     def __init__(self, log: Any) -> None:
         self._log = log
         self.error_line: str | None = None
+        self.result: dict[str, Any] | None = None
 
     def info(self, message: Any, *args: Any, **kwargs: Any) -> None:
         text = str(message).strip()
         if ERROR_LINE.search(text):
             self.error_line = text
+        if found := RESULT_LINE.search(text):
+            with contextlib.suppress(ValueError):  # a line cut short: no result
+                self.result = json.loads(found[1])
         self._log.info(message, *args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
@@ -272,12 +285,25 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, CheckedArguments, Operator
             command.append(f"{FLAGS[name]}={str(value).strip()}")
         return command
 
-    def execute(self, context: Any) -> None:
+    def execute(self, context: Any) -> dict[str, Any] | None:
+        """Run the job; with the packaged job, return (XCom) what it did (:meth:`job_result`), or skip
+        spark-submit when the checkpoint already covers the stream's last sequence (:meth:`covered`)."""
         from airflow_provider_jetstream.spark.options import connection_env
 
         args = self.checked_arguments()  # once rendered, before any connection or process
         if self._packaged:
             job_arguments = self._job_arguments()
+            covered = self.covered()
+            if covered is not None:
+                self.log.info(
+                    "Spark job skipped: checkpoint %s/%s is at sequence %d, stream %r's last is %d: nothing new",
+                    covered["checkpoint_bucket"],
+                    covered["checkpoint_key"],
+                    covered["checkpoint"],
+                    covered["stream"],
+                    covered["stream_last_seq"],
+                )
+                return covered
         config = JetStreamHook(args["jetstream_conn_id"]).get_conn_config()  # registers secrets for masking
         env = connection_env(config)
         python = sys.executable
@@ -303,8 +329,81 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, CheckedArguments, Operator
             config.describe(),
         )
         super().execute(context)
-        if self._packaged:
-            self._record_copy_lineage(context)
+        if not self._packaged:
+            return None
+        self._record_copy_lineage(context)
+        return self.job_result(getattr(self._hook, "job_result", None))
+
+    def _checkpoint_place(self) -> tuple[str, str]:
+        args = self.checked_arguments()
+        return args["checkpoint_bucket"], args["checkpoint_key"] or f"stream_to_parquet.{args['stream']}"
+
+    def job_result(self, result: dict[str, Any] | None) -> dict[str, Any]:
+        """The XCom of a packaged job's run: ``outcome`` (``written``, ``already committed``, ``nothing new``),
+        the sequence range ``start``-``end``, ``rows`` written, the committed ``directory``, the ``checkpoint``
+        sequence after, ``skipped`` False; the job's own result line, read from its output."""
+        bucket, key = self._checkpoint_place()
+        found = dict(result or {"outcome": "unknown: the job printed no result line"})
+        self.log.info("Spark job result: %s", json.dumps(found))
+        return {
+            "stream": self.checked_arguments()["stream"],
+            "outcome": found.get("outcome"),
+            "start": found.get("start"),
+            "end": found.get("end"),
+            "rows": found.get("rows"),
+            "directory": found.get("directory"),
+            "checkpoint": found.get("checkpoint"),
+            "checkpoint_bucket": bucket,
+            "checkpoint_key": key,
+            "skipped": False,
+        }
+
+    def covered(self) -> dict[str, Any] | None:
+        """The skip's XCom when the packaged job has nothing to do, else None (run it).
+
+        Skips only when all of these hold: the checkpoint (KV ``checkpoint_bucket``/``checkpoint_key`` in
+        ``checkpoint_domain``, else the connection's domain: where the job keeps it) names this stream and
+        output, holds no unfinished claim, and records the identity (``created``) of the stream as it is now
+        (a stream deleted and created again is not covered); and its sequence is at least the stream's last
+        sequence. The range the job would read is then empty, whatever its ``filter_subject`` or ``end_sequence``.
+        Skip relies on the stream as it is: messages still on their way into it (an aggregate catching up
+        with a leaf) are not in it yet; waiting for them is the replication sensor's job. Any doubt (a read
+        that fails, no checkpoint yet) runs the job, which decides.
+        """
+        args = self.checked_arguments()
+        bucket, key = self._checkpoint_place()
+        hook = JetStreamHook(args["jetstream_conn_id"])
+        try:
+            entry = hook.kv_get(bucket, key, domain=args["checkpoint_domain"])
+            info = hook.stream_info(args["stream"], domain=args["domain"], api_prefix=args["api_prefix"])
+            kept = json.loads(entry.value or b"{}") if entry is not None else {}
+        except (JetStreamError, ValueError) as err:
+            self.log.info("checkpoint not read before the job (%s): the job decides", err)
+            return None
+        seq, last = kept.get("seq"), int((info.get("state") or {}).get("last_seq") or 0)
+        if (
+            not isinstance(seq, int)
+            or kept.get("claim")
+            or kept.get("stream") != args["stream"]
+            or kept.get("output") != str(args["output_path"]).rstrip("/")
+            or kept.get(IDENTITY_KEY) is None
+            or kept.get(IDENTITY_KEY) != stream_created(info)
+            or seq < last
+        ):
+            return None
+        return {
+            "stream": args["stream"],
+            "outcome": "skipped: the checkpoint covers the stream's last sequence",
+            "start": None,
+            "end": None,
+            "rows": 0,
+            "directory": None,
+            "checkpoint": seq,
+            "checkpoint_bucket": bucket,
+            "checkpoint_key": key,
+            "stream_last_seq": last,
+            "skipped": True,
+        }
 
     def _record_copy_lineage(self, context: Any) -> None:
         """Input: the stream read; output (and asset event): the Parquet directory. Logged if it fails."""

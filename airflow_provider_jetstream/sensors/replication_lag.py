@@ -27,13 +27,21 @@ class JetStreamReplicationLagSensor(BaseJetStreamSensor):
     (an imported prefix such as ``JS.acc@hub.API`` exporting only the consumer API), ``verify_origin``
     says what to do: ``"auto"`` falls back to the lag/active rule (``lag <= max_lag``, heard from
     within ``max_inactive``, no error: ``nats server check stream --lag-critical --seen-critical``),
-    saying so in the table. The table is logged when it changes, and once a minute while it does not.
+    saying so in the table. Logs news only: the table when what it says changed (rows compared by origin,
+    in any order) and every 5 minutes, a one-line summary at every other check. An origin no JetStream
+    answers for shows its lag as ``unknown`` (the hub's own figure is the last it knew, 0 for a cut-off
+    leaf), with what the copy holds of it against the origin's last known sequence.
     An origin that reports a replication error for longer than ``error_grace`` fails the task with
     the error; so do a refused request and an origin unreachable for longer than
     ``unreachable_timeout``. Returns (XCom) the stream's message count, last sequence, ``caught_up``
     (every origin), each origin's status (``origins``) and the unreachable ones (``unreachable``:
-    ``origin``, ``kind``, ``domain``, ``api_prefix``, ``reason``, ``since``); on a cluster also the
-    stream's leader and each replica current, lagging or offline (``cluster``), a line under the table.
+    ``origin``, ``kind``, ``domain``, ``api_prefix``, ``reason``, ``since``, ``held_seq``,
+    ``origin_last_known_seq``); on a cluster also the stream's leader and each replica current, lagging or
+    offline (``cluster``), a line under the table. ``since`` is the outage's start: the stream's last
+    contact with the origin as its server reports it (else when a check first found it unreachable), so
+    every task of a run that reads the same outage gives the same instant. Succeeding without some
+    origins (``unreachable_origins="proceed"``) logs a WARNING and adds ``note``, one line naming them
+    (Airflow 3.3 lets no running task set its task instance note: the XCom and the log carry it).
 
     :param stream: the stream that mirrors or sources, in ``domain`` (templated).
     :param max_lag: most messages an origin may be behind (lag/active rule). Default 0.
@@ -107,3 +115,10 @@ class JetStreamReplicationLagSensor(BaseJetStreamSensor):
         # Without a state store a rescheduled sensor forgets between pokes: it confirms an error within one poke.
         trigger.confirm_errors = self.reschedule and not self._state_persisted
         return trigger
+
+    def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
+        """The trigger's reading; succeeding without some origins is said at WARNING in the task's own log."""
+        result = super().execute_complete(context, event)
+        if isinstance(result, dict) and result.get("note"):
+            self.log.warning("%s", result["note"])
+        return result

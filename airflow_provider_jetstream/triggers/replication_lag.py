@@ -23,8 +23,11 @@ class JetStreamReplicationLagTrigger(JetStreamWaitTrigger):
 
     Polls every ``poll_interval`` seconds over the triggerer's one shared NATS connection for
     ``jetstream_conn_id``: asks each origin for its last sequence in the origin's own domain, then
-    reads the stream (see :mod:`airflow_provider_jetstream.core.status.replication`). Logs the replication table
-    when it changes, and once a minute while it does not. Fires ``{"status": "success",
+    reads the stream (see :mod:`airflow_provider_jetstream.core.status.replication`). Logs news only: the
+    replication table when what it says changed (its rows compared by origin, in any order) and every
+    5 minutes (``LOG_HEARTBEAT``), a one-line summary at every other check; an unreachable origin's lag is
+    ``unknown``, with what the copy holds of it against the origin's last known sequence. Firing without
+    some origins (``unreachable_origins="proceed"``) is logged at WARNING. Fires ``{"status": "success",
     "replication": {...}}``, or ``{"status": "error", "reason": ..., "message": ...}`` when the stream
     does not exist, has no such origin, a request is refused, an origin's replication error outlasts
     ``error_grace``, an origin (or the stream's own domain) stays unreachable for longer than
@@ -160,14 +163,10 @@ class JetStreamReplicationLagTrigger(JetStreamWaitTrigger):
                     self.log.info("Stream %r: waiting: %s", self.stream, check.waiting_for())
                 if check.low_headroom and not check.failed:
                     self.log.warning("Stream %r: %s", self.stream, "; ".join(check.low_headroom))
-            if check.done and not check.caught_up:
-                self.log.info(
-                    "Stream %r: proceeding without unreachable origins: %s",
-                    self.stream,
-                    "; ".join(
-                        f"{u['kind']} {u['origin']!r} in {u['domain'] or u['api_prefix']}" for u in check.unreachable()
-                    ),
-                )
+            else:  # nothing new since the table last logged: one line
+                self.log.info("%s", check.summary())
+            if check.note():
+                self.log.warning("%s", check.note())
             return check
         finally:
             self.state["watch"] = watch.state()

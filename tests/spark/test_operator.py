@@ -10,12 +10,14 @@ import os
 import threading
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.operators.spark import JetStreamSparkSubmitHook, JetStreamSparkSubmitOperator
 from airflow_provider_jetstream.testing.servers import NatsServer
+from tests.support.reconcile_dags import xcom
 
 
 @pytest.fixture
@@ -41,7 +43,7 @@ def _watch_command_lines(stop: threading.Event, seen: list[str]) -> None:
 
 
 def test_dag_runs_the_packaged_job_via_spark_submit_without_leaking_the_password(
-    airflow_db, secret_server, jetstream_conn, tmp_path, caplog, capfd
+    airflow_db, secret_server, jetstream_conn, tmp_path, caplog, capfd, monkeypatch
 ) -> None:
     import nats
     from nats.js.api import StreamConfig
@@ -50,6 +52,9 @@ def test_dag_runs_the_packaged_job_via_spark_submit_without_leaking_the_password
 
     server, password = secret_server
     stream = f"spark_op_{uuid.uuid4().hex[:6]}"
+    # spark-submit runs the job in a new interpreter: it imports this checkout's package, whatever is installed.
+    repository = str(Path(__file__).resolve().parents[2])
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [repository, os.environ.get("PYTHONPATH")])))
 
     async def publish() -> None:
         nc = await nats.connect(server.url, user="spark", password=password)
@@ -62,16 +67,22 @@ def test_dag_runs_the_packaged_job_via_spark_submit_without_leaking_the_password
     asyncio.run(publish())
     conn_id = jetstream_conn(f"127.0.0.1:{server.port}", login="spark", password=password)
     output = tmp_path / "parquet"
-    stop, seen = threading.Event(), []
-    watcher = threading.Thread(target=_watch_command_lines, args=(stop, seen), daemon=True)
-    watcher.start()
-    try:
-        dag_run = dag.test(
-            run_conf={"conn_id": conn_id, "stream": stream, "output": str(output), "bucket": "spark_op_ckpt"}
-        )
-    finally:
-        stop.set()
-        watcher.join()
+
+    def run_watched() -> tuple[Any, list[str]]:
+        """One run of the DAG, and the command line of every process seen while it ran."""
+        stop, seen = threading.Event(), []
+        watcher = threading.Thread(target=_watch_command_lines, args=(stop, seen), daemon=True)
+        watcher.start()
+        try:
+            run = dag.test(
+                run_conf={"conn_id": conn_id, "stream": stream, "output": str(output), "bucket": "spark_op_ckpt"}
+            )
+        finally:
+            stop.set()
+            watcher.join()
+        return run, seen
+
+    dag_run, seen = run_watched()
     logs = caplog.text + "\n".join(capfd.readouterr())
     assert dag_run.state == "success", logs[-4000:]
 
@@ -86,6 +97,25 @@ def test_dag_runs_the_packaged_job_via_spark_submit_without_leaking_the_password
     assert not [c for c in seen if password in c], "the password is on a command line"
     assert "Spark-Submit cmd" in logs, "the logged spark-submit command was captured"
     assert password not in logs
+    # The job's result is the task's XCom: what it read, wrote and where the checkpoint is now.
+    result = xcom(dag_run, "copy_to_parquet")
+    assert {k: result[k] for k in ("outcome", "start", "end", "rows", "checkpoint", "skipped")} == {
+        "outcome": "written",
+        "start": 1,
+        "end": 60,
+        "rows": 60,
+        "checkpoint": 60,
+        "skipped": False,
+    }
+    assert result["directory"].endswith("seq_range=00000000000000000001-00000000000000000060")
+
+    # Nothing new: the next run reads the checkpoint and the stream, and starts no Spark application.
+    again, seen = run_watched()
+    assert again.state == "success"
+    skipped = xcom(again, "copy_to_parquet")
+    assert (skipped["skipped"], skipped["checkpoint"], skipped["stream_last_seq"], skipped["rows"]) == (True, 60, 60, 0)
+    # (Other processes on the machine may run Spark: only this job's command line counts.)
+    assert not [c for c in seen if "stream_to_parquet.py" in c and f"--stream={stream}" in c]
 
 
 def test_a_named_spark_connection_that_does_not_exist_fails_instead_of_using_yarn() -> None:

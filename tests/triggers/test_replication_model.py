@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from airflow_provider_jetstream.core.arguments.durations import duration_seconds
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.core.status.origins import HeldSeq, OriginProbe, statuses_from_stream_info
-from airflow_provider_jetstream.core.status.replication import ReplicationWatch
+from airflow_provider_jetstream.core.status.replication import LOG_HEARTBEAT, ReplicationWatch
 from airflow_provider_jetstream.core.status.report import format_seconds
 
 
@@ -288,4 +289,71 @@ def test_the_table_is_logged_when_it_changes_and_at_a_heartbeat() -> None:
     assert not watch.should_log(judged(0.7), now=5.0)  # only `active` ticked
     assert watch.should_log(judged(0.2, lag=4), now=6.0)  # news
     assert not watch.should_log(judged(0.3, lag=4), now=30.0)
-    assert watch.should_log(judged(0.3, lag=4), now=66.0)  # a minute without news
+    assert not watch.should_log(judged(0.3, lag=4), now=66.0)  # a minute without news: a summary line, not a table
+    assert watch.should_log(judged(0.3, lag=4), now=6.0 + LOG_HEARTBEAT)  # the heartbeat: the table again
+
+
+LEAF_A, LEAF_B = {"api": "$JS.leaf-a.API", "deliver": ""}, {"api": "$JS.leaf-b.API", "deliver": ""}
+TWO_LEAVES = [{"name": "readings", "external": LEAF_A}, {"name": "readings", "external": LEAF_B}]
+
+
+def two_leaves(order: list[int], active_s: float = 1.0) -> dict:
+    """The info of a hub stream sourcing ``readings`` of two leaves, listed in ``order``; the hub last heard from
+    both at 05:16:11.3Z, ``active_s`` seconds before the info's server time (``ts``)."""
+    reported = [{**TWO_LEAVES[i], "lag": 0, "active": int(active_s * 1e9), "seq": 7 + i} for i in order]
+    ts = datetime(2026, 11, 26, 5, 16, 11, 317550, tzinfo=timezone.utc) + timedelta(seconds=active_s)
+    return {**info(sources=reported, config_sources=TWO_LEAVES), "ts": ts.isoformat().replace("+00:00", "123Z")}
+
+
+def test_sources_of_one_name_in_two_domains_keep_the_configured_order() -> None:
+    for order in ([0, 1], [1, 0]):
+        assert [s.domain for s in statuses_from_stream_info(two_leaves(order))] == ["leaf-a", "leaf-b"]
+
+
+def test_rows_swapped_are_no_news() -> None:
+    watch = ReplicationWatch("agg", max_inactive=10)
+    unreachable = {
+        f"source:readings:{leaf['api']}": OriginProbe("unreachable", reason="away") for leaf in (LEAF_A, LEAF_B)
+    }
+    first = watch.judge(two_leaves([0, 1]), now=100.0, probes=unreachable)
+    swapped = replace(first, verdicts=list(reversed(first.verdicts)))
+    assert swapped.fingerprint() == first.fingerprint()
+    assert watch.should_log(first, now=100.0)
+    assert not watch.should_log(swapped, now=101.0)
+    assert swapped.summary() == (
+        "Stream 'agg' in : no change: 0/2 origins caught up; unreachable: source 'readings' in leaf-a since "
+        "2026-11-26T05:16:11Z, source 'readings' in leaf-b since 2026-11-26T05:16:11Z"
+    )
+
+
+def test_an_unreachable_origin_has_an_unknown_lag_and_a_stable_since() -> None:
+    watch = ReplicationWatch("agg", max_inactive=10, unreachable_origins="proceed")
+    key_a, key_b = (f"source:readings:{leaf['api']}" for leaf in (LEAF_A, LEAF_B))
+    reached = {key_a: OriginProbe("ok", 12), key_b: OriginProbe("ok", 8)}
+    watch.judge(two_leaves([0, 1]), now=50.0, probes=reached, held={key_a: HeldSeq(7), key_b: HeldSeq(8)})
+    a_away = {key_a: OriginProbe("unreachable", reason="domain 'leaf-a' did not answer"), key_b: reached[key_b]}
+    held = {key_a: HeldSeq(7), key_b: HeldSeq(8)}
+    checks = [
+        watch.judge(two_leaves([1, 0], active_s=active), now=now, probes=a_away, held=held)
+        for active, now in ((3.0, 100.0), (30.0, 127.0), (60.0, 157.0))
+    ]
+    xcoms = [check.to_xcom() for check in checks]
+    # The hub's last contact: the info's server time (05:16:14.3Z) minus active 3 s, in whole seconds.
+    assert {x["unreachable"][0]["since"] for x in xcoms} == {"2026-11-26T05:16:11Z"}
+    origin = xcoms[0]["origins"][0]
+    assert (origin["lag"], origin["reported_lag"], origin["held_seq"], origin["origin_last_known_seq"]) == (
+        None,
+        0,
+        7,
+        12,
+    )
+    assert origin["since"] == "2026-11-26T05:16:11Z"
+    row = checks[0].table().splitlines()[2]
+    assert "unknown (holds 7 of 12 at 1970-01-01T00:00:50Z)" in row and "UNREACHABLE" in row
+    assert checks[0].done and not checks[0].caught_up
+    assert xcoms[0]["note"].startswith("Proceeded without 1 origin(s) of 'agg': source 'readings' in leaf-a")
+    # The watch's state carries the outage start and the last known sequence to the next process.
+    again = ReplicationWatch("agg", max_inactive=10, unreachable_origins="proceed").restore(watch.state())
+    later = again.judge(two_leaves([0, 1], active_s=90.0), now=187.0, probes=a_away, held=held)
+    assert later.to_xcom()["unreachable"][0]["origin_last_known_seq"] == 12
+    assert later.to_xcom()["unreachable"][0]["since"] == "2026-11-26T05:16:11Z"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,7 @@ from airflow_provider_jetstream.core.api import (
     no_leader_error,
     unavailable_hint,
 )
+from airflow_provider_jetstream.core.arguments.durations import instant
 from airflow_provider_jetstream.core.arguments.names import domain_of
 from airflow_provider_jetstream.core.errors import (
     JetStreamDomainUnavailableError,
@@ -47,6 +49,10 @@ class ReplicationStatus:
         the origin in ``Nats-Stream-Source`` headers with a hash of it).
     :param consumer: durable sourcing (nats-server 2.14+): the origin's flow-control consumer this
         copy reads; None for an ordinary source or mirror.
+    :param last_contact: when the server last heard from the origin, in whole epoch seconds: the info's
+        server time (``ts``) minus ``active``, so every reader of the same outage finds the same instant
+        (nats-server 2.15 keeps it through an outage; 2.10 moves it at each retry of a cut-off source).
+        None when never contacted, or when the info has no server time (nats-server before 2.10).
     """
 
     kind: str
@@ -60,6 +66,7 @@ class ReplicationStatus:
     seq: int | None = None
     external_api: str | None = None
     consumer: str | None = None
+    last_contact: float | None = None
 
     @property
     def key(self) -> str:
@@ -181,12 +188,19 @@ def statuses_from_stream_info(info: dict[str, Any]) -> list[ReplicationStatus]:
     configured = ([config["mirror"]] if config.get("mirror") else []) + list(config.get("sources") or [])
     external_by_name = {c.get("name"): (c.get("external") or {}).get("api") for c in configured}
     config_by_name = {c.get("name"): c for c in configured}
+    config_by_key = {(c.get("name"), (c.get("external") or {}).get("api")): c for c in configured}
     reported = [("mirror", info["mirror"])] if info.get("mirror") else []
-    # The server lists sources in no fixed order: keep the configured one, so tables compare.
-    order = {c.get("name"): i for i, c in enumerate(configured)}
-    reported += sorted(
-        (("source", s) for s in info.get("sources") or []), key=lambda r: order.get(r[1].get("name"), 1 << 30)
-    )
+    # The server lists sources in no fixed order: keep the configured one, so tables compare. Sources of one
+    # name in several domains (each leaf's ``readings``) are told apart by their external API prefix.
+    order = {(c.get("name"), (c.get("external") or {}).get("api")): i for i, c in enumerate(configured)}
+
+    def position(source: dict[str, Any]) -> int:
+        name, api = source.get("name"), (source.get("external") or {}).get("api")
+        return order.get((name, api), order.get((name, external_by_name.get(name)), 1 << 30))
+
+    reported += sorted((("source", s) for s in info.get("sources") or []), key=lambda r: position(r[1]))
+    # The server's time of this info (nats-server 2.10+): without it, no last contact is known.
+    server_now = instant(info.get("ts"))
     statuses = []
     for kind, entry in reported:
         name = entry.get("name", "?")
@@ -194,7 +208,7 @@ def statuses_from_stream_info(info: dict[str, Any]) -> list[ReplicationStatus]:
         api = external.get("api") if "external" in entry else external_by_name.get(name)
         active_ns = entry.get("active", -1)
         error = entry.get("error")
-        configured_entry = config_by_name.get(name) or {}
+        configured_entry = config_by_key.get((name, api)) or config_by_name.get(name) or {}
         transforms = entry.get("subject_transforms") or configured_entry.get("subject_transforms") or []
         statuses.append(
             ReplicationStatus(
@@ -211,6 +225,11 @@ def statuses_from_stream_info(info: dict[str, Any]) -> list[ReplicationStatus]:
                 seq=entry.get("seq") if kind == "source" and isinstance(entry.get("seq"), int) else None,
                 external_api=api or None,
                 consumer=((configured_entry.get("consumer") or {}).get("name")) or None,
+                last_contact=(
+                    None
+                    if server_now is None or active_ns is None or active_ns < 0
+                    else float(math.floor(server_now.timestamp() - active_ns / 1e9))
+                ),
             )
         )
     return statuses
@@ -373,7 +392,7 @@ async def held_seq(api: JetStreamApi, info: dict[str, Any], status: ReplicationS
         return HeldSeq(int(state.get("last_seq") or 0))
     if status.seq is not None:
         return HeldSeq(status.seq)
-    if not probe.last_seq:
+    if probe.last_seq == 0:  # the origin has nothing to copy (None: not known now, look)
         return HeldSeq(0)
     first = int(state.get("first_seq") or 0)
     best = 0

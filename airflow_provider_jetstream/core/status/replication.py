@@ -58,12 +58,7 @@ from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.core.manage.cluster import cluster_health
 from airflow_provider_jetstream.core.read.identity import same_stream, stream_created
 from airflow_provider_jetstream.core.status.durable import judge_durable
-from airflow_provider_jetstream.core.status.headroom import (
-    Headroom,
-    HeadroomMemory,
-    low_headroom,
-    measure_headroom,
-)
+from airflow_provider_jetstream.core.status.headroom import Headroom, HeadroomMemory, low_headroom, measure_headroom
 from airflow_provider_jetstream.core.status.origins import (
     HeldSeq,
     OriginProbe,
@@ -80,8 +75,8 @@ from airflow_provider_jetstream.core.status.report import OriginVerdict, Replica
 VERIFY_ORIGIN = ("auto", "required", "off")
 #: ``unreachable_origins`` values: an unreachable origin holds the sensor back (wait), or not (proceed).
 UNREACHABLE_ORIGINS = ("wait", "proceed")
-#: Seconds between two logs of an unchanged replication table.
-LOG_HEARTBEAT = 60.0
+#: Seconds between two logs of an unchanged replication table (a one-line summary at each check between).
+LOG_HEARTBEAT = 300.0
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +130,9 @@ class ReplicationWatch:
     # Origins seen silent: None while silent, then the time contact resumed.
     _back_since: dict[str, float | None] = field(default_factory=dict, repr=False)
     _unreachable_since: dict[str, float] = field(default_factory=dict, repr=False)
+    # Unreachable origins' outage start (the copy's last contact, else first seen); origins' last [seq, time] seen.
+    _outage_since: dict[str, float] = field(default_factory=dict, repr=False)
+    _last_seen: dict[str, list[float]] = field(default_factory=dict, repr=False)
     _logged: dict[str, Any] = field(default_factory=dict, repr=False)
     _created: str | None = field(default=None, repr=False)
     _origins_created: dict[str, str] = field(default_factory=dict, repr=False)
@@ -149,6 +147,8 @@ class ReplicationWatch:
             "errors_since": dict(self._errors_since),
             "back_since": dict(self._back_since),
             "unreachable_since": dict(self._unreachable_since),
+            "outage_since": dict(self._outage_since),
+            "last_seen": dict(self._last_seen),
             "logged": dict(self._logged),
             "created": self._created,
             "origins_created": dict(self._origins_created),
@@ -164,6 +164,8 @@ class ReplicationWatch:
             str(k): (None if v is None else float(v)) for k, v in (state.get("back_since") or {}).items()
         }
         self._unreachable_since = {str(k): float(v) for k, v in (state.get("unreachable_since") or {}).items()}
+        self._outage_since = {str(k): float(v) for k, v in (state.get("outage_since") or {}).items()}
+        self._last_seen = {str(k): [float(x) for x in v] for k, v in (state.get("last_seen") or {}).items()}
         self._logged = dict(state.get("logged") or {})
         self._created = state.get("created") or None
         self._origins_created = {str(k): str(v) for k, v in (state.get("origins_created") or {}).items()}
@@ -187,6 +189,7 @@ class ReplicationWatch:
             logger=log,
         ):
             self._errors_since, self._back_since, self._unreachable_since = {}, {}, {}
+            self._outage_since, self._last_seen = {}, {}
             self._origins_created, self._logged, self.headroom_memory = {}, {}, HeadroomMemory()
         self._created = created or self._created
         for status in self.select(info):
@@ -209,12 +212,7 @@ class ReplicationWatch:
 
     def should_log(self, check: ReplicationCheck, now: float | None = None) -> bool:
         """Log the table when what it says changed, or ``LOG_HEARTBEAT`` seconds after the last log."""
-        now = time.time() if now is None else now
-        fingerprint = check.fingerprint()
-        if fingerprint != self._logged.get("fingerprint") or now - float(self._logged.get("at", 0)) >= LOG_HEARTBEAT:
-            self._logged = {"fingerprint": fingerprint, "at": now}
-            return True
-        return False
+        return check.is_news(self._logged, LOG_HEARTBEAT, time.time() if now is None else now)
 
     # -- the rules ------------------------------------------------------------------------------------
 
@@ -343,13 +341,22 @@ class ReplicationWatch:
             probe = (probes or {}).get(status.key) or OriginProbe("off")
             if probe.state != "unreachable":
                 self._unreachable_since.pop(status.key, None)
+                self._outage_since.pop(status.key, None)
             if probe.state == "ok":
+                if probe.last_seq is not None:
+                    self._last_seen[status.key] = [float(probe.last_seq), now]
                 verdicts.append(
                     self.judge_exact(status, probe, (held or {}).get(status.key) or HeldSeq(None, "?"), now)
                 )
             elif probe.state == "unreachable":
                 since = self._unreachable_since.setdefault(status.key, now)
-                verdicts.append(OriginVerdict(status, False, probe.reason, "unreachable", unreachable_since=since))
+                # The earliest start seen: nats-server 2.10 moves its last contact at each retry of a cut-off source.
+                start = status.last_contact or since
+                outage = self._outage_since[status.key] = min(self._outage_since.get(status.key, start), start)
+                seq, at = self._last_seen.get(status.key) or (None, None)
+                seq = None if seq is None else int(seq)
+                kept = (held or {}).get(status.key, HeldSeq(None)).seq
+                verdicts.append(OriginVerdict(status, False, probe.reason, "unreachable", None, kept, outage, seq, at))
                 # An unreachable origin keeps the silence rule primed for when it comes back.
                 self._back_since[status.key] = None
                 if (
@@ -468,7 +475,8 @@ async def check_replication(nc: Client, api: JetStreamApi, watch: ReplicationWat
     looked_up = False
     for status in watch.select(after):
         found = probes.get(status.key)
-        if found is not None and found.state == "ok":
+        if found is not None and found.state in ("ok", "unreachable"):
+            # An unreachable origin too: what the copy holds of it, against its last known sequence.
             held[status.key] = await held_seq(api, after, status, found)
             looked_up = looked_up or (status.kind == "source" and status.seq is None)
     if looked_up:

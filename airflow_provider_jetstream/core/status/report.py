@@ -42,7 +42,11 @@ class OriginVerdict:
         ``"lag/active"``, ``"unreachable"`` or ``"missing"``.
     :param origin_last_seq: the origin's last sequence as probed (exact rule), else None.
     :param held_seq: the highest origin sequence the stream holds (exact rule), else None.
-    :param unreachable_since: wall-clock time the origin was first seen unreachable, if it is.
+    :param unreachable_since: an unreachable origin's outage start (wall-clock epoch seconds): the stream's
+        last contact with it as the server reports it (:attr:`~.origins.ReplicationStatus.last_contact`), else
+        when a check first found it unreachable; the same instant in every check and task of one outage.
+    :param last_known_seq: an unreachable origin's last sequence when a check last reached it (None: never).
+    :param last_known_at: when that was (wall-clock epoch seconds).
     """
 
     status: ReplicationStatus
@@ -52,20 +56,47 @@ class OriginVerdict:
     origin_last_seq: int | None = None
     held_seq: int | None = None
     unreachable_since: float | None = None
+    last_known_seq: int | None = None
+    last_known_at: float | None = None
 
     @property
     def unreachable(self) -> bool:
         return self.check == "unreachable"
 
+    @property
+    def lag(self) -> int | None:
+        """Messages the copy lacks; None (unknown) for an unreachable origin: the server's figure is the last it
+        knew, 0 for a leaf cut off with messages the hub never got."""
+        return None if self.unreachable else self.status.lag
+
+    def lag_cell(self) -> str:
+        """The table's lag: a number, or ``unknown`` with what the copy holds against the origin's last known
+        sequence."""
+        if not self.unreachable:
+            return str(self.status.lag)
+        held = "?" if self.held_seq is None else str(self.held_seq)
+        if self.last_known_seq is None:
+            return f"unknown (holds {held})"
+        return f"unknown (holds {held} of {self.last_known_seq} at {iso_utc(self.last_known_at)})"
+
     def to_dict(self) -> dict[str, Any]:
-        return {
+        found = {
             **self.status.to_dict(),
+            "lag": self.lag,
             "caught_up": self.caught_up,
             "reason": self.reason,
             "check": self.check,
             "origin_last_seq": self.origin_last_seq,
             "held_seq": self.held_seq,
         }
+        if self.unreachable:
+            found.update(
+                reported_lag=self.status.lag,
+                since=iso_utc(self.unreachable_since),
+                origin_last_known_seq=self.last_known_seq,
+                origin_last_known_at=iso_utc(self.last_known_at),
+            )
+        return found
 
 
 @dataclass(frozen=True)
@@ -126,6 +157,8 @@ class ReplicationCheck:
                 "api_prefix": v.status.api_prefix,
                 "reason": v.reason,
                 "since": iso_utc(v.unreachable_since),
+                "held_seq": v.held_seq,
+                "origin_last_known_seq": v.last_known_seq,
                 **({"headroom": self.headroom_of(v)} if self.headroom is not None else {}),
             }
             for v in self.verdicts
@@ -137,7 +170,34 @@ class ReplicationCheck:
         found = (self.headroom or {}).get(verdict.status.key)
         return found.to_dict() if found is not None else None
 
+    def note(self) -> str | None:
+        """A short line for a check that is done without some origins (``unreachable_origins="proceed"``):
+        which ones, since when, what the copy holds of them; None when every origin is caught up or not done."""
+        if not self.done or self.caught_up:
+            return None
+        away = [
+            f"{v.status.label} (unreachable since {iso_utc(v.unreachable_since) or '?'}; lag {v.lag_cell()})"
+            for v in self.verdicts
+            if v.unreachable
+        ]
+        left = [v.status.label for v in self.verdicts if not v.caught_up and not v.unreachable]
+        return f"Proceeded without {len(away) + len(left)} origin(s) of {self.stream!r}: " + "; ".join(away + left)
+
+    def summary(self) -> str:
+        """One line for a check that found nothing new: origins caught up, unreachable (since when), waiting."""
+        verdicts = sorted(self.verdicts, key=lambda v: v.status.key)
+        caught = sum(v.caught_up for v in verdicts)
+        parts = [f"{caught}/{len(verdicts)} origins caught up"]
+        away = [f"{v.status.label} since {iso_utc(v.unreachable_since) or '?'}" for v in verdicts if v.unreachable]
+        waiting = [v.status.label for v in verdicts if not v.caught_up and not v.unreachable]
+        if away:
+            parts.append("unreachable: " + ", ".join(away))
+        if waiting:
+            parts.append("waiting: " + ", ".join(waiting))
+        return f"Stream {self.stream!r} in {self.target}: no change: " + "; ".join(parts)
+
     def to_xcom(self) -> dict[str, Any]:
+        note = self.note()
         return {
             "stream": self.stream,
             "target": self.target,
@@ -151,14 +211,28 @@ class ReplicationCheck:
             "unreachable": self.unreachable(),
             **({"low_headroom": list(self.low_headroom)} if self.headroom is not None else {}),
             **({"cluster": self.cluster} if self.cluster else {}),
+            **({"note": note} if note else {}),
         }
 
+    def is_news(self, logged: dict[str, Any], heartbeat: float, now: float) -> bool:
+        """Whether this check's table is worth a log: it says something the last one logged (``logged``:
+        its fingerprint and time, updated when so) did not, or ``heartbeat`` seconds passed since."""
+        fingerprint = self.fingerprint()
+        if fingerprint != logged.get("fingerprint") or now - float(logged.get("at", 0)) >= heartbeat:
+            logged.update(fingerprint=fingerprint, at=now)
+            return True
+        return False
+
     def fingerprint(self) -> str:
-        """What the table says apart from the ticking ``active`` times: a change is news worth a log."""
-        rows = [
-            [v.status.key, v.caught_up, v.check, v.origin_last_seq, v.held_seq, v.status.lag, v.status.error]
-            for v in self.verdicts
-        ]
+        """What the table says apart from the ticking ``active`` times: a change is news worth a log. Rows are
+        compared by origin, in no order (a table with two rows swapped is no news)."""
+        rows = sorted(
+            (
+                [v.status.key, v.caught_up, v.check, v.origin_last_seq, v.held_seq, v.lag, v.status.error]
+                for v in self.verdicts
+            ),
+            key=lambda row: row[0],
+        )
         health = (
             [self.cluster["leader"], [[r["name"], r["state"]] for r in self.cluster["replicas"]]]
             if self.cluster
@@ -194,7 +268,7 @@ def replication_table(stream: str, verdicts: Iterable[OriginVerdict], headroom: 
             v.status.kind.capitalize(),
             v.status.origin + (f" ({v.status.filter_subject})" if v.status.filter_subject else ""),
             v.status.where,
-            str(v.status.lag),
+            v.lag_cell(),
             format_seconds(v.status.active),
             v.status.error or "",
             "caught up" if v.caught_up else ("UNREACHABLE" if v.unreachable else "WAITING"),

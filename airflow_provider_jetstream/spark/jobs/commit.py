@@ -48,6 +48,10 @@ class RangeCommitter:
         """The name of a range in the output: ``<start>-<end>`` (20 digits each), ``.<epoch>`` after a recreate."""
         return f"{start:020d}-{end:020d}" + (f".{self.epoch}" if self.epoch else "")
 
+    def count_rows(self, path: str) -> int:
+        """The rows of the committed range directory ``path`` (Spark counts them from the Parquet footers)."""
+        return int(self.spark.read.parquet(path).count())
+
     def target_path(self, start: int, end: int) -> str:
         """Where the committed range lives."""
         return f"{self.output}/seq_range={self.range_name(start, end)}"

@@ -29,21 +29,19 @@ One run:
    (a crash between marker and rename is finished by the next run);
 4. advances the checkpoint to ``end`` by compare-and-set on the claim's revision.
 
-Every checkpoint read and write is asked again while nobody answers now (the bucket's leader killed
-and a new one being elected, the connection moving to a surviving node) for up to
-:data:`CHECKPOINT_WAIT` seconds; a write asked again that finds its own value stored (its first
-attempt was stored, its ack lost) counts as done. Then the run fails with a provider error naming
-the cause, the line the operator shows.
+Every checkpoint read and write is asked again while nobody answers now (the bucket's leader killed and a
+new one being elected, the connection moving to a surviving node) for up to :data:`CHECKPOINT_WAIT`
+seconds; a write asked again that finds its own value stored (its ack lost) counts as done. Then the run
+fails with a provider error naming the cause, the line the operator shows.
 
-A run killed anywhere leaves either no ``seq_range`` directory for the range, or a complete one,
-and the checkpoint tells the next run which range to (re)do: every message is in the output
-exactly once. Of two concurrent runs on the same range, one writes it and both succeed: the other
-finds it committed (``JobResult.outcome == "already committed"``) and the checkpoint is advanced
-once. Only one directory is ever renamed onto a ``seq_range`` name, so the commit holds on file
-systems where a rename onto an existing directory nests it (HDFS, ABFS) as well as on POSIX ones.
-It needs an atomic directory rename and a file rename (or link) that refuses an existing
-destination: local and mounted file systems, HDFS, ABFS with hierarchical namespace. ``s3``,
-``s3a``, ``s3n``, ``gs``, ``wasb`` and ``wasbs`` outputs are refused.
+A run killed anywhere leaves either no ``seq_range`` directory for the range, or a complete one, and the
+checkpoint tells the next run which range to (re)do: every message is in the output exactly once. Of two
+concurrent runs on the same range, one writes it and both succeed: the other finds it committed
+(``JobResult.outcome == "already committed"``) and the checkpoint is advanced once. Only one directory
+is ever renamed onto a ``seq_range`` name, so the commit holds on file systems where a rename onto an
+existing directory nests it (HDFS, ABFS) as well as on POSIX ones. It needs an atomic directory rename
+and a file rename (or link) that refuses an existing destination: local and mounted file systems, HDFS,
+ABFS with hierarchical namespace. ``s3``, ``s3a``, ``s3n``, ``gs``, ``wasb`` and ``wasbs`` are refused.
 """
 
 from __future__ import annotations
@@ -128,7 +126,7 @@ class Checkpoint:
 @dataclass(frozen=True)
 class JobResult:
     """What a run did. ``outcome``: ``written`` (this run committed the range), ``already committed``
-    (an earlier or concurrent attempt had: nothing written again) or ``nothing new``."""
+    (an earlier or concurrent attempt had: nothing written again) or ``nothing new``; ``rows``: the range's."""
 
     start: int
     end: int
@@ -136,6 +134,7 @@ class JobResult:
     wrote: bool
     checkpoint: int | None
     outcome: str = "written"
+    rows: int = 0
 
 
 def parse_args(argv: list[str]) -> JobArgs:
@@ -389,7 +388,8 @@ class StreamToParquetJob:
         if checkpoint_seq >= end:
             # Not before: the run holding the claim may still be writing its (losing) copy.
             self.files.clean_staging(end)
-        return JobResult(start, end, target, outcome == "written", checkpoint_seq, outcome)
+        rows = self.files.count_rows(target)
+        return JobResult(start, end, target, outcome == "written", checkpoint_seq, outcome, rows)
 
     def next_range(self, checkpoint: Checkpoint) -> tuple[int, int]:
         """The range this run (re)does: an unfinished claim's, unchanged, else the new sequences
