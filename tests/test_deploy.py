@@ -168,8 +168,8 @@ def dockerfile(compose: dict, service: str) -> str:
 
 
 def test_compose_file_follows_the_compose_spec(compose: dict) -> None:
-    """The compose-spec JSON schema (vendored, Apache-2.0, from the compose-spec repository at 170098ba) as ``docker compose config``
-    applies it, plus what the schema cannot see: every service, volume and healthcheck named exists."""
+    """The compose-spec JSON schema (vendored, Apache-2.0, from the compose-spec repository at 170098ba) as
+    ``docker compose config`` applies it, plus what the schema cannot see: every service and volume named exists."""
     import jsonschema
 
     schema = json.loads((REPO / "tests/support/compose/compose-spec.json").read_text())
