@@ -121,7 +121,11 @@ class LocalStack:
                     "host": f"{LOOPBACK}:{self.nats.hub.port}",
                     "login": user,
                     "password": password,
-                    "extra": json.dumps({"domain": self.hub_domain, "client_name": "airflow-stack"}),
+                    # Assets are named jetstream://nats-hub/..., as jetstream_edge_events expects and
+                    # docker-compose.yml names them, not by this run's random port.
+                    "extra": json.dumps(
+                        {"domain": self.hub_domain, "client_name": "airflow-stack", "asset_server": "nats-hub"}
+                    ),
                 }
             )
             self.airflow.put_connection(
@@ -238,8 +242,10 @@ ready in {time.monotonic() - started:.0f}s; everything runs until Ctrl-C.
   Parquet output    {stack.output_dir / "readings"}
   logs              {stack.workdir}/airflow/*.log, spark/, postgres/, nats/
 
-{args.readings} readings were published on each leaf; publish more with e.g.
-  nats --server {stack.nats.url(stack.leaf_domains[0])} pub sensors.{stack.leaf_domains[0]}.temp '{{"value": 1}}'
+{args.readings} readings were published on each leaf; publish more with this package's hook, e.g.
+  AIRFLOW_CONN_NATS_LEAF=jetstream://{user}:{password}@{LOOPBACK}:{stack.nats.leaves[stack.leaf_domains[0]].port} \\
+  {sys.executable} -c 'from airflow_provider_jetstream.hooks.jetstream import JetStreamHook; \\
+  print(JetStreamHook("nats_leaf").publish("sensors.{stack.leaf_domains[0]}.temp", [{{"value": 1}}]))'
 """,
             flush=True,
         )

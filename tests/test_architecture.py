@@ -16,7 +16,7 @@ import airflow_provider_jetstream
 
 PACKAGE = Path(airflow_provider_jetstream.__file__).parent
 #: What the core never imports: the Airflow layers, Spark, the test harness.
-ABOVE_CORE = ("hooks", "operators", "sensors", "triggers", "queues", "assets", "utils", "spark", "testing")
+ABOVE_CORE = ("hooks", "operators", "sensors", "triggers", "queues", "assets", "utils", "spark", "testing", "ui")
 
 
 def modules_under(layer: str) -> list[str]:
@@ -98,6 +98,7 @@ MAY_IMPORT = {
     "queues": {"core", "triggers", "assets"},
     "testing": {"core"},
     "utils": set(),
+    "ui": {"core"},
 }
 
 

@@ -3,6 +3,7 @@ run for real on local servers with only their ports and store paths moved."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -154,3 +155,84 @@ def test_dag_defaults_match_the_stack(compose: dict) -> None:
     assert env["JETSTREAM_OUTPUT_DIR"] == cfg.OUTPUT_DIR
     # The Spark connection the DAGs use in the stack is the cluster's.
     assert env.get("JETSTREAM_SPARK_CONN_ID") == "spark_cluster" and "AIRFLOW_CONN_SPARK_CLUSTER" in env
+
+
+#: The Python of each base image (read from the images' documentation, not run here): the official Airflow
+#: image names it in its tag; apache/spark's python3 images are Ubuntu 22.04's Python 3.10 at /usr/bin/python3.
+IMAGE_PYTHON = {"apache/airflow": ("3.11", "/usr/local/bin/python"), "apache/spark": ("3.10", "/usr/bin/python3")}
+
+
+def dockerfile(compose: dict, service: str) -> str:
+    build = compose["services"][service]["build"]
+    return (REPO / build["context"] / build["dockerfile"]).read_text()
+
+
+def test_compose_file_follows_the_compose_spec(compose: dict) -> None:
+    """The compose-spec JSON schema (vendored, Apache-2.0, from the compose-spec repository at 170098ba) as
+    ``docker compose config`` applies it, plus what the schema cannot see: every service and volume named exists."""
+    import jsonschema
+
+    schema = json.loads((REPO / "tests/support/compose/compose-spec.json").read_text())
+    errors = [f"{list(e.path)}: {e.message}" for e in jsonschema.Draft7Validator(schema).iter_errors(compose)]
+    assert errors == []
+    services, volumes = set(compose["services"]), set(compose["volumes"])
+    for name, service in compose["services"].items():
+        assert set(service.get("depends_on", {})) <= services, name
+        named = {v.split(":")[0] for v in service.get("volumes", []) if not v.startswith(("./", "/"))}
+        assert named <= volumes, name
+
+
+def test_login_is_the_one_the_header_names(compose: dict) -> None:
+    env = compose["x-airflow"]["environment"]
+    users = dict(entry.split(":")[:2] for entry in env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"].split(","))
+    in_container = env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"]
+    for name, service in compose["services"].items():
+        if name.startswith("airflow-"):
+            (mount,) = [v for v in service["volumes"] if v.split(":")[1] == in_container]
+            passwords = json.loads((REPO / mount.split(":")[0]).read_text())
+    assert set(passwords) == set(users)  # every user has a known password: none is generated
+    header = (REPO / "docker-compose.yml").read_text().split("\nx-airflow")[0]
+    for user, password in passwords.items():
+        assert f"log in as {user} / {password}" in header.replace("\n# ", " ")
+
+
+def test_healthchecks_call_what_each_service_serves(compose: dict) -> None:
+    services = compose["services"]
+    scheduler_env = services["airflow-scheduler"]["environment"]
+    assert "8974" in " ".join(services["airflow-scheduler"]["healthcheck"]["test"])
+    assert str(scheduler_env["AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK"]).lower() == "true"
+    assert "8080" in " ".join(services["airflow-apiserver"]["healthcheck"]["test"])
+    assert "8080:8080" in services["airflow-apiserver"]["ports"]
+
+
+def test_images_install_with_the_constraints_of_their_python(compose: dict) -> None:
+    """Each image installs with the constraints file ``make`` picks for its Python: ``constraints-py<X.Y>.txt``
+    where there is one, else ``constraints.txt`` (Python 3.11+)."""
+    for service in ("airflow-apiserver", "spark-master"):
+        text = dockerfile(compose, service)
+        base = re.search(r"^FROM ([^:\s]+):(\S+)", text, re.MULTILINE)
+        version = IMAGE_PYTHON[base.group(1)][0]
+        if base.group(1) == "apache/airflow":
+            assert base.group(2).endswith(f"-python{version}"), base.group(0)
+        specific = REPO / f"constraints-py{version}.txt"
+        expected = specific.name if specific.exists() else "constraints.txt"
+        used = set(re.findall(r"-c /opt/provider/(\S+)", text))
+        assert used == {expected}, (service, used)
+        assert (REPO / expected).exists()
+
+
+def test_spark_executors_run_the_spark_images_python(compose: dict) -> None:
+    """The submit operator passes ``PYSPARK_PYTHON`` on from its environment: it names the interpreter of the
+    Spark image (where its Dockerfile installed the package), not the Airflow image's own."""
+    env = compose["x-airflow"]["environment"]
+    assert env["PYSPARK_PYTHON"] == IMAGE_PYTHON["apache/spark"][1]
+    assert env["PYSPARK_PYTHON"] != IMAGE_PYTHON["apache/airflow"][1]
+    assert "ENV PYSPARK_PYTHON" not in dockerfile(compose, "spark-master")  # the image does not point elsewhere
+
+
+def test_every_jetstream_variable_is_one_the_dags_read(compose: dict) -> None:
+    read = set(re.findall(r"\b(JETSTREAM_[A-Z_]+)\b", "".join(p.read_text() for p in (REPO / "dags").glob("*.py"))))
+    given = {key for key in compose["x-airflow"]["environment"] if key.startswith("JETSTREAM_")}
+    assert given <= read, given - read
+    spark_conn = compose["x-airflow"]["environment"]["JETSTREAM_SPARK_CONN_ID"]
+    assert f"AIRFLOW_CONN_{spark_conn.upper()}" in compose["x-airflow"]["environment"]
