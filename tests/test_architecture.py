@@ -98,6 +98,7 @@ MAY_IMPORT = {
     "queues": {"core", "triggers", "assets"},
     "testing": {"core"},
     "utils": set(),
+    "ui": {"core", "hooks", "assets"},
 }
 
 

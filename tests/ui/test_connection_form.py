@@ -8,82 +8,30 @@ A screenshot of the filled form is saved to test-output/connection-form.png.
 from __future__ import annotations
 
 import os
-import shutil
-import signal
 import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from airflow_provider_jetstream.testing.ports import free_port
-
-REPO = Path(__file__).resolve().parents[2]
-AIRFLOW = str(Path(sys.executable).parent / "airflow")
-CHROMIUM = os.environ.get("CHROMIUM_PATH") or shutil.which("chromium") or shutil.which("chromium-browser")
-# Without the background-networking flags Chromium keeps calling home, which a closed network refuses.
-CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync",
-]  # fmt: skip
+from tests.support.airflow_ui import AIRFLOW, OUTPUT, api_server, chromium
 
 
 @pytest.fixture(scope="module")
-def api_server(airflow_db) -> Iterator[str]:
+def ui_server(airflow_db) -> Iterator[str]:
     """`airflow api-server` on a free loopback port; every user is an admin (no login page)."""
-    port = free_port()
-    env = {**os.environ, "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True"}
-    log = open(airflow_db / "api-server.log", "w")  # noqa: SIM115 - closed at teardown
-    process = subprocess.Popen(
-        [AIRFLOW, "api-server", "--host", "127.0.0.1", "--port", str(port)],
-        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/api/v2/monitor/health", timeout=2):
-                    break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"api-server did not start: {(airflow_db / 'api-server.log').read_text()[-2000:]}")
-                time.sleep(0.5)
+    with api_server(airflow_db, {"AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True"}) as url:
         yield url
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-        log.close()
-
-
-def _unavailable(reason: str) -> None:
-    """Fail, saying what is missing: a skipped browser test proves nothing."""
-    pytest.fail(f"{reason}: install Debian's chromium (.ci/run does, as root, with apt-get)", pytrace=False)
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
-    if not CHROMIUM:
-        _unavailable("Chromium is not installed (Debian: apt-get install chromium); set CHROMIUM_PATH to use another")
-    try:
-        import playwright.sync_api as playwright_api
-    except ImportError:
-        _unavailable("playwright is not installed (make install installs it)")
-    with playwright_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    with chromium() as browser:
         yield browser
-        browser.close()
 
 
-def test_add_connection_through_the_form(api_server, browser, hub_leaf) -> None:
+def test_add_connection_through_the_form(ui_server, browser, hub_leaf) -> None:
     page = browser.new_page(viewport={"width": 1400, "height": 2600})
-    page.goto(f"{api_server}/connections", wait_until="networkidle")
+    page.goto(f"{ui_server}/connections", wait_until="networkidle")
     page.get_by_role("button", name="Add Connection").click()
     page.locator("input[name=connection_id]").fill("nats_leaf_ui")
     page.get_by_role("combobox").first.focus()
@@ -114,9 +62,8 @@ def test_add_connection_through_the_form(api_server, browser, hub_leaf) -> None:
     page.locator("input[name=element_domain]").fill("leaf")
     page.locator("input[name=element_client_name]").fill("from-the-form")
 
-    output = REPO / "test-output"
-    output.mkdir(exist_ok=True)
-    page.screenshot(path=str(output / "connection-form.png"), full_page=True)
+    OUTPUT.mkdir(exist_ok=True)
+    page.screenshot(path=str(OUTPUT / "connection-form.png"), full_page=True)
     page.get_by_role("button", name="Save").click()
     page.get_by_text("nats_leaf_ui").first.wait_for(timeout=15000)
 
