@@ -60,6 +60,18 @@ def streams(topology: LocalTopology, conn_json: str) -> Iterator[JetStreamHook]:
 
 
 @pytest.fixture(scope="module")
+def mirror_asset(airflow_db: Path, topology: LocalTopology) -> str:
+    """The hub mirror's asset in Airflow's database, as a DAG that names it registers it; its URI."""
+    from airflow.models.asset import AssetModel
+    from airflow.utils.session import create_session
+
+    uri = f"jetstream://127.0.0.1:{topology.hub.port}/hub/{MIRROR}"
+    with create_session() as session:
+        session.add(AssetModel(name="hub mirror of the leaf's readings", uri=uri, group="asset"))
+    return uri
+
+
+@pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The wheel of the working tree installed (without dependencies) into a directory of its own."""
     work = tmp_path_factory.mktemp("page-wheel")
@@ -151,7 +163,9 @@ def publish_on_leaf(topology: LocalTopology, count: int) -> None:
         JetStreamHook(jetstream_conn_id="js_page_leaf").publish("page.readings.a", [{"n": i} for i in range(count)])
 
 
-def test_the_page_shows_a_leaf_cut_and_its_catch_up(server: dict[str, Any], topology: LocalTopology) -> None:
+def test_the_page_shows_a_leaf_cut_and_its_catch_up(
+    server: dict[str, Any], topology: LocalTopology, mirror_asset: str
+) -> None:
     publish_on_leaf(topology, 20)
     found = wait_until(lambda: overview(server), lambda o: mirror_origin(o)["state"] == "caught up", 60, "caught up")
     assert mirror_origin(found)["behind"] == 0 and leaf(found)["reachable"]
@@ -159,10 +173,12 @@ def test_the_page_shows_a_leaf_cut_and_its_catch_up(server: dict[str, Any], topo
     (mirror,) = [s for s in hub["streams"] if s["name"] == MIRROR]
     assert [c["consumer"] for c in mirror["consumers"]] == ["reporting"]
     assert mirror["consumers"][0]["num_pending"] == 20
+    assert mirror["asset_uri"] == mirror_asset and mirror["links"]["asset"]["uri"] == mirror_asset
     assert found["connection"]["servers"] == [f"nats://127.0.0.1:{topology.hub.port}"]
     assert "password" not in json.dumps(found) and "login" not in found["connection"]
     text = screenshot(server, "before", "caught up")
     assert "Domain leaf" in text and MIRROR in text and "reporting: 20 pending" in text
+    assert "asset hub mirror of the leaf's readings" in text
 
     topology.disconnect_leaf("leaf")
     publish_on_leaf(topology, 25)
