@@ -144,7 +144,10 @@ def _screenshot(browser: Any, server: dict[str, Any], name: str, expect: str) ->
     page = context.new_page()
     page.goto(f"{server['url']}/plugin/jetstream", wait_until="networkidle")
     frame = page.frame_locator("iframe").first
-    frame.locator("h1").wait_for(timeout=30000)
+    # As a person does: choose the connection (the test DB may hold others) and check it.
+    frame.locator("select[name=conn_id]").select_option(CONN_ID, timeout=30000)
+    frame.get_by_role("button", name="Check").click()
+    frame.locator("h2", has_text="Domains").wait_for(timeout=60000)
     text = frame.locator("body").inner_text()
     assert expect in text, text
     OUTPUT.mkdir(exist_ok=True)
