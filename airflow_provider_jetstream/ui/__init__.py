@@ -1,1 +1,2 @@
-"""What the provider adds to Airflow's web UI: plugins for its api-server."""
+"""What the provider adds to Airflow's web UI, as one plugin (``plugin.py``): the JetStream page (``app.py``)
+and the connection form's fixes (``connection_form.py``)."""

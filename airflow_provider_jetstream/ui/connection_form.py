@@ -23,8 +23,6 @@ import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from airflow.plugins_manager import AirflowPlugin
-
 from airflow_provider_jetstream.core.connection.fields import EXTRA_FIELDS
 
 CONN_TYPE = "jetstream"
@@ -150,12 +148,3 @@ class ConnectionFormMiddleware:
             headers.append((b"content-length", str(len(raw)).encode()))
         await send({**start, "headers": headers})
         await send({"type": "http.response.body", "body": raw, "more_body": more})
-
-
-class JetStreamConnectionFormPlugin(AirflowPlugin):
-    """Registers :class:`ConnectionFormMiddleware` on Airflow's api-server."""
-
-    name = "jetstream_connection_form"
-    fastapi_root_middlewares = [
-        {"middleware": ConnectionFormMiddleware, "args": [], "kwargs": {}, "name": "jetstream connection form"}
-    ]

@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-AIRFLOW = str(Path(sys.executable).parent / "airflow")
+from tests.support.airflow_ui import AIRFLOW, OUTPUT
 
 
 def test_add_connection_through_the_form(api_server, browser, hub_leaf) -> None:
@@ -49,7 +46,7 @@ def test_add_connection_through_the_form(api_server, browser, hub_leaf) -> None:
     page.locator("input[name=element_domain]").fill("leaf")
     page.locator("input[name=element_client_name]").fill("from-the-form")
 
-    output = REPO / "test-output"
+    output = OUTPUT
     output.mkdir(exist_ok=True)
     page.screenshot(path=str(output / "connection-form.png"), full_page=True)
     page.get_by_role("button", name="Save").click()

@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import json
 import urllib.request
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from airflow_provider_jetstream.core.connection.fields import EXTRA_FIELDS
 from airflow_provider_jetstream.testing.servers import USERS
+from tests.support.airflow_ui import OUTPUT
 
-REPO = Path(__file__).resolve().parents[2]
-OUTPUT = REPO / "test-output"
 pytestmark = pytest.mark.timeout(300)
 
 

@@ -1,0 +1,60 @@
+"""The JetStream page's pure logic: its history of news between checks, servers shown without credentials, and
+values escaped in its HTML."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from airflow_provider_jetstream.ui.history import record_check
+from airflow_provider_jetstream.ui.overview import public_servers
+from airflow_provider_jetstream.ui.render import render_page
+
+
+def overview(reachable: bool, state: str, summary: str) -> dict[str, Any]:
+    origin = {"key": "mirror:r:$JS.leaf.API", "state": state, "summary": summary, "kind": "mirror", "origin": "r",
+              "where": "leaf", "check": "exact", "headroom": None}  # fmt: skip
+    stream = {"name": "m", "key": "hub/m", "messages": 3, "first_seq": 1, "last_seq": 3, "cluster": None,
+              "asset_uri": "jetstream://h/hub/m", "replication": {"caught_up": state == "caught up", "error": None,
+              "origins": [origin]}, "consumers": []}  # fmt: skip
+    return {
+        "connection": {"conn_id": "c", "servers": ["nats://h:4222"], "domain": None, "api_prefix": None},
+        "checked_at": "t",
+        "domains": [
+            {"domain": "hub", "role": "connection", "reachable": True, "reason": None, "streams": [stream]},
+            {"domain": "leaf", "role": "origin", "reachable": reachable, "reason": None if reachable else "gone",
+             "streams": []},
+        ],
+    }  # fmt: skip
+
+
+def test_history_records_news_only_and_since_when() -> None:
+    first = record_check(None, overview(True, "caught up", "caught up"), 100.0)
+    assert [n["what"] for n in first["news"]] == [
+        "domain hub reachable (first seen)",
+        "domain leaf reachable (first seen)",
+        "hub/m <- mirror:r:$JS.leaf.API: caught up (first seen)",
+    ]
+    same = record_check(copy.deepcopy(first), overview(True, "caught up", "caught up"), 130.0)
+    assert same["news"] == first["news"] and same["checks"] == 2
+    cut = overview(False, "unreachable", "unreachable since x: lag unknown")
+    after_cut = record_check(same, cut, 160.0)
+    assert [n["what"] for n in after_cut["news"][3:]] == [
+        "domain leaf UNREACHABLE",
+        "hub/m <- mirror:r:$JS.leaf.API: unreachable since x: lag unknown",
+    ]
+    # The page shows since when each state holds: the hub since the first check, the leaf since the cut.
+    assert [d["since"] for d in cut["domains"]] == ["1970-01-01T00:01:40Z", "1970-01-01T00:02:40Z"]
+    assert cut["domains"][0]["streams"][0]["replication"]["origins"][0]["since"] == "1970-01-01T00:02:40Z"
+
+
+def test_servers_are_shown_without_user_password_or_token() -> None:
+    shown = public_servers(["nats://acc:s3cret-pw@hub-1:4222", "tls://tok3n@hub-2:4443", "hub-3"])
+    assert shown == ["nats://hub-1:4222", "tls://hub-2:4443", "nats://hub-3"]
+
+
+def test_the_page_escapes_what_servers_and_connections_say() -> None:
+    page = overview(False, "unreachable", "<script>alert(1)</script>")
+    record_check(None, page, 1.0)
+    text = render_page(["<c>"], "<c>", page, "<b>bad</b>", root="../../")
+    assert "<script>" not in text and "&lt;script&gt;" in text and "<b>bad" not in text and "&lt;c&gt;" in text
