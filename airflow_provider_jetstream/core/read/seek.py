@@ -56,16 +56,3 @@ async def time_boundary(
     )
     await discard_consumer(api, stream, consumer.name)
     return TimeBoundary(before=consumer.after, reached=consumer.pending > 0)
-
-
-async def first_sequence_at(
-    nc: Client,
-    stream: str,
-    when_iso: str,
-    *,
-    api_prefix: str = "$JS.API",
-    timeout: float = 10.0,
-) -> int | None:
-    """The sequence of the first message stored at or after ``when_iso`` (RFC 3339), or None when there is none."""
-    boundary = await time_boundary(nc, stream, when_iso, api_prefix=api_prefix, timeout=timeout)
-    return boundary.first_at if boundary.reached else None
