@@ -430,3 +430,28 @@ if given is not None:
         else:
             assert set(checked) == set(signature.args)
             assert checked == signature.check(checked, text=text_forms)  # checked values pass again unchanged
+
+
+# -- a list of stream names (the Spark source's ``stream``) ---------------------------------------
+
+
+@needs_hypothesis
+def test_a_stream_list_reads_back_the_names_and_refuses_empty_or_repeated_ones() -> None:
+    from airflow_provider_jetstream.core.arguments.names import is_name, stream_names_text
+
+    name = st.text(st.characters(codec="ascii", exclude_characters=" \t\n\r\x0b\x0c.*>/\\,"), min_size=1, max_size=12)
+    spaces = st.text(" ", max_size=2)
+
+    @settings(max_examples=200, deadline=None)
+    @given(names=st.lists(name.filter(is_name), min_size=1, max_size=5), pad=spaces, hole=st.integers(0, 5))
+    def check(names: list[str], pad: str, hole: int) -> None:
+        text = ",".join(f"{pad}{n}{pad}" for n in names)
+        if len(set(names)) == len(names):
+            assert stream_names_text(text, "stream") == tuple(names)
+        else:
+            assert "is named twice" in str(refusal(stream_names_text, text, "stream"))
+        gapped = [*names[:hole], pad, *names[hole:]]  # an empty name somewhere (a leading or trailing comma too)
+        err = refusal(stream_names_text, ",".join(gapped), "stream")
+        assert FORMAT.match(str(err)) and "an empty name is not one" in str(err)
+
+    check()

@@ -43,6 +43,7 @@ REFUSAL = {
     "JetStreamReplicationError": True,
     "JetStreamDataLossError": False,
     "StreamRecreatedError": True,
+    "WindowOpenError": False,
     "CheckpointConflictError": False,
     "TlsNotStartedError": None,
     "NatsServerError": None,

@@ -50,6 +50,7 @@ fix::
     ├── ObjectStoreError                         an object write not stored where aimed, or an object read cut short
     │   └── ObjectDigestError                    an object read whole does not match its size or SHA-256 digest
     ├── JetStreamDataLossError                   sequences of a range are gone (Spark read path)
+    ├── WindowOpenError                          a time window that messages may still reach (Spark read path)
     └── CheckpointConflictError                  another run moved the Spark job's checkpoint
 
 Outside this tree: :class:`TlsNotStartedError` (a nats-py error the TLS-only transport raises
@@ -309,6 +310,13 @@ class JetStreamDataLossError(JetStreamError):
 class StreamRecreatedError(JetStreamDataLossError, JetStreamRefusalError):
     """A position kept by the provider (a checkpoint, an offset, a watch) was recorded on a stream that
     was deleted and created again under the same name: its sequences name other messages now."""
+
+
+class WindowOpenError(JetStreamError):
+    """A read bounded by a time (``endingTime``, the packaged job's ``--end-time``) cannot be shown complete yet:
+    the stream holds no message stored at or after that time, and its clock has not passed it (or it is a
+    mirror, stamped by its origin). Messages of the window may still arrive: read again later (Airflow's
+    retries)."""
 
 
 class CheckpointConflictError(JetStreamError):

@@ -180,6 +180,13 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, CheckedArguments, Operator
     :param filter_subject: subject or comma list of subjects to copy. Default: all.
     :param end_sequence: last sequence to copy. Default: the stream's last at the start. Templated.
     :param starting_sequence: first run only: ``earliest`` (default) or a sequence number.
+    :param start_time: first run only: start at the first message stored at or after this time (RFC 3339 with
+        a zone, or a timezone-aware datetime), instead of ``starting_sequence``. Templated.
+    :param end_time: copy only messages stored before this time, instead of ``end_sequence``: with
+        ``start_time``, exactly the window ``[start_time, end_time)``. While messages may still reach the window
+        (nothing stored at or after ``end_time`` yet and the stream's clock not past it, or a mirror), the job
+        copies what is stored and then fails, so the task's retries copy the rest. Templated, e.g.
+        ``"{{ data_interval_end }}"``.
     :param partition_by: Parquet partition columns among stream, domain, subject, date. Default
         ``("date",)``.
     :param min_partitions: Spark partitions to read with. Default: Spark's default parallelism.
@@ -225,6 +232,8 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, CheckedArguments, Operator
         filter_subject: str | None = None,
         end_sequence: int | str | None = None,
         starting_sequence: int | str | None = None,
+        start_time: Any = None,
+        end_time: Any = None,
         partition_by: Sequence[str] | None = None,
         min_partitions: int | None = None,
         fail_on_data_loss: bool | None = None,
@@ -246,6 +255,8 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, CheckedArguments, Operator
         self.filter_subject = filter_subject
         self.end_sequence = end_sequence
         self.starting_sequence = starting_sequence
+        self.start_time = start_time
+        self.end_time = end_time
         self.partition_by = partition_by
         self.min_partitions = min_partitions
         self.fail_on_data_loss = fail_on_data_loss
@@ -366,11 +377,15 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, CheckedArguments, Operator
         output, holds no unfinished claim, and records the identity (``created``) of the stream as it is now
         (a stream deleted and created again is not covered); and its sequence is at least the stream's last
         sequence. The range the job would read is then empty, whatever its ``filter_subject`` or ``end_sequence``.
-        Skip relies on the stream as it is: messages still on their way into it (an aggregate catching up
+        With ``end_time`` it never skips: only the job knows whether the window is closed (a checkpoint at the
+        stream's last sequence may still lack messages the window has yet to receive). Skip relies on the
+        stream as it is: messages still on their way into it (an aggregate catching up
         with a leaf) are not in it yet; waiting for them is the replication sensor's job. Any doubt (a read
         that fails, no checkpoint yet) runs the job, which decides.
         """
         args = self.checked_arguments()
+        if args.get("end_time") is not None:
+            return None
         bucket, key = self._checkpoint_place()
         hook = JetStreamHook(args["jetstream_conn_id"])
         try:

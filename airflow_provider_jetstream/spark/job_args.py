@@ -14,7 +14,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from airflow_provider_jetstream.core.arguments import DEFAULT, REFUSE, REQUIRED, VALUE, Arg, Args, Rule
+from airflow_provider_jetstream.core.arguments import DEFAULT, REFUSE, REQUIRED, VALUE, Arg, Args, Rule, exclusive
+from airflow_provider_jetstream.core.arguments.durations import INSTANT_HELP, instant, parse_instant
 from airflow_provider_jetstream.core.arguments.names import (
     bucket_name,
     connection_id,
@@ -84,6 +85,20 @@ def starting_sequence(value: Any, field: str) -> str:
         raise SpecError(field, value, "use 'earliest' or a sequence number >= 1") from None
 
 
+def time_text(value: Any, field: str) -> str:
+    """An instant (RFC 3339 text with a zone, or a timezone-aware datetime) as the command line's RFC 3339 UTC text."""
+    try:
+        return parse_instant(value, field)
+    except SpecError:
+        raise SpecError(field, value, f"use {INSTANT_HELP}") from None
+
+
+def _window_not_empty(values: Mapping[str, Any], prefix: str) -> None:
+    start, end = values["start_time"], values["end_time"]
+    if start is not None and end is not None and instant(end) <= instant(start):  # type: ignore[operator]
+        raise SpecError(f"{prefix}end_time", end, f"use a time after start_time={start!r}: the window would be empty")
+
+
 def _subjects(value: Any, field: str) -> str:
     return ",".join(subject_text(value, field))
 
@@ -125,6 +140,21 @@ JOB = Args(
             templated=True,
         ),
         "starting_sequence": Arg(starting_sequence, None, REFUSE, "first run only: 'earliest' (default) or a number"),
+        "start_time": Arg(
+            time_text,
+            None,
+            REFUSE,
+            "first run only: start at the first message stored at or after this time (RFC 3339 with a zone)",
+            templated=True,
+        ),
+        "end_time": Arg(
+            time_text,
+            None,
+            REFUSE,
+            "copy only messages stored before this time (RFC 3339 with a zone); the run fails while messages may "
+            "still reach the window, after copying what is stored",
+            templated=True,
+        ),
         "min_partitions": Arg(
             integer(1, hint=" (Spark partitions to read with)"), None, DEFAULT, "default: Spark's default parallelism"
         ),
@@ -139,6 +169,9 @@ JOB = Args(
     [
         ONE_TARGET,
         Rule(("starting_sequence", "end_sequence"), _starts_before_the_end, "starting_sequence <= end_sequence"),
+        exclusive("starting_sequence", "start_time", "give one"),
+        exclusive("end_sequence", "end_time", "give one"),
+        Rule(("start_time", "end_time"), _window_not_empty, "start_time < end_time"),
     ],
 )
 

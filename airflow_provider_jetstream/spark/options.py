@@ -4,28 +4,23 @@
 Each camelCase option is an :class:`~airflow_provider_jetstream.core.arguments.Arg` (most of them the
 declarations the operators use: a stream name, a domain, an API prefix); every bad option fails before
 any Spark task runs, with the option's name, the bad value and what is allowed (all of them at once),
-and an unknown option with the closest known name. Connection options become a
-:class:`JetStreamConnectionConfig` through ``JetStreamConnectionConfig.from_fields`` (the same
-validation as the Airflow connection); when ``servers`` is not given, the connection comes from the
-environment variable ``JETSTREAM_CONNECTION_SECRET`` that :class:`JetStreamSparkSubmitOperator` sets
-(its name ends in ``SECRET`` so Spark redacts it).
+and an unknown option with the closest known name. The connection options are declared in
+:mod:`airflow_provider_jetstream.spark.connection`.
 
 Airflow-free: Spark drivers and executors import it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
-import json
-import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_jetstream.core.arguments import DEFAULT, REFUSE, Arg, Args, Rule, exclusive
-from airflow_provider_jetstream.core.arguments.durations import parse_instant
-from airflow_provider_jetstream.core.arguments.names import stream_name, subject_text
+from airflow_provider_jetstream.core.arguments import DEFAULT, REFUSE, Arg, Args, Rule, exclusive, requires
+from airflow_provider_jetstream.core.arguments.durations import instant, parse_instant, seconds_of
+from airflow_provider_jetstream.core.arguments.names import stream_name, stream_names_text, subject_text
 from airflow_provider_jetstream.core.arguments.values import Parser, boolean, integer, number, text
 from airflow_provider_jetstream.core.connection.fields import api_prefix_for
 from airflow_provider_jetstream.core.connection.settings import JetStreamConnectionConfig
@@ -33,58 +28,31 @@ from airflow_provider_jetstream.core.errors import JetStreamConfigError, SpecErr
 from airflow_provider_jetstream.core.publish.subjects import check_publish_subject
 from airflow_provider_jetstream.core.read.settings import READER, PullSettings, default_reader
 from airflow_provider_jetstream.core.signatures.shared import API_PREFIX, DOMAIN
+from airflow_provider_jetstream.spark.connection import (
+    CONNECTION,
+    CONNECTION_ENV_VAR,
+    connection_config,
+    connection_env,
+    connection_fields,
+)
 
-#: Environment variable holding the whole NATS connection as JSON (host, port, login, password,
-#: extra); set by JetStreamSparkSubmitOperator for the driver. Spark redacts names with SECRET.
-CONNECTION_ENV_VAR = "JETSTREAM_CONNECTION_SECRET"
-
-#: Connection options: Spark option name -> (from_fields argument, extra key or None).
-CONNECTION_OPTIONS: dict[str, str] = {
-    "servers": "host",
-    "user": "login",
-    "password": "password",
-    "token": "token",
-    "nkeySeed": "nkey_seed",
-    "credsFile": "creds_file",
-    "creds": "creds",
-    "tlsCaFile": "tls_ca_file",
-    "tlsCertFile": "tls_cert_file",
-    "tlsKeyFile": "tls_key_file",
-    "tlsVerify": "tls_verify",
-    "tlsHostname": "tls_hostname",
-    "tlsHandshakeFirst": "tls_handshake_first",
-    "connectTimeout": "connect_timeout",
-}
+__all__ = [
+    "CONNECTION",
+    "CONNECTION_ENV_VAR",
+    "READ",
+    "READ_STREAM",
+    "WRITE",
+    "ReadOptions",
+    "WriteOptions",
+    "connection_config",
+    "connection_env",
+    "connection_fields",
+]
 
 #: The prefix of every option's name in messages.
 OPTION = "jetstream option "
 
 
-def _text(doc: str) -> Arg:
-    return Arg(text, None, DEFAULT, doc)
-
-
-#: The connection options (checked by ``JetStreamConnectionConfig.from_fields``, as an Airflow connection).
-CONNECTION = Args(
-    "connection options",
-    {
-        "servers": _text("NATS servers: host[:port] or URLs, comma-separated"),
-        "user": _text("user name"),
-        "password": _text("password"),
-        "token": _text("authentication token"),
-        "nkeySeed": _text("user NKey seed"),
-        "credsFile": _text("path of a .creds file"),
-        "creds": _text("content of a .creds file"),
-        "tlsCaFile": _text("PEM file of the CA"),
-        "tlsCertFile": _text("PEM client certificate"),
-        "tlsKeyFile": _text("PEM client key"),
-        "tlsVerify": _text("verify the server certificate: true or false"),
-        "tlsHostname": _text("hostname expected in the server certificate"),
-        "tlsHandshakeFirst": _text("TLS before the NATS INFO: true or false"),
-        "connectTimeout": _text("seconds to connect"),
-        "connectionEnvVar": _text(f"environment variable with the connection JSON; default {CONNECTION_ENV_VAR}"),
-    },
-)
 _TARGET = Args(
     "target",
     {
@@ -112,7 +80,7 @@ def _sequence_or(*words: str) -> Parser:
     return parse
 
 
-def _starting_time(value: Any, field: str) -> str:
+def _time(value: Any, field: str) -> str:
     try:
         return parse_instant(value, field)
     except SpecError:
@@ -129,6 +97,29 @@ def _start_before_end(values: Mapping[str, Any], prefix: str) -> None:
         )
 
 
+def _window_not_empty(values: Mapping[str, Any], prefix: str) -> None:
+    start, end = values["startingTime"], values["endingTime"]
+    if start is not None and end is not None and instant(end) <= instant(start):  # type: ignore[operator]
+        raise SpecError(
+            f"{prefix}endingTime",
+            end,
+            f"use a time after startingTime={start!r}: the window [startingTime, endingTime) would be empty",
+        )
+
+
+def _one_stream_only(name: str, why: str) -> Rule:
+    """A rule: the option ``name`` (a number: a sequence) is for a read of one stream."""
+
+    def check(values: Mapping[str, Any], prefix: str) -> None:
+        streams = values["stream"] or values["path"] or ()
+        if len(streams) > 1 and values[name] is not None and values[name] not in ("earliest", "latest"):
+            raise SpecError(
+                f"{prefix}{name}", values[name], f"{why} ({len(streams)} streams are read: {', '.join(streams)})"
+            )
+
+    return Rule(("stream", "path", name), check, f"{name}: one stream only")
+
+
 def _only(name: str, when: str, why: str) -> Rule:
     """A rule: the option ``name`` is for ``when`` reads only."""
 
@@ -139,20 +130,39 @@ def _only(name: str, when: str, why: str) -> Rule:
     return Rule((name,), check, f"{name}: {when} only")
 
 
+def _min_at_most_max(values: Mapping[str, Any], prefix: str) -> None:
+    low, high = values["minMessagesPerTrigger"], values["maxMessagesPerTrigger"]
+    if low is not None and high is not None and low > high:
+        raise SpecError(f"{prefix}minMessagesPerTrigger", low, f"use at most maxMessagesPerTrigger={high}")
+
+
+#: Spark's Kafka source waits at most this long for ``minOffsetsPerTrigger``: ``maxTriggerDelay``'s default.
+MAX_TRIGGER_DELAY = 15 * 60.0
+
 _READ = Args(
     "read options",
     {
-        "stream": Arg(stream_name, None, REFUSE, "name of the stream to read"),
-        "path": Arg(stream_name, None, REFUSE, "same as stream (load('NAME'))"),
-        "filterSubject": Arg(subject_text, None, REFUSE, "subject or comma-separated subjects to read"),
+        "stream": Arg(stream_names_text, None, REFUSE, "stream to read, or several separated by commas"),
+        "path": Arg(stream_names_text, None, REFUSE, "same as stream (load('NAME'))"),
+        "filterSubject": Arg(subject_text, None, REFUSE, "subject or comma-separated subjects to read (one stream)"),
         "startingSequence": Arg(
             _sequence_or("earliest", "latest"), None, DEFAULT, "earliest (default), latest (streaming only) or a number"
         ),
-        "startingTime": Arg(_starting_time, None, DEFAULT, "RFC 3339 time: start at the first message stored then"),
+        "startingTime": Arg(_time, None, REFUSE, "RFC 3339 time: start at the first message stored then or later"),
         "endingSequence": Arg(_sequence_or("latest"), None, REFUSE, "latest or a sequence number (batch only)"),
+        "endingTime": Arg(_time, None, REFUSE, "RFC 3339 time: end before the first message stored then (batch)"),
+        "failOnOpenWindow": Arg(
+            boolean, None, DEFAULT, "with endingTime: true (default) fails a window messages may still reach"
+        ),
         "minPartitions": Arg(integer(1), None, DEFAULT, "minimum number of Spark partitions"),
         "maxMessagesPerPartition": Arg(integer(1), None, DEFAULT, "split partitions larger than this many sequences"),
         "maxMessagesPerTrigger": Arg(integer(1), None, DEFAULT, "sequences per micro-batch at most (streaming)"),
+        "minMessagesPerTrigger": Arg(
+            integer(1), None, DEFAULT, "sequences a micro-batch waits for, up to maxTriggerDelay (streaming)"
+        ),
+        "maxTriggerDelay": Arg(
+            seconds_of(positive=True), None, DEFAULT, "longest wait for minMessagesPerTrigger; default 15m"
+        ),
         "failOnDataLoss": Arg(
             boolean, True, DEFAULT, "true or false: fail when sequences are gone or the stream was recreated"
         ),
@@ -168,7 +178,13 @@ _READ = Args(
     },
     [
         exclusive("startingSequence", "startingTime", "give one"),
+        exclusive("endingSequence", "endingTime", "give one"),
         Rule(("startingSequence", "endingSequence"), _start_before_end),
+        Rule(("startingTime", "endingTime"), _window_not_empty, "startingTime < endingTime"),
+        requires("failOnOpenWindow", "endingTime", "it says what a read up to endingTime does: give endingTime too"),
+        _one_stream_only("filterSubject", "a filter names one stream's subjects: read each stream on its own"),
+        _one_stream_only("startingSequence", "a sequence number names a message of one stream"),
+        _one_stream_only("endingSequence", "a sequence number names a message of one stream"),
     ],
 )
 #: A batch read's options (``spark.read``).
@@ -179,14 +195,29 @@ READ = (_READ + _TARGET + CONNECTION).ruled(
         "startingSequence latest: streaming only",
     ),
     _only("maxMessagesPerTrigger", "streaming", ""),
+    _only("minMessagesPerTrigger", "streaming", ""),
+    _only("maxTriggerDelay", "streaming", ""),
 )
+
+
+def _one_stream_streaming(values: Mapping[str, Any], prefix: str) -> None:
+    streams = values["stream"] or values["path"] or ()
+    if len(streams) > 1:
+        raise SpecError(
+            f"{prefix}stream",
+            ",".join(streams),
+            "a streaming read takes one stream (its offsets are one stream's sequences): start a query per stream",
+        )
+
+
+_AVAILABLE_NOW = ": a streaming query runs on; use Trigger.AvailableNow to stop at the data present at its start"
 #: A streaming read's options (``spark.readStream``).
 READ_STREAM = (_READ + _TARGET + CONNECTION).ruled(
-    _only(
-        "endingSequence",
-        "batch",
-        ": a streaming query runs on; use Trigger.AvailableNow to stop at the data present at its start",
-    )
+    _only("endingSequence", "batch", _AVAILABLE_NOW),
+    _only("endingTime", "batch", _AVAILABLE_NOW),
+    Rule(("stream", "path"), _one_stream_streaming, "one stream"),
+    Rule(("minMessagesPerTrigger", "maxMessagesPerTrigger"), _min_at_most_max, "min <= max per trigger"),
+    requires("maxTriggerDelay", "minMessagesPerTrigger", "it bounds the wait for minMessagesPerTrigger: give both"),
 )
 
 
@@ -243,7 +274,9 @@ _KAFKA_NAMES = {
     "startingoffsets": "startingSequence",
     "endingoffsets": "endingSequence",
     "maxoffsetspertrigger": "maxMessagesPerTrigger",
+    "minoffsetspertrigger": "minMessagesPerTrigger",
     "startingtimestamp": "startingTime",
+    "endingtimestamp": "endingTime",
     "subscribe": "filterSubject",
     "topic": "subject",
 }
@@ -274,84 +307,6 @@ def _normalized(options: Mapping[str, str], allowed: list[str], what: str) -> di
     return result
 
 
-def connection_fields(config: JetStreamConnectionConfig) -> dict[str, Any]:
-    """The ``from_fields`` arguments that rebuild ``config`` (secrets included: never log them)."""
-    from airflow_provider_jetstream.core.connection.fields import EXTRA_FIELDS
-
-    extra = {}
-    for name, spec in EXTRA_FIELDS.items():
-        value = getattr(config, name)
-        if value is not None and value != spec.default:
-            extra[name] = value
-    return {
-        "conn_id": config.conn_id,
-        "host": ",".join(config.servers),
-        "login": config.user,
-        "password": config.password,
-        "extra": extra,
-    }
-
-
-def connection_env(config: JetStreamConnectionConfig) -> dict[str, str]:
-    """The environment (one variable, ``CONNECTION_ENV_VAR``, JSON) that hands ``config`` to a Spark driver."""
-    return {CONNECTION_ENV_VAR: json.dumps(connection_fields(config))}
-
-
-def _fields_from_env(env_var: str) -> dict[str, Any] | None:
-    raw = os.environ.get(env_var)
-    if not raw:
-        return None
-    try:
-        fields = json.loads(raw)
-    except ValueError:
-        raise JetStreamConfigError(f"environment variable {env_var} is not JSON connection fields") from None
-    if not isinstance(fields, dict) or "host" not in fields:
-        raise JetStreamConfigError(f"environment variable {env_var} must be a JSON object with at least 'host'")
-    fields.setdefault("extra", {})
-    fields.setdefault("conn_id", env_var)
-    return fields
-
-
-def connection_config(options: dict[str, str]) -> JetStreamConnectionConfig:
-    """The connection: the environment variable's fields, overridden by connection options."""
-    env_var = options.get("connectionEnvVar", CONNECTION_ENV_VAR)
-    fields = _fields_from_env(env_var)
-    if fields is None:
-        if "servers" not in options:
-            raise JetStreamConfigError(
-                f"jetstream option servers is missing: give servers (e.g. nats://host:4222) or set the "
-                f"environment variable {env_var} (JetStreamSparkSubmitOperator does)"
-            )
-        fields = {"conn_id": "spark-options", "host": None, "extra": {}}
-    for option, target in CONNECTION_OPTIONS.items():
-        if option not in options:
-            continue
-        if target in ("host", "login", "password"):
-            fields[target] = options[option]
-        else:
-            fields["extra"][target] = options[option]
-    if "servers" in options:
-        fields["conn_id"] = "spark-options"
-    try:
-        return JetStreamConnectionConfig.from_fields(
-            conn_id=fields["conn_id"],
-            host=fields.get("host"),
-            port=fields.get("port"),
-            login=fields.get("login"),
-            password=fields.get("password"),
-            extra=dict(fields.get("extra") or {}),
-        )
-    except JetStreamConfigError as err:
-        # The connection names its own fields (host, tls_verify): say which options set them.
-        named = [
-            f"{option} ({target})"
-            for option, target in CONNECTION_OPTIONS.items()
-            if option in options and re.search(rf"\b{target}\b", str(err))
-        ]
-        set_by = f" (set by jetstream option {', '.join(named)})" if named else ""
-        raise JetStreamConfigError(f"jetstream connection options: {err}{set_by}") from None
-
-
 def _api_prefix(args: Mapping[str, Any], connection: JetStreamConnectionConfig) -> str:
     """The options' domain / apiPrefix, else the connection's (as JetStreamHook does)."""
     if args["domain"] is None and args["apiPrefix"] is None:
@@ -363,8 +318,12 @@ def _api_prefix(args: Mapping[str, Any], connection: JetStreamConnectionConfig) 
 class ReadOptions:
     """The validated options of a read (batch or streaming).
 
-    ``starting_sequence`` is ``"earliest"``, ``"latest"`` or a number; ``starting_time`` an
-    RFC 3339 string; ``ending_sequence`` ``"latest"`` or a number.
+    ``starting_sequence`` is ``"earliest"``, ``"latest"`` or a number; ``starting_time`` and ``ending_time``
+    RFC 3339 strings (the window ``[starting_time, ending_time)``); ``ending_sequence`` ``"latest"`` or a
+    number. ``streams``: every stream read (a batch read may read several); ``stream`` is the first, the
+    one of :meth:`for_stream`'s options. ``fail_on_open_window``: a read up to ``ending_time`` fails
+    while messages may still reach the window (default True). ``min_messages_per_trigger`` and
+    ``max_trigger_delay`` (seconds): a micro-batch waits for that many new sequences, at most that long.
     """
 
     connection: JetStreamConnectionConfig
@@ -381,14 +340,23 @@ class ReadOptions:
     include_headers: bool
     pull: PullSettings
     reader: str = "vectorised"
+    streams: tuple[str, ...] = ()
+    ending_time: str | None = None
+    fail_on_open_window: bool = True
+    min_messages_per_trigger: int | None = None
+    max_trigger_delay: float | None = None
+
+    def for_stream(self, stream: str) -> ReadOptions:
+        """These options for one of the streams read."""
+        return dataclasses.replace(self, stream=stream, streams=(stream,))
 
     @classmethod
     def parse(cls, options: Mapping[str, str], streaming: bool = False) -> ReadOptions:
         signature = READ_STREAM if streaming else READ
         opts = _normalized(options, list(signature.args), "read")
         args = signature.check(opts, text=True, prefix=OPTION)
-        stream = args["stream"] or args["path"]
-        if not stream:
+        streams = args["stream"] or args["path"]
+        if not streams:
             raise JetStreamConfigError("jetstream option stream is missing: give the stream's name")
         heartbeat = args["heartbeatSeconds"]
         try:
@@ -403,15 +371,22 @@ class ReadOptions:
         connection = connection_config(opts)
         return cls(
             connection=connection,
-            stream=stream,
+            stream=streams[0],
+            streams=streams,
             api_prefix=_api_prefix(args, connection),
             filter_subjects=args["filterSubject"] or (),
             starting_sequence=args["startingSequence"] or "earliest",
             starting_time=args["startingTime"],
             ending_sequence=args["endingSequence"] or "latest",
+            ending_time=args["endingTime"],
+            fail_on_open_window=args["failOnOpenWindow"] is not False,
             min_partitions=args["minPartitions"],
             max_messages_per_partition=args["maxMessagesPerPartition"],
             max_messages_per_trigger=args["maxMessagesPerTrigger"],
+            min_messages_per_trigger=args["minMessagesPerTrigger"],
+            max_trigger_delay=(
+                (args["maxTriggerDelay"] or MAX_TRIGGER_DELAY) if args["minMessagesPerTrigger"] is not None else None
+            ),
             fail_on_data_loss=args["failOnDataLoss"],
             include_headers=args["includeHeaders"],
             pull=pull,

@@ -4,6 +4,13 @@ Stream sequences are the offsets: a range ``[start, end]`` names exactly the mes
 reads, so the same options over the same stored data always give the same rows, and a retried
 task reads the same messages again.
 
+A time window ``[startingTime, endingTime)`` becomes such a range too: a stream's timestamps rise with its
+sequences, so the server's answer to "where does this time fall" (:mod:`airflow_provider_jetstream.core.read.seek`)
+is a sequence bound. The window is *closed* (no message of it can still be stored) once the stream
+holds a message stored at or after ``endingTime``, or once the server's clock has passed ``endingTime``
+on a stream that stamps its own messages (a mirror keeps its origin's stamps: only a later message closes
+its windows). See :func:`range_end`.
+
 Airflow-free: it runs in Spark's planner processes.
 """
 
@@ -16,12 +23,14 @@ from dataclasses import dataclass
 from nats.aio.client import Client
 
 from airflow_provider_jetstream.core.api import JetStreamApi, describe_prefix
+from airflow_provider_jetstream.core.arguments.durations import instant
 from airflow_provider_jetstream.core.errors import (
     JetStreamDataLossError,
     JetStreamNotFoundError,
+    WindowOpenError,
 )
 from airflow_provider_jetstream.core.read.identity import stream_created
-from airflow_provider_jetstream.core.read.seek import first_sequence_at
+from airflow_provider_jetstream.core.read.seek import time_boundary
 from airflow_provider_jetstream.spark.options import ReadOptions
 
 log = logging.getLogger(__name__)
@@ -30,12 +39,24 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class StreamBounds:
     """What the stream holds now: sequences ``first..last`` (``first = last + 1`` when empty), the domain
-    that holds it, and its identity (``created``, see :mod:`airflow_provider_jetstream.core.read.identity`)."""
+    that holds it, its identity (``created``, see :mod:`airflow_provider_jetstream.core.read.identity`), the
+    server's time when it answered (``server_time``, RFC 3339) and whether it is a ``mirror``."""
 
     first: int
     last: int
     domain: str | None
     created: str | None = None
+    server_time: str | None = None
+    mirror: bool = False
+
+
+@dataclass(frozen=True)
+class RangeEnd:
+    """The last sequence of a read; ``closed`` False: the read ends at a time (``endingTime``) that messages
+    may still reach (see :func:`range_end`), and ``last`` is the stream's last sequence when asked."""
+
+    last: int
+    closed: bool = True
 
 
 def target_name(options: ReadOptions) -> str:
@@ -54,21 +75,27 @@ async def stream_bounds(nc: Client, options: ReadOptions) -> StreamBounds:
     last = state.get("last_seq", 0)
     if state.get("messages", 0) == 0:
         first = last + 1
-    return StreamBounds(first=first, last=last, domain=account.get("domain") or None, created=stream_created(info))
+    return StreamBounds(
+        first=first,
+        last=last,
+        domain=account.get("domain") or None,
+        created=stream_created(info),
+        server_time=info.get("ts"),
+        mirror=bool((info.get("config") or {}).get("mirror")),
+    )
 
 
 async def resolve_start(nc: Client, options: ReadOptions, bounds: StreamBounds) -> int:
     """The first sequence to read, from startingSequence / startingTime and what the stream holds."""
     if options.starting_time is not None:
-        seq = await first_sequence_at(
+        boundary = await time_boundary(
             nc,
             options.stream,
             options.starting_time,
             api_prefix=options.api_prefix,
-            filter_subjects=options.filter_subjects,
             timeout=options.pull.request_timeout,
         )
-        return bounds.last + 1 if seq is None else seq
+        return boundary.first_at
     starting = options.starting_sequence
     if starting == "earliest":
         return bounds.first
@@ -87,8 +114,55 @@ async def resolve_start(nc: Client, options: ReadOptions, bounds: StreamBounds) 
     return starting
 
 
+async def range_end(nc: Client, options: ReadOptions, bounds: StreamBounds) -> RangeEnd:
+    """The last sequence of a batch read: endingSequence (at most the stream's last), or the last stored before
+    endingTime; ``bounds`` must have been read before this call (its server time closes a window).
+
+    The window ``[startingTime, endingTime)`` holds every message stored at or after its start and before
+    its end (the server compares at nanoseconds; the ``timestamp`` column shows microseconds). It is closed
+    when the stream holds a message stored at or after ``endingTime`` (its sequence is higher than every
+    message of the window, so none can be added), or when the server's clock had passed ``endingTime`` when
+    ``bounds`` were read and the stream is not a mirror (it stamps what it stores, so a message it stores
+    from then on is stamped later). Otherwise it is open: messages may still arrive (the end is in the
+    future, a leaf cut off has not replicated them yet, a mirror's origin is ahead).
+    """
+    if options.ending_time is None:
+        return RangeEnd(resolve_end(options, bounds))
+    boundary = await time_boundary(
+        nc, options.stream, options.ending_time, api_prefix=options.api_prefix, timeout=options.pull.request_timeout
+    )
+    clock_past = (
+        not bounds.mirror
+        and bounds.server_time is not None
+        and instant(bounds.server_time) > instant(options.ending_time)  # type: ignore[operator]
+    )
+    return RangeEnd(boundary.before, boundary.reached or clock_past)
+
+
+def open_window(options: ReadOptions, end: RangeEnd, bounds: StreamBounds) -> str:
+    """Why a read up to endingTime is not complete yet (``end`` not closed)."""
+    why = "it is a mirror (its origin stamps its messages)" if bounds.mirror else "its clock has not passed it"
+    return (
+        f"{target_name(options)}: the window before endingTime={options.ending_time} is still open: the stream "
+        f"holds no message stored at or after it (it holds sequences up to {end.last}) and {why}; messages of "
+        "the window may still arrive (the end is ahead, or a leaf domain has not replicated them yet)"
+    )
+
+
+def check_window(options: ReadOptions, end: RangeEnd, bounds: StreamBounds) -> None:
+    """Fail a batch read whose window is open (:class:`WindowOpenError`), or with failOnOpenWindow=false warn."""
+    if end.closed:
+        return
+    if options.fail_on_open_window:
+        raise WindowOpenError(
+            f"{open_window(options, end, bounds)}. Read again later, or set failOnOpenWindow=false to read what is "
+            "stored now"
+        )
+    log.warning("%s; reading what is stored now (failOnOpenWindow=false)", open_window(options, end, bounds))
+
+
 def resolve_end(options: ReadOptions, bounds: StreamBounds) -> int:
-    """The last sequence of a batch read: endingSequence, at most the stream's last sequence."""
+    """The last sequence of a read bounded by sequences: endingSequence, at most the stream's last sequence."""
     ending = options.ending_sequence
     if ending == "latest":
         return bounds.last

@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
@@ -28,7 +29,13 @@ from pyspark.sql.datasource import (
     DataSourceWriter,
     InputPartition,
 )
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    ReadMinRows,
+    SupportsTriggerAvailableNow,
+)
 from pyspark.sql.types import StructType
 
 from airflow_provider_jetstream.core.connection.client import open_connection, release
@@ -39,7 +46,8 @@ from airflow_provider_jetstream.core.sync import iterate_blocking, run_sync
 from airflow_provider_jetstream.spark.options import ReadOptions, WriteOptions
 from airflow_provider_jetstream.spark.planning import (
     StreamBounds,
-    resolve_end,
+    check_window,
+    range_end,
     resolve_start,
     split_range,
     stream_bounds,
@@ -61,23 +69,25 @@ def worker_python_hint(problem: str) -> str:
 
 
 class SequenceRangePartition(InputPartition):
-    """One Spark task's share: stream sequences ``start..end`` (inclusive)."""
+    """One Spark task's share: sequences ``start..end`` (inclusive) of ``stream`` (default: the read's only one)."""
 
-    def __init__(self, index: int, start: int, end: int, domain: str | None) -> None:
+    def __init__(self, index: int, start: int, end: int, domain: str | None, stream: str | None = None) -> None:
         super().__init__(index)
         self.index = index
         self.start = start
         self.end = end
         self.domain = domain
+        self.stream = stream
 
     def __repr__(self) -> str:
-        return f"SequenceRangePartition({self.index}, {self.start}-{self.end})"
+        return f"SequenceRangePartition({self.index}, {self.stream or ''} {self.start}-{self.end})"
 
 
 def _read_partition(options: ReadOptions, partition: SequenceRangePartition) -> Iterator[pa.RecordBatch]:
+    stream = partition.stream or options.stream
     chunks = read_range_with_config(
         options.connection,
-        options.stream,
+        stream,
         partition.start,
         partition.end,
         api_prefix=options.api_prefix,
@@ -88,7 +98,7 @@ def _read_partition(options: ReadOptions, partition: SequenceRangePartition) -> 
         reader=options.reader,
     )
     for chunk in iterate_blocking(chunks):
-        yield to_record_batch(chunk, options.stream, partition.domain)
+        yield to_record_batch(chunk, stream, partition.domain)
 
 
 def _partitions(
@@ -96,6 +106,24 @@ def _partitions(
 ) -> list[SequenceRangePartition]:
     ranges = split_range(start, end, options.min_partitions or default_parallelism, options.max_messages_per_partition)
     return [SequenceRangePartition(i, first, last, domain) for i, (first, last) in enumerate(ranges)]
+
+
+def _streams_partitions(
+    options: ReadOptions, ranges: list[tuple[str, int, int]], domain: str | None, default_parallelism: int
+) -> list[SequenceRangePartition]:
+    """The partitions of several streams' ranges: the partitions wanted shared in proportion to their sizes
+    (at least one each that has sequences)."""
+    total = sum(max(0, end - start + 1) for _, start, end in ranges)
+    wanted = options.min_partitions or default_parallelism
+    parts: list[SequenceRangePartition] = []
+    for stream, start, end in ranges:
+        size = end - start + 1
+        if size <= 0:
+            continue
+        share = max(1, round(wanted * size / total))
+        for first, last in split_range(start, end, share, options.max_messages_per_partition):
+            parts.append(SequenceRangePartition(len(parts), first, last, domain, stream))
+    return parts
 
 
 def _with_connection(options: ReadOptions, work: Any) -> Any:
@@ -117,17 +145,28 @@ class JetStreamBatchReader(DataSourceReader):
         self.default_parallelism = default_parallelism
 
     def partitions(self) -> Sequence[InputPartition]:
-        options = self.options
+        """Each stream's range, fixed from what it holds now (every stream's window checked before any is read)."""
 
-        async def plan(nc: Any) -> tuple[int, int, StreamBounds]:
-            bounds = await stream_bounds(nc, options)
-            return await resolve_start(nc, options, bounds), resolve_end(options, bounds), bounds
+        async def plan(nc: Any) -> list[tuple[str, int, int, StreamBounds]]:
+            ranges = []
+            for stream in self.options.streams:
+                options = self.options.for_stream(stream)
+                bounds = await stream_bounds(nc, options)
+                start = await resolve_start(nc, options, bounds)
+                end = await range_end(nc, options, bounds)
+                check_window(options, end, bounds)
+                ranges.append((stream, start, end.last, bounds))
+            return ranges
 
-        start, end, bounds = _with_connection(options, plan)
-        log.info("jetstream read of %r: sequences %d-%d", options.stream, start, end)
-        parts = _partitions(options, start, end, bounds.domain, self.default_parallelism)
+        planned = _with_connection(self.options, plan)
+        for stream, start, end, _ in planned:
+            log.info("jetstream read of %r: sequences %d-%d", stream, start, end)
+        domain = planned[0][3].domain
+        parts = _streams_partitions(
+            self.options, [(stream, start, end) for stream, start, end, _ in planned], domain, self.default_parallelism
+        )
         # Spark needs at least one partition; an empty range reads nothing.
-        return parts or [SequenceRangePartition(0, 1, 0, bounds.domain)]
+        return parts or [SequenceRangePartition(0, 1, 0, domain)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, SequenceRangePartition)
@@ -142,6 +181,11 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     holds the offsets, so a restarted query re-plans exactly the same ranges: nothing is lost or
     repeated. Nothing is acknowledged on the server (no acks to lose at a crash).
 
+    With ``minMessagesPerTrigger`` (Spark's Kafka source's ``minOffsetsPerTrigger``), a micro-batch is planned
+    once that many sequences are new, or once ``maxTriggerDelay`` has passed since the previous one and some
+    are new; the first of a (re)started query is not held back, and ``Trigger.AvailableNow`` reads without
+    waiting. ``maxMessagesPerTrigger`` still caps each micro-batch.
+
     A stream deleted and created again under the same name since the start offset fails the query
     (``StreamRecreatedError``), or with ``failOnDataLoss=false`` is read from its first sequence: that
     batch's end offset names it (``"first"``). An offset of an earlier version (no ``created``) is
@@ -152,6 +196,8 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self.options = options
         self.default_parallelism = default_parallelism
         self.available_now_target: int | None = None
+        #: When the last micro-batch was planned (``time.monotonic()``); None before the first.
+        self.last_planned: float | None = None
         self._domain: str | None = None
         self._domain_known = False
 
@@ -191,12 +237,23 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             last = min(last, self.available_now_target)
         if isinstance(limit, ReadMaxRows):
             last = min(last, after + limit.max_rows)
+        elif isinstance(limit, ReadMinRows):
+            last = min(last, after + (self.options.max_messages_per_trigger or last))
+        if not isinstance(limit, ReadAllAvailable) and self.available_now_target is None and not recreated:
+            now = time.monotonic()
+            if hold_back(last - after, self.options, self.last_planned, now):
+                last = after
+            elif last > after:
+                self.last_planned = now
         end = _offset(max(last, after), bounds.created)
         if recreated:
             end["first"] = bounds.first
         return end
 
     def getDefaultReadLimit(self) -> ReadLimit:
+        # PySpark has no composite limit: with both, the minimum is asked and the maximum applied here.
+        if self.options.min_messages_per_trigger:
+            return ReadMinRows(self.options.min_messages_per_trigger)
         if self.options.max_messages_per_trigger:
             return ReadMaxRows(self.options.max_messages_per_trigger)
         return ReadAllAvailable()
@@ -221,6 +278,16 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def commit(self, end: dict) -> None:
         """Nothing to do: no acknowledgements, the offsets in Spark's checkpoint are the truth."""
+
+
+def hold_back(new: int, options: ReadOptions, last_planned: float | None, now: float) -> bool:
+    """Whether a micro-batch of ``new`` sequences waits for more (``minMessagesPerTrigger``): fewer than the
+    minimum are new and ``maxTriggerDelay`` seconds have not passed since the previous micro-batch was planned
+    (``last_planned``, None: none yet, so the first is never held back)."""
+    minimum = options.min_messages_per_trigger
+    if minimum is None or new <= 0 or new >= minimum or last_planned is None:
+        return False
+    return now - last_planned < (options.max_trigger_delay or 0.0)
 
 
 def _offset(seq: int, created: str | None) -> dict:

@@ -118,8 +118,9 @@ def delete_messages(stream: SparkStream, seqs: list[int]) -> None:
     run(go())
 
 
-def stored_at(stream: SparkStream, seq: int) -> dt.datetime:
-    """When the stream stored message ``seq`` (the server's clock, UTC), rounded up to the microsecond."""
+def stored_at(stream: SparkStream, seq: int, *, round_down: bool = False) -> dt.datetime:
+    """When the stream stored message ``seq`` (the server's clock, UTC), rounded up to the microsecond (or down:
+    a time at or before the stamp, so a window starting then holds the message and one ending then does not)."""
 
     async def go() -> str:
         nc = await hub_client(stream.topology)
@@ -133,4 +134,10 @@ def stored_at(stream: SparkStream, seq: int) -> dt.datetime:
     whole, _, fraction = run(go()).rstrip("Z").partition(".")
     nanoseconds = int((fraction or "0").ljust(9, "0")[:9])
     moment = dt.datetime.fromisoformat(whole).replace(tzinfo=dt.timezone.utc)
-    return moment + dt.timedelta(microseconds=-(-nanoseconds // 1000))
+    micros = nanoseconds // 1000 if round_down else -(-nanoseconds // 1000)
+    return moment + dt.timedelta(microseconds=micros)
+
+
+def iso(moment: dt.datetime) -> str:
+    """RFC 3339 text of an aware datetime, to the microsecond (a Spark option's or job argument's form)."""
+    return moment.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

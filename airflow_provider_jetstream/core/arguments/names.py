@@ -251,6 +251,28 @@ def subject_text(value: Any, field: str) -> tuple[str, ...]:
     return subjects
 
 
+def stream_names_text(value: Any, field: str) -> tuple[str, ...]:
+    """One stream name, or several separated by commas (``'orders, payments'``), as a Spark option gives them.
+
+    Spaces around a name are dropped (a name holds none). Refused: an empty name (``'a,,b'``, a trailing
+    comma), a name given twice, and a name that is not a stream name. A stream whose name holds a comma
+    cannot be named here: the comma separates names.
+    """
+    if not isinstance(value, str):
+        return (stream_name(value, field),)
+    names = tuple(s.strip() for s in value.split(","))
+    allowed = "give one stream name or several separated by commas, e.g. 'orders' or 'orders,payments'"
+    if not all(names):
+        raise SpecError(field, value, f"{allowed} (an empty name is not one)")
+    for name in names:
+        if not is_name(name):
+            raise SpecError(field, value, f"{allowed}; {name!r} is not a stream name (see 'orders', 'edge-a')")
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise SpecError(field, value, f"{allowed}, each once ({twice[0]!r} is named twice)")
+    return names
+
+
 def headers(value: Any, field: str) -> dict[str, str]:
     """Headers: a mapping of names (non-empty, no whitespace or ``:``) to strings without line breaks."""
     if not isinstance(value, Mapping):

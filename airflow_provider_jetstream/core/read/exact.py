@@ -162,7 +162,7 @@ class RangePull:
 
     async def start(self) -> None:
         """Create the consumer at ``next_seq`` and listen for its messages; finish at once if nothing is pending."""
-        name, pending = await create_ephemeral_consumer(
+        name, pending, _ = await create_ephemeral_consumer(
             self.api,
             self.stream,
             where=self.where,

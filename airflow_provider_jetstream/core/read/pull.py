@@ -25,7 +25,7 @@ import json
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import nats.errors
 from nats.aio.client import Client
@@ -170,6 +170,16 @@ class PullRequests:
         return self.outstanding > 0 and self.silent(now)
 
 
+class ReadingConsumer(NamedTuple):
+    """A reader's consumer as the server created it: ``name``, the messages it has ``pending``, and the stream
+    sequence it starts ``after`` (the server chose its first sequence, ``after + 1``: the first stored at
+    or after the start time, or the next one to be stored when none is yet)."""
+
+    name: str
+    pending: int
+    after: int
+
+
 async def create_ephemeral_consumer(
     api: JetStreamApi,
     stream: str,
@@ -181,12 +191,13 @@ async def create_ephemeral_consumer(
     filter_subjects: Sequence[str] = (),
     inactive_threshold: float = 120.0,
     kind: str = "read",
-) -> tuple[str, int]:
+) -> ReadingConsumer:
     """Create a pull consumer that only this reader uses: no acks, delivering from ``start_seq`` (or the
     first message stored at or after ``start_time``, or with ``last_per_subject`` the last message of each
     subject: a KV watch), only ``filter_subjects`` if given, in memory, one
     replica, deleted by the server after ``inactive_threshold`` seconds without a pull (a reader that
-    died leaves nothing behind). Returns its name (``<kind>_<random>``) and the messages it has pending.
+    died leaves nothing behind). Returns its name (``<kind>_<random>``), the messages it has pending and
+    the stream sequence it starts after (see :class:`ReadingConsumer`).
 
     The create is asked again across a failover (the API's one retry rule). ``where`` names the stream in
     errors: :class:`JetStreamNotFoundError` when it does not exist, :class:`JetStreamNoLeaderError` when the
@@ -226,7 +237,8 @@ async def create_ephemeral_consumer(
         raise JetStreamDomainUnavailableError(
             f"no JetStream answered for {where} within {api.timeout:g}s: {hint}"
         ) from err
-    return name, int(info.get("num_pending") or 0)
+    delivered = info.get("delivered") or {}
+    return ReadingConsumer(name, int(info.get("num_pending") or 0), int(delivered.get("stream_seq") or 0))
 
 
 async def discard_consumer(api: JetStreamApi, stream: str, name: str) -> None:

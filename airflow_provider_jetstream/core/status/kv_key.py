@@ -103,7 +103,7 @@ async def watch_key(api: JetStreamApi, bucket: str, key: str, *, quiet_after: fl
     backoff = Backoff(first=0.5, cap=4.0)
     failing_since: float | None = None
     while True:
-        name, pending = await create_ephemeral_consumer(
+        name, pending, _ = await create_ephemeral_consumer(
             api, layout.stream, where=where, last_per_subject=last is None,
             start_seq=None if last is None else last + 1, filter_subjects=[layout.key_prefix + key],
             inactive_threshold=max(30.0, 3 * quiet_after), kind="watch",
