@@ -38,7 +38,7 @@ class JetStreamMessagesHook(JetStreamObjectsHook):
         return send
 
     @contextlib.asynccontextmanager
-    async def areading(
+    async def _open_reading(
         self,
         stream: str,
         consumer: str | None,
@@ -94,7 +94,7 @@ class JetStreamMessagesHook(JetStreamObjectsHook):
             headers). Default True.
         """
         where = (domain, api_prefix, timeout)
-        async with self.areading(stream, consumer, filter_subject, start_seq, start_time, where) as (api, reading):
+        async with self._open_reading(stream, consumer, filter_subject, start_seq, start_time, where) as (api, reading):
             return await fetch_batch(
                 api,
                 stream,
@@ -130,7 +130,7 @@ class JetStreamMessagesHook(JetStreamObjectsHook):
         the whole iteration and deletes it when the iteration ends. Settle the messages while iterating:
         the connection is open until then."""
         where = (domain, api_prefix, timeout)
-        async with self.areading(stream, consumer, filter_subject, start_seq, start_time, where) as (api, reading):
+        async with self._open_reading(stream, consumer, filter_subject, start_seq, start_time, where) as (api, reading):
             while True:
                 deliveries = await fetch_batch(
                     api,

@@ -154,7 +154,7 @@ class _Run:
         args = self.args
         where = (None, None, args["request_timeout"])
         reading_args = (args["stream"], args["consumer"], args["filter_subject"], args["start_seq"], args["start_time"])
-        async with self.hook.areading(*reading_args, where) as (api, reading):
+        async with self.hook._open_reading(*reading_args, where) as (api, reading):
             if args["consumer"] is not None and not reading.ackable:
                 raise JetStreamConfigError(
                     f"consumer {reading.name!r} on stream {args['stream']!r} has ack_policy none: nothing it "
