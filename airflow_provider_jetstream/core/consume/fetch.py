@@ -122,7 +122,7 @@ async def reading_consumer(
             )
         yield await durable_consumer(api, stream, consumer, filter_subject)
         return
-    name, _ = await create_ephemeral_consumer(
+    name, *_ = await create_ephemeral_consumer(
         api,
         stream,
         where=f"stream {stream!r} in {api.target}",

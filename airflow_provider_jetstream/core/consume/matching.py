@@ -169,7 +169,7 @@ class MessageMatcher:
             if self.next_sequence is None:
                 self.next_sequence = await self.stream_end() + 1
             filters = [self.filter_subject] if self.filter_subject else []
-            name, _ = await create_ephemeral_consumer(
+            name, *_ = await create_ephemeral_consumer(
                 self.api, self.stream, where=self.where, start_seq=self.next_sequence, filter_subjects=filters,
                 kind="await",
             )  # fmt: skip

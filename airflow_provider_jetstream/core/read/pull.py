@@ -170,7 +170,7 @@ class PullRequests:
         return self.outstanding > 0 and self.silent(now)
 
 
-class ReadingConsumer(NamedTuple):
+class EphemeralConsumer(NamedTuple):
     """A reader's consumer as the server created it: ``name``, the messages it has ``pending``, and the stream
     sequence it starts ``after`` (the server chose its first sequence, ``after + 1``: the first stored at
     or after the start time, or the next one to be stored when none is yet)."""
@@ -191,13 +191,13 @@ async def create_ephemeral_consumer(
     filter_subjects: Sequence[str] = (),
     inactive_threshold: float = 120.0,
     kind: str = "read",
-) -> ReadingConsumer:
+) -> EphemeralConsumer:
     """Create a pull consumer that only this reader uses: no acks, delivering from ``start_seq`` (or the
     first message stored at or after ``start_time``, or with ``last_per_subject`` the last message of each
     subject: a KV watch), only ``filter_subjects`` if given, in memory, one
     replica, deleted by the server after ``inactive_threshold`` seconds without a pull (a reader that
     died leaves nothing behind). Returns its name (``<kind>_<random>``), the messages it has pending and
-    the stream sequence it starts after (see :class:`ReadingConsumer`).
+    the stream sequence it starts after (see :class:`EphemeralConsumer`).
 
     The create is asked again across a failover (the API's one retry rule). ``where`` names the stream in
     errors: :class:`JetStreamNotFoundError` when it does not exist, :class:`JetStreamNoLeaderError` when the
@@ -238,7 +238,7 @@ async def create_ephemeral_consumer(
             f"no JetStream answered for {where} within {api.timeout:g}s: {hint}"
         ) from err
     delivered = info.get("delivered") or {}
-    return ReadingConsumer(name, int(info.get("num_pending") or 0), int(delivered.get("stream_seq") or 0))
+    return EphemeralConsumer(name, int(info.get("num_pending") or 0), int(delivered.get("stream_seq") or 0))
 
 
 async def discard_consumer(api: JetStreamApi, stream: str, name: str) -> None:
