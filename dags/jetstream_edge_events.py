@@ -127,6 +127,11 @@ def process_announcements(payloads: list[dict]) -> list[dict]:
                         count += 1
                         if message.sequence == last:
                             break
+                if count != last - first + 1:  # a gap (data lost) or a read cut short: not processed
+                    raise RuntimeError(
+                        f"{leaf}: read {count} of the {last - first + 1} readings of sequences {first}-{last} "
+                        f"in {LEAF_STREAM!r}; the batch is not marked processed"
+                    )
                 result = {
                     "leaf": leaf,
                     "batch": announcement.get("batch"),

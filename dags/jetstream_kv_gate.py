@@ -99,6 +99,11 @@ with DAG(
             return read_count
 
         count = hook.run(read())
+        if count != last - first + 1:  # a gap (data lost) or a read cut short: not processed
+            raise RuntimeError(
+                f"{leaf}: read {count} of the {last - first + 1} readings of sequences {first}-{last} in "
+                f"{LEAF_STREAM!r}; the batch is not marked processed"
+            )
         return {
             "batch": batch["batch"],
             "leaf": leaf,
