@@ -235,3 +235,44 @@ def test_a_deliver_subject_a_hub_stream_listens_on_is_refused_before_anything_is
         JetStreamHook(conn).ensure_durable_source(_origin(origin), "leaf", copy, domain="hub")
     assert f"a stream listens there (stream {catch_all!r} in domain 'hub')" in str(refused.value)
     assert raw.info("leaf", origin) is None and raw.info("hub", copy) is None
+
+
+def test_a_durable_mirror_copies_each_message_once_and_is_caught_up_only_once_the_leaf_is_drained(
+    make_topology, jetstream_conn
+) -> None:
+    """A mirror that names a flow-control ``consumer`` (nats-server 2.14+): the hub mirror stores each leaf message
+    once (same sequences), the leaf's work-queue stream drains as the hub acknowledges, and the replication
+    check says caught up only when the leaf is drained (a cut leaf keeps what the hub has not stored)."""
+    topology = make_topology()
+    assert server_version(topology.hub) >= DURABLE_SOURCING, "durable mirrors need nats-server 2.14+"
+    raw, conn = Raw(topology), _conn(jetstream_conn, topology)
+    origin, copy = uid("wq"), uid("mirror")
+    hook = JetStreamHook(conn)
+    deliver = f"_sourcing.{copy}.leaf.{origin}"
+    hook.ensure_stream({**_origin(origin), "retention": "workqueue"}, domain="leaf")
+    consumer = {"name": f"sourcing-{copy}", "ack_policy": "flow_control", "deliver_subject": deliver}
+    hook.ensure_consumer(origin, consumer, domain="leaf")
+    mirror = {"name": origin, "domain": "leaf", "consumer": {"name": f"sourcing-{copy}", "deliver_subject": deliver}}
+    assert hook.ensure_stream({"name": copy, "mirror": mirror}, domain="hub")["action"] == "created"
+    assert raw.info("hub", copy)["config"]["mirror"]["consumer"] == mirror["consumer"]
+
+    sent = [f"reading-{i}" for i in range(150)]
+    raw.publish(f"{origin}.site", [p.encode() for p in sent], server="leaf")
+    raw.wait_for("hub", copy, len(sent))
+    wait_until(lambda: _leaf_info(raw, origin), lambda i: i["state"]["messages"] == 0, what="leaf drained")
+    assert _hub_payloads(raw, copy) == sent
+    assert raw.info("hub", copy)["state"]["last_seq"] == len(sent)  # a mirror keeps the origin's sequences
+    verdict = wait_until(lambda: hook.replication_status(copy, domain="hub").verdicts[0], lambda v: v.caught_up)
+    assert verdict.check == "durable" and "the origin's stream is drained" in verdict.reason, verdict
+    assert hook.ensure_stream({"name": copy, "mirror": mirror}, domain="hub")["action"] == "unchanged"
+
+    topology.disconnect_leaf("leaf")
+    raw.publish(f"{origin}.site", [b"during-%d" % i for i in range(30)], server="leaf")
+    assert _leaf_info(raw, origin)["state"]["messages"] == 30  # nothing deleted the hub has not stored
+    assert hook.replication_status(copy, domain="hub").caught_up is False
+    topology.reconnect_leaf("leaf")
+    raw.wait_for("hub", copy, len(sent) + 30)
+    wait_until(lambda: _leaf_info(raw, origin), lambda i: i["state"]["messages"] == 0, what="leaf drained again")
+    caught = wait_until(lambda: hook.replication_status(copy, domain="hub"), lambda c: c.caught_up)
+    assert caught.verdicts[0].check == "durable"
+    assert _hub_payloads(raw, copy) == sent + [f"during-{i}" for i in range(30)]
