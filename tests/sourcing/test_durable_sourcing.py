@@ -276,3 +276,46 @@ def test_a_durable_mirror_copies_each_message_once_and_is_caught_up_only_once_th
     caught = wait_until(lambda: hook.replication_status(copy, domain="hub"), lambda c: c.caught_up)
     assert caught.verdicts[0].check == "durable"
     assert _hub_payloads(raw, copy) == sent + [f"during-{i}" for i in range(30)]
+
+
+def test_moving_a_durable_sources_deliver_subject_is_refused_before_anything_changes_and_the_copy_goes_on(
+    make_topology, jetstream_conn
+) -> None:
+    """Measured on 2.15: the server refuses to move the consumer ("consumer name already in use") and takes the
+    hub source's new deliver subject, after which the hub stops acknowledging and the leaf never drains. So a
+    changed deliver subject is refused up front (the durable source, the stream's source, the consumer alike),
+    nothing changes, and the copy goes on draining the leaf."""
+    topology = make_topology()
+    assert server_version(topology.hub) >= DURABLE_SOURCING, "durable sourcing needs nats-server 2.14+"
+    raw, conn = Raw(topology), _conn(jetstream_conn, topology)
+    origin, copy = uid("wq"), uid("copy")
+    hook = JetStreamHook(conn)
+    hook.ensure_durable_source(_origin(origin), "leaf", copy, domain="hub")
+    old, new = f"_sourcing.{copy}.leaf.{origin}", f"_moved.{copy}"
+    raw.publish(f"{origin}.a", [b"before-%d" % i for i in range(50)], server="leaf")
+    raw.wait_for("hub", copy, 50)
+
+    def state() -> tuple[Any, Any]:
+        consumer = raw.request(f"$JS.leaf.API.CONSUMER.INFO.{origin}.sourcing-{copy}", server="leaf")["config"]
+        return consumer["deliver_subject"], raw.info("hub", copy)["config"]["sources"][0]["consumer"]
+
+    before = state()
+    assert before == (old, {"name": f"sourcing-{copy}", "deliver_subject": old})
+    with pytest.raises(ReconcileError) as refused:
+        hook.ensure_durable_source(_origin(origin), "leaf", copy, domain="hub", deliver_subject=new)
+    assert f"the origin's consumer 'sourcing-{copy}' pushes to {old!r}" in str(refused.value)
+    assert f"it cannot move to consumer 'sourcing-{copy}' at {new!r} in place" in str(refused.value)
+    assert "the origin would never drain; nothing was changed" in str(refused.value)
+    moved = {"name": origin, "domain": "leaf", "consumer": {"name": f"sourcing-{copy}", "deliver_subject": new}}
+    with pytest.raises(ReconcileError, match=r"(?s)cannot be changed in place.*\.consumer: sourcing-.* -> .*_moved"):
+        hook.ensure_stream({"name": copy, "sources": [moved]}, domain="hub")
+    consumer = {"name": f"sourcing-{copy}", "ack_policy": "flow_control", "deliver_subject": new}
+    with pytest.raises(ReconcileError, match=r"(?s)cannot be changed in place.*deliver_subject"):
+        hook.ensure_consumer(origin, consumer, domain="leaf")
+    assert state() == before
+
+    raw.publish(f"{origin}.a", [b"after-%d" % i for i in range(30)], server="leaf")
+    raw.wait_for("hub", copy, 80)
+    wait_until(lambda: _leaf_info(raw, origin), lambda i: i["state"]["messages"] == 0, what="leaf drained")
+    assert wait_until(lambda: hook.replication_status(copy, domain="hub"), lambda c: c.caught_up).caught_up
+    assert _hub_payloads(raw, copy) == [f"before-{i}" for i in range(50)] + [f"after-{i}" for i in range(30)]
