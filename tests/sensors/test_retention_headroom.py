@@ -51,6 +51,14 @@ async def leaf_origin_and_hub_aggregate(hub_url: str, leaf_url: str, origin: str
     return aggregate
 
 
+async def publish_on_leaf(url: str, subject: str, count: int) -> None:
+    """``count`` messages ``r0``, ``r1``... on ``subject``, published to the leaf directly."""
+    leaf = await connect(url)
+    for i in range(count):
+        await leaf.jetstream().publish(subject, f"r{i}".encode())
+    await leaf.close()
+
+
 def test_a_healthy_copy_passes_with_its_headroom_reported(hub_leaf, hub_conn) -> None:
     origin = unique("room")
     aggregate = asyncio.run(
@@ -59,13 +67,7 @@ def test_a_healthy_copy_passes_with_its_headroom_reported(hub_leaf, hub_conn) ->
         )
     )
 
-    async def publish() -> None:
-        leaf = await connect(hub_leaf.url("leaf"))
-        for i in range(20):
-            await leaf.jetstream().publish(f"{origin}.r", f"r{i}".encode())
-        await leaf.close()
-
-    asyncio.run(publish())
+    asyncio.run(publish_on_leaf(hub_leaf.url("leaf"), f"{origin}.r", 20))
     hook = JetStreamHook(hub_conn, domain="hub")
     check = wait_until(
         lambda: hook.retention_headroom(aggregate, min_time_to_loss="1m"), lambda c: c.caught_up, what="caught up"
@@ -236,13 +238,7 @@ def test_the_next_dag_run_judges_a_cut_leaf_by_the_last_runs_headroom_and_says_s
         leaf_origin_and_hub_aggregate(topology.url("hub"), topology.url("leaf"), origin, max_age=3600)
     )
 
-    async def publish() -> None:
-        leaf = await connect(topology.url("leaf"))
-        for i in range(20):
-            await leaf.jetstream().publish(f"{origin}.r", f"r{i}".encode())
-        await leaf.close()
-
-    asyncio.run(publish())
+    asyncio.run(publish_on_leaf(topology.url("leaf"), f"{origin}.r", 20))
     conf = {"conn_id": conn_id, "stream": aggregate}
     first = headroom_dag.test(run_conf=conf)
     assert first.get_task_instance("headroom").state == "success"

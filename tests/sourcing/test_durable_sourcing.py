@@ -46,6 +46,17 @@ def _run(conn: str, name: str, origin: dict[str, Any], **params: Any) -> Any:
     )
 
 
+def _durable_source(make_topology: Any, jetstream_conn: Any) -> tuple[LocalTopology, Raw, str, JetStreamHook, str, str]:
+    """A hub and a leaf (2.14+), and a durable source of a new leaf work queue into a new hub stream: the
+    topology, its raw client, the connection id, a hook on it, the origin's and the copy's names."""
+    topology = make_topology()
+    assert server_version(topology.hub) >= DURABLE_SOURCING, "durable sourcing needs nats-server 2.14+"
+    origin, copy, conn = uid("wq"), uid("copy"), _conn(jetstream_conn, topology)
+    hook = JetStreamHook(conn)
+    hook.ensure_durable_source(_origin(origin), "leaf", copy, domain="hub")
+    return topology, Raw(topology), conn, hook, origin, copy
+
+
 def _leaf_info(raw: Raw, stream: str) -> dict[str, Any]:
     """The leaf stream's info asked of the leaf server itself (it answers while cut off)."""
     return raw.request(f"$JS.leaf.API.STREAM.INFO.{stream}", server="leaf")
@@ -109,12 +120,7 @@ def test_one_operator_sets_up_durable_sourcing_each_message_lands_once_and_the_l
 def test_a_cut_leaf_keeps_its_data_the_sensor_waits_and_everything_arrives_once_after_the_link_is_back(
     airflow_db, make_topology, jetstream_conn
 ) -> None:
-    topology = make_topology()
-    assert server_version(topology.hub) >= DURABLE_SOURCING, "durable sourcing needs nats-server 2.14+"
-    raw, conn = Raw(topology), _conn(jetstream_conn, topology)
-    origin, copy = uid("wq"), uid("copy")
-    hook = JetStreamHook(conn)
-    hook.ensure_durable_source(_origin(origin), "leaf", copy, domain="hub")
+    topology, raw, conn, hook, origin, copy = _durable_source(make_topology, jetstream_conn)
     raw.publish(f"{origin}.a", [b"before-%d" % i for i in range(50)], server="leaf")
     raw.wait_for("hub", copy, 50)
     wait_until(lambda: _leaf_info(raw, origin), lambda i: i["state"]["messages"] == 0, what="leaf drained")
@@ -285,12 +291,7 @@ def test_moving_a_durable_sources_deliver_subject_is_refused_before_anything_cha
     hub source's new deliver subject, after which the hub stops acknowledging and the leaf never drains. So a
     changed deliver subject is refused up front (the durable source, the stream's source, the consumer alike),
     nothing changes, and the copy goes on draining the leaf."""
-    topology = make_topology()
-    assert server_version(topology.hub) >= DURABLE_SOURCING, "durable sourcing needs nats-server 2.14+"
-    raw, conn = Raw(topology), _conn(jetstream_conn, topology)
-    origin, copy = uid("wq"), uid("copy")
-    hook = JetStreamHook(conn)
-    hook.ensure_durable_source(_origin(origin), "leaf", copy, domain="hub")
+    _, raw, _, hook, origin, copy = _durable_source(make_topology, jetstream_conn)
     old, new = f"_sourcing.{copy}.leaf.{origin}", f"_moved.{copy}"
     raw.publish(f"{origin}.a", [b"before-%d" % i for i in range(50)], server="leaf")
     raw.wait_for("hub", copy, 50)

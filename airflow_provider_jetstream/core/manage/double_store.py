@@ -290,6 +290,13 @@ async def guard_double_store(
             f"{what} in domain {target!r}: {listing}; while the leaf link is up, every message on these subjects is "
             f"stored in both domains (or only there, when no stream in domain {target!r} listens)"
         )
+    return _refuse(problem, overlaps, allow, logger)
+
+
+def _refuse(
+    problem: str, overlaps: list[Overlap], allow: bool, logger: logging.Logger | logging.LoggerAdapter
+) -> list[Overlap]:
+    """Raise :class:`DoubleStoreError` with the docs' advice, or with ``allow`` log it and return ``overlaps``."""
     if allow:
         logger.warning("double-store guard (allowed by %s): %s", OPT_IN, problem)
         return overlaps
@@ -427,10 +434,7 @@ async def refuse_unknown_stores(
         f"({', '.join(subjects)}) carry no domain, so while the leaf link is up every write would be stored in each of "
         f"these domains. Give the bucket a name of its own in each domain, or delete the other one"
     )
-    if allow:
-        logger.warning("double-store guard (allowed by %s): %s", OPT_IN, problem)
-        return overlaps
-    raise DoubleStoreError(f"{problem}. The docs' advice: {DOCS_ADVICE}. Pass {OPT_IN} to do it anyway.")
+    return _refuse(problem, overlaps, allow, logger)
 
 
 async def _name_domains(
