@@ -21,6 +21,10 @@ through it (the vectorised reader finds the same ack reply fields in bulk,
 - A **header block** is ``NATS/1.0[ <code>[ <description>]]\\r\\n<name>: <value>\\r\\n...``; a name may repeat.
 - A **publish ack** is the JSON ``{"stream", "seq"[, "domain", "duplicate"]}`` (the commit of an atomic batch
   adds ``"batch"``, its id, and ``"count"``, its messages); anything else is not one.
+- A **store probe** is a publish every stream listening on its subject refuses before storing it (its
+  ``Nats-Expected-Stream`` names no stream that can exist: stream names have no dots); each refusal
+  ``{"error": {"err_code": 10060}, "stream"}`` names one stream that stores that subject.
+  :data:`STORE_PROBE_HEADERS`, :func:`probe_refusal`.
 
 Pure logic, Airflow-free.
 """
@@ -283,3 +287,24 @@ def parse_pub_ack(data: bytes) -> PubAck:
         batch if isinstance(batch, str) and batch else None,
         count if isinstance(count, int) and not isinstance(count, bool) and count >= 0 else None,
     )
+
+
+#: ``Nats-Expected-Stream`` of a store probe: a stream name has no dots, so every stream refuses it unstored.
+STORE_PROBE_HEADERS = {"Nats-Expected-Stream": "store.probe"}
+#: JetStream's refusal "expected stream does not match".
+EXPECTED_STREAM_MISMATCH = 10060
+
+
+def probe_refusal(data: bytes) -> str | None:
+    """The stream that refused a store probe in this reply (it listens on the probe's subject, and stored
+    nothing); None for any other reply (a plain subscriber's, an ack: not a refusal of the probe)."""
+    try:
+        reply = json.loads(data) if data else None
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(reply, dict) or not isinstance(reply.get("error"), dict):
+        return None
+    stream = reply.get("stream")
+    if reply["error"].get("err_code") != EXPECTED_STREAM_MISMATCH or not isinstance(stream, str) or not stream:
+        return None
+    return stream

@@ -17,6 +17,7 @@ from airflow_provider_jetstream.core.manage.double_store import guard_double_sto
 from airflow_provider_jetstream.core.manage.durable_source import (
     DurableSource,
     check_deliver_subject,
+    check_delivery_kept,
     check_durable_levels,
 )
 from airflow_provider_jetstream.core.manage.reconcile import reconcile_consumer, reconcile_stream
@@ -161,7 +162,8 @@ class JetStreamStreamsHook(JetStreamBaseHook):
         what the copy stored (see :mod:`airflow_provider_jetstream.core.manage.durable_source`).
 
         Both domains' servers are checked first (JetStream API level 4), and the deliver subject (no stream
-        of either domain may listen there): an older server, or such a stream, is refused before anything
+        of either domain may listen there, and an existing durable source keeps its own: the server cannot
+        move it): an older server, such a stream or a moved deliver subject is refused before anything
         is sent to either. Then each object is reconciled in that order, with the rules of
         :meth:`aensure_stream` and :meth:`aensure_consumer` (created, updated in place, unchanged; a change
         needing a new object refused unless ``if_exists="recreate"``). The copy's other sources are kept.
@@ -193,6 +195,7 @@ class JetStreamStreamsHook(JetStreamBaseHook):
         ):
             await check_durable_levels(origin_api, copy_api, plan)
             await check_deliver_subject(copy_api, plan)
+            await check_delivery_kept(origin_api, copy_api, plan)
         stream = await self.aensure_stream(
             plan.origin,
             domain=origin_domain,

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_jetstream.core.arguments import Args
 from airflow_provider_jetstream.core.signatures.operations import REPLICATION
 from airflow_provider_jetstream.core.signatures.waits import HEADROOM_SENSOR, SENSOR
 from airflow_provider_jetstream.sensors.replication_lag import JetStreamReplicationLagSensor
+from airflow_provider_jetstream.triggers.replication_lag import JetStreamReplicationLagTrigger
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context, PokeReturnValue
+
+#: XCom key of each origin's last measured headroom (and its rate's start), kept for the sensor's next runs.
+MEMORY_XCOM = "headroom_memory"
 
 
 class JetStreamRetentionHeadroomSensor(JetStreamReplicationLagSensor):
@@ -26,9 +33,13 @@ class JetStreamRetentionHeadroomSensor(JetStreamReplicationLagSensor):
     ``headroom`` and the ``low_headroom`` clauses.
 
     **A leaf that is away** does not fail the task for being away: its last known headroom (from an earlier
-    check of this task) is projected to now, as if the copy had stopped then and messages went on arriving
-    at the rate last measured, and the task fails only when that projection is below a threshold: loss
-    is then imminent, and the leaf cannot be asked. An origin never measured by this task has no known
+    check of this task, or of this task in an earlier DAG run) is projected to now, as if the copy had
+    stopped then and messages went on arriving at the rate last measured, and the task fails only when that
+    projection is below a threshold: loss is then imminent, and the leaf cannot be asked; the table and the
+    reason say when it was last measured and since when it does not answer. What the checks measured is
+    kept in the XCom ``headroom_memory`` at every check, pass or fail, and the next run's first check starts
+    from the newest one of an earlier run (``xcom_pull(..., include_prior_dates=True)``): a leaf cut between
+    runs is judged by the last run's figures. An origin never measured by this task (in any run) has no known
     headroom and is never judged low (``unreachable_origins`` and ``unreachable_timeout`` still apply).
 
     :param min_time_to_loss: least time before a limit loses data, at the current rate: seconds,
@@ -57,3 +68,48 @@ class JetStreamRetentionHeadroomSensor(JetStreamReplicationLagSensor):
         self.min_time_to_loss = min_time_to_loss
         self.min_headroom = min_headroom
         self.low_headroom = low_headroom
+        self._prior: dict[str, Any] | None = None
+
+    def poke(self, context: Context) -> bool | PokeReturnValue:
+        if self._prior is None:
+            self._prior = self._recall(context)
+        try:
+            return super().poke(context)
+        finally:
+            self._keep(context, self._state)
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
+        if isinstance(event.get("state"), Mapping):
+            self._keep(context, event["state"])
+        return super().execute_complete(context, event)
+
+    def trigger(self) -> JetStreamReplicationLagTrigger:
+        """The trigger, its watch starting from what an earlier run measured of origins this run has not."""
+        trigger = super().trigger()
+        prior = self._prior or {}
+        watch = trigger.state.setdefault("watch", {})
+        memory = watch.setdefault("headroom", {})
+        for part in ("rate_from", "last"):
+            memory[part] = {**(prior.get(part) or {}), **(memory.get(part) or {})}
+        return trigger
+
+    def _recall(self, context: Context) -> dict[str, Any]:
+        """The headroom memory the newest earlier run of this task kept (``{}``: none, or no task instance)."""
+        ti = context.get("ti") if isinstance(context, Mapping) else None
+        if ti is None:
+            return {}
+        kept = ti.xcom_pull(task_ids=self.task_id, key=MEMORY_XCOM, include_prior_dates=True)
+        if isinstance(kept, Mapping):
+            self.log.info(
+                "Retention headroom: starting from what an earlier run measured (%s)",
+                ", ".join(kept.get("last") or {}) or "nothing",
+            )
+            return dict(kept)
+        return {}
+
+    def _keep(self, context: Context, state: Mapping[str, Any]) -> None:
+        """Keep the watch's headroom memory in this run's XCom, for the next runs."""
+        ti = context.get("ti") if isinstance(context, Mapping) else None
+        memory = (state.get("watch") or {}).get("headroom")
+        if ti is not None and memory:
+            ti.xcom_push(key=MEMORY_XCOM, value=memory)

@@ -70,6 +70,8 @@ class JetStreamWaitTrigger(BaseTrigger, abc.ABC):
     arguments: Args = WAIT
     #: Key of the success event that holds the reading's XCom value.
     event_key: str = ""
+    #: Whether the final event carries :attr:`state` (what the checks remembered), for the sensor to keep.
+    event_state: bool = False
     #: Seconds between two checks (subclasses set it from their arguments).
     poll_interval: float = 5.0
 
@@ -137,4 +139,7 @@ class JetStreamWaitTrigger(BaseTrigger, abc.ABC):
                 outcome = await self.wait(hook)
         except Exception as err:  # connecting failed: the same classification as a check's errors
             outcome = failure_of(err, f"connection {self.jetstream_conn_id!r}")
-        yield TriggerEvent(outcome.event(self.event_key))
+        event = outcome.event(self.event_key)
+        if self.event_state:
+            event["state"] = self.state
+        yield TriggerEvent(event)

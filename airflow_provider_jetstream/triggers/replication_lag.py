@@ -83,6 +83,8 @@ class JetStreamReplicationLagTrigger(JetStreamWaitTrigger):
         "low_headroom",
     )
     event_key = "replication"
+    #: The final event carries the watch's state: the headroom sensor keeps its memory for the next run.
+    event_state = True
     #: Confirm an error within one check (set by a rescheduled sensor without a state store; not serialized).
     confirm_errors = False
 

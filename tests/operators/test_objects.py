@@ -387,3 +387,39 @@ def test_a_hub_bucket_sourcing_two_leaves_gets_what_a_cut_leaf_stored_once_it_is
         assert out["digest"] == digests[name]
         assert (tmp_path / f"hub-{name}").read_bytes() == (tmp_path / name).read_bytes()
     assert sorted(o.name for o in hook.list_objects(aggregate)) == ["a/a.bin", "b/b.bin"]
+
+
+def test_a_bucket_name_a_reachable_leaf_stores_is_refused_before_anything_is_written(
+    make_topology, jetstream_conn, tmp_path
+) -> None:
+    """Object writes carry no domain: a bucket "files" in leaf-a and in leaf-b would store every put in both.
+    A store probe (refused unstored by every stream listening there) finds leaf-a's bucket, so creating the
+    name in leaf-b, and putting to a leaf-b bucket of that name made anyway, are refused before anything is
+    written, naming both domains; leaf-a's bucket holds nothing new."""
+    topology = make_topology(leaf_domains=["leaf-a", "leaf-b"])
+    user, password = USERS["ACC"]
+    via_hub = jetstream_conn(f"127.0.0.1:{topology.hub.port}", login=user, password=password)
+    files, copy = uid("files"), uid("files-hub")
+    store(via_hub, files, domain="leaf-a")
+    store(via_hub, {"bucket": copy, "mirror": {"bucket": files, "domain": "leaf-a"}}, domain="hub")
+    digest = random_file(tmp_path / "a.bin", 50_000)
+    put(via_hub, files, "a.bin", tmp_path / "a.bin", domain="leaf-a")
+    hook = JetStreamHook(via_hub)
+    before = hook.stream_info(f"OBJ_{files}", domain="leaf-a")["state"]
+
+    with pytest.raises(DoubleStoreError, match=rf"'leaf-b'.*OBJ_{files}' in domain 'leaf-a'.*nothing was stored"):
+        store(via_hub, files, domain="leaf-b")
+    assert hook.object_info(files, "a.bin", domain="leaf-a").digest == digest
+    with pytest.raises(JetStreamNotFoundError):
+        hook.stream_info(f"OBJ_{files}", domain="leaf-b")
+
+    # Made anyway (the opt-in): every put to it is refused before its first chunk.
+    assert store(via_hub, files, domain="leaf-b", allow_double_store=True)["action"] == "created"
+    random_file(tmp_path / "b.bin", 50_000)
+    with pytest.raises(DoubleStoreError, match=rf"put to object store bucket '{files}' in domain 'leaf-b'.*'leaf-a'"):
+        put(via_hub, files, "b.bin", tmp_path / "b.bin", domain="leaf-b")
+    assert hook.stream_info(f"OBJ_{files}", domain="leaf-a")["state"] == before
+    assert hook.stream_info(f"OBJ_{files}", domain="leaf-b")["state"]["messages"] == 0
+    hook.delete_stream(f"OBJ_{files}", domain="leaf-b")
+    # With one bucket of the name again, puts to it go on as before (the probe answers once: its own).
+    assert put(via_hub, files, "a.bin", tmp_path / "b.bin", domain="leaf-a")["size"] == 50_000

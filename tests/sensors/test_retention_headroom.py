@@ -20,7 +20,9 @@ from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.sensors.retention_headroom import JetStreamRetentionHeadroomSensor
 from airflow_provider_jetstream.testing.servers import USERS
+from tests.dags.sensors_retention_headroom import dag as headroom_dag
 from tests.support.natsutil import LEAF_API, connect, unique
+from tests.support.reconcile_dags import xcom
 from tests.support.triggers import first_event, rebuild
 from tests.support.waiting import Later, eventually, scaled, wait_until
 
@@ -49,6 +51,14 @@ async def leaf_origin_and_hub_aggregate(hub_url: str, leaf_url: str, origin: str
     return aggregate
 
 
+async def publish_on_leaf(url: str, subject: str, count: int) -> None:
+    """``count`` messages ``r0``, ``r1``... on ``subject``, published to the leaf directly."""
+    leaf = await connect(url)
+    for i in range(count):
+        await leaf.jetstream().publish(subject, f"r{i}".encode())
+    await leaf.close()
+
+
 def test_a_healthy_copy_passes_with_its_headroom_reported(hub_leaf, hub_conn) -> None:
     origin = unique("room")
     aggregate = asyncio.run(
@@ -57,13 +67,7 @@ def test_a_healthy_copy_passes_with_its_headroom_reported(hub_leaf, hub_conn) ->
         )
     )
 
-    async def publish() -> None:
-        leaf = await connect(hub_leaf.url("leaf"))
-        for i in range(20):
-            await leaf.jetstream().publish(f"{origin}.r", f"r{i}".encode())
-        await leaf.close()
-
-    asyncio.run(publish())
+    asyncio.run(publish_on_leaf(hub_leaf.url("leaf"), f"{origin}.r", 20))
     hook = JetStreamHook(hub_conn, domain="hub")
     check = wait_until(
         lambda: hook.retention_headroom(aggregate, min_time_to_loss="1m"), lambda c: c.caught_up, what="caught up"
@@ -218,3 +222,37 @@ def test_a_cut_leaf_fails_the_sensor_before_its_first_uncopied_message_is_discar
         print(f"failed {failed_after:.1f}s after the cut, the loss came {time.monotonic() - cut_at:.1f}s after it")
     finally:
         publisher.stop()
+
+
+def test_the_next_dag_run_judges_a_cut_leaf_by_the_last_runs_headroom_and_says_since_when(
+    airflow_db, make_topology, jetstream_conn
+) -> None:
+    """Run 1 measures the leaf's headroom (max_age 1 h: below min_time_to_loss 2 h, a warning); the leaf is cut;
+    run 2 cannot ask it, and judges it by run 1's figures projected to now (kept in run 1's XCom), saying when
+    they were measured and since when the leaf does not answer. Without them run 2 would know nothing."""
+    topology = make_topology(leaf_domains=["leaf"])
+    user, password = USERS["ACC"]
+    conn_id = jetstream_conn(f"127.0.0.1:{topology.hub.port}", login=user, password=password, connect_timeout=2)
+    origin = unique("room")
+    aggregate = asyncio.run(
+        leaf_origin_and_hub_aggregate(topology.url("hub"), topology.url("leaf"), origin, max_age=3600)
+    )
+
+    asyncio.run(publish_on_leaf(topology.url("leaf"), f"{origin}.r", 20))
+    conf = {"conn_id": conn_id, "stream": aggregate}
+    first = headroom_dag.test(run_conf=conf)
+    assert first.get_task_instance("headroom").state == "success"
+    (seen,) = xcom(first, "headroom")["origins"]
+    assert seen["headroom"]["last_known"] is False
+    measured = seen["headroom"]["measured_at"]
+
+    topology.disconnect_leaf("leaf")
+    second = headroom_dag.test(run_conf=conf)
+    assert second.get_task_instance("headroom").state == "success"  # unreachable_origins="proceed"
+    report = xcom(second, "headroom")
+    assert [u["origin"] for u in report["unreachable"]] == [origin]
+    (judged,) = report["origins"]
+    assert (judged["headroom"]["last_known"], judged["headroom"]["measured_at"]) == (True, measured)
+    assert judged["headroom"]["unreachable_since"] is not None
+    (low,) = report["low_headroom"]
+    assert f"last known headroom measured {measured}" in low and "unreachable since 20" in low, low

@@ -46,6 +46,17 @@ def _run(conn: str, name: str, origin: dict[str, Any], **params: Any) -> Any:
     )
 
 
+def _durable_source(make_topology: Any, jetstream_conn: Any) -> tuple[LocalTopology, Raw, str, JetStreamHook, str, str]:
+    """A hub and a leaf (2.14+), and a durable source of a new leaf work queue into a new hub stream: the
+    topology, its raw client, the connection id, a hook on it, the origin's and the copy's names."""
+    topology = make_topology()
+    assert server_version(topology.hub) >= DURABLE_SOURCING, "durable sourcing needs nats-server 2.14+"
+    origin, copy, conn = uid("wq"), uid("copy"), _conn(jetstream_conn, topology)
+    hook = JetStreamHook(conn)
+    hook.ensure_durable_source(_origin(origin), "leaf", copy, domain="hub")
+    return topology, Raw(topology), conn, hook, origin, copy
+
+
 def _leaf_info(raw: Raw, stream: str) -> dict[str, Any]:
     """The leaf stream's info asked of the leaf server itself (it answers while cut off)."""
     return raw.request(f"$JS.leaf.API.STREAM.INFO.{stream}", server="leaf")
@@ -109,12 +120,7 @@ def test_one_operator_sets_up_durable_sourcing_each_message_lands_once_and_the_l
 def test_a_cut_leaf_keeps_its_data_the_sensor_waits_and_everything_arrives_once_after_the_link_is_back(
     airflow_db, make_topology, jetstream_conn
 ) -> None:
-    topology = make_topology()
-    assert server_version(topology.hub) >= DURABLE_SOURCING, "durable sourcing needs nats-server 2.14+"
-    raw, conn = Raw(topology), _conn(jetstream_conn, topology)
-    origin, copy = uid("wq"), uid("copy")
-    hook = JetStreamHook(conn)
-    hook.ensure_durable_source(_origin(origin), "leaf", copy, domain="hub")
+    topology, raw, conn, hook, origin, copy = _durable_source(make_topology, jetstream_conn)
     raw.publish(f"{origin}.a", [b"before-%d" % i for i in range(50)], server="leaf")
     raw.wait_for("hub", copy, 50)
     wait_until(lambda: _leaf_info(raw, origin), lambda i: i["state"]["messages"] == 0, what="leaf drained")
@@ -235,3 +241,82 @@ def test_a_deliver_subject_a_hub_stream_listens_on_is_refused_before_anything_is
         JetStreamHook(conn).ensure_durable_source(_origin(origin), "leaf", copy, domain="hub")
     assert f"a stream listens there (stream {catch_all!r} in domain 'hub')" in str(refused.value)
     assert raw.info("leaf", origin) is None and raw.info("hub", copy) is None
+
+
+def test_a_durable_mirror_copies_each_message_once_and_is_caught_up_only_once_the_leaf_is_drained(
+    make_topology, jetstream_conn
+) -> None:
+    """A mirror that names a flow-control ``consumer`` (nats-server 2.14+): the hub mirror stores each leaf message
+    once (same sequences), the leaf's work-queue stream drains as the hub acknowledges, and the replication
+    check says caught up only when the leaf is drained (a cut leaf keeps what the hub has not stored)."""
+    topology = make_topology()
+    assert server_version(topology.hub) >= DURABLE_SOURCING, "durable mirrors need nats-server 2.14+"
+    raw, conn = Raw(topology), _conn(jetstream_conn, topology)
+    origin, copy = uid("wq"), uid("mirror")
+    hook = JetStreamHook(conn)
+    deliver = f"_sourcing.{copy}.leaf.{origin}"
+    hook.ensure_stream({**_origin(origin), "retention": "workqueue"}, domain="leaf")
+    consumer = {"name": f"sourcing-{copy}", "ack_policy": "flow_control", "deliver_subject": deliver}
+    hook.ensure_consumer(origin, consumer, domain="leaf")
+    mirror = {"name": origin, "domain": "leaf", "consumer": {"name": f"sourcing-{copy}", "deliver_subject": deliver}}
+    assert hook.ensure_stream({"name": copy, "mirror": mirror}, domain="hub")["action"] == "created"
+    assert raw.info("hub", copy)["config"]["mirror"]["consumer"] == mirror["consumer"]
+
+    sent = [f"reading-{i}" for i in range(150)]
+    raw.publish(f"{origin}.site", [p.encode() for p in sent], server="leaf")
+    raw.wait_for("hub", copy, len(sent))
+    wait_until(lambda: _leaf_info(raw, origin), lambda i: i["state"]["messages"] == 0, what="leaf drained")
+    assert _hub_payloads(raw, copy) == sent
+    assert raw.info("hub", copy)["state"]["last_seq"] == len(sent)  # a mirror keeps the origin's sequences
+    verdict = wait_until(lambda: hook.replication_status(copy, domain="hub").verdicts[0], lambda v: v.caught_up)
+    assert verdict.check == "durable" and "the origin's stream is drained" in verdict.reason, verdict
+    assert hook.ensure_stream({"name": copy, "mirror": mirror}, domain="hub")["action"] == "unchanged"
+
+    topology.disconnect_leaf("leaf")
+    raw.publish(f"{origin}.site", [b"during-%d" % i for i in range(30)], server="leaf")
+    assert _leaf_info(raw, origin)["state"]["messages"] == 30  # nothing deleted the hub has not stored
+    assert hook.replication_status(copy, domain="hub").caught_up is False
+    topology.reconnect_leaf("leaf")
+    raw.wait_for("hub", copy, len(sent) + 30)
+    wait_until(lambda: _leaf_info(raw, origin), lambda i: i["state"]["messages"] == 0, what="leaf drained again")
+    caught = wait_until(lambda: hook.replication_status(copy, domain="hub"), lambda c: c.caught_up)
+    assert caught.verdicts[0].check == "durable"
+    assert _hub_payloads(raw, copy) == sent + [f"during-{i}" for i in range(30)]
+
+
+def test_moving_a_durable_sources_deliver_subject_is_refused_before_anything_changes_and_the_copy_goes_on(
+    make_topology, jetstream_conn
+) -> None:
+    """Measured on 2.15: the server refuses to move the consumer ("consumer name already in use") and takes the
+    hub source's new deliver subject, after which the hub stops acknowledging and the leaf never drains. So a
+    changed deliver subject is refused up front (the durable source, the stream's source, the consumer alike),
+    nothing changes, and the copy goes on draining the leaf."""
+    _, raw, _, hook, origin, copy = _durable_source(make_topology, jetstream_conn)
+    old, new = f"_sourcing.{copy}.leaf.{origin}", f"_moved.{copy}"
+    raw.publish(f"{origin}.a", [b"before-%d" % i for i in range(50)], server="leaf")
+    raw.wait_for("hub", copy, 50)
+
+    def state() -> tuple[Any, Any]:
+        consumer = raw.request(f"$JS.leaf.API.CONSUMER.INFO.{origin}.sourcing-{copy}", server="leaf")["config"]
+        return consumer["deliver_subject"], raw.info("hub", copy)["config"]["sources"][0]["consumer"]
+
+    before = state()
+    assert before == (old, {"name": f"sourcing-{copy}", "deliver_subject": old})
+    with pytest.raises(ReconcileError) as refused:
+        hook.ensure_durable_source(_origin(origin), "leaf", copy, domain="hub", deliver_subject=new)
+    assert f"the origin's consumer 'sourcing-{copy}' pushes to {old!r}" in str(refused.value)
+    assert f"it cannot move to consumer 'sourcing-{copy}' at {new!r} in place" in str(refused.value)
+    assert "the origin would never drain; nothing was changed" in str(refused.value)
+    moved = {"name": origin, "domain": "leaf", "consumer": {"name": f"sourcing-{copy}", "deliver_subject": new}}
+    with pytest.raises(ReconcileError, match=r"(?s)cannot be changed in place.*\.consumer: sourcing-.* -> .*_moved"):
+        hook.ensure_stream({"name": copy, "sources": [moved]}, domain="hub")
+    consumer = {"name": f"sourcing-{copy}", "ack_policy": "flow_control", "deliver_subject": new}
+    with pytest.raises(ReconcileError, match=r"(?s)cannot be changed in place.*deliver_subject"):
+        hook.ensure_consumer(origin, consumer, domain="leaf")
+    assert state() == before
+
+    raw.publish(f"{origin}.a", [b"after-%d" % i for i in range(30)], server="leaf")
+    raw.wait_for("hub", copy, 80)
+    wait_until(lambda: _leaf_info(raw, origin), lambda i: i["state"]["messages"] == 0, what="leaf drained")
+    assert wait_until(lambda: hook.replication_status(copy, domain="hub"), lambda c: c.caught_up).caught_up
+    assert _hub_payloads(raw, copy) == [f"before-{i}" for i in range(50)] + [f"after-{i}" for i in range(30)]

@@ -22,6 +22,7 @@ from airflow_provider_jetstream.core.protocol import (
     parse_ack_reply,
     parse_header_block,
     parse_pub_ack,
+    probe_refusal,
     pull_status,
     status_headers,
 )
@@ -349,3 +350,23 @@ def test_generated_publish_acks_round_trip(stream: str, seq: int, domain: str | 
     if domain is not None:
         body["domain"] = domain
     assert parse_pub_ack(json.dumps(body).encode()) == PubAck(stream, seq, domain, duplicate)
+
+
+@pytest.mark.parametrize(
+    ("reply", "stream"),
+    [
+        (
+            b'{"error":{"code":400,"err_code":10060,"description":"expected stream does not match"},"stream":"OBJ_f"}',
+            "OBJ_f",
+        ),
+        (b'{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 0"},"stream":"OBJ_f"}', None),
+        (b'{"error":{"code":400,"err_code":10060}}', None),
+        (b'{"stream":"OBJ_f","seq":3}', None),
+        (b"hello", None),
+        (b"", None),
+    ],
+)
+def test_only_an_expected_stream_refusal_counts_as_a_store_probe_answer(reply: bytes, stream: str | None) -> None:
+    """A store probe's answer names a stream that listens on the probed subject and stored nothing; an ack, another
+    refusal or a plain subscriber's reply is not one (so it cannot make a bucket look stored elsewhere)."""
+    assert probe_refusal(reply) == stream

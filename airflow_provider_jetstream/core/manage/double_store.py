@@ -19,6 +19,17 @@ responders, or a 503 answer) is asked again for up to ``settle`` seconds (defaul
 :data:`SETTLE`), so one dead node of a 3-node hub does not
 block a write.
 
+Object store buckets (``$O.<bucket>.>``: subjects only streams listen on) are also checked in every
+*reachable* domain, known or not: a **store probe** publishes, to a fresh subject of each
+(``$O.<bucket>.C.<nuid>``), a message every stream listening there refuses unstored (its
+``Nats-Expected-Stream`` names a stream that cannot exist, :data:`~airflow_provider_jetstream.core.protocol.
+STORE_PROBE_HEADERS`), and counts the refusals within :data:`PROBE_WINDOW` seconds after the target's own:
+more than the target domain's streams means another domain stores the bucket too. Object writes carry no
+domain, so this runs before a bucket is created and before each put's first chunk. A leaf that is cut off
+cannot answer: the probe covers the domains reachable now. KV subjects (``$KV.>``) do not cross a leaf link
+between domains (nats-server 2.15: a put from the hub or another leaf finds no responders), so KV buckets
+need no probe; plain streams are not probed: application subscribers on their subjects would get the probe.
+
 It fails closed: a domain that cannot be checked (no answer within ``settle``, an error reply such as
 a permissions error, a listing cut short) may store the same messages, so the write is refused too,
 naming the domain and the reason, unless ``allow_double_store=True`` (then it is logged). Listings
@@ -27,16 +38,21 @@ are read page by page to the end.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from nats.aio.client import Client
+from nats.nuid import NUID
 
 from airflow_provider_jetstream.core.api import JetStreamApi, describe_prefix, parse_reply, retry_failover
 from airflow_provider_jetstream.core.arguments.names import domain_of
+from airflow_provider_jetstream.core.connection.client import refusal_since
 from airflow_provider_jetstream.core.errors import (
     UNAVAILABLE,
     DoubleStoreError,
@@ -48,6 +64,7 @@ from airflow_provider_jetstream.core.errors import (
     JetStreamPermissionError,
     JetStreamTimeoutError,
 )
+from airflow_provider_jetstream.core.protocol import STORE_PROBE_HEADERS, probe_refusal
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +85,14 @@ OPT_IN = "allow_double_store=True"
 _NO_ANSWER = ("no JetStream answered", "no answer within", "no leader answered")
 #: What no answer may mean, in words.
 _WHY_NO_ANSWER = "a cluster node down or a JetStream leader being elected, a leaf link down, or no permission to ask?"
+
+
+#: Seconds the store probe waits for refusals (at least, and at least three times as long as the target
+#: domain's own streams took to refuse): a domain farther away than that is not seen.
+PROBE_WINDOW = 0.3
+#: Subjects that only streams listen on and that cross leaf links (object stores'): the store probe's.
+PROBED = ("$O.",)
+_NUID = NUID()
 
 
 @dataclass(frozen=True)
@@ -240,6 +265,17 @@ async def guard_double_store(
     if not overlaps:
         if unchecked:
             _unverified(what, target, unchecked, allow, logger)
+        if not allow:
+            await refuse_unknown_stores(
+                nc,
+                target_prefix=target_prefix,
+                target=target,
+                subjects=subjects,
+                what=what,
+                timeout=timeout,
+                known=known,
+                logger=logger,
+            )
         return []
     listing = "; ".join(f"stream {o.stream!r} in domain {o.domain!r} listens on {o.subject!r}" for o in overlaps)
     if bucket is not None:
@@ -254,6 +290,13 @@ async def guard_double_store(
             f"{what} in domain {target!r}: {listing}; while the leaf link is up, every message on these subjects is "
             f"stored in both domains (or only there, when no stream in domain {target!r} listens)"
         )
+    return _refuse(problem, overlaps, allow, logger)
+
+
+def _refuse(
+    problem: str, overlaps: list[Overlap], allow: bool, logger: logging.Logger | logging.LoggerAdapter
+) -> list[Overlap]:
+    """Raise :class:`DoubleStoreError` with the docs' advice, or with ``allow`` log it and return ``overlaps``."""
     if allow:
         logger.warning("double-store guard (allowed by %s): %s", OPT_IN, problem)
         return overlaps
@@ -283,3 +326,146 @@ def _unverified(
     if all(why.split(": ", 1)[-1].startswith(_NO_ANSWER) for why in unchecked.values()):
         raise DoubleStoreUnreachableError(message)
     raise DoubleStoreUnverifiedError(message)
+
+
+def probe_subject(subject: str, token: str) -> str:
+    """A concrete subject that ``subject`` matches: each wildcard token replaced by ``token``."""
+    return ".".join(token if part in ("*", ">") else part for part in subject.split("."))
+
+
+async def probe_stores(
+    nc: Client, subjects: list[str], expected: int, *, timeout: float, window: float = PROBE_WINDOW
+) -> tuple[list[list[str]], str]:
+    """The streams that store each of ``subjects`` (concrete subjects) in every domain reachable now, one name per
+    stream (a name twice: two domains): each refused a store probe, so nothing is stored. Waits for ``expected``
+    refusals (the target domain's own) for up to ``timeout`` seconds, then until ``window`` seconds (or three
+    times as long as those took) have passed since the probe. Also returns why the answers may be incomplete
+    (the server refused this user's publish), else ``""``."""
+    found: list[list[str]] = [[] for _ in subjects]
+    enough = asyncio.Event()
+    inbox = nc.new_inbox()
+
+    async def answered(msg: Any) -> None:
+        stream = probe_refusal(msg.data)
+        index = msg.subject.rsplit(".", 1)[-1]
+        if stream is not None and index.isdigit() and int(index) < len(found):
+            found[int(index)].append(stream)
+            if sum(map(len, found)) >= expected:
+                enough.set()
+
+    started = time.monotonic()
+    subscription = await nc.subscribe(f"{inbox}.*", cb=answered)
+    try:
+        for index, subject in enumerate(subjects):
+            await nc.publish(subject, b"", reply=f"{inbox}.{index}", headers=STORE_PROBE_HEADERS)
+        await nc.flush(timeout=max(1, int(timeout)))
+        if expected:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(enough.wait(), timeout)
+        took = time.monotonic() - started
+        await asyncio.sleep(max(0.0, min(timeout, max(window, 3 * took)) - took))
+    finally:
+        await subscription.unsubscribe()
+    for subject in subjects:
+        refused = refusal_since(nc, started, subject)
+        if refused:
+            return found, refused
+    return found, ""
+
+
+async def refuse_unknown_stores(
+    nc: Client,
+    *,
+    target_prefix: str,
+    subjects: list[str],
+    what: str,
+    target: str | None = None,
+    timeout: float = 2.0,
+    known: Iterable[str] = (),
+    allow: bool = False,
+    logger: logging.Logger | logging.LoggerAdapter = log,
+) -> list[Overlap]:
+    """Raise :class:`DoubleStoreError` if a stream outside the target domain, in any domain reachable now, stores
+    the bucket subjects ``subjects`` (``$O.<bucket>.>``), found by a store probe before
+    anything is written; the error names the target and each other domain found (among ``known`` and those the
+    connection's own domain copies from). Other subjects are not probed (``[]``); nor is another account's
+    prefix. A probe the server refused, or the target's own stream not answering, fails closed
+    (:class:`DoubleStoreUnverifiedError`, :class:`DoubleStoreUnreachableError`) unless ``allow`` (then logged).
+    """
+    if not subjects or not all(subject.startswith(PROBED) for subject in subjects):
+        return []
+    if domain_of(target_prefix) is None and target_prefix != "$JS.API":
+        return []
+    target = target or domain_of(target_prefix) or (await local_domain(nc, timeout))[0]
+    where = f"$JS.{target}.API" if target else target_prefix
+    token = _NUID.next().decode()
+    concrete = [probe_subject(subject, token) for subject in subjects]
+    api = JetStreamApi(nc, where, timeout=timeout)
+    own: list[list[str]] = []
+    for subject in concrete:
+        names, problem = await _listing(api, "STREAM.NAMES", {"subject": subject})
+        if problem:
+            return _probe_unverified(what, target, f"STREAM.NAMES: {problem}", allow, logger)
+        own.append(names)
+    answers, problem = await probe_stores(nc, concrete, sum(map(len, own)), timeout=timeout)
+    if problem:
+        return _probe_unverified(what, target, f"the store probe: {problem}", allow, logger)
+    silent = [
+        name for names, got in zip(own, answers, strict=True) for name in (Counter(names) - Counter(got)).elements()
+    ]
+    if silent:
+        why = f"no answer within {timeout:g}s from its own stream(s) {sorted(set(silent))} ({_WHY_NO_ANSWER})"
+        return _probe_unverified(what, target, f"the store probe: {why}", allow, logger)
+    extra = [
+        (stream, subject)
+        for names, got, subject in zip(own, answers, concrete, strict=True)
+        for stream in (Counter(got) - Counter(names)).elements()
+    ]
+    if not extra:
+        return []
+    overlaps = await _name_domains(nc, extra, target, known, timeout)
+    listing = "; ".join(
+        f"stream {o.stream!r} in {f'domain {o.domain!r}' if o.domain else 'a connected domain not named to this check'}"
+        f" stores {o.subject.rsplit('.', 1)[0]}.*"
+        for o in overlaps
+    )
+    problem = (
+        f"{what} in domain {target!r}: {listing} (it refused a store probe, nothing was stored); bucket writes "
+        f"({', '.join(subjects)}) carry no domain, so while the leaf link is up every write would be stored in each of "
+        f"these domains. Give the bucket a name of its own in each domain, or delete the other one"
+    )
+    return _refuse(problem, overlaps, allow, logger)
+
+
+async def _name_domains(
+    nc: Client, extra: list[tuple[str, str]], target: str | None, known: Iterable[str], timeout: float
+) -> list[Overlap]:
+    """The probe's unexpected streams, each with the domain it is in where one the guard knows holds it: the
+    ``known`` ones and those the streams of the connection's own domain copy from (a hub's mirrors and
+    sources name its leaves); ``""`` where none does."""
+    own, _ = await local_domain(nc, timeout)
+    candidates = [*known, *([own] if own else [])]
+    if own:
+        copied, _ = await replication_domains(nc, f"$JS.{own}.API", timeout)
+        candidates.extend(copied)
+    left = Counter(extra)
+    overlaps: list[Overlap] = []
+    for domain in dict.fromkeys(d for d in candidates if d and d != target):
+        for stream, subject in list(left.elements()):
+            if left[(stream, subject)] <= 0:
+                continue
+            names, _ = await _listing(
+                JetStreamApi(nc, f"$JS.{domain}.API", timeout=timeout), "STREAM.NAMES", {"subject": subject}
+            )
+            if stream in names:
+                left[(stream, subject)] -= 1
+                overlaps.append(Overlap(domain, stream, subject))
+    overlaps.extend(Overlap("", stream, subject) for stream, subject in left.elements())
+    return overlaps
+
+
+def _probe_unverified(
+    what: str, target: str | None, why: str, allow: bool, logger: logging.Logger | logging.LoggerAdapter
+) -> list[Overlap]:
+    _unverified(what, target, {f"domain {target!r}": why}, allow, logger)
+    return []

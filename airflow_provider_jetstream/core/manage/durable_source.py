@@ -21,12 +21,13 @@ from typing import Any
 
 from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.arguments.names import domain_of, subjects_collide
-from airflow_provider_jetstream.core.errors import SpecError, SpecErrors
+from airflow_provider_jetstream.core.errors import JetStreamNotFoundError, ReconcileError, SpecError, SpecErrors
 from airflow_provider_jetstream.core.manage.double_store import find_overlaps
 from airflow_provider_jetstream.core.manage.reconcile import check_api_level
 from airflow_provider_jetstream.core.manage.specs import ConsumerSpec, StreamSpec
 from airflow_provider_jetstream.core.manage.specs.consumer import FLOW_CONTROL
-from airflow_provider_jetstream.core.manage.specs.sources import DURABLE_SOURCING_LEVEL
+from airflow_provider_jetstream.core.manage.specs.diff import MOVED_CONSUMER
+from airflow_provider_jetstream.core.manage.specs.sources import DURABLE_SOURCING_LEVEL, source_consumer, source_key
 
 #: Retention policies an origin of durable sourcing may have: what the consumer acknowledges is deleted.
 DURABLE_RETENTIONS = ("workqueue", "interest")
@@ -169,6 +170,37 @@ async def check_deliver_subject(copy_api: JetStreamApi, source: DurableSource) -
         raise SpecErrors([SpecError("deliver_subject", source.deliver_subject, deliver_subject_clash(listing))])
 
 
+async def check_delivery_kept(origin_api: JetStreamApi, copy_api: JetStreamApi, source: DurableSource) -> None:
+    """Refuse, before anything is sent, moving an existing durable source to another deliver subject or consumer
+    name: the server refuses to move the origin's consumer, and takes the copy's new source, which then stops
+    acknowledging (the origin would never drain). :class:`ReconcileError` naming what it has and what was asked."""
+    wanted = source.copy.wire()["sources"][0]
+    asked = f"consumer {source.consumer.name!r} at {source.deliver_subject!r}"
+    moved = []
+    try:
+        info = await origin_api.consumer_info(source.origin.name, source.consumer.name)
+    except JetStreamNotFoundError:  # no origin stream yet: nothing to move
+        info = None
+    pushes = ((info or {}).get("config") or {}).get("deliver_subject")
+    if pushes and pushes != source.deliver_subject:
+        moved.append(f"the origin's consumer {source.consumer.name!r} pushes to {pushes!r}")
+    copy = await copy_api.stream_info(source.copy.name)
+    for existing in ((copy or {}).get("config") or {}).get("sources") or []:
+        had = source_consumer(existing)
+        if source_key(existing) == source_key(wanted) and had and had != source_consumer(wanted):
+            moved.append(
+                f"stream {source.copy.name!r} reads it through consumer {had['name']!r} at {had['deliver_subject']!r}"
+            )
+    if moved:
+        raise ReconcileError(
+            f"durable source of {source.origin.name!r} in domain {source.origin_domain!r} into {source.copy.name!r} in "
+            f"{copy_api.target}: {'; '.join(moved)}; it cannot move to {asked} in place: {MOVED_CONSUMER}; nothing was "
+            "changed. Keep the deliver_subject and consumer it has; to move them, let the copy catch up (the "
+            "replication check says caught up, the origin is drained), delete the consumer and the copy's source "
+            "of it, and declare the durable source again"
+        )
+
+
 async def check_durable_levels(origin_api: JetStreamApi, copy_api: JetStreamApi, source: DurableSource) -> None:
     """Refuse, before anything is sent, a domain too old for durable sourcing: the origin's runs the
     flow-control consumer, the copy's reads it (both need JetStream API level 4, nats-server 2.14).
@@ -184,6 +216,7 @@ __all__ = [
     "DURABLE_SOURCING_LEVEL",
     "DurableSource",
     "check_deliver_subject",
+    "check_delivery_kept",
     "check_durable_levels",
     "default_consumer_name",
     "default_deliver_subject",

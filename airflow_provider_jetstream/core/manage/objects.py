@@ -11,9 +11,10 @@ prefix) through the one API speaker (:class:`~airflow_provider_jetstream.core.ap
   for object subjects, unlike KV's ``$JS.<domain>.API.$KV.``): they reach the bucket's stream wherever it
   listens in the connected account (a leaf's, through the hub), each with a ``Nats-Msg-Id``, asked again
   across a failover (:func:`~airflow_provider_jetstream.core.api.retry_failover`), and each ack checked to
-  come from ``OBJ_b`` in the target domain (the double-store guard refuses a bucket of one name in two
-  connected domains); the meta message is written last, so a reader never sees an object whose chunks are
-  not all stored, and the replaced object's chunks are purged after it;
+  come from ``OBJ_b`` in the target domain; before the first chunk the double-store guard's store probe
+  refuses the put if a bucket of that name in another reachable domain would store it too; the meta message is
+  written last, so a reader never sees an object whose chunks are not all stored, and the replaced object's
+  chunks are purged after it;
 - reads ask the stream for one message at a time (``STREAM.MSG.GET`` with ``next_by_subj``): one chunk in
   memory at a time whatever the object's size, through any domain; the size and SHA-256 digest are
   verified before the destination file is written (a temporary file beside it, renamed when verified);
@@ -54,12 +55,14 @@ from airflow_provider_jetstream.core.errors import (
     ObjectDigestError,
     ObjectStoreError,
 )
+from airflow_provider_jetstream.core.manage.double_store import refuse_unknown_stores
 from airflow_provider_jetstream.core.manage.reconcile import ReconcileResult, reconcile_stream
 from airflow_provider_jetstream.core.manage.specs.objects import (
     OBJ_STREAM_PREFIX,
     SPEC_NAMES,
     ObjectStoreSpec,
     object_stream_name,
+    object_subjects,
 )
 
 log = logging.getLogger(__name__)
@@ -329,6 +332,11 @@ async def put_object(
         raise JetStreamConfigError(f"source={str(source)!r} is not allowed: a readable file to store")
     layout = await layout_of(api, bucket)
     _writable(layout, api)
+    # Before the first chunk: a bucket of this name in another reachable domain would store every write too.
+    what = f"put to object store bucket {bucket!r}"
+    await refuse_unknown_stores(
+        api.nc, target_prefix=api.prefix, subjects=object_subjects(layout.subjects_of), what=what, timeout=api.timeout
+    )
     chunk_size = max(1, min(int(chunk_size), api.nc.max_payload or CHUNK_SIZE))
     old = await _info(api, layout, name, show_deleted=True)
     nuid = _NUID.next().decode()

@@ -94,6 +94,7 @@ CONSUMER = Struct(
             N.literal_subject,
             "where the flow-control consumer of durable sourcing pushes (ack_policy flow_control only)",
             normalize=F.norm_text,
+            editable=F.IMMUTABLE,  # the server refuses to move it ("consumer name already in use")
         ),
         Field(
             "ack_wait",

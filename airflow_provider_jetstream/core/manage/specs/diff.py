@@ -16,7 +16,19 @@ from typing import Any
 
 from airflow_provider_jetstream.core.manage.specs import fields as F
 from airflow_provider_jetstream.core.manage.specs.fields import Struct
-from airflow_provider_jetstream.core.manage.specs.sources import describe_source, norm_sources, show_source, source_key
+from airflow_provider_jetstream.core.manage.specs.sources import (
+    describe_source,
+    norm_sources,
+    show_source,
+    source_consumer,
+    source_key,
+)
+
+#: Why a durable source's consumer cannot change in place (the server takes the stream update).
+MOVED_CONSUMER = (
+    "the origin's flow-control consumer keeps pushing where it did (the server does not move it), so the copy "
+    "would stop acknowledging and the origin would never drain"
+)
 
 
 @dataclass(frozen=True)
@@ -169,6 +181,13 @@ def _diff_sources(f: F.Field, old: list[dict], new: list[dict], prune: bool, res
         if key not in placed:
             merged.extend(sources)
     result.update_config[f.wire] = merged
+    for source in old:
+        before, after = source_consumer(source), [source_consumer(s) for s in wanted.get(source_key(source), [])]
+        if before and after and after[0] != before:
+            shown = f"{before['name']} at {before['deliver_subject']!r}"
+            new_shown = f"{after[0]['name']} at {after[0]['deliver_subject']!r}" if after[0] else "none"
+            field_name = f"sources[{describe_source(source)}].consumer"
+            result.changes.append(Change(field_name, shown, new_shown, False, MOVED_CONSUMER))
     if kept:
         result.notes.append(
             "kept sources the spec does not name: "
