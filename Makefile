@@ -3,17 +3,19 @@
 # Each creates .venv when missing and installs the package with what it needs.
 # `make wheel` builds the wheel into dist/. With INSTALL=wheel (`make demo INSTALL=wheel`, also
 # stack), .venv gets that wheel, rebuilt from the working tree, instead of the editable sources.
+# `make docs` builds the documentation site into docs/_build/html (Sphinx, warnings are errors).
 # `make fuzz` runs the generated-input tests (tests/reliability/test_generated_inputs.py) with many
 # more examples than `make test` does (Hypothesis profile "fuzz"), and every fixed attack on every argument.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALL ?= editable
-EXTRAS := spark,postgres,test,websocket,messaging,openlineage
+EXTRAS := spark,postgres,test,websocket,messaging,openlineage,docs
 VERSION = $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' airflow_provider_jetstream/__init__.py)
 WHEEL = dist/airflow_provider_jetstream-$(VERSION)-py3-none-any.whl
 STAMP := $(VENV)/$(if $(filter wheel,$(INSTALL)),.installed-wheel-stamp,.installed-stamp)
 PYTEST_ARGS ?=
+SPHINX_ARGS ?=
 # Parallel test workers (pytest-xdist): a test file runs whole on one worker, in order, with the
 # servers, SparkSession and deployment of that worker. PYTEST_WORKERS=0 runs them in one process.
 PYTEST_WORKERS ?= 2
@@ -25,7 +27,7 @@ JS_STAMP := $(JS_DIR)/node_modules/.installed-stamp
 PY_VERSION = $(shell $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 CONSTRAINTS = $(if $(wildcard constraints-py$(PY_VERSION).txt),constraints-py$(PY_VERSION).txt,constraints.txt)
 
-.PHONY: install wheel interop-deps demo stack test fuzz lint format clean
+.PHONY: install wheel interop-deps demo stack test docs fuzz lint format clean
 
 ifeq ($(INSTALL),wheel)
 # Always rebuilt and reinstalled: a module removed from the sources must leave the install too.
@@ -76,6 +78,14 @@ stack: $(STAMP)
 test: $(STAMP) $(JS_STAMP)
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
+# The site from docs/ (MyST Markdown), the API reference generated from every module's docstrings (its
+# pages are written to docs/_api), the example DAGs included from dags/. Built from scratch each time, so a
+# removed module or page cannot linger; any warning fails the build, after all of them are reported.
+docs: $(STAMP)
+	rm -rf docs/_build docs/_api
+	$(BIN)/python -m sphinx -b html -W --keep-going -j auto $(SPHINX_ARGS) docs docs/_build/html
+	@echo "built docs/_build/html/index.html"
+
 fuzz: $(STAMP)
 	HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest tests/reliability/test_generated_inputs.py --timeout=1800 $(PYTEST_ARGS)
 
@@ -88,4 +98,4 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 
 clean:
-	rm -rf $(VENV) .demo .stack .pytest_cache $(JS_DIR)/node_modules build dist
+	rm -rf $(VENV) .demo .stack .pytest_cache $(JS_DIR)/node_modules build dist docs/_build docs/_api

@@ -98,8 +98,9 @@ for version in $VERSIONS; do
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
     if [ "${PYTHON_MATRIX_RELOCK:-}" = 1 ]; then
       grep -E "$DIRECT" constraints.txt >"$venv/direct-constraints.txt"
+      # The docs extra too, so that the relocked file pins what `make docs` installs on this Python.
       "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -c "$venv/direct-constraints.txt" \
-        -e '.[test,websocket,messaging,openlineage]' numpy pyarrow
+        -e '.[test,websocket,messaging,openlineage,docs]' numpy pyarrow
       {
         echo "# CPython $version: constraints.txt's direct pins, the rest as resolved for $version (see .ci/python_matrix.sh)"
         "$venv/bin/python" -m pip freeze --exclude-editable --disable-pip-version-check | grep -v '^-e '

@@ -144,10 +144,10 @@ def test_uri_form_with_several_servers_and_extras() -> None:
     assert (config.token, config.domain, config.auth_method) == ("s3cret-tok", "leaf", "token")
 
 
-def test_readme_documents_every_extra_field() -> None:
+def test_the_connection_page_documents_every_extra_field() -> None:
     from pathlib import Path
 
     from airflow_provider_jetstream.core.connection.fields import EXTRA_FIELDS
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    assert [name for name in EXTRA_FIELDS if f"`{name}`" not in readme] == []
+    page = (Path(__file__).resolve().parents[1] / "docs" / "connection.md").read_text()
+    assert [name for name in EXTRA_FIELDS if f"`{name}`" not in page] == []

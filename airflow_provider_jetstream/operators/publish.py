@@ -62,6 +62,7 @@ class JetStreamPublishOperator(JetStreamBaseOperator):
     :param domain: the domain whose stream must store them: every ack is checked, and before
         publishing, the double-store guard refuses a subject that streams in other connected domains
         of this account also store (``allow_double_store=True`` publishes anyway).
+
     XCom: ``{"count", "stored", "duplicates", "first_seq", "last_seq", "stream", "domain", "rate", "batches",
     "acks"}`` (``batches``: fast-ingest batches sent; ``acks``: acks received).
     """

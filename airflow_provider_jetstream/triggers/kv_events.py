@@ -50,15 +50,17 @@ class JetStreamKeyValueEventTrigger(JetStreamMessageTrigger):
     for deletes), ``created`` (ISO), ``delivered``, ``domain``. A bucket that keeps one revision
     per key (``history=1``) may skip a revision overwritten before it was delivered.
 
-    :param bucket: bucket name. :param keys: keys or patterns (``*``, final ``>``). Default ``[">"]``.
+    :param bucket: bucket name.
+    :param keys: keys or patterns (``*``, final ``>``). Default ``[">"]``.
     :param jetstream_conn_id: Airflow connection id. Default ``jetstream_default``.
     :param domain: JetStream domain of the bucket; or ``api_prefix``. Default: the connection's.
     :param consumer: durable consumer name. Default ``af_kv_<hash of bucket, keys, initial>``.
     :param initial: ``new`` (default): changes from the first start on; ``current``: first one event
         per key for its current value.
     :param include_deletes: fire on deletes and purges too. Default True.
-    :param max_ack_pending, ack_wait, nak_delay, nak_max_delay, dead_letter_stream, decode,
-        max_payload_bytes, cohort_wait, fallback_ack_delay: as for :class:`JetStreamMessageTrigger`.
+
+    ``max_ack_pending``, ``ack_wait``, ``nak_delay``, ``nak_max_delay``, ``dead_letter_stream``, ``decode``,
+    ``max_payload_bytes``, ``cohort_wait``, ``fallback_ack_delay``: as for :class:`JetStreamMessageTrigger`.
     """
 
     #: The signature of the trigger's kwargs (its message-trigger kwargs follow from them).

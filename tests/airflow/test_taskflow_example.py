@@ -1,5 +1,5 @@
-"""The README's TaskFlow example: the same file as tests/dags/taskflow_example.py, run with ``dag.test()``
-on a hub + leaf topology, with what it did checked on the servers."""
+"""The README's first DAG and the TaskFlow guide's example: the same file as tests/dags/taskflow_example.py,
+run with ``dag.test()`` on a hub + leaf topology, with what it did checked on the servers."""
 
 from __future__ import annotations
 
@@ -16,17 +16,17 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "tests" / "dags" / "taskflow_example.py"
 
 
-def readme_taskflow_example() -> str:
-    """The first Python block of the README's "TaskFlow" section."""
-    readme = (REPO / "README.md").read_text()
-    section = readme.split("\n## TaskFlow\n", 1)[1].split("\n## ", 1)[0]
+def first_python_block(page: Path, heading: str) -> str:
+    """The first Python block of a page's ``## heading`` section."""
+    section = page.read_text().split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```python\n(.*?)```", section, re.S)
-    assert blocks, "the README's TaskFlow section has no python block"
+    assert blocks, f"{page.name}'s {heading!r} section has no python block"
     return blocks[0]
 
 
-def test_the_readme_example_is_the_tested_dag_file() -> None:
-    assert readme_taskflow_example() == EXAMPLE.read_text()
+def test_the_readme_and_docs_examples_are_the_tested_dag_file() -> None:
+    assert first_python_block(REPO / "README.md", "A first DAG") == EXAMPLE.read_text()
+    assert first_python_block(REPO / "docs" / "hook.md", "TaskFlow") == EXAMPLE.read_text()
 
 
 def xcom(run, task_id: str):

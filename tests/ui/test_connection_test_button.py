@@ -1,6 +1,6 @@
 """The connection list's Test button and the Edit form, in Airflow's UI in headless Chromium.
 
-Every connection shape the README shows (host and port, a servers list without a port, token, NKey,
+Every connection shape docs/connection.md shows (host and port, a servers list without a port, token, NKey,
 creds file and content, TLS with a CA file) is created through the REST API as ``make stack`` does,
 then tested by clicking its Test button: the page gets the hook's "Connected to NATS server ..." and
 shows the green icon. The Edit form of a connection that stores one extra shows every field, secrets
@@ -36,7 +36,7 @@ def _create(api_server: str, conn_id: str, **fields: Any) -> None:
 
 @pytest.fixture(scope="module")
 def shapes(api_server: str, hub_leaf, auth_servers, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """The README's connection shapes, stored through the REST API: connection id -> what its test says."""
+    """The connection shapes of docs/connection.md, stored through the REST API: connection id -> what its test says."""
     user, password = USERS["ACC"]
     hub, leaf = hub_leaf.hub.port, hub_leaf.leaves["leaf"].port
     creds_file = tmp_path_factory.mktemp("creds") / "user.creds"

@@ -1,5 +1,6 @@
 """The ``jetstream`` connection's fields: the extras of its form, and the server addresses, domain and
-API prefix it holds, each checked (used by :mod:`.settings`)."""
+API prefix it holds, each checked (used by
+:mod:`~airflow_provider_jetstream.core.connection.settings`)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """The ``jetstream`` Airflow connection as one checked config, and its nats-py connect options and TLS context.
 
 Pure logic, no network: :class:`JetStreamConnectionConfig` is built from an Airflow ``Connection``
-(UI form, ``AIRFLOW_CONN_*`` URI or JSON), checks every field (see :mod:`.fields`) before
-anything connects, and turns into keyword arguments for ``nats.aio.client.Client.connect``.
+(UI form, ``AIRFLOW_CONN_*`` URI or JSON), checks every field (see
+:mod:`~airflow_provider_jetstream.core.connection.fields`) before anything connects, and turns into
+keyword arguments for ``nats.aio.client.Client.connect``.
 """
 
 from __future__ import annotations
