@@ -30,7 +30,10 @@ class JetStreamAwaitMessageSensor(BaseJetStreamSensor):
     map index>``, created at the first look from ``deliver_policy`` (``new``: messages stored from then on)
     and ``filter_subject``; every run of the task goes on where the previous one stopped. Or ``consumer``:
     the user's durable pull consumer (``ack_policy: explicit``), which must exist. One run of the task at a
-    time pulls a consumer: a second puller is refused.
+    time pulls a consumer: ``max_active_tis_per_dag`` defaults to 1 (unless ``ack='none'``), so the sensor
+    of an overlapping run waits (queued) until this one is done, then goes on after its match. A second
+    puller all the same (that limit raised, or another task on the same ``consumer``) is refused within a
+    few ``max_wait`` periods, saying so.
 
     What ``ack`` does:
 
@@ -90,6 +93,8 @@ class JetStreamAwaitMessageSensor(BaseJetStreamSensor):
         max_wait: float | str | timedelta = 5.0,
         **kwargs: Any,
     ) -> None:
+        if ack != "none":  # a durable consumer has one puller: the next run's sensor waits for this one's
+            kwargs.setdefault("max_active_tis_per_dag", 1)
         super().__init__(**kwargs)
         self.stream = stream
         self.apply_function = apply_function
