@@ -39,8 +39,7 @@ class JetStreamAwaitMessageSensor(BaseJetStreamSensor):
 
     - ``all_seen`` (default): each message examined and not matched is acked as soon as the function
       returned for it; the match is acked once Airflow stored the result. The next run starts after the
-      match. A message the function raised for is not acked: it comes back after ``ack_wait`` (the task
-      fails; its retry examines it again).
+      match.
     - ``on_match``: only the match is acked (once Airflow stored the result). A message that did not match
       is left unacknowledged: the consumer delivers it again after its ``ack_wait`` (to the consumer's other
       readers, such as a consume operator, or to a later run of this task). Within one wait it is not
@@ -52,6 +51,9 @@ class JetStreamAwaitMessageSensor(BaseJetStreamSensor):
       own (``ack_policy: none``, deleted after) from the stream's end when the wait started (kept by the
       pokes and handed to the trigger). A restarted trigger reads again from that start and finds the same
       first match.
+
+    A function that raises fails the task with its error; the message it raised for is not acked but given
+    back (``-NAK``) as the look stops, so the retry examines it again at once.
 
     Across a triggerer restart nothing is lost and no message matched twice: the match is acked only
     after Airflow stored the trigger's event, by the task (``execute_complete``); until then the trigger

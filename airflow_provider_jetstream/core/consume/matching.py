@@ -287,7 +287,7 @@ class MessageMatcher:
         except Exception as err:
             raise JetStreamError(
                 f"{self.function_name} raised on message #{delivery.sequence} ({delivery.subject}) of {self.where}: "
-                f"{type(err).__name__}: {err}; it is not acknowledged and comes back after ack_wait"
+                f"{type(err).__name__}: {err}; it is not acknowledged: it goes back to the consumer for the retry"
             ) from err
         if value:
             try:
