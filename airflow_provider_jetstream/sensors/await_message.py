@@ -30,14 +30,16 @@ class JetStreamAwaitMessageSensor(BaseJetStreamSensor):
     map index>``, created at the first look from ``deliver_policy`` (``new``: messages stored from then on)
     and ``filter_subject``; every run of the task goes on where the previous one stopped. Or ``consumer``:
     the user's durable pull consumer (``ack_policy: explicit``), which must exist. One run of the task at a
-    time pulls a consumer: a second puller is refused.
+    time pulls a consumer: ``max_active_tis_per_dag`` defaults to 1 (unless ``ack='none'``), so the sensor
+    of an overlapping run waits (queued) until this one is done, then goes on after its match. A second
+    puller all the same (that limit raised, or another task on the same ``consumer``) is refused within a
+    few ``max_wait`` periods, saying so.
 
     What ``ack`` does:
 
     - ``all_seen`` (default): each message examined and not matched is acked as soon as the function
       returned for it; the match is acked once Airflow stored the result. The next run starts after the
-      match. A message the function raised for is not acked: it comes back after ``ack_wait`` (the task
-      fails; its retry examines it again).
+      match.
     - ``on_match``: only the match is acked (once Airflow stored the result). A message that did not match
       is left unacknowledged: the consumer delivers it again after its ``ack_wait`` (to the consumer's other
       readers, such as a consume operator, or to a later run of this task). Within one wait it is not
@@ -49,6 +51,9 @@ class JetStreamAwaitMessageSensor(BaseJetStreamSensor):
       own (``ack_policy: none``, deleted after) from the stream's end when the wait started (kept by the
       pokes and handed to the trigger). A restarted trigger reads again from that start and finds the same
       first match.
+
+    A function that raises fails the task with its error; the message it raised for is not acked but given
+    back (``-NAK``) as the look stops, so the retry examines it again at once.
 
     Across a triggerer restart nothing is lost and no message matched twice: the match is acked only
     after Airflow stored the trigger's event, by the task (``execute_complete``); until then the trigger
@@ -90,6 +95,8 @@ class JetStreamAwaitMessageSensor(BaseJetStreamSensor):
         max_wait: float | str | timedelta = 5.0,
         **kwargs: Any,
     ) -> None:
+        if ack != "none":  # a durable consumer has one puller: the next run's sensor waits for this one's
+            kwargs.setdefault("max_active_tis_per_dag", 1)
         super().__init__(**kwargs)
         self.stream = stream
         self.apply_function = apply_function

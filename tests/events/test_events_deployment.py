@@ -1,4 +1,6 @@
-"""Real Airflow processes: 200 announcements, the triggerer killed -9 half-way; all stored, none acked before stored."""
+"""Real Airflow processes: 200 announcements, the triggerer killed -9 half-way; all stored, none acked before stored.
+A deferred await-message sensor across two triggerer kills (looking, then holding the match): one match, each
+message acked once; the next run's sensor waits for that one (its consumer serves one run at a time)."""
 
 from __future__ import annotations
 
@@ -8,15 +10,18 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import nats
 import pytest
 
 from airflow_provider_jetstream.core.api import JetStreamApi
+from airflow_provider_jetstream.core.consume.matching import task_consumer_name
 from airflow_provider_jetstream.testing.servers import USERS, LocalTopology
 from local_stack.airflow_stack import LocalAirflow
 from local_stack.processes import LocalPostgres, ManagedProcess, wait_until
+from tests.support.natsutil import acked_through, consumer_state
 from tests.support.waiting import scaled
 
 pytestmark = [pytest.mark.deployment, pytest.mark.timeout(900)]
@@ -54,6 +59,23 @@ with DAG(dag_id="events_fanout", schedule=assets, start_date=pendulum.datetime(2
     EmptyOperator(task_id="noted")
 '''
 
+AWAITED, AWAIT_DAG_ID = "AWAITED", "await_proof"
+AWAIT_DAG = '''
+"""A deferrable await-message sensor; its function records what it examined and holds a match until a gate opens."""
+import pendulum
+from airflow.sdk import DAG
+from airflow_provider_jetstream.sensors.await_message import JetStreamAwaitMessageSensor
+
+with DAG(dag_id="{dag_id}", schedule=None, start_date=pendulum.datetime(2026, 1, 1), catchup=False):
+    JetStreamAwaitMessageSensor(
+        task_id="wait", jetstream_conn_id="nats_hub", domain="leaf-a", stream="{stream}", deliver_policy="all",
+        apply_function="tests.support.matchers.done_gated",
+        apply_function_kwargs={{"record": {record!r}, "gate": {gate!r}}},
+        ack_wait=5, max_wait=1, deferrable=True, timeout=600,
+    )
+'''
+REPO = Path(__file__).resolve().parents[2]
+
 
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalTopology, LocalPostgres, LocalAirflow]]:
@@ -62,6 +84,10 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Local
     dags.mkdir()
     (dags / "events_proof.py").write_text(DAG)
     (dags / "events_fanout.py").write_text(FAN_DAG)
+    record, gate = work / "examined.txt", work / "gate"
+    (dags / "await_proof.py").write_text(
+        AWAIT_DAG.format(dag_id=AWAIT_DAG_ID, stream=AWAITED, record=str(record), gate=str(gate))
+    )
     topology = LocalTopology(work / "nats", leaf_domains=["leaf-a"])
     postgres = LocalPostgres(work / "postgres")
     user, password = USERS["ACC"]
@@ -76,6 +102,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Local
             postgres.sqlalchemy_url,
             {
                 **base,
+                "PYTHONPATH": str(REPO),  # the await sensor's function, tests.support.matchers.done_gated
                 "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
                 "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
                 # a restarted triggerer takes the dead one's triggers once its heartbeat is this old
@@ -108,6 +135,7 @@ async def create_streams(url: str) -> None:
     nc = await nats.connect(url)
     await nc.jetstream().add_stream(StreamConfig(name=STREAM, subjects=["announce.leaf-a.>"]))
     await nc.jetstream().add_stream(StreamConfig(name=FANOUT, subjects=["fan.>"]))
+    await nc.jetstream().add_stream(StreamConfig(name=AWAITED, subjects=["await.leaf-a.>"]))
     await nc.drain()
 
 
@@ -135,12 +163,12 @@ def stored_sequences(postgres: LocalPostgres) -> list[int]:
 
 
 class AckMonitor(threading.Thread):
-    """Hears every ``+ACK`` of the consumer (a hub client of the same account) and checks at once that
-    an asset event with that stream sequence is already in Airflow's database."""
+    """Hears every ``+ACK`` of a stream's consumers (a hub client of the same account) and, for the announcements,
+    checks at once that an asset event with that stream sequence is already in Airflow's database."""
 
-    def __init__(self, url: str, postgres: LocalPostgres) -> None:
+    def __init__(self, url: str, postgres: LocalPostgres, stream: str = STREAM, check_stored: bool = True) -> None:
         super().__init__(daemon=True)
-        self.url, self.postgres = url, postgres
+        self.url, self.postgres, self.stream, self.check_stored = url, postgres, stream, check_stored
         self.acked: list[int] = []
         self.premature: list[int] = []
         self.ready = threading.Event()
@@ -157,9 +185,11 @@ class AckMonitor(threading.Thread):
 
         async def on_ack(msg) -> None:
             meta = parse_ack_reply(msg.subject)
-            if meta is None or meta.stream != STREAM or not msg.data.startswith(b"+ACK"):
+            if meta is None or meta.stream != self.stream or not msg.data.startswith(b"+ACK"):
                 return
             self.acked.append(meta.sequence)
+            if not self.check_stored:
+                return
             with db.cursor() as cur:
                 cur.execute(
                     "SELECT count(*) FROM asset_event e JOIN asset a ON a.id = e.asset_id "
@@ -292,3 +322,105 @@ def test_a_hundred_watchers_in_a_real_triggerer_share_one_consumer_and_one_conne
     connz = topology.hub.monitor("connz?limit=10000")
     names = [c.get("name") for c in connz.get("connections", [])]
     assert names.count("airflow-events-proof") == 1, names  # every watcher of the triggerer, one connection
+
+
+def test_a_deferred_await_sensor_survives_triggerer_kills_without_losing_or_rematching(deployment) -> None:
+    """Run A's sensor defers; the triggerer is killed -9 while the trigger looks (3 messages examined and acked),
+    then the new one while its function holds the match (delivered, not acked). The third triggerer gets the
+    match again after ack_wait and A returns it. Run B, started meanwhile, waits queued (the consumer serves
+    one run at a time), then matches the next one. Each message is acked exactly once, none twice."""
+    topology, postgres, airflow = deployment
+    leaf, work = topology.url("leaf-a"), airflow.home.parent
+    record, gate = work / "examined.txt", work / "gate"
+    consumer = task_consumer_name(AWAIT_DAG_ID, "wait")
+    api = airflow.api
+    airflow.wait_dags([AWAIT_DAG_ID])
+
+    def examined() -> list[tuple[int, int]]:
+        lines = record.read_text().splitlines() if record.exists() else []
+        return [(int(line.split()[0]), int(line.split()[1])) for line in lines if len(line.split()) == 2]
+
+    def sensor(run_id: str) -> dict:
+        return api.request("GET", f"/dags/{AWAIT_DAG_ID}/dagRuns/{run_id}/taskInstances/wait")
+
+    def held_by_a_triggerer(run_id: str) -> bool:
+        with postgres.connect() as conn, conn.cursor() as cur:
+            cur.execute(
+                "SELECT t.triggerer_id FROM task_instance ti JOIN trigger t ON t.id = ti.trigger_id "
+                "WHERE ti.dag_id = %s AND ti.run_id = %s AND ti.state = 'deferred'",
+                (AWAIT_DAG_ID, run_id),
+            )
+            row = cur.fetchone()
+            return bool(row and row[0])
+
+    def state() -> dict:
+        return asyncio.run(consumer_state(leaf, AWAITED, consumer, api_prefix="$JS.leaf-a.API"))
+
+    def publish(*bodies: dict) -> list[int]:
+        async def go() -> list[int]:
+            nc = await nats.connect(leaf)
+            js = nc.jetstream()
+            seqs = [(await js.publish(f"await.leaf-a.{i}", json.dumps(b).encode())).seq for i, b in enumerate(bodies)]
+            await nc.drain()
+            return seqs
+
+        return asyncio.run(go())
+
+    def succeeded(run_id: str) -> Callable[[], bool]:
+        def done() -> bool:
+            run = api.request("GET", f"/dags/{AWAIT_DAG_ID}/dagRuns/{run_id}")
+            assert run["state"] != "failed", sensor(run_id)
+            return run["state"] == "success"
+
+        return done
+
+    def xcom(run_id: str) -> dict:
+        path = f"/dags/{AWAIT_DAG_ID}/dagRuns/{run_id}/taskInstances/wait/xcomEntries/return_value?deserialize=true"
+        value = api.request("GET", path)["value"]
+        return json.loads(value) if isinstance(value, str) else value
+
+    monitor = AckMonitor(topology.url("hub"), postgres, stream=AWAITED, check_stored=False)
+    monitor.start()
+    assert monitor.ready.wait(scaled(30))
+    started = time.monotonic()
+    run_a = api.request("POST", f"/dags/{AWAIT_DAG_ID}/dagRuns", {"logical_date": None})["dag_run_id"]
+    wait_until("run A's sensor deferred, its trigger running", lambda: held_by_a_triggerer(run_a), timeout=120)
+    run_b = api.request("POST", f"/dags/{AWAIT_DAG_ID}/dagRuns", {"logical_date": None})["dag_run_id"]
+
+    # 1. Killed while looking: three messages examined and acked by the first triggerer.
+    early = publish({"status": "started"}, {"status": "running"}, {"status": "running"})
+    wait_until("three examined and acked", lambda: acked_through(state()) == early[-1], timeout=60)
+    first_pid = {pid for _, pid in examined()}
+    kill_triggerer(airflow)
+    # 2. Killed while its function holds the match: delivered to the second triggerer, not acked.
+    [match_a] = publish({"status": "done", "batch": "A"})
+    wait_until(
+        "the second triggerer holds the match",
+        lambda: any(seq == match_a and pid not in first_pid for seq, pid in examined()),
+        timeout=120,
+    )
+    assert (acked_through(state()), state()["num_ack_pending"]) == (early[-1], 1)
+    assert sensor(run_b)["state"] in (None, "scheduled"), sensor(run_b)  # waits for A: one run per consumer
+    kill_triggerer(airflow)
+    gate.touch()
+    wait_until("run A succeeded", succeeded(run_a), timeout=180)
+    a = xcom(run_a)
+    assert (a["value"], a["sequence"], a["consumer"], a["domain"]) == ({"batch": "A"}, match_a, consumer, "leaf-a")
+    # 3. Run B goes on after A's match.
+    wait_until("run B's sensor looking", lambda: sensor(run_b)["state"] in ("running", "deferred"), timeout=120)
+    later = publish({"status": "started"}, {"status": "done", "batch": "B"})
+    wait_until("run B succeeded", succeeded(run_b), timeout=180)
+    b = xcom(run_b)
+    assert (b["value"], b["sequence"]) == ({"batch": "B"}, later[-1])
+    print(f"two runs across two triggerer kills in {time.monotonic() - started:.1f}s; examined {examined()}")
+
+    final = state()
+    assert (acked_through(final), final["num_ack_pending"], final["num_pending"]) == (later[-1], 0, 0)
+    seen = [seq for seq, _ in examined()]
+    assert sorted(set(seen)) == list(range(1, later[-1] + 1))  # none lost
+    # each examined once, but the match the killed triggerer held: once more by the triggerer that took over
+    assert {s: seen.count(s) for s in set(seen) if seen.count(s) > 1} == {match_a: 2}
+    wait_until("every ack heard", lambda: len(monitor.acked) >= later[-1], timeout=30)
+    monitor.done.set()
+    monitor.join(scaled(30))
+    assert sorted(monitor.acked) == list(range(1, later[-1] + 1))  # each acked exactly once

@@ -78,3 +78,17 @@ def test_bad_arguments_fail_the_dag_import() -> None:
         "filter_subject='' is not allowed",
     ):
         assert expected in text, text
+
+
+def test_one_run_at_a_time_pulls_a_durable_consumer_unless_told_otherwise() -> None:
+    """Each message of a durable consumer reaches one puller: an overlapping run's sensor waits (queued) by
+    default; ack='none' reads with a consumer per look, so runs may overlap; an explicit limit is kept."""
+
+    def sensor(**kwargs) -> JetStreamAwaitMessageSensor:
+        return JetStreamAwaitMessageSensor(task_id="wait", stream="s", apply_function="pkg.f", **kwargs)
+
+    assert sensor().max_active_tis_per_dag == 1
+    assert sensor(ack="on_match", consumer="mine").max_active_tis_per_dag == 1
+    assert sensor(ack="{{ params.ack }}").max_active_tis_per_dag == 1  # unknown until rendered: the safe side
+    assert sensor(ack="none").max_active_tis_per_dag is None
+    assert sensor(max_active_tis_per_dag=3).max_active_tis_per_dag == 3

@@ -18,6 +18,7 @@ from tests.support.natsutil import acked_through, connect, consumer_state, uniqu
 from tests.support.waiting import eventually, scaled
 
 FUNCTION = "tests.support.matchers.done_for_site"
+FAILS_FIRST = "tests.support.matchers.fails_first_time"
 
 
 def from_kwargs(classpath: str, kwargs: dict[str, Any]) -> JetStreamAwaitMessageTrigger:
@@ -158,3 +159,94 @@ def test_bad_arguments_are_refused_when_the_trigger_is_made(hub_conn) -> None:
     assert "apply_function='no_dots' is not allowed" in text
     assert "ack='sometimes' is not allowed" in text
     assert "consumer='c' and task_consumer='t' were both given" in text
+
+
+def test_on_match_fails_saying_so_when_left_messages_reach_max_ack_pending(hub_leaf, hub_conn) -> None:
+    """The user's consumer takes 3 unacknowledged messages at most: once 3 are left (on_match), it would
+    deliver nothing new, and the match published after them would never come: the trigger fails, saying why."""
+    from nats.js.api import AckPolicy, ConsumerConfig
+
+    stream, leaf = unique("await"), hub_leaf.url("leaf")
+
+    async def scenario() -> None:
+        await make_stream(leaf, stream)
+        nc = await connect(leaf)
+        await nc.jetstream().add_consumer(
+            stream, ConsumerConfig(durable_name="mine", ack_policy=AckPolicy.EXPLICIT, max_ack_pending=3)
+        )
+        await nc.close()
+        run = Running(
+            JetStreamAwaitMessageTrigger(
+                hub_conn, stream, FUNCTION, consumer="mine", ack="on_match", domain="leaf", max_wait=1
+            )
+        )
+        await publish_events(leaf, stream, [*NOT_YET, {"status": "idle"}, MATCH])
+        event = await run.first()
+        await run.stop()
+        assert event["status"] == "error", event
+        assert (
+            "3 examined messages left unacknowledged (ack='on_match') reach its max_ack_pending 3" in event["message"]
+        )
+        assert "Use ack='all_seen', raise max_ack_pending" in event["message"]
+        state = await consumer_state(leaf, stream, "mine")
+        assert (acked_through(state), state["num_pending"]) == (0, 2)  # nothing acked; the match never delivered
+
+    asyncio.run(scenario())
+
+
+def test_a_function_that_raises_fails_the_wait_and_its_message_comes_back_unacked(hub_leaf, hub_conn) -> None:
+    """The function raises for message #2: the trigger fails with the function's error, #1 (examined) is acked,
+    #2 is not; the retry's trigger gets #2 again at once (naked as the failed one stopped) and matches it."""
+    stream, leaf = unique("await"), hub_leaf.url("leaf")
+    kwargs = dict(task_consumer="af_await_raises", deliver_policy="all", domain="leaf", max_wait=1, ack_wait=60)
+
+    async def scenario() -> None:
+        await make_stream(leaf, stream)
+        [first] = await publish_events(leaf, stream, [{"status": "started"}])
+        run = Running(JetStreamAwaitMessageTrigger(hub_conn, stream, FUNCTION, **kwargs))
+        # done_for_site examines #1 (no match, acked); fails_first_time then raises for #2, matches it on the retry
+        seen = await eventually(
+            lambda: consumer_state(leaf, stream, "af_await_raises"), lambda s: acked_through(s) == first
+        )
+        assert acked_through(seen) == first
+        await run.stop()
+        [bad] = await publish_events(leaf, stream, [{"status": "done", "batch": "not json"}])
+        run = Running(JetStreamAwaitMessageTrigger(hub_conn, stream, FAILS_FIRST, **kwargs))
+        event = await run.first()
+        await run.stop()
+        assert event["status"] == "error", event
+        assert f"apply_function raised on message #{bad} ({stream}.events)" in event["message"]
+        assert "ValueError: cannot parse" in event["message"]
+        state = await consumer_state(leaf, stream, "af_await_raises")
+        assert acked_through(state) == first  # the message it raised for is not acked
+        retry = Running(JetStreamAwaitMessageTrigger(hub_conn, stream, FAILS_FIRST, **kwargs))
+        event = await retry.first(timeout=20)  # well within ack_wait (60 s): it was naked, not left to expire
+        assert event["status"] == "success", event
+        match = event["result"]["match"]
+        assert (match["sequence"], match["value"]) == (bad, {"failed_before": True})
+        await retry.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_second_puller_of_the_sensors_consumer_is_refused_saying_what_to_do(hub_leaf, hub_conn) -> None:
+    """Two runs' triggers on the task's one consumer (max_active_tis_per_dag raised): one fails within a few
+    max_wait periods, naming the consumer and the remedy; nothing is acked by either."""
+    stream, leaf = unique("await"), hub_leaf.url("leaf")
+    kwargs = dict(task_consumer="af_await_shared", deliver_policy="all", domain="leaf", max_wait=1)
+
+    async def scenario() -> None:
+        await make_stream(leaf, stream)
+        runs = [Running(JetStreamAwaitMessageTrigger(hub_conn, stream, FUNCTION, **kwargs)) for _ in range(2)]
+        done, _ = await asyncio.wait([asyncio.ensure_future(r.first()) for r in runs], timeout=scaled(30),
+                                     return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+        for run in runs:
+            await run.stop()
+        assert done, "neither puller was refused"
+        event = done.pop().result()
+        assert event["status"] == "error", event
+        assert "consumer 'af_await_shared'" in event["message"]
+        assert "is also pulled by another client" in event["message"]
+        assert "keep the sensor's max_active_tis_per_dag at 1" in event["message"]
+
+    asyncio.run(scenario())

@@ -45,6 +45,9 @@ log = logging.getLogger(__name__)
 FIRST_START_ONLY = ("deliver_policy", "start_seq", "start_time")
 
 
+#: What the refusal of a second puller advises by default (the event triggers' case).
+SHARING_ADVICE = "Keep the watchers of one consumer in one triggerer, or give each watcher its own consumer name"
+
 #: Ack policies a durable consumer of Airflow's may have: each message acked, or a floor acked.
 ACK_POLICIES = ("explicit", "all")
 
@@ -123,6 +126,8 @@ class DurablePuller:
     :param all_header_values: look repeated headers up with ``STREAM.MSG.GET`` (nats-py keeps the
         last value only). Default True; turned off after the first refused lookup.
     :param ack_all: the consumer has ``ack_policy: all`` (acks cover a floor). Default False.
+    :param sharing_advice: what the refusal of a second puller of the consumer tells the user to do.
+        Default: the event triggers' advice (one triggerer per consumer, or a consumer per watcher).
     """
 
     def __init__(
@@ -141,6 +146,7 @@ class DurablePuller:
         idle_delay: float = 5.0,
         all_header_values: bool = True,
         ack_all: bool = False,
+        sharing_advice: str = SHARING_ADVICE,
     ) -> None:
         if max_in_flight < 1:
             raise JetStreamConfigError(f"max_in_flight={max_in_flight} must be >= 1")
@@ -150,7 +156,7 @@ class DurablePuller:
         self.ack_wait, self.expires, self.heartbeat = ack_wait, expires, heartbeat
         self.nak_delay, self.nak_max_delay, self.idle_delay = nak_delay, nak_max_delay, idle_delay
         self.all_header_values = all_header_values
-        self.ack_all = ack_all
+        self.ack_all, self.sharing_advice = ack_all, sharing_advice
         self.in_flight: dict[int, Ticket] = {}
         self.recently_acked: collections.OrderedDict[int, None] = collections.OrderedDict()
         self.counts: collections.Counter[str] = collections.Counter()
@@ -268,8 +274,7 @@ class DurablePuller:
             raise JetStreamConfigError(
                 f"consumer {self.consumer!r} on stream {self.stream!r} in {self.api.target} is also pulled by "
                 f"another client ({others} more pull request(s) waiting for over {self.expires:g}s): each message "
-                "would reach only one of them, and watchers elsewhere would miss it. Keep the watchers of one "
-                "consumer in one triggerer, or give each watcher its own consumer name"
+                f"would reach only one of them, and the other reader would miss it. {self.sharing_advice}"
             )
 
     def _on_status(self, status: PullStatus) -> None:

@@ -44,6 +44,11 @@ log = logging.getLogger(__name__)
 
 #: How the sensor acknowledges what it examined (see the module doc).
 ACK_MODES = ("all_seen", "on_match", "none")
+#: What the refusal of a second puller of the sensor's consumer advises (another run of the task, mostly).
+SHARING_ADVICE = (
+    "One run of the await-message sensor at a time pulls its consumer: keep the sensor's max_active_tis_per_dag "
+    "at 1 (its default with a durable consumer), or give each task its own consumer"
+)
 #: Most examined-and-left sequences an ``on_match`` wait remembers (and hands from the pokes to the trigger).
 MAX_REMEMBERED = 10_000
 
@@ -181,7 +186,7 @@ class MessageMatcher:
         expires = max(1.0, self.max_wait)
         self.puller = DurablePuller(
             self.nc, self.api, self.stream, consumer, max_in_flight=1, ack_wait=self.ack_wait, expires=expires,
-            heartbeat=min(2.5, expires / 4), all_header_values=True,
+            heartbeat=min(2.5, expires / 4), all_header_values=True, sharing_advice=SHARING_ADVICE,
         )  # fmt: skip
         self._pump = asyncio.create_task(self._feed(), name=f"jetstream-await[{self.stream}>{consumer}]")
 
@@ -282,7 +287,7 @@ class MessageMatcher:
         except Exception as err:
             raise JetStreamError(
                 f"{self.function_name} raised on message #{delivery.sequence} ({delivery.subject}) of {self.where}: "
-                f"{type(err).__name__}: {err}; it is not acknowledged and comes back after ack_wait"
+                f"{type(err).__name__}: {err}; it is not acknowledged: it goes back to the consumer for the retry"
             ) from err
         if value:
             try:
