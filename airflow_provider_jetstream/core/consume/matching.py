@@ -6,7 +6,7 @@ user's ``apply_function`` on each message and settles it:
 
 - ``all_seen``: every message examined and not matched is acked as soon as the function returned;
 - ``on_match``: a message that did not match is left unacknowledged (the consumer delivers it again
-  after its ``ack_wait``, to its other readers or to a later run); the matcher does not examine it again;
+  after its ``ack_wait``, to a later run); the matcher does not examine it again;
 - ``none``: nothing is acked: the look reads with a consumer of its own (``ack_policy: none``) from a
   sequence fixed when the wait started, and notes how far it got.
 
