@@ -11,7 +11,7 @@ consumer. The page's JSON says caught up, then (leaf cut, more messages on the l
 unknown lag, then caught up again; Chromium shows the page inside Airflow's UI at each step (screenshots in
 test-output/jetstream-page-{before,during,after}.png) and the test reads its text. A DAG run (``dag.test()``)
 declares a hub stream and publishes to it: the page links that stream to the run, for those who may read the
-DAG, and the link opens the run in Airflow's UI (test-output/jetstream-page-links.png).
+DAG, and the link opens the run in Airflow's UI (test-output/jetstream-page-{links,run}.png).
 Against the suite's topology rather than `make stack`: the stack's Spark cluster and scheduler add minutes
 and nothing this page reads.
 """
@@ -263,18 +263,21 @@ def orders_run(streams: JetStreamHook, teams: tuple[str, ...]) -> Any:
     return run
 
 
-def follow_run_link(server: dict[str, Any], user_token: str, text: str, expect: str) -> tuple[str, str]:
+def follow_run_link(server: dict[str, Any], user_token: str, text: str, expect: tuple[str, ...]) -> tuple[str, str]:
     """In Chromium, the page's link named ``text``: its address, and where clicking it leads Airflow's own window
-    (once that shows ``expect`` outside the page's frame)."""
+    (once that shows each of ``expect`` outside the page's frame)."""
     with chromium() as browser:
         context, page, frame = _open_page(browser, server, user_token)
+        found = frame.get_by_role("link", name=text, exact=True)
+        found.wait_for(timeout=30000)
         OUTPUT.mkdir(exist_ok=True)
         page.screenshot(path=str(OUTPUT / "jetstream-page-links.png"), full_page=True)
-        found = frame.get_by_role("link", name=text, exact=True)
         href = found.evaluate("a => a.href")
         found.click()
         page.wait_for_url(lambda url: "/runs/" in url, wait_until="commit", timeout=60000)
-        page.get_by_text(expect).first.wait_for(timeout=60000)
+        for shown in expect:
+            page.get_by_text(shown, exact=True).first.wait_for(timeout=60000)
+        page.screenshot(path=str(OUTPUT / "jetstream-page-run.png"), full_page=True)
         landed = page.url
         context.close()
     return href, landed
@@ -302,7 +305,8 @@ def test_a_stream_links_to_the_dag_runs_that_touched_it_for_who_may_read_them(
     assert status == 200 and STREAM.encode() in body, body[-2000:]
     assert DAG_ID.encode() not in body and urllib.parse.quote(run_id, safe="").encode() not in body
 
-    # What the team's op sees in Airflow's UI: the link, and clicking it opens the run in Airflow's own window.
-    address, landed = follow_run_link(server, token(server, "ops"), f"{DAG_ID} / {run_id}", run_id)
+    # What the team's op sees in Airflow's UI: the link, and clicking it opens the run (its id, its task) in Airflow's
+    # own window, not inside the page's frame.
+    address, landed = follow_run_link(server, token(server, "ops"), f"{DAG_ID} / {run_id}", (run_id, "publish_orders"))
     assert address == f"{server['url']}/{href}", address
     assert urllib.parse.unquote(landed) == urllib.parse.unquote(address), (address, landed)
