@@ -7,6 +7,8 @@ Fixtures:
 - ``jetstream_conn``: register an Airflow connection as ``AIRFLOW_CONN_<ID>`` (JSON form).
 - ``hub_conn`` / ``leaf_conn``: connection ids for the ACC user on the hub and on the leaf.
 - ``airflow_db`` (session): the SQLite metadata DB, migrated once, for ``dag.test()`` and the CLI.
+- ``built_wheel`` (session): the wheel built once from a copy of the working tree (the packaging tests and
+  the JetStream page's api-server install it).
   ``dag.test()`` runs DAGs from a bundle: put test DAGs in ``tests/dags/`` (bundle ``test-dags``).
 - ``auth_servers`` (session): one server per authentication method (password, token, NKey,
   creds, TLS, mutual TLS), with the material a client needs.
@@ -70,6 +72,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # parallel workers (make test): each 
     share_ports(int(os.environ["PYTEST_XDIST_WORKER"].removeprefix("gw")), int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
 from tests.support.auth import NKey, OperatorSetup, TlsFiles, make_tls, operator_setup  # noqa: E402
 from tests.support.management import ApiWatch, QuietServer, Raw  # noqa: E402
+from tests.support.packaging import BuiltWheel, build_wheel  # noqa: E402
 from tests.support.spark import SparkStream, hub_client, run  # noqa: E402
 from tests.support.waiting import TIME_SCALE, scaled  # noqa: E402
 
@@ -100,6 +103,12 @@ def airflow_db() -> Path:
         env=os.environ.copy(),
     )
     return _AIRFLOW_HOME
+
+
+@pytest.fixture(scope="session")
+def built_wheel(tmp_path_factory: pytest.TempPathFactory) -> BuiltWheel:
+    """The wheel built from a copy of the working tree, once per session (building it takes seconds)."""
+    return build_wheel(tmp_path_factory.mktemp("wheel"))
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import urllib.parse
 from typing import Any
 
-#: Most asset events (DAG runs) listed per stream, newest first.
+#: Most DAG runs listed per stream, newest first (a run whose tasks made several events is listed once).
 RUNS_PER_STREAM = 5
 
 
@@ -16,12 +16,13 @@ def _q(part: str) -> str:
 
 def link_streams(overview: dict[str, Any], user: Any) -> None:
     """Add ``links`` to each stream of ``overview``: ``{"asset": {"id", "name", "uri", "href"} or None,
-    "runs": [{"dag_id", "run_id", "at", "href"}]}`` (``href`` relative to Airflow's base URL). Without the
-    right to read assets, no asset or run is listed; runs of DAGs the user may not read are left out."""
+    "runs": [{"dag_id", "run_id", "at", "href"}]}`` (``href`` relative to Airflow's base URL; each run once, ``at``
+    its newest event on the stream). Without the right to read assets, no asset or run is listed; runs of DAGs
+    the user may not read are left out."""
     from airflow.api_fastapi.app import get_auth_manager
     from airflow.models.asset import AssetEvent, AssetModel
     from airflow.utils.session import create_session
-    from sqlalchemy import select
+    from sqlalchemy import func, select
 
     streams = [s for d in overview["domains"] for s in d["streams"]]
     for stream in streams:
@@ -38,10 +39,12 @@ def link_streams(overview: dict[str, Any], user: Any) -> None:
         for asset_id, name, uri in assets:
             links = by_uri[uri]["links"]
             links["asset"] = {"id": asset_id, "name": name, "uri": uri, "href": f"assets/{asset_id}"}
+            newest = func.max(AssetEvent.timestamp)
             events = session.execute(
-                select(AssetEvent.source_dag_id, AssetEvent.source_run_id, AssetEvent.timestamp)
+                select(AssetEvent.source_dag_id, AssetEvent.source_run_id, newest)
                 .where(AssetEvent.asset_id == asset_id, AssetEvent.source_dag_id.in_(dag_ids))
-                .order_by(AssetEvent.timestamp.desc())
+                .group_by(AssetEvent.source_dag_id, AssetEvent.source_run_id)
+                .order_by(newest.desc())
                 .limit(RUNS_PER_STREAM)
             ).all()
             links["runs"] = [

@@ -21,6 +21,23 @@ text-align:left;vertical-align:top;font-size:.9rem}th{background:#edf2f7}
 .muted{color:#718096;font-size:.85rem}form{margin:.5rem 0}code{font-size:.85rem}
 """
 
+#: Airflow's UI shows the page in an iframe sandboxed without ``allow-top-navigation``: a ``target="_top"`` link
+#: does nothing there. The frame is same-origin and may run scripts, so a click on such a link moves Airflow's own
+#: window instead, as its router does (history entry, then ``popstate``). Elsewhere the browser follows the link.
+TOP_LINKS = """
+document.addEventListener("click", function (event) {
+  var a = event.target.closest ? event.target.closest('a[target="_top"]') : null;
+  if (!a || window.top === window || event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey) return;
+  try {
+    var top = window.top;
+    if (top.location.origin !== window.location.origin) return;
+    top.history.pushState(null, "", a.href);
+    top.dispatchEvent(new top.PopStateEvent("popstate", {state: null}));
+    event.preventDefault();
+  } catch (err) { /* another origin: the browser's own handling */ }
+});
+"""
+
 STATE_CLASS = {"caught up": "ok", "behind": "warn", "unreachable": "bad", "missing": "bad"}
 
 
@@ -157,5 +174,5 @@ def render_page(
     refresh = f'<meta http-equiv="refresh" content="{REFRESH}">' if overview else ""
     return (
         f'<!doctype html><html><head><meta charset="utf-8">{refresh}<title>JetStream</title>'
-        f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>"
+        f"<style>{STYLE}</style></head><body>{''.join(parts)}<script>{TOP_LINKS}</script></body></html>"
     )

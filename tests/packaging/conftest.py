@@ -1,6 +1,7 @@
-"""The packaging tests' session fixtures: the wheel, built once, and one clean venv with it installed without extras.
+"""The packaging tests' session fixture: one clean venv with the wheel installed without extras.
 
-Both are made on first use and shared by every packaging test of the session: building the wheel and
+It is made on first use and shared by every packaging test of the session; the wheel is the session's
+``built_wheel`` (``tests/conftest.py``, shared with the JetStream page's test). Building the wheel and
 installing Airflow's dependencies is most of these tests' time. Tests must leave the venv as they
 found it (no ``pip install`` into it): ``test_wheel.py`` checks that it holds only what the wheel
 declares.
@@ -10,13 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.packaging import BuiltWheel, CleanVenv, build_wheel, install_without_extras
-
-
-@pytest.fixture(scope="session")
-def built_wheel(tmp_path_factory: pytest.TempPathFactory) -> BuiltWheel:
-    """The wheel built from a copy of the working tree."""
-    return build_wheel(tmp_path_factory.mktemp("wheel"))
+from tests.support.packaging import BuiltWheel, CleanVenv, install_without_extras
 
 
 @pytest.fixture(scope="session")

@@ -5,8 +5,8 @@ The wheel is built (``pip wheel --no-deps``, the backend pyproject names) from a
 tree, so no ``build/`` left over from an earlier build can add files that are gone. A new venv
 without system site packages gets the wheel and only the dependencies it declares, pinned by the
 constraints file ``make install`` uses for this Python. Both are made once per test session (the
-fixtures ``built_wheel`` and ``clean_venv`` of ``conftest.py``); the tests run their checks in that
-venv and outside the checkout, so the sources cannot be imported instead.
+fixtures ``built_wheel`` of ``tests/conftest.py`` and ``clean_venv`` of ``tests/packaging/conftest.py``);
+the tests run their checks in that venv and outside the checkout, so the sources cannot be imported instead.
 
 Nothing is mocked and nothing is skipped: every step that fails (no ``venv``/``ensurepip``, no
 index, a dependency that does not resolve) fails the test with its output.

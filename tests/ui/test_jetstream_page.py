@@ -1,12 +1,17 @@
-"""The JetStream page in Airflow's UI, as a person sees it, across a leaf cut; and that nobody else sees it.
+"""The JetStream page in Airflow's UI, as a person sees it, across a leaf cut; its links to the DAG runs that
+touched a stream; and that nobody else sees it.
 
-A real ``airflow api-server`` runs the provider as its wheel installs it (built from the working tree,
-installed beside the test venv's packages: the page is found through the wheel's ``airflow.plugins``
-entry point, nothing else), with the simple auth manager's users ``admin`` and ``viewer``. The NATS side
-is the suite's hub + leaf topology (its own, since the test cuts the leaf): a leaf stream, the hub's mirror
-of it with a consumer. The page's JSON says caught up, then (leaf cut, more messages on the leaf)
-unreachable with an unknown lag, then caught up again; Chromium shows the page inside Airflow's UI at each
-step (screenshots in test-output/jetstream-page-{before,during,after}.png) and the test reads its text.
+A real ``airflow api-server`` runs the provider as its wheel installs it (the session's wheel built from the
+working tree, installed beside the test venv's packages: the page is found through the wheel's
+``airflow.plugins`` entry point, nothing else), with the simple auth manager in multi-team mode: ``admin``;
+``ops`` (role op, team ``orders``, which owns the test DAGs' bundle); ``outsider`` (role op, team ``others``:
+may read the connection, not the DAG); ``viewer`` (may not read connections). The NATS side is the suite's
+hub + leaf topology (its own, since the test cuts the leaf): a leaf stream, the hub's mirror of it with a
+consumer. The page's JSON says caught up, then (leaf cut, more messages on the leaf) unreachable with an
+unknown lag, then caught up again; Chromium shows the page inside Airflow's UI at each step (screenshots in
+test-output/jetstream-page-{before,during,after}.png) and the test reads its text. A DAG run (``dag.test()``)
+declares a hub stream and publishes to it: the page links that stream to the run, for those who may read the
+DAG, and the link opens the run in Airflow's UI (test-output/jetstream-page-{links,run}.png).
 Against the suite's topology rather than `make stack`: the stack's Spark cluster and scheduler add minutes
 and nothing this page reads.
 """
@@ -16,6 +21,7 @@ from __future__ import annotations
 import json
 import secrets
 import sys
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,12 +31,15 @@ import pytest
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.testing.servers import USERS, LocalTopology
 from tests.support.airflow_ui import OUTPUT, api_server, chromium, get, login_token
-from tests.support.packaging import build_wheel, run
+from tests.support.packaging import BuiltWheel, run
 from tests.support.waiting import wait_until
 
 CONN_ID = "js_page"
 LEAF_STREAM = "page_readings"
 MIRROR = "page_readings_hub"
+#: The simple auth manager's users (``name:role[:team]``): the test DAGs' bundle belongs to team ``orders``.
+USERS_CONFIG = "admin:admin,viewer:viewer:others,ops:op:orders,outsider:op:others"
+TEAMS = ("orders", "others")
 
 
 @pytest.fixture(scope="module")
@@ -72,34 +81,53 @@ def mirror_asset(airflow_db: Path, topology: LocalTopology) -> str:
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def installed(built_wheel: BuiltWheel, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The wheel of the working tree installed (without dependencies) into a directory of its own."""
-    work = tmp_path_factory.mktemp("page-wheel")
-    wheel = build_wheel(work).path
-    target = work / "site"
+    target = tmp_path_factory.mktemp("page-wheel") / "site"
     pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-compile", "--target", str(target)]
-    run("installing the wheel", [*pip, str(wheel)], timeout=300)
+    run("installing the wheel", [*pip, str(built_wheel.path)], timeout=300)
     return target
 
 
 @pytest.fixture(scope="module")
-def server(airflow_db: Path, installed: Path, conn_json: str, streams: JetStreamHook) -> Iterator[dict[str, Any]]:
-    passwords = {"admin": secrets.token_urlsafe(12), "viewer": secrets.token_urlsafe(12)}
+def teams(airflow_db: Path) -> tuple[str, ...]:
+    """The auth manager's teams in Airflow's database (multi-team mode refuses to start without them)."""
+    from airflow.models.team import Team
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        for name in TEAMS:
+            session.merge(Team(name=name))
+    return TEAMS
+
+
+@pytest.fixture(scope="module")
+def server(
+    airflow_db: Path, installed: Path, conn_json: str, streams: JetStreamHook, teams: tuple[str, ...]
+) -> Iterator[dict[str, Any]]:
+    passwords = {user.split(":")[0]: secrets.token_urlsafe(12) for user in USERS_CONFIG.split(",")}
     passwords_file = airflow_db / "page-passwords.json"
     passwords_file.write_text(json.dumps(passwords))
     env = {
         "PYTHONPATH": str(installed),
         f"AIRFLOW_CONN_{CONN_ID.upper()}": conn_json,
+        "AIRFLOW__CORE__MULTI_TEAM": "True",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,viewer:viewer",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": USERS_CONFIG,
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords_file),
     }
     with api_server(airflow_db, env, "page-api-server.log") as url:
         yield {"url": url, "admin": login_token(url, "admin", passwords["admin"]), "passwords": passwords}
 
 
-def overview(server: dict[str, Any]) -> dict[str, Any]:
-    status, body = get(f"{server['url']}/jetstream/api/connections/{CONN_ID}", server["admin"])
+def token(server: dict[str, Any], user: str) -> str:
+    return login_token(server["url"], user, server["passwords"][user])
+
+
+def overview(server: dict[str, Any], as_user: str | None = None) -> dict[str, Any]:
+    """The page's JSON, as ``admin`` or the user named."""
+    user_token = token(server, as_user) if as_user else server["admin"]
+    status, body = get(f"{server['url']}/jetstream/api/connections/{CONN_ID}", user_token)
     assert status == 200, body[-2000:]
     return json.loads(body)
 
@@ -109,6 +137,12 @@ def mirror_origin(found: dict[str, Any]) -> dict[str, Any]:
     (mirror,) = [s for s in hub["streams"] if s["name"] == MIRROR]
     (origin,) = mirror["replication"]["origins"]
     return origin
+
+
+def hub_stream(found: dict[str, Any], name: str) -> dict[str, Any]:
+    (hub,) = [d for d in found["domains"] if d["domain"] == "hub"]
+    (stream,) = [s for s in hub["streams"] if s["name"] == name]
+    return stream
 
 
 def leaf(found: dict[str, Any]) -> dict[str, Any]:
@@ -123,7 +157,7 @@ def test_nobody_without_a_login_or_the_right_to_read_connections_gets_anything(s
         assert status == 401 and MIRROR.encode() not in body, (path, status, body[:300])
         status, body = get(url + path, "not-a-token")
         assert status == 403 and MIRROR.encode() not in body, (path, status, body[:300])
-    viewer = login_token(url, "viewer", server["passwords"]["viewer"])
+    viewer = token(server, "viewer")
     status, body = get(f"{url}/jetstream/api/connections/{CONN_ID}", viewer)
     assert status == 403 and MIRROR.encode() not in body, (status, body[:300])
     status, body = get(f"{url}/jetstream/api/connections/{CONN_ID}", server["admin"])
@@ -138,9 +172,10 @@ def screenshot(server: dict[str, Any], name: str, expect: str) -> str:
         return _screenshot(browser, server, name, expect)
 
 
-def _screenshot(browser: Any, server: dict[str, Any], name: str, expect: str) -> str:
+def _open_page(browser: Any, server: dict[str, Any], user_token: str) -> tuple[Any, Any, Any]:
+    """The page in Airflow's UI, the connection chosen and checked: the browser context, the page, its frame."""
     context = browser.new_context(viewport={"width": 1800, "height": 1400})
-    context.add_cookies([{"name": "_token", "value": server["admin"], "url": server["url"]}])
+    context.add_cookies([{"name": "_token", "value": user_token, "url": server["url"]}])
     page = context.new_page()
     page.goto(f"{server['url']}/plugin/jetstream", wait_until="networkidle")
     frame = page.frame_locator("iframe").first
@@ -148,6 +183,11 @@ def _screenshot(browser: Any, server: dict[str, Any], name: str, expect: str) ->
     frame.locator("select[name=conn_id]").select_option(CONN_ID, timeout=30000)
     frame.get_by_role("button", name="Check").click()
     frame.locator("h2", has_text="Domains").wait_for(timeout=60000)
+    return context, page, frame
+
+
+def _screenshot(browser: Any, server: dict[str, Any], name: str, expect: str) -> str:
+    context, page, frame = _open_page(browser, server, server["admin"])
     text = frame.locator("body").inner_text()
     assert expect in text, text
     OUTPUT.mkdir(exist_ok=True)
@@ -202,3 +242,71 @@ def test_the_page_shows_a_leaf_cut_and_its_catch_up(
     text = screenshot(server, "after", "caught up")
     assert "domain leaf UNREACHABLE" in text and "domain leaf reachable" in text
     assert "password" not in json.dumps(found)
+
+
+@pytest.fixture(scope="module")
+def orders_run(streams: JetStreamHook, teams: tuple[str, ...]) -> Any:
+    """A run of ``jetstream_page_orders`` (``dag.test()``): the hub stream ``page_orders`` declared and published
+    to, each task an asset event of its ``jetstream://`` asset; the DAG's bundle then given to team ``orders``."""
+    from airflow.models.dag import DagModel
+    from airflow.models.dagbundle import DagBundleModel
+    from airflow.models.team import Team
+    from airflow.utils.session import create_session
+
+    from tests.dags.page_orders import DAG_ID, dag
+
+    run = dag.test(run_conf={"conn_id": CONN_ID})
+    assert run.state == "success"
+    with create_session() as session:
+        bundle = session.get(DagBundleModel, session.get(DagModel, DAG_ID).bundle_name)
+        bundle.teams = [session.get(Team, "orders")]
+    return run
+
+
+def follow_run_link(server: dict[str, Any], user_token: str, text: str, expect: tuple[str, ...]) -> tuple[str, str]:
+    """In Chromium, the page's link named ``text``: its address, and where clicking it leads Airflow's own window
+    (once that shows each of ``expect`` outside the page's frame)."""
+    with chromium() as browser:
+        context, page, frame = _open_page(browser, server, user_token)
+        found = frame.get_by_role("link", name=text, exact=True)
+        found.wait_for(timeout=30000)
+        OUTPUT.mkdir(exist_ok=True)
+        page.screenshot(path=str(OUTPUT / "jetstream-page-links.png"), full_page=True)
+        href = found.evaluate("a => a.href")
+        found.click()
+        page.wait_for_url(lambda url: "/runs/" in url, wait_until="commit", timeout=60000)
+        for shown in expect:
+            page.get_by_text(shown, exact=True).first.wait_for(timeout=60000)
+        page.screenshot(path=str(OUTPUT / "jetstream-page-run.png"), full_page=True)
+        landed = page.url
+        context.close()
+    return href, landed
+
+
+def test_a_stream_links_to_the_dag_runs_that_touched_it_for_who_may_read_them(
+    server: dict[str, Any], topology: LocalTopology, orders_run: Any
+) -> None:
+    from tests.dags.page_orders import DAG_ID, STREAM
+
+    run_id = orders_run.run_id
+    href = f"dags/{DAG_ID}/runs/{urllib.parse.quote(run_id, safe='')}"
+    uri = f"jetstream://127.0.0.1:{topology.hub.port}/hub/{STREAM}"
+    for user in ("admin", "ops"):
+        links = hub_stream(overview(server, user), STREAM)["links"]
+        assert links["asset"]["uri"] == uri, (user, links)
+        # Two tasks of the run touched the stream (created it, published to it): the run is listed once.
+        expected = {"dag_id": DAG_ID, "run_id": run_id, "at": links["runs"][0]["at"], "href": href}
+        assert links["runs"] == [expected], (user, links)
+    # An op of another team may read the connection and the asset, not the DAG: no run of it is shown.
+    outsider = token(server, "outsider")
+    links = hub_stream(overview(server, "outsider"), STREAM)["links"]
+    assert links["asset"]["uri"] == uri and links["runs"] == [], links
+    status, body = get(f"{server['url']}/jetstream/connections/{CONN_ID}", outsider)
+    assert status == 200 and STREAM.encode() in body, body[-2000:]
+    assert DAG_ID.encode() not in body and urllib.parse.quote(run_id, safe="").encode() not in body
+
+    # What the team's op sees in Airflow's UI: the link, and clicking it opens the run (its id, its task) in Airflow's
+    # own window, not inside the page's frame.
+    address, landed = follow_run_link(server, token(server, "ops"), f"{DAG_ID} / {run_id}", (run_id, "publish_orders"))
+    assert address == f"{server['url']}/{href}", address
+    assert urllib.parse.unquote(landed) == urllib.parse.unquote(address), (address, landed)
