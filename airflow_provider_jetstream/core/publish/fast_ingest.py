@@ -50,6 +50,8 @@ from airflow_provider_jetstream.core.publish.frames import FrameBuffer
 from airflow_provider_jetstream.core.publish.summary import (
     MSG_ID_HEADER,
     NOT_REPUBLISHED,
+    Block,
+    Item,
     Outgoing,
     PublishSummary,
     failure_reason,
@@ -72,7 +74,8 @@ UNAVAILABLE = 503
 #: Seconds before a batch sends again what an ended one left (a server refusing batches is not hammered).
 _PAUSE = 0.1
 
-Numbered = Iterator[tuple[int, Outgoing]]
+#: Messages and blocks with the index of their (first) message.
+Numbered = Iterator[tuple[int, Item]]
 
 
 @dataclass(frozen=True)
@@ -135,6 +138,10 @@ class _Batch:
         """Whether another message may go: fewer than ``max_outstanding`` flow windows unacknowledged."""
         return self.final is not None or self.ack_seq + self.flow * self.max_outstanding > self.seq
 
+    def allowed(self) -> int:
+        """How many more messages may go before the sender waits for a flow ack."""
+        return self.ack_seq + self.flow * self.max_outstanding - self.seq
+
     async def open(self) -> None:
         self.sub = await self.nc.subscribe(self.prefix + ".>", cb=self.on_reply)
 
@@ -190,6 +197,49 @@ class _Batch:
         return True
 
 
+class _Sent:
+    """The messages of a batch sent and not known persisted, as runs ``[first batch seq, index, item, start,
+    stop]``: messages ``start`` to ``stop`` of a block, or one message (0 to 1)."""
+
+    def __init__(self) -> None:
+        self.runs: deque[list[Any]] = deque()
+
+    def __bool__(self) -> bool:
+        return bool(self.runs)
+
+    def add(self, seq: int, index: int, item: Item, start: int, stop: int) -> None:
+        self.runs.append([seq, index, item, start, stop])
+
+    def drop_through(self, seq: int) -> None:
+        """Forget the messages up to batch sequence ``seq`` (persisted)."""
+        runs = self.runs
+        while runs and runs[0][0] <= seq:
+            run = runs[0]
+            persisted = seq - run[0] + 1
+            if persisted >= run[4] - run[3]:
+                runs.popleft()
+                continue
+            run[0] += persisted
+            run[1] += persisted
+            run[3] += persisted
+            return
+
+    def first_seq(self) -> int | None:
+        return self.runs[0][0] if self.runs else None
+
+    def pop_first(self) -> tuple[int, Outgoing]:
+        """The first message, forgotten: ``(index, message)``."""
+        _, index, item, start, _ = self.runs[0]
+        self.drop_through(self.runs[0][0])
+        return index, item.message(start) if isinstance(item, Block) else item
+
+    def messages(self) -> Iterator[tuple[int, int, Outgoing]]:
+        """``(batch seq, index, message)`` of each."""
+        for seq, index, item, start, stop in self.runs:
+            for k in range(stop - start):
+                yield seq + k, index + k, item.message(start + k) if isinstance(item, Block) else item
+
+
 def _refusal(body: dict[str, Any]) -> JetStreamPublishError:
     """The server's error in a reply as the error a refused message fails with."""
     try:
@@ -224,10 +274,11 @@ async def publish_batches(
     flow: int = FLOW,
     max_outstanding: int = MAX_OUTSTANDING,
 ) -> Numbered | None:
-    """Publish ``messages`` (``(index, (subject, payload, headers))``, all to ``target.subject``) in
-    fast-ingest batches, tallied in ``summary``; None when all are settled, else what the per-message
-    engine has to send (the server answered message 1 of a batch as an ordinary publish, or cannot
-    take batches now).
+    """Publish ``messages`` (``(index, (subject, payload, headers))`` or ``(index, block)``, the index of
+    its first message; all to ``target.subject``) in fast-ingest batches, tallied in ``summary``; None when
+    all are settled, else what the per-message engine has to send (the server answered message 1 of a
+    batch as an ordinary publish, or cannot take batches now). A block goes in runs as long as the flow
+    window allows, each framed in one pass.
 
     :param check: the subject check every message passes before it is sent.
     :param ack_timeout: seconds without progress (a flow ack, a final ack) before the publish fails.
@@ -237,25 +288,26 @@ async def publish_batches(
     :raises JetStreamPublishError: no progress within ``ack_timeout`` (nothing more is sent), or the
         server found a batch malformed; the error gives the exact counts.
     """
-    again: deque[tuple[int, Outgoing]] = deque()  # sent again first, in the next batch
+    again: deque[tuple[int, Item]] = deque()  # sent again first, in the next batch
+    held: deque[tuple[int, Item]] = deque()  # not sent yet: the rest of a block an ended batch stopped in
     progress = asyncio.get_running_loop().time()
 
-    def take() -> tuple[int, Outgoing] | None:
+    def take() -> tuple[int, Item] | None:
         if again:
             return again.popleft()
-        item = next(messages, None)
-        if item is not None:
-            summary.count = item[0] + 1
-        return item
+        if held:
+            return held.popleft()
+        return next(messages, None)
 
-    def rest(*first: tuple[int, Outgoing]) -> Numbered:
+    def rest(*first: tuple[int, Item]) -> Numbered:
         yield from first
         yield from again
+        yield from held
         yield from messages
 
-    def unsettled(kept: deque[tuple[int, int, Outgoing]], reason: str) -> None:
+    def unsettled(sent: _Sent, reason: str) -> None:
         """Messages of an ended batch past its last persisted one: sent again with an id, else failures."""
-        for _, index, message in kept:
+        for _, index, message in sent.messages():
             if _can_repeat(message):
                 again.append((index, message))
                 summary.republished += 1
@@ -263,10 +315,11 @@ async def publish_batches(
                 summary.failures.append((index, JetStreamPublishError(f"{reason}; {NOT_REPUBLISHED}")))
 
     while True:
+        repeating = bool(again)
         item = take()
         if item is None:
             return None
-        if again or item[0] < summary.count - 1:
+        if repeating:
             # Sending again what an ended batch left: while the batches make progress.
             if asyncio.get_running_loop().time() - progress >= ack_timeout:
                 again.appendleft(item)
@@ -281,36 +334,57 @@ async def publish_batches(
         frames = FrameBuffer(nc)
         await batch.open()
         before = await _last_seq(target)
-        kept: deque[tuple[int, int, Outgoing]] = deque()  # (batch seq, index, message) not known persisted
+        sent = _Sent()  # runs sent and not known persisted
         seq = 0
         summary.batches += 1
         try:
             while item is not None:
                 index, message = item
-                subject, payload, headers = message
+                block = message if isinstance(message, Block) else None
+                subject = message.subject if isinstance(message, Block) else message[0]
                 check(subject)
                 if subject != target.subject:
                     raise JetStreamPublishError(f"{what}: a fast-ingest batch to {target.subject!r} got {subject!r}")
-                seq = batch.seq = seq + 1
-                kept.append((seq, index, message))
-                due = frames.add(subject, batch.reply_to(seq, OP_APPEND if seq > 1 else OP_START), payload, headers)
-                if seq == 1:
-                    await frames.flush()
-                    await batch.wait(batch.answered, ack_timeout, None)
-                    if (batch.first or {}).get("type") != "ack":
-                        return _fall_back(batch, index, message, summary, rest, ack_timeout)
-                elif due:
-                    await frames.flush()
-                    await asyncio.sleep(0)  # the replies that came meanwhile are read
-                if batch.final is not None:
-                    break  # ended early: a gap or a refused message
-                if kept[0][0] <= batch.ack_seq:
-                    while kept and kept[0][0] <= batch.ack_seq:
-                        kept.popleft()
-                if not batch.room():
-                    await frames.flush()
-                    if not await batch.wait(batch.room, ack_timeout, seq) or batch.ended():
+                size = len(block) if block is not None else 1
+                offset = 0
+                stopped = False
+                while offset < size:
+                    # The first message alone (its answer tells whether the server takes batches), then runs
+                    # as long as the flow window allows.
+                    n = 1 if seq == 0 else max(1, min(size - offset, batch.allowed()))
+                    op = OP_APPEND if seq else OP_START
+                    sent.add(seq + 1, index + offset, message, offset, offset + n)
+                    if block is None:
+                        due = frames.add(subject, batch.reply_to(seq + 1, op), message[1], message[2])  # type: ignore[index]
+                    else:
+                        due = frames.add_block(block, offset, offset + n, batch.reply, seq + 1, f".{op}.$FI")
+                    seq = batch.seq = seq + n
+                    offset += n
+                    summary.count = max(summary.count, index + offset)
+                    if seq == 1:
+                        await frames.flush()
+                        await batch.wait(batch.answered, ack_timeout, None)
+                        if (batch.first or {}).get("type") != "ack":
+                            if block is not None and size > 1:
+                                held.appendleft((index + 1, block.slice(1)))
+                            first = block.message(0) if block is not None else message
+                            return _fall_back(batch, index, first, summary, rest, ack_timeout)  # type: ignore[arg-type]
+                    elif due:
+                        await frames.flush()
+                        await asyncio.sleep(0)  # the replies that came meanwhile are read
+                    if batch.final is not None:
+                        stopped = True  # ended early: a gap or a refused message
                         break
+                    sent.drop_through(batch.ack_seq)
+                    if not batch.room():
+                        await frames.flush()
+                        if not await batch.wait(batch.room, ack_timeout, seq) or batch.ended():
+                            stopped = True
+                            break
+                if block is not None and offset < size:
+                    held.appendleft((index + offset, block.slice(offset)))
+                if stopped:
+                    break
                 item = take()
             await frames.flush()
             if batch.final is None and batch.now() - batch.progress < ack_timeout:
@@ -327,9 +401,9 @@ async def publish_batches(
         final = batch.final
         if final is None:
             await _tally(target, summary, before, batch.ack_seq, None, None)
-            for kseq, index, _ in kept:
-                if kseq > batch.ack_seq:
-                    summary.failures.append((index, JetStreamPublishError(f"no ack within {ack_timeout:g}s")))
+            sent.drop_through(batch.ack_seq)
+            for _, index, _ in sent.messages():
+                summary.failures.append((index, JetStreamPublishError(f"no ack within {ack_timeout:g}s")))
             for index, _ in again:
                 summary.failures.append((index, JetStreamPublishError("not sent: the publish stopped")))
             raise JetStreamPublishError(
@@ -341,29 +415,27 @@ async def publish_batches(
             if refusal.err_code in MALFORMED:
                 raise JetStreamPublishError(f"{what}: the server refused a fast-ingest batch: {refusal}")
             await _tally(target, summary, before, batch.ack_seq, None, None)
-            while kept and kept[0][0] <= batch.ack_seq:
-                kept.popleft()
+            sent.drop_through(batch.ack_seq)
             if refusal.err_code in NOT_NOW:
-                unsettled(kept, failure_reason(refusal))
+                unsettled(sent, failure_reason(refusal))
                 return rest()
-            if refusal.err_code != UNKNOWN_BATCH and refusal.status != UNAVAILABLE and kept:
+            if refusal.err_code != UNKNOWN_BATCH and refusal.status != UNAVAILABLE and sent:
                 # Refused the message after the last persisted one (a header check on message 1).
-                _, index, _ = kept.popleft()
+                index, _ = sent.pop_first()
                 summary.failures.append((index, refusal))
-                unsettled(kept, f"the fast-ingest batch ended at a refused message (#{index})")
+                unsettled(sent, f"the fast-ingest batch ended at a refused message (#{index})")
                 return rest()  # a refusal may hold for the next messages: one by one, each its own answer
-            unsettled(kept, failure_reason(refusal))
+            unsettled(sent, failure_reason(refusal))
             continue
         count = int(final.get("count") or 0)
         await _tally(target, summary, before, count, final, int(final.get("seq") or 0))
-        while kept and kept[0][0] <= count:
-            kept.popleft()
-        if batch.err is not None and kept and kept[0][0] == batch.err[0]:
-            _, index, _ = kept.popleft()
+        sent.drop_through(count)
+        if batch.err is not None and sent and sent.first_seq() == batch.err[0]:
+            index, _ = sent.pop_first()
             summary.failures.append((index, _refusal({"error": batch.err[1]})))
-            unsettled(kept, f"the fast-ingest batch ended at a refused message (#{index})")
+            unsettled(sent, f"the fast-ingest batch ended at a refused message (#{index})")
             return rest()  # a refusal may hold for the next messages: one by one, each its own answer
-        unsettled(kept, f"the fast-ingest batch ended at its message {count}")
+        unsettled(sent, f"the fast-ingest batch ended at its message {count}")
 
 
 def _fall_back(
