@@ -144,10 +144,14 @@ async def publish_messages(
     check = SubjectGuard(api_prefixes, subject_field)
     summary = PublishSummary()
     started = time.perf_counter()
-    items: Numbered | None = numbered(messages)
+    items: Numbered | None = None
     try:
         if batch is not None:
-            items = await publish_batches(nc, batch, items, summary, check=check, ack_timeout=ack_timeout, what=what)
+            items = await publish_batches(
+                nc, batch, iter(messages), summary, check=check, ack_timeout=ack_timeout, what=what
+            )
+        else:
+            items = numbered(messages)
         if items is not None:
             await _one_by_one(nc, one_by_one(items), summary, check, max_in_flight, ack_timeout, what)
     finally:

@@ -55,6 +55,7 @@ from airflow_provider_jetstream.core.publish.summary import (
     Outgoing,
     PublishSummary,
     failure_reason,
+    numbered,
 )
 
 OP_START, OP_APPEND, OP_COMMIT, OP_EOB, OP_PING = range(5)
@@ -207,9 +208,6 @@ class _Sent:
     def __bool__(self) -> bool:
         return bool(self.runs)
 
-    def add(self, seq: int, index: int, item: Item, start: int, stop: int) -> None:
-        self.runs.append([seq, index, item, start, stop])
-
     def drop_through(self, seq: int) -> None:
         """Forget the messages up to batch sequence ``seq`` (persisted)."""
         runs = self.runs
@@ -265,7 +263,7 @@ async def _last_seq(target: BatchTarget) -> int | None:
 async def publish_batches(
     nc: Client,
     target: BatchTarget,
-    messages: Numbered,
+    messages: Iterator[Item],
     summary: PublishSummary,
     *,
     check: Callable[[str], Any],
@@ -274,11 +272,11 @@ async def publish_batches(
     flow: int = FLOW,
     max_outstanding: int = MAX_OUTSTANDING,
 ) -> Numbered | None:
-    """Publish ``messages`` (``(index, (subject, payload, headers))`` or ``(index, block)``, the index of
-    its first message; all to ``target.subject``) in fast-ingest batches, tallied in ``summary``; None when
-    all are settled, else what the per-message engine has to send (the server answered message 1 of a
-    batch as an ordinary publish, or cannot take batches now). A block goes in runs as long as the flow
-    window allows, each framed in one pass.
+    """Publish ``messages`` (``(subject, payload, headers)`` tuples or blocks, all to ``target.subject``) in
+    fast-ingest batches, tallied in ``summary``; None when all are settled, else what the per-message engine
+    has to send, each with the index of its (first) message (the server answered message 1 of a batch as an
+    ordinary publish, or cannot take batches now). A block goes in runs as long as the flow window allows,
+    each framed in one pass.
 
     :param check: the subject check every message passes before it is sent.
     :param ack_timeout: seconds without progress (a flow ack, a final ack) before the publish fails.
@@ -291,19 +289,25 @@ async def publish_batches(
     again: deque[tuple[int, Item]] = deque()  # sent again first, in the next batch
     held: deque[tuple[int, Item]] = deque()  # not sent yet: the rest of a block an ended batch stopped in
     progress = asyncio.get_running_loop().time()
+    taken = [0]  # messages taken from ``messages``
 
     def take() -> tuple[int, Item] | None:
         if again:
             return again.popleft()
         if held:
             return held.popleft()
-        return next(messages, None)
+        item = next(messages, None)
+        if item is None:
+            return None
+        index = taken[0]
+        taken[0] += len(item) if isinstance(item, Block) else 1
+        return index, item
 
     def rest(*first: tuple[int, Item]) -> Numbered:
         yield from first
         yield from again
         yield from held
-        yield from messages
+        yield from numbered(messages, taken[0])
 
     def unsettled(sent: _Sent, reason: str) -> None:
         """Messages of an ended batch past its last persisted one: sent again with an id, else failures."""
@@ -335,39 +339,43 @@ async def publish_batches(
         await batch.open()
         before = await _last_seq(target)
         sent = _Sent()  # runs sent and not known persisted
+        runs = sent.runs
         seq = 0
         summary.batches += 1
         try:
             while item is not None:
                 index, message = item
                 block = message if isinstance(message, Block) else None
-                subject = message.subject if isinstance(message, Block) else message[0]
+                subject = message[0] if block is None else block.subject  # type: ignore[index]
                 check(subject)
                 if subject != target.subject:
                     raise JetStreamPublishError(f"{what}: a fast-ingest batch to {target.subject!r} got {subject!r}")
-                size = len(block) if block is not None else 1
+                size = 1 if block is None else len(block)
                 offset = 0
                 stopped = False
                 while offset < size:
-                    # The first message alone (its answer tells whether the server takes batches), then runs
-                    # as long as the flow window allows.
-                    n = 1 if seq == 0 else max(1, min(size - offset, batch.allowed()))
                     op = OP_APPEND if seq else OP_START
-                    sent.add(seq + 1, index + offset, message, offset, offset + n)
                     if block is None:
-                        due = frames.add(subject, batch.reply_to(seq + 1, op), message[1], message[2])  # type: ignore[index]
+                        n = 1
+                        runs.append([seq + 1, index, message, 0, 1])
+                        due = frames.add(subject, f"{batch.reply}{seq + 1}.{op}.$FI", message[1], message[2])  # type: ignore[index]
                     else:
+                        # The first message alone (its answer tells whether the server takes batches), then
+                        # runs as long as the flow window allows.
+                        n = max(1, min(size - offset, batch.allowed())) if seq else 1
+                        runs.append([seq + 1, index + offset, block, offset, offset + n])
                         due = frames.add_block(block, offset, offset + n, batch.reply, seq + 1, f".{op}.$FI")
                     seq = batch.seq = seq + n
                     offset += n
-                    summary.count = max(summary.count, index + offset)
+                    if index + offset > summary.count:
+                        summary.count = index + offset
                     if seq == 1:
                         await frames.flush()
                         await batch.wait(batch.answered, ack_timeout, None)
                         if (batch.first or {}).get("type") != "ack":
                             if block is not None and size > 1:
                                 held.appendleft((index + 1, block.slice(1)))
-                            first = block.message(0) if block is not None else message
+                            first = message if block is None else block.message(0)
                             return _fall_back(batch, index, first, summary, rest, ack_timeout)  # type: ignore[arg-type]
                     elif due:
                         await frames.flush()
@@ -375,7 +383,8 @@ async def publish_batches(
                     if batch.final is not None:
                         stopped = True  # ended early: a gap or a refused message
                         break
-                    sent.drop_through(batch.ack_seq)
+                    if runs[0][0] <= batch.ack_seq:
+                        sent.drop_through(batch.ack_seq)
                     if not batch.room():
                         await frames.flush()
                         if not await batch.wait(batch.room, ack_timeout, seq) or batch.ended():

@@ -48,14 +48,6 @@ def _header_name(name: str) -> str:
     return key
 
 
-def _header_value(value: str) -> str:
-    """A header value as sent: stripped, line breaks as spaces."""
-    value = value.strip()
-    if "\r" in value or "\n" in value:
-        value = value.translate(_LINE_BREAKS)
-    return value
-
-
 def header_block(headers: Mapping[str, str]) -> str:
     """The header block nats-py's ``publish`` sends for ``headers``: names stripped (empty ones
     skipped), values stripped with line breaks as spaces; a name that is not a token is refused
@@ -64,13 +56,17 @@ def header_block(headers: Mapping[str, str]) -> str:
     for name, value in headers.items():
         key = _header_name(name)
         if key:
-            lines.append(f"{key}: {_header_value(value)}\r\n")
+            value = value.strip()
+            if "\r" in value or "\n" in value:
+                value = value.translate(_LINE_BREAKS)
+            lines.append(f"{key}: {value}\r\n")
     lines.append("\r\n")
     return "".join(lines)
 
 
 def _id_values(ids: Sequence[str]) -> list[bytes]:
-    """Message ids as sent (:func:`_header_value`), encoded; line breaks looked for once in them all."""
+    """Message ids as :func:`header_block` sends values (stripped, line breaks as spaces), encoded; line breaks
+    looked for once in them all."""
     stripped = list(map(str.strip, ids))
     joined = "".join(stripped)
     if "\r" in joined or "\n" in joined:

@@ -80,9 +80,8 @@ class Block:
 Item = Outgoing | Block
 
 
-def numbered(items: Iterable[Item]) -> Iterator[tuple[int, Item]]:
-    """Each item with the index of its (first) message: a block of n messages takes n indexes."""
-    index = 0
+def numbered(items: Iterable[Item], index: int = 0) -> Iterator[tuple[int, Item]]:
+    """Each item with the index of its (first) message, from ``index``: a block of n messages takes n."""
     for item in items:
         yield index, item
         index += len(item) if isinstance(item, Block) else 1
