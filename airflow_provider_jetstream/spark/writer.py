@@ -43,6 +43,7 @@ from airflow_provider_jetstream.core.arguments.names import domain_of
 from airflow_provider_jetstream.core.connection.client import open_connection, release
 from airflow_provider_jetstream.core.errors import JetStreamError
 from airflow_provider_jetstream.core.publish.atomic import MAX_BATCH, AtomicTarget, atomic_target, publish_atomic
+from airflow_provider_jetstream.core.publish.blocks import Item, expand
 from airflow_provider_jetstream.core.publish.engine import (
     MSG_ID_HEADER,
     Block,
@@ -51,7 +52,6 @@ from airflow_provider_jetstream.core.publish.engine import (
     publish_messages,
 )
 from airflow_provider_jetstream.core.publish.fast_ingest import batch_target
-from airflow_provider_jetstream.core.publish.summary import Item, expand
 from airflow_provider_jetstream.core.sync import iterate_blocking, run_sync
 from airflow_provider_jetstream.spark.options import WriteOptions
 

@@ -35,19 +35,16 @@ from airflow_provider_jetstream.core.api import clustered
 from airflow_provider_jetstream.core.arguments.values import seconds
 from airflow_provider_jetstream.core.errors import JetStreamPublishError
 from airflow_provider_jetstream.core.protocol import is_no_responders, parse_pub_ack
+from airflow_provider_jetstream.core.publish.blocks import Block, Item, numbered, one_by_one
 from airflow_provider_jetstream.core.publish.fast_ingest import BatchTarget, Numbered, publish_batches
 from airflow_provider_jetstream.core.publish.subjects import SubjectGuard
 from airflow_provider_jetstream.core.publish.summary import (
     MSG_ID_HEADER,
     NOT_REPUBLISHED,
-    Block,
-    Item,
     Outgoing,
     PublishSummary,
     ack_problems,
     failure_reason,
-    numbered,
-    one_by_one,
 )
 
 __all__ = [

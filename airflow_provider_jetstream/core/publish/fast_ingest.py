@@ -46,16 +46,14 @@ from nats.aio.client import Client
 from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.errors import JetStreamError, JetStreamPublishError
 from airflow_provider_jetstream.core.protocol import is_no_responders, parse_pub_ack
+from airflow_provider_jetstream.core.publish.blocks import Block, Item, Sent, numbered
 from airflow_provider_jetstream.core.publish.frames import FrameBuffer
 from airflow_provider_jetstream.core.publish.summary import (
     MSG_ID_HEADER,
     NOT_REPUBLISHED,
-    Block,
-    Item,
     Outgoing,
     PublishSummary,
     failure_reason,
-    numbered,
 )
 
 OP_START, OP_APPEND, OP_COMMIT, OP_EOB, OP_PING = range(5)
@@ -198,46 +196,6 @@ class _Batch:
         return True
 
 
-class _Sent:
-    """The messages of a batch sent and not known persisted, as runs ``[first batch seq, index, item, start,
-    stop]``: messages ``start`` to ``stop`` of a block, or one message (0 to 1)."""
-
-    def __init__(self) -> None:
-        self.runs: deque[list[Any]] = deque()
-
-    def __bool__(self) -> bool:
-        return bool(self.runs)
-
-    def drop_through(self, seq: int) -> None:
-        """Forget the messages up to batch sequence ``seq`` (persisted)."""
-        runs = self.runs
-        while runs and runs[0][0] <= seq:
-            run = runs[0]
-            persisted = seq - run[0] + 1
-            if persisted >= run[4] - run[3]:
-                runs.popleft()
-                continue
-            run[0] += persisted
-            run[1] += persisted
-            run[3] += persisted
-            return
-
-    def first_seq(self) -> int | None:
-        return self.runs[0][0] if self.runs else None
-
-    def pop_first(self) -> tuple[int, Outgoing]:
-        """The first message, forgotten: ``(index, message)``."""
-        _, index, item, start, _ = self.runs[0]
-        self.drop_through(self.runs[0][0])
-        return index, item.message(start) if isinstance(item, Block) else item
-
-    def messages(self) -> Iterator[tuple[int, int, Outgoing]]:
-        """``(batch seq, index, message)`` of each."""
-        for seq, index, item, start, stop in self.runs:
-            for k in range(stop - start):
-                yield seq + k, index + k, item.message(start + k) if isinstance(item, Block) else item
-
-
 def _refusal(body: dict[str, Any]) -> JetStreamPublishError:
     """The server's error in a reply as the error a refused message fails with."""
     try:
@@ -309,7 +267,7 @@ async def publish_batches(
         yield from held
         yield from numbered(messages, taken[0])
 
-    def unsettled(sent: _Sent, reason: str) -> None:
+    def unsettled(sent: Sent, reason: str) -> None:
         """Messages of an ended batch past its last persisted one: sent again with an id, else failures."""
         for _, index, message in sent.messages():
             if _can_repeat(message):
@@ -338,7 +296,7 @@ async def publish_batches(
         frames = FrameBuffer(nc)
         await batch.open()
         before = await _last_seq(target)
-        sent = _Sent()  # runs sent and not known persisted
+        sent = Sent()  # runs sent and not known persisted
         runs = sent.runs
         seq = 0
         summary.batches += 1

@@ -10,7 +10,8 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from airflow_provider_jetstream.core.arguments.values import value_bytes
-from airflow_provider_jetstream.core.publish.summary import MSG_ID_HEADER, Block, Item
+from airflow_provider_jetstream.core.publish.blocks import Block, Item
+from airflow_provider_jetstream.core.publish.summary import MSG_ID_HEADER
 
 __all__ = ["INDEX", "MSG_ID_HEADER", "msg_id_parts", "outgoing"]
 #: The placeholder of a message's index in a ``msg_id`` template.

@@ -1,8 +1,4 @@
-"""What a publish sends and what its acks said: the message tuple, ``Block``, ``PublishSummary`` and ``ack_problems``.
-
-A :class:`Block` holds many messages to one subject as columns (payloads, ids), so that the fast-ingest
-sender frames them a run at a time (:meth:`~airflow_provider_jetstream.core.publish.frames.FrameBuffer.add_block`)
-instead of building a tuple and a header dict per message.
+"""What a publish sends and what its acks said: the message tuple, ``PublishSummary`` and ``ack_problems``.
 
 Shared by the per-message engine (:mod:`~airflow_provider_jetstream.core.publish.engine`), the fast-ingest
 batches (:mod:`~airflow_provider_jetstream.core.publish.fast_ingest`) and the atomic batches
@@ -12,7 +8,6 @@ whichever way the messages went.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import nats.errors
@@ -25,84 +20,6 @@ from airflow_provider_jetstream.core.protocol import PubAck
 Outgoing = tuple[str, bytes, "dict[str, str] | None"]
 
 MSG_ID_HEADER = "Nats-Msg-Id"
-
-
-@dataclass(frozen=True)
-class Block:
-    """Messages to one ``subject`` in bulk: ``payloads[i]`` with the headers ``headers`` (every message's,
-    in order), ``msg_ids[i]`` set as its ``Nats-Msg-Id`` (where ``headers`` has that name, in its place,
-    else last); or, with ``each``, ``each[i]`` as its own headers (then neither ``headers`` nor ``msg_ids``).
-    :meth:`message` gives message ``i`` as the tuple the per-message engine sends."""
-
-    subject: str
-    payloads: Sequence[bytes]
-    headers: Mapping[str, str] | None = None
-    msg_ids: Sequence[str] | None = None
-    each: Sequence[Mapping[str, str] | None] | None = None
-
-    def __post_init__(self) -> None:
-        for column in (self.msg_ids, self.each):
-            if column is not None and len(column) != len(self.payloads):
-                raise ValueError(f"a block of {len(self.payloads)} payloads has a column of {len(column)}")
-        if self.each is not None and (self.headers is not None or self.msg_ids is not None):
-            raise ValueError("a block's own headers per message (each) exclude shared headers and msg_ids")
-
-    def __len__(self) -> int:
-        return len(self.payloads)
-
-    def message(self, i: int) -> Outgoing:
-        """Message ``i`` as ``(subject, payload, headers or None)``."""
-        if self.each is not None:
-            own = self.each[i]
-            return self.subject, self.payloads[i], dict(own) if own else None
-        if self.msg_ids is None:
-            return self.subject, self.payloads[i], dict(self.headers) if self.headers else None
-        headers = dict(self.headers or {})
-        headers[MSG_ID_HEADER] = self.msg_ids[i]
-        return self.subject, self.payloads[i], headers
-
-    def messages(self, start: int = 0) -> Iterator[Outgoing]:
-        """Each message from ``start`` on."""
-        return (self.message(i) for i in range(start, len(self.payloads)))
-
-    def slice(self, start: int, stop: int | None = None) -> Block:
-        """Messages ``start`` to ``stop`` (default: the last) as a block."""
-        return Block(
-            self.subject,
-            self.payloads[start:stop],
-            self.headers,
-            None if self.msg_ids is None else self.msg_ids[start:stop],
-            None if self.each is None else self.each[start:stop],
-        )
-
-
-#: What a publish takes: single messages, blocks of them, or both.
-Item = Outgoing | Block
-
-
-def numbered(items: Iterable[Item], index: int = 0) -> Iterator[tuple[int, Item]]:
-    """Each item with the index of its (first) message, from ``index``: a block of n messages takes n."""
-    for item in items:
-        yield index, item
-        index += len(item) if isinstance(item, Block) else 1
-
-
-def expand(items: Iterable[Item]) -> Iterator[Outgoing]:
-    """Each message of ``items``, blocks taken apart."""
-    for item in items:
-        if isinstance(item, Block):
-            yield from item.messages()
-        else:
-            yield item
-
-
-def one_by_one(items: Iterable[tuple[int, Item]]) -> Iterator[tuple[int, Outgoing]]:
-    """``(index, message)`` of each message, blocks taken apart."""
-    for index, item in items:
-        if isinstance(item, Block):
-            yield from enumerate(item.messages(), index)
-        else:
-            yield index, item
 
 
 #: Why a message without a ``Nats-Msg-Id`` is never sent again.
