@@ -8,7 +8,7 @@ client as one write through its outgoing buffer and flusher (``Client._send_comm
 ``Client._flush_pending`` when its flusher is idle, as its ``publish`` does), so the client's ordering
 with its other writes and its buffering during a reconnect still hold.
 
-:meth:`FrameBuffer.add_block` frames a run of a :class:`~airflow_provider_jetstream.core.publish.summary.Block`
+:meth:`FrameBuffer.add_block` frames a run of a :class:`~airflow_provider_jetstream.core.publish.blocks.Block`
 (many messages to one subject, their reply subjects numbered) in one pass: the parts every frame shares are
 built once, the ones that differ (reply number, sizes, ``Nats-Msg-Id``, payload) by the interpreter's
 C loops (``map``, slice assignment, ``bytes.join``), not one Python step per message.
