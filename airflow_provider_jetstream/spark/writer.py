@@ -34,6 +34,7 @@ from typing import Any
 
 import nats.errors
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
@@ -42,7 +43,14 @@ from airflow_provider_jetstream.core.arguments.names import domain_of
 from airflow_provider_jetstream.core.connection.client import open_connection, release
 from airflow_provider_jetstream.core.errors import JetStreamError
 from airflow_provider_jetstream.core.publish.atomic import MAX_BATCH, AtomicTarget, atomic_target, publish_atomic
-from airflow_provider_jetstream.core.publish.engine import Outgoing, ack_problems, publish_messages
+from airflow_provider_jetstream.core.publish.blocks import Item, expand
+from airflow_provider_jetstream.core.publish.engine import (
+    MSG_ID_HEADER,
+    Block,
+    Outgoing,
+    ack_problems,
+    publish_messages,
+)
 from airflow_provider_jetstream.core.publish.fast_ingest import batch_target
 from airflow_provider_jetstream.core.sync import iterate_blocking, run_sync
 from airflow_provider_jetstream.spark.options import WriteOptions
@@ -78,36 +86,74 @@ def _headers(value: Any) -> dict[str, str]:
     return headers
 
 
-def _outgoing(batches: Iterator[pa.RecordBatch], opts: WriteOptions) -> Iterator[Outgoing]:
-    """The ``(subject, payload, headers)`` of each row, batch after batch."""
+def _payloads(column: pa.Array | pa.ChunkedArray) -> list[bytes]:
+    """A ``data`` column as each row's payload: binary as is, strings as UTF-8, null as empty."""
+    kind = column.type
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        column = column.cast(pa.large_binary())
+        kind = column.type
+    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+        if column.null_count:
+            column = pc.fill_null(column, pa.scalar(b"", kind))
+        return column.to_pylist()
+    return [b"" if p is None else p.encode() if isinstance(p, str) else bytes(p) for p in column.to_pylist()]
+
+
+def _msg_ids(column: pa.Array | pa.ChunkedArray, opts: WriteOptions) -> list[str]:
+    """A ``msgIdColumn`` as each row's ``Nats-Msg-Id`` (text); a null one is refused."""
+    if column.null_count:
+        raise JetStreamError(
+            f"jetstream write: a row has a null {opts.msg_id_column!r} (msgIdColumn): "
+            "every row needs a message id for deduplication"
+        )
+    ids = column.to_pylist()
+    return ids if pa.types.is_string(column.type) or pa.types.is_large_string(column.type) else list(map(str, ids))
+
+
+def _items(batches: Iterator[pa.RecordBatch], opts: WriteOptions) -> Iterator[Item]:
+    """What each record batch publishes: with one ``subject``, a :class:`Block` of its rows (framed in bulk by
+    fast ingest); with a subject column, the ``(subject, payload, headers)`` of each row."""
     expected = {"Nats-Expected-Stream": opts.stream} if opts.stream else {}
     for batch in batches:
-        columns = batch.to_pydict()
         count = batch.num_rows
-        subjects = columns[opts.subject_column] if opts.subject_column else [opts.subject] * count
-        payloads = columns[opts.data_column]
-        headers = columns[opts.headers_column] if opts.headers_column else None
-        msg_ids = columns[opts.msg_id_column] if opts.msg_id_column else None
-        for row in range(count):
-            subject = subjects[row]
-            if not subject:
-                raise JetStreamError(f"jetstream write: a row has no subject (column {opts.subject_column!r})")
-            payload = payloads[row]
-            if payload is None:
-                payload = b""
-            elif isinstance(payload, str):
-                payload = payload.encode()
-            hdrs = _headers(headers[row]) if headers is not None else {}
-            if msg_ids is not None:
-                if msg_ids[row] is None:
-                    raise JetStreamError(
-                        f"jetstream write: a row has a null {opts.msg_id_column!r} (msgIdColumn): "
-                        "every row needs a message id for deduplication"
-                    )
-                hdrs["Nats-Msg-Id"] = str(msg_ids[row])
-            if expected:
-                hdrs.update(expected)
-            yield subject, bytes(payload), hdrs or None
+        if not count:
+            continue
+        payloads = _payloads(batch.column(opts.data_column))
+        msg_ids = _msg_ids(batch.column(opts.msg_id_column), opts) if opts.msg_id_column else None
+        if opts.headers_column or opts.subject_column:
+            rows = _rows(batch, opts, payloads, msg_ids, expected)
+            if opts.subject_column:
+                yield from rows
+            else:
+                yield Block(opts.subject, payloads, each=[headers for _, _, headers in rows])  # type: ignore[arg-type]
+        elif msg_ids is not None:
+            yield Block(opts.subject, payloads, {MSG_ID_HEADER: "", **expected}, msg_ids)  # type: ignore[arg-type]
+        else:
+            yield Block(opts.subject, payloads, expected or None)  # type: ignore[arg-type]
+
+
+def _rows(
+    batch: pa.RecordBatch,
+    opts: WriteOptions,
+    payloads: list[bytes],
+    msg_ids: list[str] | None,
+    expected: dict[str, str],
+) -> Iterator[Outgoing]:
+    """The ``(subject, payload, headers)`` of each row: headers from the headers column, then the row's
+    ``Nats-Msg-Id``, then ``Nats-Expected-Stream``."""
+    count = batch.num_rows
+    subjects = batch.column(opts.subject_column).to_pylist() if opts.subject_column else [opts.subject] * count
+    headers = batch.column(opts.headers_column).to_pylist() if opts.headers_column else None
+    for row in range(count):
+        subject = subjects[row]
+        if not subject:
+            raise JetStreamError(f"jetstream write: a row has no subject (column {opts.subject_column!r})")
+        hdrs = _headers(headers[row]) if headers is not None else {}
+        if msg_ids is not None:
+            hdrs[MSG_ID_HEADER] = msg_ids[row]
+        if expected:
+            hdrs.update(expected)
+        yield subject, payloads[row], hdrs or None
 
 
 async def _atomic_target(nc: Any, opts: WriteOptions) -> AtomicTarget:
@@ -164,7 +210,7 @@ class JetStreamWriter(DataSourceArrowWriter):
                 summary = await publish_atomic(
                     nc,
                     await _atomic_target(nc, opts),
-                    _outgoing(batches, opts),
+                    expand(_items(batches, opts)),
                     whole=True,
                     ack_timeout=ACK_TIMEOUT,
                     api_prefixes=api_prefixes,
@@ -182,7 +228,7 @@ class JetStreamWriter(DataSourceArrowWriter):
                 batch = await batch_target(api, opts.subject) if opts.fast_ingest and one_subject else None
                 summary = await publish_messages(
                     nc,
-                    _outgoing(batches, opts),
+                    _items(batches, opts),
                     max_in_flight=opts.max_in_flight,
                     ack_timeout=ACK_TIMEOUT,
                     api_prefixes=api_prefixes,

@@ -13,7 +13,7 @@ import pytest
 from airflow_provider_jetstream.testing.servers import LocalTopology
 from tests.support.management import uid
 from tests.support.natsutil import server_version
-from tests.support.spark import SparkStream, hub_client, leaf_api
+from tests.support.spark import SparkStream, hub_client, leaf_api, stored_messages
 from tests.support.waiting import Later, scaled
 
 
@@ -71,5 +71,54 @@ def test_spark_rows_to_an_allow_batched_stream_go_in_fast_ingest_batches_unless_
         assert watcher.finish(120) == expected
         state = leaf_api(hub_leaf, f"STREAM.INFO.{name}")["state"]
         assert (state["messages"], state["first_seq"], state["last_seq"]) == (n, 1, n)
+    finally:
+        leaf_api(hub_leaf, f"STREAM.DELETE.{name}")
+
+
+def test_rows_to_one_subject_are_stored_alike_in_fast_ingest_batches_and_one_by_one(
+    spark: Any, hub_leaf: LocalTopology
+) -> None:
+    """Each record batch goes as one block: text data (a null one empty), an integer msgIdColumn and, or not, a
+    headers column reach the stream as the per-message path stores them; a null message id is refused before a
+    row of its batch is sent."""
+    assert server_version(hub_leaf.hub) >= (2, 14), "fast ingest needs nats-server 2.14+ (older: the per-message path)"
+    n = 300
+    rows = spark.createDataFrame(
+        [(None if i == 7 else f"d{i}", i, {"k": f" v{i} "} if i % 3 else None) for i in range(n)],
+        "data string, n long, headers map<string,string>",
+    ).coalesce(2)
+    for frame, headers_of_7 in ((rows, {"k": "v7"}), (rows.drop("headers"), {})):
+        stored = {}
+        for fast_ingest in ("true", "false"):
+            name = uid("spark_blk").replace("-", "_")
+            stream = SparkStream(name, "leaf", name, hub_leaf)
+            body = {"name": name, "subjects": [f"{name}.>"], "allow_batched": True}
+            leaf_api(hub_leaf, f"STREAM.CREATE.{name}", body)
+            try:
+                options = stream.options(subject=f"{name}.rows", msgIdColumn="n", fastIngest=fast_ingest)
+                frame.write.format("jetstream").options(**options).mode("append").save()
+                frame.write.format("jetstream").options(**options).mode("append").save()  # a re-run: all duplicates
+                messages = stored_messages(stream)
+            finally:
+                leaf_api(hub_leaf, f"STREAM.DELETE.{name}")
+            assert len(messages) == n
+            assert {headers.pop("Nats-Expected-Stream") for _, _, headers in messages} == {name}
+            assert {subject for subject, _, _ in messages} == {f"{name}.rows"}
+            stored[fast_ingest] = sorted((int(h["Nats-Msg-Id"]), data or b"", h) for _, data, h in messages)
+        assert stored["true"] == stored["false"]
+        # The header value stripped, as nats-py sends it; the null data empty.
+        assert stored["true"][7] == (7, b"", {**headers_of_7, "Nats-Msg-Id": "7"})
+        assert stored["true"][9] == (9, b"d9", {"Nats-Msg-Id": "9"})
+
+    name = uid("spark_null").replace("-", "_")
+    stream = SparkStream(name, "leaf", name, hub_leaf)
+    leaf_api(hub_leaf, f"STREAM.CREATE.{name}", {"name": name, "subjects": [f"{name}.>"], "allow_batched": True})
+    try:
+        nulls = spark.createDataFrame([("a", "1"), ("b", None), ("c", "3")], "data string, id string").coalesce(1)
+        with pytest.raises(Exception, match="a row has a null 'id' \\(msgIdColumn\\)"):
+            nulls.write.format("jetstream").options(**stream.options(subject=f"{name}.rows", msgIdColumn="id")).mode(
+                "append"
+            ).save()
+        assert leaf_api(hub_leaf, f"STREAM.INFO.{name}")["state"]["messages"] == 0
     finally:
         leaf_api(hub_leaf, f"STREAM.DELETE.{name}")

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.support.spark import hub_client, publish_many, run
+from tests.support.spark import publish_many, stored_messages
 
 
 def _available_now(spark, options, output, checkpoint):
@@ -60,21 +60,6 @@ def test_streaming_only_options_are_refused_in_batch_and_vice_versa(spark, make_
         query.awaitTermination(60)
 
 
-def _stream_seqs_and_payloads(stream):
-    async def go():
-        nc = await hub_client(stream.topology)
-        try:
-            js = nc.jetstream(domain=stream.domain)
-            info = await js.stream_info(stream.name)
-            jsm = nc.jsm(prefix=stream.api_prefix)
-            msgs = [await jsm.get_msg(stream.name, s) for s in range(1, info.state.last_seq + 1)]
-            return [(m.subject, m.data, dict(m.headers or {})) for m in msgs]
-        finally:
-            await nc.close()
-
-    return run(go())
-
-
 def test_writer_publishes_rows_and_a_rerun_with_msg_id_stores_nothing_twice(spark, make_stream) -> None:
     stream = make_stream("leaf", duplicate_window=120.0)
     rows = [(f"{stream.prefix}.w{i % 2}", f"payload-{i}", f"id-{i}", {"k": f"v{i}"}) for i in range(40)]
@@ -82,7 +67,7 @@ def test_writer_publishes_rows_and_a_rerun_with_msg_id_stores_nothing_twice(spar
     writer = df.repartition(3).write.format("jetstream").options(**stream.options(msgIdColumn="id")).mode("append")
     writer.save()
     writer.save()  # the retried job: every row again
-    stored = _stream_seqs_and_payloads(stream)
+    stored = stored_messages(stream)
     assert len(stored) == 40
     assert sorted(d for _, d, _ in stored) == sorted(f"payload-{i}".encode() for i in range(40))
     by_payload = {d: (s, h) for s, d, h in stored}
@@ -97,7 +82,7 @@ def test_writer_subject_option_binary_data_and_refusals(spark, make_stream) -> N
     stream = make_stream("leaf")
     df = spark.createDataFrame([(bytearray(b"\x00\x01"),), (bytearray(b"\x02"),)], "data binary")
     df.write.format("jetstream").options(**stream.options(subject=f"{stream.prefix}.fixed")).mode("append").save()
-    stored = _stream_seqs_and_payloads(stream)
+    stored = stored_messages(stream)
     assert sorted(d for _, d, _ in stored) == [b"\x00\x01", b"\x02"]
     assert {s for s, _, _ in stored} == {f"{stream.prefix}.fixed"}
     with pytest.raises(Exception, match="no subject"):

@@ -105,6 +105,23 @@ def publish_many(stream: SparkStream, count: int, subjects: tuple[str, ...] = ("
     run(go())
 
 
+def stored_messages(stream: SparkStream) -> list[tuple[str, bytes, dict[str, str]]]:
+    """Every message of the stream, in order: ``(subject, data, headers)``."""
+
+    async def go() -> list[tuple[str, bytes, dict[str, str]]]:
+        nc = await hub_client(stream.topology)
+        try:
+            js = nc.jetstream(domain=stream.domain)
+            info = await js.stream_info(stream.name)
+            jsm = nc.jsm(prefix=stream.api_prefix)
+            msgs = [await jsm.get_msg(stream.name, s) for s in range(1, info.state.last_seq + 1)]
+            return [(m.subject, m.data, dict(m.headers or {})) for m in msgs]
+        finally:
+            await nc.close()
+
+    return run(go())
+
+
 def delete_messages(stream: SparkStream, seqs: list[int]) -> None:
     async def go() -> None:
         nc = await hub_client(stream.topology)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +35,7 @@ from airflow_provider_jetstream.core.api import clustered
 from airflow_provider_jetstream.core.arguments.values import seconds
 from airflow_provider_jetstream.core.errors import JetStreamPublishError
 from airflow_provider_jetstream.core.protocol import is_no_responders, parse_pub_ack
+from airflow_provider_jetstream.core.publish.blocks import Block, Item, numbered, one_by_one
 from airflow_provider_jetstream.core.publish.fast_ingest import BatchTarget, Numbered, publish_batches
 from airflow_provider_jetstream.core.publish.subjects import SubjectGuard
 from airflow_provider_jetstream.core.publish.summary import (
@@ -50,6 +51,7 @@ __all__ = [
     "MSG_ID_HEADER",
     "NOT_REPUBLISHED",
     "BatchTarget",
+    "Block",
     "JetStreamPublishError",
     "Outgoing",
     "PublishSummary",
@@ -93,7 +95,7 @@ def _retryable(err: JetStreamPublishError | None, no_responders: bool, clustered
 
 async def publish_messages(
     nc: Client,
-    messages: Iterable[Outgoing],
+    messages: Iterable[Item],
     *,
     max_in_flight: int = 4000,
     ack_timeout: float = 30.0,
@@ -120,7 +122,8 @@ async def publish_messages(
     stream...) are failures, with the server's reason.
 
     :param nc: a connected client.
-    :param messages: ``(subject, payload, headers)`` tuples (an iterator streams large volumes).
+    :param messages: ``(subject, payload, headers)`` tuples, or :class:`Block` s of many messages to one
+        subject (framed in bulk by fast ingest; one by one otherwise); an iterator streams large volumes.
     :param max_in_flight: most messages sent but not yet acknowledged. Default 4000.
     :param ack_timeout: seconds a message may stay unacknowledged after it was first sent (republished
         meanwhile if it has a ``Nats-Msg-Id``) before the publish stops and fails; keep it below the
@@ -138,14 +141,16 @@ async def publish_messages(
     check = SubjectGuard(api_prefixes, subject_field)
     summary = PublishSummary()
     started = time.perf_counter()
-    numbered: Numbered | None = enumerate(messages)
+    items: Numbered | None = None
     try:
         if batch is not None:
-            numbered = await publish_batches(
-                nc, batch, numbered, summary, check=check, ack_timeout=ack_timeout, what=what
+            items = await publish_batches(
+                nc, batch, iter(messages), summary, check=check, ack_timeout=ack_timeout, what=what
             )
-        if numbered is not None:
-            await _one_by_one(nc, numbered, summary, check, max_in_flight, ack_timeout, what)
+        else:
+            items = numbered(messages)
+        if items is not None:
+            await _one_by_one(nc, one_by_one(items), summary, check, max_in_flight, ack_timeout, what)
     finally:
         summary.seconds = time.perf_counter() - started
     return summary
@@ -153,7 +158,7 @@ async def publish_messages(
 
 async def _one_by_one(
     nc: Client,
-    messages: Numbered,
+    messages: Iterator[tuple[int, Outgoing]],
     summary: PublishSummary,
     check: SubjectGuard,
     max_in_flight: int,

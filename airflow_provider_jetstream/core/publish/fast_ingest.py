@@ -46,6 +46,7 @@ from nats.aio.client import Client
 from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.errors import JetStreamError, JetStreamPublishError
 from airflow_provider_jetstream.core.protocol import is_no_responders, parse_pub_ack
+from airflow_provider_jetstream.core.publish.blocks import Block, Item, Sent, numbered
 from airflow_provider_jetstream.core.publish.frames import FrameBuffer
 from airflow_provider_jetstream.core.publish.summary import (
     MSG_ID_HEADER,
@@ -72,7 +73,8 @@ UNAVAILABLE = 503
 #: Seconds before a batch sends again what an ended one left (a server refusing batches is not hammered).
 _PAUSE = 0.1
 
-Numbered = Iterator[tuple[int, Outgoing]]
+#: Messages and blocks with the index of their (first) message.
+Numbered = Iterator[tuple[int, Item]]
 
 
 @dataclass(frozen=True)
@@ -134,6 +136,10 @@ class _Batch:
     def room(self) -> bool:
         """Whether another message may go: fewer than ``max_outstanding`` flow windows unacknowledged."""
         return self.final is not None or self.ack_seq + self.flow * self.max_outstanding > self.seq
+
+    def allowed(self) -> int:
+        """How many more messages may go before the sender waits for a flow ack."""
+        return self.ack_seq + self.flow * self.max_outstanding - self.seq
 
     async def open(self) -> None:
         self.sub = await self.nc.subscribe(self.prefix + ".>", cb=self.on_reply)
@@ -215,7 +221,7 @@ async def _last_seq(target: BatchTarget) -> int | None:
 async def publish_batches(
     nc: Client,
     target: BatchTarget,
-    messages: Numbered,
+    messages: Iterator[Item],
     summary: PublishSummary,
     *,
     check: Callable[[str], Any],
@@ -224,10 +230,11 @@ async def publish_batches(
     flow: int = FLOW,
     max_outstanding: int = MAX_OUTSTANDING,
 ) -> Numbered | None:
-    """Publish ``messages`` (``(index, (subject, payload, headers))``, all to ``target.subject``) in
-    fast-ingest batches, tallied in ``summary``; None when all are settled, else what the per-message
-    engine has to send (the server answered message 1 of a batch as an ordinary publish, or cannot
-    take batches now).
+    """Publish ``messages`` (``(subject, payload, headers)`` tuples or blocks, all to ``target.subject``) in
+    fast-ingest batches, tallied in ``summary``; None when all are settled, else what the per-message engine
+    has to send, each with the index of its (first) message (the server answered message 1 of a batch as an
+    ordinary publish, or cannot take batches now). A block goes in runs as long as the flow window allows,
+    each framed in one pass.
 
     :param check: the subject check every message passes before it is sent.
     :param ack_timeout: seconds without progress (a flow ack, a final ack) before the publish fails.
@@ -237,25 +244,32 @@ async def publish_batches(
     :raises JetStreamPublishError: no progress within ``ack_timeout`` (nothing more is sent), or the
         server found a batch malformed; the error gives the exact counts.
     """
-    again: deque[tuple[int, Outgoing]] = deque()  # sent again first, in the next batch
+    again: deque[tuple[int, Item]] = deque()  # sent again first, in the next batch
+    held: deque[tuple[int, Item]] = deque()  # not sent yet: the rest of a block an ended batch stopped in
     progress = asyncio.get_running_loop().time()
+    taken = [0]  # messages taken from ``messages``
 
-    def take() -> tuple[int, Outgoing] | None:
+    def take() -> tuple[int, Item] | None:
         if again:
             return again.popleft()
+        if held:
+            return held.popleft()
         item = next(messages, None)
-        if item is not None:
-            summary.count = item[0] + 1
-        return item
+        if item is None:
+            return None
+        index = taken[0]
+        taken[0] += len(item) if isinstance(item, Block) else 1
+        return index, item
 
-    def rest(*first: tuple[int, Outgoing]) -> Numbered:
+    def rest(*first: tuple[int, Item]) -> Numbered:
         yield from first
         yield from again
-        yield from messages
+        yield from held
+        yield from numbered(messages, taken[0])
 
-    def unsettled(kept: deque[tuple[int, int, Outgoing]], reason: str) -> None:
+    def unsettled(sent: Sent, reason: str) -> None:
         """Messages of an ended batch past its last persisted one: sent again with an id, else failures."""
-        for _, index, message in kept:
+        for _, index, message in sent.messages():
             if _can_repeat(message):
                 again.append((index, message))
                 summary.republished += 1
@@ -263,10 +277,11 @@ async def publish_batches(
                 summary.failures.append((index, JetStreamPublishError(f"{reason}; {NOT_REPUBLISHED}")))
 
     while True:
+        repeating = bool(again)
         item = take()
         if item is None:
             return None
-        if again or item[0] < summary.count - 1:
+        if repeating:
             # Sending again what an ended batch left: while the batches make progress.
             if asyncio.get_running_loop().time() - progress >= ack_timeout:
                 again.appendleft(item)
@@ -281,36 +296,62 @@ async def publish_batches(
         frames = FrameBuffer(nc)
         await batch.open()
         before = await _last_seq(target)
-        kept: deque[tuple[int, int, Outgoing]] = deque()  # (batch seq, index, message) not known persisted
+        sent = Sent()  # runs sent and not known persisted
+        runs = sent.runs
         seq = 0
         summary.batches += 1
         try:
             while item is not None:
                 index, message = item
-                subject, payload, headers = message
+                block = message if isinstance(message, Block) else None
+                subject = message[0] if block is None else block.subject  # type: ignore[index]
                 check(subject)
                 if subject != target.subject:
                     raise JetStreamPublishError(f"{what}: a fast-ingest batch to {target.subject!r} got {subject!r}")
-                seq = batch.seq = seq + 1
-                kept.append((seq, index, message))
-                due = frames.add(subject, batch.reply_to(seq, OP_APPEND if seq > 1 else OP_START), payload, headers)
-                if seq == 1:
-                    await frames.flush()
-                    await batch.wait(batch.answered, ack_timeout, None)
-                    if (batch.first or {}).get("type") != "ack":
-                        return _fall_back(batch, index, message, summary, rest, ack_timeout)
-                elif due:
-                    await frames.flush()
-                    await asyncio.sleep(0)  # the replies that came meanwhile are read
-                if batch.final is not None:
-                    break  # ended early: a gap or a refused message
-                if kept[0][0] <= batch.ack_seq:
-                    while kept and kept[0][0] <= batch.ack_seq:
-                        kept.popleft()
-                if not batch.room():
-                    await frames.flush()
-                    if not await batch.wait(batch.room, ack_timeout, seq) or batch.ended():
+                size = 1 if block is None else len(block)
+                offset = 0
+                stopped = False
+                while offset < size:
+                    op = OP_APPEND if seq else OP_START
+                    if block is None:
+                        n = 1
+                        runs.append([seq + 1, index, message, 0, 1])
+                        due = frames.add(subject, f"{batch.reply}{seq + 1}.{op}.$FI", message[1], message[2])  # type: ignore[index]
+                    else:
+                        # The first message alone (its answer tells whether the server takes batches), then
+                        # runs as long as the flow window allows.
+                        n = max(1, min(size - offset, batch.allowed())) if seq else 1
+                        runs.append([seq + 1, index + offset, block, offset, offset + n])
+                        due = frames.add_block(block, offset, offset + n, batch.reply, seq + 1, f".{op}.$FI")
+                    seq = batch.seq = seq + n
+                    offset += n
+                    if index + offset > summary.count:
+                        summary.count = index + offset
+                    if seq == 1:
+                        await frames.flush()
+                        await batch.wait(batch.answered, ack_timeout, None)
+                        if (batch.first or {}).get("type") != "ack":
+                            if block is not None and size > 1:
+                                held.appendleft((index + 1, block.slice(1)))
+                            first = message if block is None else block.message(0)
+                            return _fall_back(batch, index, first, summary, rest, ack_timeout)  # type: ignore[arg-type]
+                    elif due:
+                        await frames.flush()
+                        await asyncio.sleep(0)  # the replies that came meanwhile are read
+                    if batch.final is not None:
+                        stopped = True  # ended early: a gap or a refused message
                         break
+                    if runs[0][0] <= batch.ack_seq:
+                        sent.drop_through(batch.ack_seq)
+                    if not batch.room():
+                        await frames.flush()
+                        if not await batch.wait(batch.room, ack_timeout, seq) or batch.ended():
+                            stopped = True
+                            break
+                if block is not None and offset < size:
+                    held.appendleft((index + offset, block.slice(offset)))
+                if stopped:
+                    break
                 item = take()
             await frames.flush()
             if batch.final is None and batch.now() - batch.progress < ack_timeout:
@@ -327,9 +368,9 @@ async def publish_batches(
         final = batch.final
         if final is None:
             await _tally(target, summary, before, batch.ack_seq, None, None)
-            for kseq, index, _ in kept:
-                if kseq > batch.ack_seq:
-                    summary.failures.append((index, JetStreamPublishError(f"no ack within {ack_timeout:g}s")))
+            sent.drop_through(batch.ack_seq)
+            for _, index, _ in sent.messages():
+                summary.failures.append((index, JetStreamPublishError(f"no ack within {ack_timeout:g}s")))
             for index, _ in again:
                 summary.failures.append((index, JetStreamPublishError("not sent: the publish stopped")))
             raise JetStreamPublishError(
@@ -341,29 +382,27 @@ async def publish_batches(
             if refusal.err_code in MALFORMED:
                 raise JetStreamPublishError(f"{what}: the server refused a fast-ingest batch: {refusal}")
             await _tally(target, summary, before, batch.ack_seq, None, None)
-            while kept and kept[0][0] <= batch.ack_seq:
-                kept.popleft()
+            sent.drop_through(batch.ack_seq)
             if refusal.err_code in NOT_NOW:
-                unsettled(kept, failure_reason(refusal))
+                unsettled(sent, failure_reason(refusal))
                 return rest()
-            if refusal.err_code != UNKNOWN_BATCH and refusal.status != UNAVAILABLE and kept:
+            if refusal.err_code != UNKNOWN_BATCH and refusal.status != UNAVAILABLE and sent:
                 # Refused the message after the last persisted one (a header check on message 1).
-                _, index, _ = kept.popleft()
+                index, _ = sent.pop_first()
                 summary.failures.append((index, refusal))
-                unsettled(kept, f"the fast-ingest batch ended at a refused message (#{index})")
+                unsettled(sent, f"the fast-ingest batch ended at a refused message (#{index})")
                 return rest()  # a refusal may hold for the next messages: one by one, each its own answer
-            unsettled(kept, failure_reason(refusal))
+            unsettled(sent, failure_reason(refusal))
             continue
         count = int(final.get("count") or 0)
         await _tally(target, summary, before, count, final, int(final.get("seq") or 0))
-        while kept and kept[0][0] <= count:
-            kept.popleft()
-        if batch.err is not None and kept and kept[0][0] == batch.err[0]:
-            _, index, _ = kept.popleft()
+        sent.drop_through(count)
+        if batch.err is not None and sent and sent.first_seq() == batch.err[0]:
+            index, _ = sent.pop_first()
             summary.failures.append((index, _refusal({"error": batch.err[1]})))
-            unsettled(kept, f"the fast-ingest batch ended at a refused message (#{index})")
+            unsettled(sent, f"the fast-ingest batch ended at a refused message (#{index})")
             return rest()  # a refusal may hold for the next messages: one by one, each its own answer
-        unsettled(kept, f"the fast-ingest batch ended at its message {count}")
+        unsettled(sent, f"the fast-ingest batch ended at its message {count}")
 
 
 def _fall_back(
