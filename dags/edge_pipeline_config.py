@@ -1,4 +1,4 @@
-"""Names shared by the example DAGs: the edge-to-hub topology they run against.
+"""Names shared by the example DAGs (the topology they run against), and their one read of a leaf's readings.
 
 Defaults match `make demo`, `make stack` and docker-compose.yml (hub domain `hub`, leaves `leaf-a`
 and `leaf-b`, Airflow connection `nats_hub`); environment variables override them for your deployment.
@@ -18,8 +18,10 @@ Variable is in the next run without a restart.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+from typing import Any
 
 from airflow_provider_jetstream.core.arguments.names import domain_name
 from airflow_provider_jetstream.core.manage.durable_source import default_consumer_name, default_deliver_subject
@@ -162,3 +164,30 @@ def aggregate_source(leaf: str) -> dict:
 def aggregate_sources(leaves: list[str]) -> list[dict]:
     """The hub aggregate's sources: each leaf's stream (:func:`aggregate_source`)."""
     return [aggregate_source(leaf) for leaf in leaves]
+
+
+async def leaf_readings(hook: Any, leaf: str, first: int, last: int) -> dict[str, list[float]]:
+    """The readings of sequences ``first``-``last`` of a leaf's stream, read through the hub (an ephemeral
+    read from ``first`` with the hook's ``aconsume``, its consumer deleted after), by sensor. Every one of
+    them or an error: a range read short (a gap: data lost, or a read cut short) is not a batch to process."""
+    totals: dict[str, list[float]] = {}
+    count = 0
+    messages = hook.aconsume(
+        LEAF_STREAM, start_seq=first, batch=min(1000, last - first + 1), max_wait=2,
+        all_header_values=False, stop_when_empty=True, domain=leaf,
+    )  # fmt: skip
+    async with contextlib.aclosing(messages):
+        async for message in messages:
+            if message.sequence > last:
+                break
+            reading = json.loads(message.payload)
+            totals.setdefault(reading["sensor"], []).append(reading["value"])
+            count += 1
+            if message.sequence == last:
+                break
+    if count != last - first + 1:
+        raise RuntimeError(
+            f"{leaf}: read {count} of the {last - first + 1} readings of sequences {first}-{last} in "
+            f"{LEAF_STREAM!r}; the batch is not processed"
+        )
+    return totals

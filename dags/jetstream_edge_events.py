@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from typing import Any
 
 import pendulum
 from airflow.sdk import DAG, Asset, AssetWatcher, task
-from edge_pipeline_config import HUB_DOMAIN, LEAF_DOMAINS, LEAF_STREAM, NATS_CONN_ID, PIPELINE_BUCKET
+from edge_pipeline_config import HUB_DOMAIN, LEAF_DOMAINS, LEAF_STREAM, NATS_CONN_ID, PIPELINE_BUCKET, leaf_readings
 
 from airflow_provider_jetstream.assets.jetstream import create_asset
 from airflow_provider_jetstream.operators.kv import JetStreamCreateKeyValueOperator
@@ -110,33 +109,13 @@ def process_announcements(payloads: list[dict]) -> list[dict]:
                 key = DONE_KEY.format(sequence=payload.get("sequence"))
                 if leaf not in LEAF_DOMAINS or await hook.akv_get(PIPELINE_BUCKET, key, domain=HUB_DOMAIN):
                     continue
-                totals: dict[str, list[float]] = {}
                 first, last = int(announcement["first_seq"]), int(announcement["last_seq"])
-                # The leaf's stream through the hub: an ephemeral read from first_seq, deleted when it ends.
-                count = 0
-                messages = hook.aconsume(
-                    LEAF_STREAM, start_seq=first, batch=min(1000, last - first + 1), max_wait=2,
-                    all_header_values=False, stop_when_empty=True, domain=leaf,
-                )  # fmt: skip
-                async with contextlib.aclosing(messages):
-                    async for message in messages:
-                        if message.sequence > last:
-                            break
-                        reading = json.loads(message.payload)
-                        totals.setdefault(reading["sensor"], []).append(reading["value"])
-                        count += 1
-                        if message.sequence == last:
-                            break
-                if count != last - first + 1:  # a gap (data lost) or a read cut short: not processed
-                    raise RuntimeError(
-                        f"{leaf}: read {count} of the {last - first + 1} readings of sequences {first}-{last} "
-                        f"in {LEAF_STREAM!r}; the batch is not marked processed"
-                    )
+                totals = await leaf_readings(hook, leaf, first, last)
                 result = {
                     "leaf": leaf,
                     "batch": announcement.get("batch"),
                     "announcement": payload["sequence"],
-                    "readings": count,
+                    "readings": last - first + 1,
                     "mean_by_sensor": {s: round(sum(v) / len(v), 3) for s, v in sorted(totals.items())},
                 }
                 try:  # only if the key does not exist yet

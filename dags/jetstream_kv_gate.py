@@ -4,13 +4,18 @@ consume the announcement so the next run waits for a new batch."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections import defaultdict
 
 import pendulum
 from airflow.sdk import DAG, Param, task
-from edge_pipeline_config import LEAF_DOMAINS, LEAF_STREAM, NATS_CONN_ID, edge_status_bucket, edge_status_bucket_spec
+from edge_pipeline_config import (
+    LEAF_DOMAINS,
+    LEAF_STREAM,
+    NATS_CONN_ID,
+    edge_status_bucket,
+    edge_status_bucket_spec,
+    leaf_readings,
+)
 
 from airflow_provider_jetstream.operators.kv import (
     JetStreamCreateKeyValueOperator,
@@ -77,37 +82,12 @@ with DAG(
         batch = json.loads(entry["value"])
         leaf = params["leaf"]
         hook = JetStreamHook(NATS_CONN_ID, domain=leaf)
-        totals: dict[str, list[float]] = defaultdict(list)
         first, last = batch["first_seq"], batch["last_seq"]
-
-        async def read() -> int:
-            read_count = 0
-            # An ephemeral read of the leaf's stream through the hub, from first_seq; its consumer is deleted after.
-            messages = hook.aconsume(
-                LEAF_STREAM, start_seq=first, batch=min(1000, last - first + 1), max_wait=2,
-                all_header_values=False, stop_when_empty=True,
-            )  # fmt: skip
-            async with contextlib.aclosing(messages):
-                async for message in messages:
-                    if message.sequence > last:
-                        break
-                    reading = json.loads(message.payload)
-                    totals[reading["sensor"]].append(reading["value"])
-                    read_count += 1
-                    if message.sequence == last:
-                        break
-            return read_count
-
-        count = hook.run(read())
-        if count != last - first + 1:  # a gap (data lost) or a read cut short: not processed
-            raise RuntimeError(
-                f"{leaf}: read {count} of the {last - first + 1} readings of sequences {first}-{last} in "
-                f"{LEAF_STREAM!r}; the batch is not marked processed"
-            )
+        totals = hook.run(leaf_readings(hook, leaf, first, last))
         return {
             "batch": batch["batch"],
             "leaf": leaf,
-            "readings": count,
+            "readings": last - first + 1,
             "revision": entry["revision"],
             "mean_by_sensor": {sensor: round(sum(v) / len(v), 3) for sensor, v in sorted(totals.items())},
         }

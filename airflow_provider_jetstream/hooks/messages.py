@@ -59,6 +59,26 @@ class JetStreamMessagesHook(JetStreamObjectsHook):
             )
             yield api, reading
 
+    async def _fetch_batch(
+        self,
+        api: JetStreamApi,
+        stream: str,
+        reading: ReadingConsumer,
+        batch: int,
+        max_wait: float,
+        all_header_values: bool,
+    ) -> list[Delivery]:
+        """One batch of ``reading``, its messages settled through this hook (:meth:`settle_sender`)."""
+        return await fetch_batch(
+            api,
+            stream,
+            reading,
+            batch=batch,
+            max_wait=max_wait,
+            send=self.settle_sender(),
+            all_header_values=all_header_values,
+        )
+
     @checked(FETCH + REQUEST)
     async def afetch(
         self,
@@ -95,15 +115,7 @@ class JetStreamMessagesHook(JetStreamObjectsHook):
         """
         where = (domain, api_prefix, timeout)
         async with self._open_reading(stream, consumer, filter_subject, start_seq, start_time, where) as (api, reading):
-            return await fetch_batch(
-                api,
-                stream,
-                reading,
-                batch=batch,
-                max_wait=max_wait,
-                send=self.settle_sender(),
-                all_header_values=all_header_values,
-            )
+            return await self._fetch_batch(api, stream, reading, batch, max_wait, all_header_values)
 
     fetch = blocking(afetch)
 
@@ -132,15 +144,7 @@ class JetStreamMessagesHook(JetStreamObjectsHook):
         where = (domain, api_prefix, timeout)
         async with self._open_reading(stream, consumer, filter_subject, start_seq, start_time, where) as (api, reading):
             while True:
-                deliveries = await fetch_batch(
-                    api,
-                    stream,
-                    reading,
-                    batch=batch,
-                    max_wait=max_wait,
-                    send=self.settle_sender(),
-                    all_header_values=all_header_values,
-                )
+                deliveries = await self._fetch_batch(api, stream, reading, batch, max_wait, all_header_values)
                 for delivery in deliveries:
                     yield delivery
                 if not deliveries and stop_when_empty:
