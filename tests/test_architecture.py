@@ -132,7 +132,7 @@ def test_nothing_in_the_package_imports_the_repository_stack() -> None:
 #: Adding a part (a module or package directly under ``core/``) means placing it here and in
 #: docs/architecture.md.
 CORE_FLOORS = (
-    {"errors"},  # every exception, and the one classification of errors
+    {"errors", "tasks"},  # every exception, and the one classification of errors; awaiting that keeps cancellations
     {"arguments", "protocol", "sync"},  # the argument layer and its parsers, the wire protocol, the sync bridge
     {"connection"},  # connecting
     {"api"},  # the one JetStream API speaker

@@ -41,6 +41,7 @@ from airflow_provider_jetstream.core.errors import (
     disposition,
 )
 from airflow_provider_jetstream.core.protocol import PubAck, parse_pub_ack
+from airflow_provider_jetstream.core.tasks import wait_task
 
 T = TypeVar("T")
 
@@ -276,7 +277,7 @@ class JetStreamApi:
         self.requests += 1
         started = time.monotonic()
         try:
-            msg = await self.nc.request(subject, payload, timeout=self.timeout)
+            msg = await wait_task(self.nc.request(subject, payload, timeout=self.timeout))
         except nats.errors.NoRespondersError:
             if is_imported_prefix(self.prefix):
                 raise JetStreamImportMissingError(
@@ -338,7 +339,9 @@ class JetStreamApi:
         leader :class:`JetStreamNoLeaderError`); no responders, a timeout or a reconnecting connection each
         their own error. ``where`` names the write in messages (``bucket 'b' in domain 'leaf'``)."""
         try:
-            reply = await self.nc.request(subject, payload, timeout=self.timeout, headers=dict(headers) or None)
+            reply = await wait_task(
+                self.nc.request(subject, payload, timeout=self.timeout, headers=dict(headers) or None)
+            )
         except nats.errors.NoRespondersError:
             raise JetStreamDomainUnavailableError(
                 f"no stream took the write to {subject!r} for {where}: {hint_for(self.nc, self.prefix)}"

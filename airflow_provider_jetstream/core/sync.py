@@ -13,6 +13,8 @@ import asyncio
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from typing import Any, TypeVar
 
+from airflow_provider_jetstream.core.tasks import stop_task
+
 T = TypeVar("T")
 
 
@@ -72,7 +74,5 @@ def iterate_blocking(source: AsyncIterator[T]) -> Iterator[T]:
 
 def _cancel_left_over_tasks(loop: asyncio.AbstractEventLoop) -> None:
     tasks = [task for task in asyncio.all_tasks(loop) if not task.done()]
-    for task in tasks:
-        task.cancel()
     if tasks:
-        loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+        loop.run_until_complete(asyncio.gather(*(stop_task(task) for task in tasks)))

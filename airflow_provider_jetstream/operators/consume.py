@@ -25,6 +25,7 @@ from airflow_provider_jetstream.core.consume.fetch import ReadingConsumer, fetch
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.core.signatures.consume import CONSUME, CONSUME_OPERATOR
 from airflow_provider_jetstream.core.signatures.shared import OPERATOR
+from airflow_provider_jetstream.core.tasks import stop_task
 from airflow_provider_jetstream.operators.base import JetStreamBaseOperator
 
 __all__ = ["JetStreamConsumeOperator"]
@@ -196,10 +197,7 @@ class _Run:
                         break
                     await self._apply([message], message)
         finally:
-            if renewer is not None:
-                renewer.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await renewer
+            await stop_task(renewer)
             # What this run did not settle (a failure, an overflow) comes back at once, to the retry.
             for message in batch:
                 if message.ackable and message.verdict is None:

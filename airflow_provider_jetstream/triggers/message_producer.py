@@ -17,6 +17,7 @@ from airflow_provider_jetstream.core.consume.deliveries import Delivery, Settlem
 from airflow_provider_jetstream.core.consume.durable import DurablePuller, ensure_consumer
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.core.manage.specs.consumer import ConsumerSpec
+from airflow_provider_jetstream.core.tasks import stop_task
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 
 try:  # Airflow >= 3.3: ack mode of shared streams
@@ -263,7 +264,4 @@ async def _batches(tickets: AsyncIterator[Ticket], size: int, window: float) -> 
                 yield batch
                 batch = []
     finally:
-        if pending is not None:
-            pending.cancel()
-            with contextlib.suppress(BaseException):
-                await pending
+        await stop_task(pending)

@@ -14,6 +14,7 @@ from airflow_provider_jetstream.core.arguments.names import subjects_collide
 from airflow_provider_jetstream.core.consume.deliveries import Delivery, batch_payload, delivery_payload
 from airflow_provider_jetstream.core.manage.specs.consumer import ConsumerSpec
 from airflow_provider_jetstream.core.signatures.events import MESSAGES
+from airflow_provider_jetstream.core.tasks import stop_task
 from airflow_provider_jetstream.triggers.message_producer import (
     HAS_SHARED_STREAMS,
     AdvanceItem,
@@ -255,10 +256,8 @@ class JetStreamMessageTrigger(BaseEventTrigger):
                 later.add(task)
                 task.add_done_callback(later.discard)
         finally:
-            for task in list(later):
-                task.cancel()
             with contextlib.suppress(BaseException):
-                await asyncio.gather(*later, return_exceptions=True)
+                await asyncio.gather(*(stop_task(task) for task in list(later)))
             await producer.aclose()
 
 

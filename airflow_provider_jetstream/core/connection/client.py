@@ -15,8 +15,7 @@ import ssl
 import time
 import weakref
 from collections import deque
-from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import Any
 
 import nats.errors
 from nats.aio.client import Client
@@ -29,9 +28,9 @@ from airflow_provider_jetstream.core.errors import (
     JetStreamConnectionError,
     TlsNotStartedError,
 )
+from airflow_provider_jetstream.core.tasks import wait_task
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 #: ``-ERR 'Permissions Violation for Publish to "<subject>"'`` the server sent each client, newest last,
 #: as ``(monotonic time, kind, subject, the server's words)``. The server drops a refused request
@@ -204,34 +203,6 @@ async def release(nc: Client, drain: bool, timeout: float = 5.0) -> None:
             await wait_task(nc.drain(), timeout)
         else:
             await wait_task(nc.close(), timeout)
-
-
-async def wait_task(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-    """Await ``coro`` in a task of its own, at most ``timeout`` seconds (None: no bound).
-
-    Unlike ``asyncio.wait_for`` before Python 3.12, a cancellation of the caller always propagates,
-    even when ``coro`` finishes in the same loop iteration (``wait_for`` then returns the result
-    and the cancellation is lost: nats-py awaits every reply that way, so a trigger cancelled as a
-    reply came in went on polling forever); and the bound holds even when ``coro`` ignores its
-    cancellation (nats-py's drain does): then it is left to finish on its own. Raises
-    ``asyncio.TimeoutError`` when the bound is reached.
-    """
-    task = asyncio.ensure_future(coro)
-    try:
-        done, _ = await asyncio.wait({task}, timeout=timeout)
-    except asyncio.CancelledError:
-        _abandon(task)
-        raise
-    if not done:
-        _abandon(task)
-        raise asyncio.TimeoutError
-    return task.result()
-
-
-def _abandon(task: asyncio.Future[Any]) -> None:
-    """Cancel a task nobody awaits any more; its outcome is retrieved, so asyncio logs nothing."""
-    task.cancel()
-    task.add_done_callback(lambda t: t.cancelled() or t.exception())
 
 
 def _connection_error(

@@ -8,6 +8,7 @@ from nats.aio.client import Client
 from airflow_provider_jetstream.core.consume.deliveries import Delivery
 from airflow_provider_jetstream.core.errors import JetStreamError, JetStreamPublishError
 from airflow_provider_jetstream.core.protocol import parse_pub_ack
+from airflow_provider_jetstream.core.tasks import wait_task
 
 
 async def dead_letter(
@@ -43,7 +44,7 @@ async def dead_letter(
         }
     )
     try:
-        answer = await nc.request(subject, delivery.data, timeout=timeout, headers=headers)
+        answer = await wait_task(nc.request(subject, delivery.data, timeout=timeout, headers=headers))
     except nats.errors.NoRespondersError:
         raise JetStreamError(f"no stream stores {subject!r}: is {dead_letter_stream!r} missing?") from None
     except nats.errors.TimeoutError:

@@ -38,6 +38,7 @@ from airflow_provider_jetstream.core.protocol import (
 )
 from airflow_provider_jetstream.core.read.identity import same_stream, stream_identity
 from airflow_provider_jetstream.core.read.pull import PullRequests
+from airflow_provider_jetstream.core.tasks import next_item, stop_task
 
 log = logging.getLogger(__name__)
 
@@ -203,7 +204,7 @@ class DurablePuller:
                 if not self.requests.outstanding and self._retry_at:
                     wait = min(wait, max(0.01, self._retry_at - time.monotonic()))
                 try:
-                    msg = await asyncio.wait_for(self._incoming.get(), timeout=wait)
+                    msg = await next_item(self._incoming, wait)
                 except asyncio.TimeoutError:
                     if self.requests.stalled():  # a reconnect loses pull requests: ask again
                         log.info("%s > %s: no sign of the server; pulling again", self.stream, self.consumer)
@@ -472,11 +473,9 @@ class DurablePuller:
 
         With ``ack_all`` that includes the stored messages above the floor: they come back, and fire again.
         """
-        if self._renewer is not None:
-            self._renewer.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._renewer
-            self._renewer = None
+        with contextlib.suppress(asyncio.CancelledError):  # cancelled again: the naks below still go out
+            await stop_task(self._renewer)
+        self._renewer = None
         # First: what the naks bring back must not go to this inbox (it would be lost).
         await self.requests.close()
         if self.in_flight and self.nc.is_connected:

@@ -39,6 +39,7 @@ from airflow_provider_jetstream.core.protocol import (
     parse_ack_reply,
 )
 from airflow_provider_jetstream.core.read.pull import PullRequests, create_ephemeral_consumer, discard_consumer
+from airflow_provider_jetstream.core.tasks import next_item
 
 log = logging.getLogger(__name__)
 
@@ -186,7 +187,7 @@ async def fetch_batch(
         while len(taken) < batch:
             left = deadline - asyncio.get_running_loop().time()
             try:
-                msg = await asyncio.wait_for(incoming.get(), timeout=max(0.0, left))
+                msg = await next_item(incoming, max(0.0, left))
             except asyncio.TimeoutError:
                 break  # the request's end was not heard: what came is the batch
             meta = parse_ack_reply(msg.reply)

@@ -39,6 +39,7 @@ from airflow_provider_jetstream.core.errors import (
 )
 from airflow_provider_jetstream.core.manage.specs.consumer import ConsumerSpec
 from airflow_provider_jetstream.core.read.pull import create_ephemeral_consumer, discard_consumer
+from airflow_provider_jetstream.core.tasks import next_item, stop_task, wait_task
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +103,7 @@ class LookResult:
 async def ack_match(nc: Client, ack_subject: str, timeout: float) -> None:
     """Acknowledge a held match and wait for the server to confirm it (an ack of a message still pending
     counts even after its ``ack_wait``)."""
-    await nc.request(ack_subject, b"+ACK", timeout=timeout)
+    await wait_task(nc.request(ack_subject, b"+ACK", timeout=timeout))
 
 
 class MessageMatcher:
@@ -247,7 +248,7 @@ class MessageMatcher:
         while True:
             self._check_room()
             try:
-                item = await asyncio.wait_for(self._queue.get(), timeout=max(0.0, deadline - loop.time()))
+                item = await next_item(self._queue, max(0.0, deadline - loop.time()))
             except asyncio.TimeoutError:
                 return LookResult(False, examined)
             if isinstance(item, BaseException):
@@ -320,10 +321,8 @@ class MessageMatcher:
         comes back after ``ack_wait`` if it never is."""
         if self.match is not None and self.puller is not None:
             self.puller.in_flight.pop(self.match.sequence, None)
-        if self._pump is not None:
-            self._pump.cancel()
-            await asyncio.gather(self._pump, return_exceptions=True)
-            self._pump = None
+        await stop_task(self._pump)
+        self._pump = None
         if self._ephemeral is not None:
             await discard_consumer(self.api, self.stream, self._ephemeral)
             self._ephemeral = None

@@ -65,6 +65,7 @@ from airflow_provider_jetstream.core.errors import (
     JetStreamTimeoutError,
 )
 from airflow_provider_jetstream.core.protocol import STORE_PROBE_HEADERS, probe_refusal
+from airflow_provider_jetstream.core.tasks import wait_task
 
 log = logging.getLogger(__name__)
 
@@ -361,7 +362,7 @@ async def probe_stores(
         await nc.flush(timeout=max(1, int(timeout)))
         if expected:
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(enough.wait(), timeout)
+                await wait_task(enough.wait(), timeout)
         took = time.monotonic() - started
         await asyncio.sleep(max(0.0, min(timeout, max(window, 3 * took)) - took))
     finally:

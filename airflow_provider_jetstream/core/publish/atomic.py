@@ -57,6 +57,7 @@ from airflow_provider_jetstream.core.errors import JetStreamConfigError, JetStre
 from airflow_provider_jetstream.core.protocol import PubAck, is_no_responders, parse_pub_ack
 from airflow_provider_jetstream.core.publish.subjects import SubjectGuard
 from airflow_provider_jetstream.core.publish.summary import MSG_ID_HEADER, Outgoing, PublishSummary, failure_reason
+from airflow_provider_jetstream.core.tasks import wait_task
 
 BATCH_ID_HEADER = "Nats-Batch-Id"
 BATCH_SEQUENCE_HEADER = "Nats-Batch-Sequence"
@@ -172,7 +173,7 @@ class _Replies:
             if now() >= deadline:
                 return False
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self.changed.wait(), deadline - now())
+                await wait_task(self.changed.wait(), deadline - now())
         return True
 
 
@@ -259,7 +260,9 @@ async def _probe(nc: Client, target: AtomicTarget, items: list[Item], ack_timeou
         async with window:
             while True:
                 try:
-                    reply = await nc.request(subject, b"", timeout=max(0.1, deadline - time.monotonic()), headers=probe)
+                    reply = await wait_task(
+                        nc.request(subject, b"", timeout=max(0.1, deadline - time.monotonic()), headers=probe)
+                    )
                 except (nats.errors.Error, asyncio.TimeoutError) as err:
                     return JetStreamPublishError(f"no answer to a probe of its Nats-Msg-Id: {type(err).__name__}")
                 refusal = _refusal(reply, staged_ok=False)

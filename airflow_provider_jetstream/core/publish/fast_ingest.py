@@ -55,6 +55,7 @@ from airflow_provider_jetstream.core.publish.summary import (
     PublishSummary,
     failure_reason,
 )
+from airflow_provider_jetstream.core.tasks import wait_task
 
 OP_START, OP_APPEND, OP_COMMIT, OP_EOB, OP_PING = range(5)
 #: Most messages per flow ack asked for. The server caps it at 500 shared among the stream's batches.
@@ -188,7 +189,7 @@ class _Batch:
             if left <= 0:
                 return False
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self.changed.wait(), min(left, ack_timeout / 3))
+                await wait_task(self.changed.wait(), min(left, ack_timeout / 3))
                 continue
             if ping_seq is not None and not done():
                 with contextlib.suppress(nats.errors.Error):

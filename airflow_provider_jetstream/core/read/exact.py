@@ -73,6 +73,7 @@ from airflow_provider_jetstream.core.read.pull import (
     discard_consumer,
 )
 from airflow_provider_jetstream.core.read.settings import PullSettings
+from airflow_provider_jetstream.core.tasks import wait_task
 
 log = logging.getLogger(__name__)
 
@@ -407,7 +408,7 @@ class RangePull:
                     await self.request_more()
                     self.wakeup.clear()
                     try:
-                        await asyncio.wait_for(self.wakeup.wait(), stall_after)
+                        await wait_task(self.wakeup.wait(), stall_after)
                     except asyncio.TimeoutError:
                         if self.requests is not None and self.requests.silent():
                             reason = f"no message or heartbeat for {stall_after:g}s"

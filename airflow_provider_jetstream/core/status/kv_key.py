@@ -27,6 +27,7 @@ from airflow_provider_jetstream.core.errors import (
 from airflow_provider_jetstream.core.manage.buckets import KV_OPERATION, REMOVED, KvEntry, bucket_layout_of
 from airflow_provider_jetstream.core.protocol import HEARTBEAT, REQUEST_DONE, RESUME, RETRY_AFTER, parse_ack_reply
 from airflow_provider_jetstream.core.read.pull import PullRequests, create_ephemeral_consumer, discard_consumer
+from airflow_provider_jetstream.core.tasks import next_item
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +123,7 @@ async def watch_key(api: JetStreamApi, bucket: str, key: str, *, quiet_after: fl
                     asked = time.monotonic()
                     await requests.ask(64)
                 try:
-                    msg = await asyncio.wait_for(arrived.get(), quiet_after + api.timeout)
+                    msg = await next_item(arrived, quiet_after + api.timeout)
                 except asyncio.TimeoutError:  # the server dropped the request: a refusal, or a lost link
                     refusal = refusal_since(api.nc, asked, subject=requests.subject)
                     if refusal:

@@ -25,7 +25,6 @@ from typing import Any, Protocol
 
 import nats.errors
 
-from airflow_provider_jetstream.core.connection.client import wait_task
 from airflow_provider_jetstream.core.errors import (
     REFUSE,
     RETRY,
@@ -37,6 +36,7 @@ from airflow_provider_jetstream.core.errors import (
     disposition,
 )
 from airflow_provider_jetstream.core.status.report import format_seconds
+from airflow_provider_jetstream.core.tasks import wait_task
 
 #: Seconds between two "cannot check yet" lines while a target does not answer.
 LOG_HEARTBEAT = 60.0
