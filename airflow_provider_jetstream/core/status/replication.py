@@ -478,10 +478,11 @@ async def check_replication(nc: Client, api: JetStreamApi, watch: ReplicationWat
         if found is not None and found.state in ("ok", "unreachable"):
             # An unreachable origin too: what the copy holds of it, against its last known sequence.
             held[status.key] = await held_seq(api, after, status, found)
-            looked_up = looked_up or (status.kind == "source" and status.seq is None)
+            looked_up = looked_up or status.kind == "source"
     if looked_up:
-        # A lookup may find copies stored after ``after`` was read: the state reported beside the
-        # verdicts is read last, so it never counts fewer messages than the verdicts saw held.
+        # A lookup may find copies stored after ``after`` was read, and a source's ``seq`` (2.15) can move
+        # just before its copy is stored (one STREAM.INFO said held 2, messages 1): the state reported
+        # beside the verdicts is read last, so it never counts fewer messages than the verdicts saw held.
         after = await leading_stream_info(api, watch.stream)
     now = time.time()
     measured: dict[str, Headroom] = {}
