@@ -176,14 +176,33 @@ class OperatorLineageMixin:
     _lineage_recorded: bool = False
 
     def declare_lineage_outlet(self) -> None:
-        """Declare ``AssetAlias("jetstream:<dag_id>.<task_id>")`` as the outlet, unless outlets were given."""
+        """Declare ``AssetAlias("jetstream:<dag_id>.<task_id>")`` as the outlet, unless outlets were given
+        (the alias :meth:`partial` declared for a mapped task is this one)."""
         from airflow.sdk import AssetAlias
 
-        if getattr(self, "outlets", None):
-            return
         owner = f"{self.dag_id}." if self.has_dag() else ""  # type: ignore[attr-defined]
-        self._lineage_alias_name = f"{ALIAS_PREFIX}{owner}{self.task_id}"  # type: ignore[attr-defined]
-        self.outlets = [AssetAlias(name=self._lineage_alias_name)]
+        name = f"{ALIAS_PREFIX}{owner}{self.task_id}"  # type: ignore[attr-defined]
+        outlets = getattr(self, "outlets", None)
+        if outlets and outlets != [AssetAlias(name=name)]:
+            return
+        self._lineage_alias_name = name
+        self.outlets = [AssetAlias(name=name)]
+
+    @classmethod
+    def partial(cls, **kwargs: Any) -> Any:
+        """A mapped task's ``partial``: the alias outlet is declared here, when the DAG is parsed, so Airflow
+        registers it with the DAG. Declared only as each mapped instance runs, it would be registered by the
+        first instance to succeed, and two succeeding at once both insert it: one fails (a unique key)."""
+        if not kwargs.get("outlets"):
+            from airflow.sdk import AssetAlias
+            from airflow.sdk.definitions._internal.contextmanager import DagContext, TaskGroupContext
+
+            dag = kwargs.get("dag") or DagContext.get_current()
+            group = kwargs.get("task_group") or (TaskGroupContext.get_current(dag) if dag else None)
+            task_id = group.child_id(kwargs["task_id"]) if group else kwargs["task_id"]
+            owner = f"{dag.dag_id}." if dag else ""
+            kwargs["outlets"] = [AssetAlias(name=f"{ALIAS_PREFIX}{owner}{task_id}")]
+        return super().partial(**kwargs)  # type: ignore[misc]
 
     @property
     def lineage_alias(self) -> AssetAlias | None:

@@ -56,8 +56,12 @@ with DAG(
     put_key = JetStreamKeyValuePutOperator(
         task_id="put_key", jetstream_conn_id="{{ params.hub_conn }}", bucket="{{ params.name }}_cfg", key="k", value="v"
     )
+    # Mapped: its instances share one alias outlet, declared when the DAG is parsed.
+    put_keys = JetStreamKeyValuePutOperator.partial(
+        task_id="put_keys", jetstream_conn_id="{{ params.hub_conn }}", bucket="{{ params.name }}_cfg"
+    ).expand_kwargs([{"key": "a", "value": "1"}, {"key": "b", "value": "2"}])
     create_edge >> publish_edge >> mirror_to_hub
-    create_bucket >> put_key
+    create_bucket >> put_key >> put_keys
 
 with DAG(
     "lineage_downstream",

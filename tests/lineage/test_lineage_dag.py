@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from airflow_provider_jetstream.testing.servers import USERS
-from tests.support.lineage import asset_events, queued_for, sync_test_dags
+from tests.support.lineage import alias_registered, asset_events, queued_for, sync_test_dags
 
 NS = "jetstream://lineage-nats"
 
@@ -27,6 +27,9 @@ def test_edge_to_hub_lineage_and_the_downstream_dag_is_queued(
     monkeypatch.setenv("JETSTREAM_LINEAGE_NAME", name)  # the downstream DAG's schedule, when parsed
     edge, hub = acc_conn(jetstream_conn, hub_leaf.leaves["leaf"]), acc_conn(jetstream_conn, hub_leaf.hub)
     sync_test_dags()
+    # A mapped task's alias is registered with the DAG, before any instance runs (two instances succeeding at
+    # once would otherwise both insert it, and one would fail).
+    assert alias_registered("jetstream:lineage_edge_to_hub.put_keys")
 
     run = upstream.test(run_conf={"edge_conn": edge, "hub_conn": hub, "name": name})
 
@@ -50,8 +53,9 @@ def test_edge_to_hub_lineage_and_the_downstream_dag_is_queued(
     assert [e["task_id"] for e in published] == ["create_edge", "publish_edge"]
     assert published[1]["extra"] == {"subject": f"{name}.reading", "first_seq": 1, "last_seq": 3}
     kv = asset_events(f"{NS}/hub/KV_{name}_cfg")
-    assert [e["task_id"] for e in kv] == ["create_bucket", "put_key"]
+    assert [e["task_id"] for e in kv] == ["create_bucket", "put_key", "put_keys", "put_keys"]
     assert kv[1]["extra"] == {"key": "k", "revision": 1}
+    assert sorted(e["extra"]["key"] for e in kv[2:]) == ["a", "b"]
     # The DAG scheduled on Asset("jetstream://lineage-nats/hub/<name>-hub") is queued.
     assert queued_for("lineage_downstream") == [hub_uri]
 

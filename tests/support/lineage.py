@@ -57,3 +57,13 @@ def asset_events(uri: str) -> list[dict[str, Any]]:
             {"dag_id": e.source_dag_id, "task_id": e.source_task_id, "extra": dict(e.extra or {})}
             for e in sorted(rows, key=lambda e: e.id)
         ]
+
+
+def alias_registered(name: str) -> bool:
+    """Whether the asset alias ``name`` is in the metadata DB."""
+    from airflow.models.asset import AssetAliasModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        return session.scalar(select(AssetAliasModel.id).where(AssetAliasModel.name == name)) is not None
