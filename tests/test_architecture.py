@@ -98,7 +98,7 @@ MAY_IMPORT = {
     "queues": {"core", "triggers", "assets"},
     "testing": {"core"},
     "utils": set(),
-    "ui": {"core", "hooks", "assets"},
+    "ui": {"core", "hooks", "assets", "utils"},
 }
 
 

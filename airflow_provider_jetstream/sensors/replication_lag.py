@@ -12,6 +12,7 @@ from airflow_provider_jetstream.core.signatures.waits import SENSOR
 from airflow_provider_jetstream.core.status.replication import ReplicationWatch
 from airflow_provider_jetstream.sensors.base import BaseJetStreamSensor
 from airflow_provider_jetstream.triggers.replication_lag import JetStreamReplicationLagTrigger
+from airflow_provider_jetstream.utils.notes import leave_note
 
 
 class JetStreamReplicationLagSensor(BaseJetStreamSensor):
@@ -116,9 +117,19 @@ class JetStreamReplicationLagSensor(BaseJetStreamSensor):
         trigger.confirm_errors = self.reschedule and not self._state_persisted
         return trigger
 
+    def execute(self, context: Any) -> Any:
+        return self._noted(context, super().execute(context))
+
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
         """The trigger's reading; succeeding without some origins is said at WARNING in the task's own log."""
         result = super().execute_complete(context, event)
         if isinstance(result, dict) and result.get("note"):
             self.log.warning("%s", result["note"])
+        return self._noted(context, result)
+
+    @staticmethod
+    def _noted(context: Any, result: Any) -> Any:
+        """Succeeding without some origins is also the task's note in the grid (set when the run ends)."""
+        if isinstance(result, dict) and result.get("note"):
+            leave_note(context, result["note"])
         return result

@@ -3,7 +3,8 @@
 It mounts the page's FastAPI app at ``/jetstream`` in Airflow's api-server and puts "JetStream" in the
 navigation's Browse menu, the page shown inside Airflow's UI (``/plugin/jetstream``); and it adds the
 api-server middleware that makes the connection list's Test button and the Edit form work for ``jetstream``
-connections (:class:`~airflow_provider_jetstream.ui.connection_form.ConnectionFormMiddleware`).
+connections (:class:`~airflow_provider_jetstream.ui.connection_form.ConnectionFormMiddleware`); and the
+listener that turns the notes tasks leave into their notes in the grid (:mod:`airflow_provider_jetstream.utils.notes`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from airflow.plugins_manager import AirflowPlugin
 
 from airflow_provider_jetstream.ui.app import app
 from airflow_provider_jetstream.ui.connection_form import ConnectionFormMiddleware
+from airflow_provider_jetstream.utils import notes
 
 
 class JetStreamPlugin(AirflowPlugin):
@@ -30,6 +32,8 @@ class JetStreamPlugin(AirflowPlugin):
             "url_route": "jetstream",
         }
     ]
+    # In the scheduler: the notes JetStream tasks left become their notes in the grid when the run ends.
+    listeners = [notes]
     fastapi_root_middlewares = [
         {"middleware": ConnectionFormMiddleware, "args": [], "kwargs": {}, "name": "jetstream connection form"}
     ]

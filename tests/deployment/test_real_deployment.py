@@ -5,7 +5,11 @@ Airflow's api-server, scheduler (LocalExecutor), dag-processor and triggerer as 
 a Spark standalone master with two workers, and a NATS hub with leaves ``leaf-a`` and ``leaf-b``.
 ``jetstream_edge_to_hub`` runs scheduled, then through the REST API without and with a logical date,
 while ``leaf-b`` is cut off from the hub for longer than the DAG's retry window, and once more after
-it is back. Every process is stopped at the end, on failure too, and none may be left.
+it is back. At each step (both leaves caught up, leaf-b cut, leaf-b back) Chromium shows the JetStream
+page inside Airflow's UI (test-output/stack-page-{before,during,after}.png) and the test asserts what it
+shows: leaf-b unreachable with its lag unknown (never a false 0), then caught up, in the page's history.
+The run that went on without leaf-b says so in its sensor's task note. Every process is stopped at the
+end, on failure too, and none may be left.
 
 Select it alone with ``pytest -m deployment``. The DAGs' retry settings are shortened through
 their ``JETSTREAM_*`` variables (1 retry, 5 s apart), so the cut outlasts every retry of a per-leaf
@@ -18,8 +22,6 @@ import asyncio
 import contextlib
 import datetime as dt
 import json
-import os
-import shutil
 import sys
 import time
 from collections.abc import Iterator
@@ -31,7 +33,8 @@ import psutil
 import pytest
 
 from local_stack.processes import wait_until
-from local_stack.stack import LocalStack
+from local_stack.stack import NATS_CONN_ID, LocalStack
+from tests.support.airflow_ui import OUTPUT, chromium, get, login_token, open_jetstream_page
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "dags"))
@@ -42,11 +45,6 @@ RETRIES, RETRY_DELAY = 1, 5.0
 #: Everything a per-leaf step's retries could wait: the cut must last longer.
 RETRY_WINDOW = RETRIES * RETRY_DELAY
 RUN_TIMEOUT = 420.0
-CHROMIUM = os.environ.get("CHROMIUM_PATH") or shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync",
-]  # fmt: skip
 
 pytestmark = [pytest.mark.deployment, pytest.mark.timeout(1200)]
 _T0 = time.monotonic()
@@ -244,6 +242,12 @@ def test_edge_to_hub_scheduled_rest_and_leaf_outage(stack: LocalStack) -> None:
     assert rows_per_leaf(rows) == {"leaf-a": 30, "leaf-b": 20}
     exactly_once(rows)
     assert hub_kv(stack, cfg.CHECKPOINT_KEY)["seq"] == 50
+    found, text = jetstream_page(stack, "before")
+    assert all(domain["reachable"] for domain in found["domains"]), found["domains"]
+    assert {leaf: aggregate_origin(found, leaf)["state"] for leaf in ("leaf-a", "leaf-b")} == dict.fromkeys(
+        ("leaf-a", "leaf-b"), "caught up"
+    )
+    assert "Domain leaf-b" in text and cfg.AGGREGATE_STREAM in text
 
     # 2. leaf-b is cut off; each edge keeps publishing locally (leaf-b's readings stay on leaf-b).
     stack.nats.disconnect_leaf("leaf-b")
@@ -270,12 +274,20 @@ def test_edge_to_hub_scheduled_rest_and_leaf_outage(stack: LocalStack) -> None:
     assert away["since"] and dt.datetime.fromisoformat(away["since"]) <= dt.datetime.fromisoformat(reach["checked_at"])
     unreachable = xcom(stack, manual, "wait_replicated")["unreachable"]
     assert [origin["domain"] for origin in unreachable] == ["leaf-b"]
+    # What the grid shows on the sensor's task: it went on without leaf-b (set as the run ended).
+    note = stack.airflow.api.request("GET", f"/dags/{DAG_ID}/dagRuns/{manual}/taskInstances/wait_replicated")["note"]
+    assert note and note.startswith("Proceeded without 1 origin(s)") and "leaf-b" in note, note
     rows = parquet(stack)
     assert rows_per_leaf(rows) == {"leaf-a": 35, "leaf-b": 20}  # the reachable data, not the late data
     exactly_once(rows)
     assert hub_kv(stack, cfg.CHECKPOINT_KEY)["seq"] == 55
     marker = run_marker(stack, manual)
     assert marker["run_id"] == manual and marker["logical_date"] == "" and marker["proceeded_without"] == "leaf-b"
+    found, text = jetstream_page(stack, "during")
+    away = aggregate_origin(found, "leaf-b")
+    assert away["state"] == "unreachable" and away["behind"] is None, away  # never a false 0
+    assert aggregate_origin(found, "leaf-a")["state"] == "caught up"
+    assert "lag unknown" in text and "UNREACHABLE" in text
     assert time.monotonic() - cut_at > RETRY_WINDOW  # longer than every retry of a per-leaf step
 
     # 4. REST with a logical date, waiting for every edge: the sensor defers to the triggerer while
@@ -319,39 +331,66 @@ def test_edge_to_hub_scheduled_rest_and_leaf_outage(stack: LocalStack) -> None:
     assert hub_kv(stack, cfg.CHECKPOINT_KEY)["seq"] == 62
     marker = run_marker(stack, waiting)
     assert marker["run_id"] == waiting and marker["proceeded_without"] == "" and marker["logical_date"]
+    found, text = jetstream_page(stack, "after")
+    assert (
+        aggregate_origin(found, "leaf-b")["state"] == "caught up" and aggregate_origin(found, "leaf-b")["behind"] == 0
+    )
+    news = [n["what"] for n in found["history"]["news"]]
+    assert "domain leaf-b UNREACHABLE" in news and "domain leaf-b reachable" in news, news
+    assert "domain leaf-b reachable" in text
+    assert stack.airflow.admin_password not in json.dumps(found) + text
+
+
+def jetstream_page(stack: LocalStack, name: str) -> tuple[dict[str, Any], str]:
+    """The JetStream page for the stack's connection: its JSON, and its text in Chromium inside Airflow's UI
+    (a screenshot, test-output/stack-page-{name}.png)."""
+    url = stack.airflow.url
+    token = login_token(url, "admin", stack.airflow.admin_password)
+    status, body = get(f"{url}/jetstream/api/connections/{NATS_CONN_ID}", token)
+    assert status == 200, body[-2000:]
+    with chromium() as browser:
+        context, page, frame = open_jetstream_page(browser, url, token, NATS_CONN_ID)
+        text = frame.locator("body").inner_text()
+        OUTPUT.mkdir(exist_ok=True)
+        page.screenshot(path=str(OUTPUT / f"stack-page-{name}.png"), full_page=True)
+        context.close()
+    phase(f"JetStream page {name}: screenshot saved")
+    return json.loads(body), text
+
+
+def aggregate_origin(found: dict[str, Any], leaf: str) -> dict[str, Any]:
+    """The hub aggregate's replication state from ``leaf``, as the page's JSON gives it."""
+    (hub,) = [d for d in found["domains"] if d["domain"] == cfg.HUB_DOMAIN]
+    (aggregate,) = [s for s in hub["streams"] if s["name"] == cfg.AGGREGATE_STREAM]
+    (origin,) = [o for o in aggregate["replication"]["origins"] if o["domain"] == leaf]
+    return origin
 
 
 def test_grid_view_shows_the_successful_runs(stack: LocalStack) -> None:
     """The DAG's grid in Airflow's UI, in Debian's Chromium, after the runs above: saved to test-output/."""
-    assert CHROMIUM, "Chromium is not installed (Debian: apt-get install chromium; .ci/run does it)"
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     runs = stack.airflow.api.request("GET", f"/dags/{DAG_ID}/dagRuns?state=success&order_by=-run_after&limit=1")
     runs = runs["dag_runs"]
     assert runs, "no successful run to show"
     run_id = runs[0]["dag_run_id"]
-    output = REPO / "test-output"
-    output.mkdir(exist_ok=True)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1600, "height": 1000})
-            page.goto(f"{stack.airflow.url}/dags/{DAG_ID}/runs/{run_id}")
-            # A new browser is not logged in: the simple auth manager's form, then back to the run.
-            page.locator("input[name=username]").wait_for(timeout=60000)
-            page.locator("input[name=username]").fill("admin")
-            page.locator("input[name=password]").fill(stack.airflow.admin_password)
-            page.get_by_role("button", name="Sign in").click()
-            page.wait_for_url(f"**/dags/{DAG_ID}/runs/**", timeout=60000)
-            # The grid has a column for the run with a cell per task (a mapped task's instances share one), and
-            # the run's header says it succeeded.
-            page.locator(f'[data-run-id="{run_id}"]').first.wait_for(timeout=60000)
-            tasks = {name.partition("[")[0] for name in task_states(stack, run_id)}
-            expect(page.locator(f'[data-testid^="grid-{run_id}-"]')).to_have_count(len(tasks), timeout=60000)
-            badge = page.get_by_test_id("header-card").get_by_test_id("state-badge").first
-            expect(badge).to_have_text("Success", timeout=60000)
-            page.wait_for_load_state("networkidle")
-            page.screenshot(path=str(output / "edge-to-hub-grid.png"))
-            phase("grid screenshot saved")
-        finally:
-            browser.close()
+    OUTPUT.mkdir(exist_ok=True)
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1600, "height": 1000})
+        page.goto(f"{stack.airflow.url}/dags/{DAG_ID}/runs/{run_id}")
+        # A new browser is not logged in: the simple auth manager's form, then back to the run.
+        page.locator("input[name=username]").wait_for(timeout=60000)
+        page.locator("input[name=username]").fill("admin")
+        page.locator("input[name=password]").fill(stack.airflow.admin_password)
+        page.get_by_role("button", name="Sign in").click()
+        page.wait_for_url(f"**/dags/{DAG_ID}/runs/**", timeout=60000)
+        # The grid has a column for the run with a cell per task (a mapped task's instances share one), and
+        # the run's header says it succeeded.
+        page.locator(f'[data-run-id="{run_id}"]').first.wait_for(timeout=60000)
+        tasks = {name.partition("[")[0] for name in task_states(stack, run_id)}
+        expect(page.locator(f'[data-testid^="grid-{run_id}-"]')).to_have_count(len(tasks), timeout=60000)
+        badge = page.get_by_test_id("header-card").get_by_test_id("state-badge").first
+        expect(badge).to_have_text("Success", timeout=60000)
+        page.wait_for_load_state("networkidle")
+        page.screenshot(path=str(OUTPUT / "edge-to-hub-grid.png"))
+        phase("grid screenshot saved")

@@ -1,6 +1,7 @@
 """Real Airflow processes: 200 announcements, the triggerer killed -9 half-way; all stored, none acked before stored.
 A deferred await-message sensor across two triggerer kills (looking, then holding the match): one match, each
-message acked once; the next run's sensor waits for that one (its consumer serves one run at a time)."""
+message acked once; the next run's sensor waits for that one (its consumer serves one run at a time). A run whose
+sensor went on without an unreachable leaf says so in its task's note."""
 
 from __future__ import annotations
 
@@ -74,6 +75,24 @@ with DAG(dag_id="{dag_id}", schedule=None, start_date=pendulum.datetime(2026, 1,
         ack_wait=5, max_wait=1, deferrable=True, timeout=600,
     )
 '''
+NOTED, NOTE_DAG_ID = "NOTED", "note_proof"
+NOTE_DAG = f'''
+"""Declares a hub stream sourcing leaf-a and a leaf that does not exist; the sensor goes on without the latter."""
+import pendulum
+from airflow.sdk import DAG
+from airflow_provider_jetstream.operators.streams import JetStreamCreateSourcedStreamOperator
+from airflow_provider_jetstream.sensors.replication_lag import JetStreamReplicationLagSensor
+
+with DAG(dag_id="{NOTE_DAG_ID}", schedule=None, start_date=pendulum.datetime(2026, 1, 1), catchup=False):
+    declare = JetStreamCreateSourcedStreamOperator(
+        task_id="declare", jetstream_conn_id="nats_hub", domain="hub", name="{NOTED}",
+        sources=[{{"name": "{NOTED}", "domain": "leaf-a"}}, {{"name": "{NOTED}", "domain": "leaf-gone"}}],
+    )
+    declare >> JetStreamReplicationLagSensor(
+        task_id="caught_up", jetstream_conn_id="nats_hub", domain="hub", stream="{NOTED}",
+        unreachable_origins="proceed", max_inactive="1h", poke_interval=1, timeout=300,
+    )
+'''
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -85,6 +104,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Local
     (dags / "events_proof.py").write_text(DAG)
     (dags / "events_fanout.py").write_text(FAN_DAG)
     record, gate = work / "examined.txt", work / "gate"
+    (dags / "note_proof.py").write_text(NOTE_DAG)
     (dags / "await_proof.py").write_text(
         AWAIT_DAG.format(dag_id=AWAIT_DAG_ID, stream=AWAITED, record=str(record), gate=str(gate))
     )
@@ -136,6 +156,7 @@ async def create_streams(url: str) -> None:
     await nc.jetstream().add_stream(StreamConfig(name=STREAM, subjects=["announce.leaf-a.>"]))
     await nc.jetstream().add_stream(StreamConfig(name=FANOUT, subjects=["fan.>"]))
     await nc.jetstream().add_stream(StreamConfig(name=AWAITED, subjects=["await.leaf-a.>"]))
+    await nc.jetstream().add_stream(StreamConfig(name=NOTED, subjects=["noted.leaf-a.>"]))
     await nc.drain()
 
 
@@ -424,3 +445,25 @@ def test_a_deferred_await_sensor_survives_triggerer_kills_without_losing_or_rema
     monitor.done.set()
     monitor.join(scaled(30))
     assert sorted(monitor.acked) == list(range(1, later[-1] + 1))  # each acked exactly once
+
+
+def test_a_run_that_went_on_without_an_unreachable_origin_says_so_in_the_grid(deployment) -> None:
+    """The sensor proceeds without the leaf that never answers: its task's note (what the grid shows) says
+    so once the run ended, set by the provider's listener in the scheduler; the other task has no note."""
+    _, _, airflow = deployment
+    api = airflow.api
+    airflow.wait_dags([NOTE_DAG_ID])
+    run_id = api.request("POST", f"/dags/{NOTE_DAG_ID}/dagRuns", {"logical_date": None})["dag_run_id"]
+
+    def task(task_id: str) -> dict:
+        return api.request("GET", f"/dags/{NOTE_DAG_ID}/dagRuns/{run_id}/taskInstances/{task_id}")
+
+    def succeeded() -> bool:
+        state = api.request("GET", f"/dags/{NOTE_DAG_ID}/dagRuns/{run_id}")["state"]
+        assert state != "failed", task("caught_up")
+        return state == "success"
+
+    wait_until("the run succeeded", succeeded, timeout=scaled(180))
+    note = task("caught_up")["note"] or ""
+    assert note.startswith(f"Proceeded without 1 origin(s) of {NOTED!r}: source {NOTED!r} in leaf-gone"), note
+    assert task("declare")["note"] is None

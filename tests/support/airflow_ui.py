@@ -106,3 +106,17 @@ def get(url: str, token: str | None = None) -> tuple[int, bytes]:
             return response.status, response.read()
     except urllib.error.HTTPError as err:
         return err.code, err.read()
+
+
+def open_jetstream_page(browser: Any, url: str, user_token: str, conn_id: str) -> tuple[Any, Any, Any]:
+    """The JetStream page inside Airflow's UI, ``conn_id`` chosen and checked as a person does: the browser
+    context, the page and the plugin's frame."""
+    context = browser.new_context(viewport={"width": 1800, "height": 1400})
+    context.add_cookies([{"name": "_token", "value": user_token, "url": url}])
+    page = context.new_page()
+    page.goto(f"{url}/plugin/jetstream", wait_until="networkidle")
+    frame = page.frame_locator("iframe").first
+    frame.locator("select[name=conn_id]").select_option(conn_id, timeout=30000)
+    frame.get_by_role("button", name="Check").click()
+    frame.locator("h2", has_text="Domains").wait_for(timeout=60000)
+    return context, page, frame

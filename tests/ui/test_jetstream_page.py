@@ -12,8 +12,8 @@ unknown lag, then caught up again; Chromium shows the page inside Airflow's UI a
 test-output/jetstream-page-{before,during,after}.png) and the test reads its text. A DAG run (``dag.test()``)
 declares a hub stream and publishes to it: the page links that stream to the run, for those who may read the
 DAG, and the link opens the run in Airflow's UI (test-output/jetstream-page-{links,run}.png).
-Against the suite's topology rather than `make stack`: the stack's Spark cluster and scheduler add minutes
-and nothing this page reads.
+The same page across ``make stack``'s leaf cut is asserted in ``tests/deployment/test_real_deployment.py``;
+here, the suite's topology lets the test cut its own leaf and add users and teams.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import pytest
 
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.testing.servers import USERS, LocalTopology
-from tests.support.airflow_ui import OUTPUT, api_server, chromium, get, login_token
+from tests.support.airflow_ui import OUTPUT, api_server, chromium, get, login_token, open_jetstream_page
 from tests.support.packaging import BuiltWheel, run
 from tests.support.waiting import wait_until
 
@@ -173,17 +173,7 @@ def screenshot(server: dict[str, Any], name: str, expect: str) -> str:
 
 
 def _open_page(browser: Any, server: dict[str, Any], user_token: str) -> tuple[Any, Any, Any]:
-    """The page in Airflow's UI, the connection chosen and checked: the browser context, the page, its frame."""
-    context = browser.new_context(viewport={"width": 1800, "height": 1400})
-    context.add_cookies([{"name": "_token", "value": user_token, "url": server["url"]}])
-    page = context.new_page()
-    page.goto(f"{server['url']}/plugin/jetstream", wait_until="networkidle")
-    frame = page.frame_locator("iframe").first
-    # As a person does: choose the connection (the test DB may hold others) and check it.
-    frame.locator("select[name=conn_id]").select_option(CONN_ID, timeout=30000)
-    frame.get_by_role("button", name="Check").click()
-    frame.locator("h2", has_text="Domains").wait_for(timeout=60000)
-    return context, page, frame
+    return open_jetstream_page(browser, server["url"], user_token, CONN_ID)
 
 
 def _screenshot(browser: Any, server: dict[str, Any], name: str, expect: str) -> str:
