@@ -94,7 +94,7 @@ async def summary(topology: LocalTopology) -> list[str]:
     import nats
 
     from airflow_provider_jetstream.core.api import JetStreamApi
-    from airflow_provider_jetstream.core.status.replication import ReplicationWatch
+    from airflow_provider_jetstream.core.status.replication import ReplicationWatch, check_replication
 
     lines = []
     nc = await nats.connect(topology.url())
@@ -107,8 +107,9 @@ async def summary(topology: LocalTopology) -> list[str]:
             listed = ", ".join(f"{s['config']['name']} ({s['state']['messages']})" for s in streams)
             lines.append(f"  {domain:7} {listed}")
         hub = JetStreamApi(nc, f"$JS.{cfg.HUB_DOMAIN}.API")
-        aggregate = await hub.stream_info(cfg.AGGREGATE_STREAM)
-        lines += ["", ReplicationWatch(stream=cfg.AGGREGATE_STREAM, max_inactive=30).judge(aggregate).table()]
+        # The exact check the pipeline's sensor makes: each origin asked for its last sequence in its own domain.
+        watch = ReplicationWatch(stream=cfg.AGGREGATE_STREAM, max_inactive=30)
+        lines += ["", (await check_replication(nc, hub, watch)).table()]
         kv = await nc.jetstream(domain=cfg.HUB_DOMAIN).key_value(cfg.PIPELINE_BUCKET)
         checkpoint = await kv.get(cfg.CHECKPOINT_KEY)
         lines += ["", f"  checkpoint {cfg.PIPELINE_BUCKET}/{cfg.CHECKPOINT_KEY} (revision {checkpoint.revision}): "

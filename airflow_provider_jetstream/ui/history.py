@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pendulum
+
 from airflow_provider_jetstream.core.status.report import iso_utc
 
 #: The Variable of a connection's page history: ``jetstream_page.<conn_id>``.
@@ -26,10 +28,10 @@ def variable_key(conn_id: str) -> str:
     return f"{KEY_PREFIX}{conn_id}"
 
 
-def _states(overview: dict[str, Any]) -> tuple[dict[str, bool], dict[str, tuple[str, str]]]:
+def _states(overview: dict[str, Any]) -> tuple[dict[str, bool], dict[str, tuple[str, str, str | None]]]:
     domains = {d["domain"]: d["reachable"] for d in overview["domains"]}
     origins = {
-        f"{s['key']} <- {o['key']}": (o["state"], o["summary"])
+        f"{s['key']} <- {o['key']}": (o["state"], o["summary"], o.get("unreachable_since"))
         for d in overview["domains"]
         for s in d["streams"]
         for o in (s["replication"] or {}).get("origins", [])
@@ -37,25 +39,51 @@ def _states(overview: dict[str, Any]) -> tuple[dict[str, bool], dict[str, tuple[
     return domains, origins
 
 
+def _outage_starts(overview: dict[str, Any]) -> dict[str, str]:
+    """Per domain, the earliest outage start its origins report (``unreachable_since``: the copy's last
+    contact with the origin, as its server reports it)."""
+    starts: dict[str, str] = {}
+    for d in overview["domains"]:
+        for s in d["streams"]:
+            for o in (s["replication"] or {}).get("origins", []):
+                since, domain = o.get("unreachable_since"), o.get("domain")
+                if since and domain and (domain not in starts or _instant(since) < _instant(starts[domain])):
+                    starts[domain] = since
+    return starts
+
+
+def _instant(text: str) -> float:
+    return pendulum.parse(text).timestamp()
+
+
+def _began(reported: str | None, at: str) -> str:
+    """When a state began: the outage start a server reported, if it is before this check, else this check."""
+    return reported if reported and _instant(reported) < _instant(at) else at
+
+
 def record_check(history: dict[str, Any] | None, overview: dict[str, Any], now: float) -> dict[str, Any]:
     """The history after this check, and the overview annotated with it (each domain's and origin's
-    ``since``): a domain whose reachability changed, an origin whose state changed, is news."""
+    ``since``): a domain whose reachability changed, an origin whose state changed, is news. An outage's
+    ``since`` is its start as the hub's server reports it (the same instant the sensors' XComs give), when
+    known, not the moment this page first saw it."""
     history = dict(history or {})
     at = iso_utc(now)
     known_domains: dict[str, Any] = dict(history.get("domains") or {})
     known_origins: dict[str, Any] = dict(history.get("origins") or {})
     news: list[dict[str, Any]] = list(history.get("news") or [])
     domains, origins = _states(overview)
+    starts = _outage_starts(overview)
     for domain, reachable in domains.items():
         before = known_domains.get(domain)
         if before is None or before["reachable"] != reachable:
-            known_domains[domain] = {"reachable": reachable, "since": at}
+            since = at if reachable else _began(starts.get(domain), at)
+            known_domains[domain] = {"reachable": reachable, "since": since}
             what = "reachable" if reachable else "UNREACHABLE"
             news.append({"at": at, "what": f"domain {domain} {what}" + (" (first seen)" if before is None else "")})
-    for key, (state, summary) in origins.items():
+    for key, (state, summary, outage) in origins.items():
         before = known_origins.get(key)
         if before is None or before["state"] != state:
-            known_origins[key] = {"state": state, "since": at}
+            known_origins[key] = {"state": state, "since": _began(outage, at)}
             news.append({"at": at, "what": f"{key}: {summary}" + (" (first seen)" if before is None else "")})
     for domain in overview["domains"]:
         domain["since"] = known_domains[domain["domain"]]["since"]

@@ -60,3 +60,21 @@ def test_the_page_escapes_what_servers_and_connections_say() -> None:
     # The page's own script (links opening in Airflow's window) is the only one; what servers say is text.
     assert text.count("<script>") == 1 and "<script>alert" not in text and "&lt;script&gt;alert(1)" in text
     assert "<b>bad" not in text and "&lt;c&gt;" in text
+
+
+def test_an_outage_is_dated_from_the_hubs_last_contact_on_every_row() -> None:
+    """The leaf's row and its origin's row give the same start for one outage: the hub's last contact
+    (what the sensors' XComs say), not when the page first saw it."""
+    record = record_check(None, overview(True, "caught up", "caught up"), 100.0)
+    cut = overview(False, "unreachable", "unreachable since 1970-01-01T00:02:10Z: lag unknown")
+    origin = cut["domains"][0]["streams"][0]["replication"]["origins"][0]
+    origin.update(domain="leaf", unreachable_since="1970-01-01T00:02:10Z")
+    record_check(record, cut, 160.0)
+    assert cut["domains"][1]["since"] == origin["since"] == "1970-01-01T00:02:10Z"
+    # A reported start after the check itself (clocks apart) is not used: the check's time is.
+    later = overview(False, "unreachable", "unreachable since 1970-01-01T00:09:00Z: lag unknown")
+    later["domains"][0]["streams"][0]["replication"]["origins"][0].update(
+        domain="leaf", unreachable_since="1970-01-01T00:09:00Z"
+    )
+    record_check(None, later, 160.0)
+    assert later["domains"][1]["since"] == "1970-01-01T00:02:40Z"
