@@ -22,6 +22,7 @@ from airflow_provider_jetstream.core.consume.matching import task_consumer_name
 from airflow_provider_jetstream.testing.servers import USERS, LocalTopology
 from local_stack.airflow_stack import LocalAirflow
 from local_stack.processes import LocalPostgres, ManagedProcess, wait_until
+from tests.support.airflow_ui import OUTPUT, chromium, login_token
 from tests.support.natsutil import acked_through, consumer_state
 from tests.support.waiting import scaled
 
@@ -467,3 +468,16 @@ def test_a_run_that_went_on_without_an_unreachable_origin_says_so_in_the_grid(de
     note = task("caught_up")["note"] or ""
     assert note.startswith(f"Proceeded without 1 origin(s) of {NOTED!r}: source {NOTED!r} in leaf-gone"), note
     assert task("declare")["note"] is None
+    # As a person sees it: the task's page in Airflow's UI, in Chromium, the note under its header
+    # (test-output/task-note.png).
+    token = login_token(airflow.url, "admin", airflow.admin_password)
+    with chromium() as browser:
+        context = browser.new_context(viewport={"width": 1600, "height": 1000})
+        context.add_cookies([{"name": "_token", "value": token, "url": airflow.url}])
+        page = context.new_page()
+        page.goto(f"{airflow.url}/dags/{NOTE_DAG_ID}/runs/{run_id}/tasks/caught_up", wait_until="networkidle")
+        # The note (Markdown, a paragraph), not the log's line of the same text.
+        page.get_by_role("paragraph").filter(has_text=note).wait_for(timeout=60000)
+        OUTPUT.mkdir(exist_ok=True)
+        page.screenshot(path=str(OUTPUT / "task-note.png"))
+        context.close()
