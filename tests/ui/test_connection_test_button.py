@@ -92,7 +92,11 @@ def _row(page: Any, conn_id: str) -> Any:
 
 def _click_test(page: Any, conn_id: str) -> dict[str, Any]:
     """Click the row's Test button; the API's answer to the page."""
-    page.mouse.move(0, 0)  # the previous button's tooltip would take the click
+    from playwright.sync_api import expect
+
+    # The previous button's tooltip would take the click: move away, and wait until it has closed.
+    page.mouse.move(0, 0)
+    expect(page.locator('[data-scope="tooltip"][data-part="content"]:visible')).to_have_count(0, timeout=30000)
     button = _row(page, conn_id).get_by_role("button", name="Test Connection")
     with page.expect_response(lambda r: r.url.endswith("/api/v2/connections/test")) as answer:
         button.click()
@@ -101,7 +105,8 @@ def _click_test(page: Any, conn_id: str) -> dict[str, Any]:
 
 
 def test_every_readme_shape_tests_green_from_the_list(api_server: str, browser, shapes, auth_servers) -> None:
-    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    # Tall enough that the answers' toasts (stacked at the bottom right) never cover a row's Test button.
+    page = browser.new_page(viewport={"width": 1400, "height": 2000})
     page.goto(f"{api_server}/connections", wait_until="networkidle")
     for conn_id, expected in shapes.items():
         answer = _click_test(page, conn_id)
