@@ -197,7 +197,8 @@ class _Run:
                         break
                     await self._apply([message], message)
         finally:
-            await stop_task(renewer)
+            with contextlib.suppress(asyncio.CancelledError):  # cancelled meanwhile: the naks below still go out
+                await stop_task(renewer)
             # What this run did not settle (a failure, an overflow) comes back at once, to the retry.
             for message in batch:
                 if message.ackable and message.verdict is None:
