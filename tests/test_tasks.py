@@ -18,10 +18,16 @@ from airflow_provider_jetstream.core.tasks import next_item, stop_task, wait_tas
 PACKAGE = Path(__file__).resolve().parents[1] / "airflow_provider_jetstream"
 
 
-async def _pulling(queue: asyncio.Queue[int], taken: list[int]) -> None:
+async def _pulling(queue: asyncio.Queue[int], waiting: asyncio.Event) -> None:
     while True:
+        waiting.set()
         with contextlib.suppress(asyncio.TimeoutError):
-            taken.append(await next_item(queue, 0.5))
+            await next_item(queue, 0.5)
+
+
+async def _never() -> None:
+    """Waits until cancelled."""
+    await asyncio.Event().wait()
 
 
 @pytest.mark.parametrize("turns", range(6))
@@ -30,8 +36,9 @@ def test_a_loop_cancelled_as_its_item_arrives_stops(turns: int) -> None:
 
     async def scenario() -> bool:
         queue: asyncio.Queue[int] = asyncio.Queue()
-        task = asyncio.create_task(_pulling(queue, []))
-        await asyncio.sleep(0.01)  # the loop waits for its next item
+        waiting = asyncio.Event()
+        task = asyncio.create_task(_pulling(queue, waiting))
+        await waiting.wait()  # the loop waits for its next item
         queue.put_nowait(1)
         for _ in range(turns):
             await asyncio.sleep(0)
@@ -61,8 +68,8 @@ def test_stop_task_ends_a_task_that_swallowed_a_cancellation() -> None:
 
     async def swallows_once() -> None:
         with contextlib.suppress(asyncio.CancelledError):  # lost, as inside wait_for
-            await asyncio.sleep(3600)
-        await asyncio.sleep(3600)
+            await _never()
+        await _never()
 
     async def scenario() -> bool:
         task = asyncio.create_task(swallows_once())
@@ -87,12 +94,14 @@ def test_a_caller_cancelled_while_stopping_a_task_goes_on_only_after_its_clean_u
     """A trigger cancelled while it stops its puller: the puller's clean-up (its naks) ends before the
     trigger goes on to close the connection."""
     order: list[str] = []
+    cleaning, release = asyncio.Event(), asyncio.Event()
 
     async def cleans_up_slowly() -> None:
         try:
-            await asyncio.sleep(3600)
+            await _never()
         finally:
-            await asyncio.sleep(0.2)
+            cleaning.set()
+            await release.wait()  # the clean-up takes a while (its naks)
             order.append("clean-up done")
 
     async def caller(task: asyncio.Task[None]) -> None:
@@ -105,8 +114,11 @@ def test_a_caller_cancelled_while_stopping_a_task_goes_on_only_after_its_clean_u
         task = asyncio.create_task(cleans_up_slowly())
         await asyncio.sleep(0)
         stopping = asyncio.create_task(caller(task))
-        await asyncio.sleep(0.05)
+        await cleaning.wait()  # stop_task cancelled the task; its clean-up runs
         stopping.cancel()
+        for _ in range(5):  # turns in which a caller that did not wait would go on
+            await asyncio.sleep(0)
+        release.set()
         await asyncio.wait({stopping}, timeout=5)
         return stopping.cancelled()
 
