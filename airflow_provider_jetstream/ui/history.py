@@ -13,8 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pendulum
-
+from airflow_provider_jetstream.core.arguments.durations import instant
 from airflow_provider_jetstream.core.status.report import iso_utc
 
 #: The Variable of a connection's page history: ``jetstream_page.<conn_id>``.
@@ -47,18 +46,14 @@ def _outage_starts(overview: dict[str, Any]) -> dict[str, str]:
         for s in d["streams"]:
             for o in (s["replication"] or {}).get("origins", []):
                 since, domain = o.get("unreachable_since"), o.get("domain")
-                if since and domain and (domain not in starts or _instant(since) < _instant(starts[domain])):
+                if since and domain and (domain not in starts or instant(since) < instant(starts[domain])):
                     starts[domain] = since
     return starts
 
 
-def _instant(text: str) -> float:
-    return pendulum.parse(text).timestamp()
-
-
 def _began(reported: str | None, at: str) -> str:
     """When a state began: the outage start a server reported, if it is before this check, else this check."""
-    return reported if reported and _instant(reported) < _instant(at) else at
+    return reported if reported and instant(reported) < instant(at) else at
 
 
 def record_check(history: dict[str, Any] | None, overview: dict[str, Any], now: float) -> dict[str, Any]:
