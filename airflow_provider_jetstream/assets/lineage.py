@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 import urllib.parse
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -160,6 +160,22 @@ async def domains_of(nc: Any, prefixes: Iterable[str], timeout: float) -> dict[s
     return found
 
 
+class _classes_only:
+    """A classmethod a task (an instance) may not call: as Airflow guards ``BaseOperator.partial``."""
+
+    def __init__(self, method: classmethod) -> None:
+        self.method = method
+
+    def __get__(self, task: object | None, cls: type | None = None) -> Callable[..., Any]:
+        if task is not None:
+
+            def partial(**kwargs: Any) -> Any:
+                raise TypeError("partial can only be called on Operator classes, not Tasks themselves")
+
+            return partial
+        return self.method.__get__(None, cls)
+
+
 class OperatorLineageMixin:
     """Lineage for an operator: an ``AssetAlias`` outlet unless ``outlets`` were given, the assets it
     resolves to at run time, and ``get_openlineage_facets_on_complete``.
@@ -188,6 +204,7 @@ class OperatorLineageMixin:
         self._lineage_alias_name = name
         self.outlets = [AssetAlias(name=name)]
 
+    @_classes_only
     @classmethod
     def partial(cls, **kwargs: Any) -> Any:
         """A mapped task's ``partial``: the alias outlet is declared here, when the DAG is parsed, so Airflow

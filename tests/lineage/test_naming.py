@@ -142,3 +142,11 @@ def test_operators_run_directly_name_the_connections_first_server(hub_leaf, hub_
         (dataset,) = op.get_openlineage_facets_on_complete(None).outputs
         assert (dataset.namespace, dataset.name) == (server, f"leaf/{origin}")
         assert dataset.facets["lifecycleStateChange"].lifecycleStateChange.value == change
+
+
+def test_partial_is_for_operator_classes_as_airflow_has_it() -> None:
+    mapped = JetStreamPublishOperator.partial(task_id="mapped_publish", subject="s").expand(messages=[["m"]])
+    assert mapped.operator_class is JetStreamPublishOperator
+    task = JetStreamPublishOperator(task_id="direct_publish", subject="s", messages=["m"])
+    with pytest.raises(TypeError, match="partial can only be called on Operator classes"):
+        task.partial(task_id="again")
