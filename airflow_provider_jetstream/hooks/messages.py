@@ -13,8 +13,8 @@ import datetime as dt
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-from airflow_provider_jetstream.core.api import JetStreamApi
-from airflow_provider_jetstream.core.consume.deliveries import Delivery, Send
+from airflow_provider_jetstream.core.api import FAILOVER_WAIT, JetStreamApi
+from airflow_provider_jetstream.core.consume.deliveries import Delivery, Send, send_settle
 from airflow_provider_jetstream.core.consume.fetch import ReadingConsumer, fetch_batch, reading_consumer
 from airflow_provider_jetstream.core.signatures.consume import CONSUME, FETCH
 from airflow_provider_jetstream.core.signatures.shared import REQUEST
@@ -27,13 +27,15 @@ class JetStreamMessagesHook(JetStreamObjectsHook):
     """Fetch and consume messages (see :class:`~airflow_provider_jetstream.hooks.jetstream.JetStreamHook`)."""
 
     def settle_sender(self) -> Send:
-        """How this hook's messages send their verdicts: on the shared connection of the running event loop
-        (opened for the one message when none is open: settle many from inside ``aconnect()``)."""
+        """How this hook's messages send their verdicts, each confirmed by the consumer (:func:`send_settle`):
+        on the shared connection of the running event loop (opened for the one message when none is open:
+        settle many from inside ``aconnect()``)."""
 
         async def send(reply: str, body: bytes) -> None:
+            config = await self.aget_conn_config()
             async with self.aconnect() as nc:
-                await nc.publish(reply, body)
-                await nc.flush()
+                timeout = config.connect_timeout
+                await send_settle(nc, reply, body, timeout=timeout, failover=max(FAILOVER_WAIT, timeout))
 
         return send
 

@@ -6,7 +6,9 @@ a growing delay (it comes back), or, for an exception class named in ``term_on``
 copying it to ``dead_letter_stream``. A task killed between processing and ack leaves the message unacked:
 the consumer delivers it again after its ``ack_wait``, to the retry, which processes it again and acks it
 once. One batch (``max_batch_size``) is held at a time; while the function runs (in a worker thread), the
-batch's unsettled messages are kept alive with ``+WPI`` every third of the consumer's ``ack_wait``.
+batch's unsettled messages are kept alive with ``+WPI`` every third of the consumer's ``ack_wait``. Each ack,
+nak and term waits for the consumer to confirm it (sent again across a failover), so ``acked`` counts what the
+consumer stored, on every replica of a clustered one.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.arguments import Args
 from airflow_provider_jetstream.core.consume.dead_letter import dead_letter
 from airflow_provider_jetstream.core.consume.deliveries import Delivery
@@ -60,7 +63,8 @@ class JetStreamConsumeOperator(JetStreamBaseOperator):
         acked, nak'd or terminated together.
     :param max_messages: messages at most per run. Default 1000.
     :param max_batch_size: messages per pull, the most held in memory. Default 100.
-    :param max_wait: seconds a pull waits for its batch; a batch that came short ends the run (nothing left).
+    :param max_wait: seconds a pull waits for its batch; a batch that came short ends the run when the consumer
+        then says it has nothing left to deliver (a pull lost to a failover does not end it).
         Default 5.
     :param term_on: exception classes (or dotted paths) that terminate a message instead of a nak: input that
         will never succeed. Default None: every exception naks.
@@ -174,11 +178,17 @@ class _Run:
                 )
                 if batch:
                     await self._process(batch, reading)
-                if len(batch) < want:
-                    break  # it waited max_wait for more: nothing left now
+                if len(batch) < want and not await self._more_waiting(api, reading):
+                    break  # it waited max_wait for more, and the consumer has nothing left now
         if self.overflow == "fail":
             raise JetStreamConfigError(self._overflow_text())
         return self._xcom()
+
+    async def _more_waiting(self, api: JetStreamApi, reading: ReadingConsumer) -> bool:
+        """Whether the consumer still holds messages it has not delivered: a short batch is not "nothing left"
+        when the pull was lost to a failover (a node leading the consumer died as it waited)."""
+        info = await api.consumer_info(self.args["stream"], reading.name)
+        return bool(info and info.get("num_pending"))
 
     async def _process(self, batch: list[Delivery], reading: ReadingConsumer) -> None:
         summary = self.summary

@@ -10,15 +10,35 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from nats.aio.client import Client
+
+from airflow_provider_jetstream.core.api import retry_failover
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.core.sync import run_sync
+from airflow_provider_jetstream.core.tasks import wait_task
 
 #: How a payload may be decoded: ``auto`` tries JSON, then UTF-8 text, then base64.
 DECODINGS = ("auto", "json", "text", "base64")
 
 
-#: Sends one settle body (``+ACK``, ``-NAK``...) to a delivery's ack reply subject, and flushes it.
+#: Sends one settle body (``+ACK``, ``-NAK``...) to a delivery's ack reply subject, and returns once the
+#: consumer confirmed it (:func:`send_settle`).
 Send = Callable[[str, bytes], Awaitable[None]]
+
+
+async def send_settle(nc: Client, reply: str, body: bytes, *, timeout: float, failover: float) -> None:
+    """Send one settle body to a delivery's ack reply subject and wait for the consumer's answer (a double
+    ack): a clustered consumer answers once its replicas stored the verdict, so a verdict confirmed is never
+    lost with a node. Sent again across a failover (the one retry rule,
+    :func:`~airflow_provider_jetstream.core.api.retry_failover`, within ``failover`` seconds): a consumer
+    answers a verdict on a message it settled already too, so one sent twice does no harm. Each attempt
+    waits ``timeout`` seconds; the last error is raised (the message is then delivered again after the
+    consumer's ``ack_wait``)."""
+
+    async def ask() -> None:
+        await wait_task(nc.request(reply, body, timeout=timeout))
+
+    await retry_failover(ask, nc, within=failover, what=f"settle {body[:5].decode(errors='replace')}")
 
 
 class AckHandle:
@@ -45,8 +65,8 @@ class Delivery:
 
     A message of a durable consumer (fetched with ``JetStreamHook.fetch`` / ``consume``) can be settled:
     ``ack()``, ``nak(delay)``, ``term()`` and ``in_progress()`` (``aack()``... from async code), each at most
-    once (:class:`AckHandle`). A message read without a durable consumer has nothing to settle
-    (``ackable`` False): those raise :class:`JetStreamConfigError`.
+    once (:class:`AckHandle`) and confirmed by the consumer (:func:`send_settle`). A message read without a
+    durable consumer has nothing to settle (``ackable`` False): those raise :class:`JetStreamConfigError`.
     """
 
     stream: str
@@ -93,7 +113,12 @@ class Delivery:
             return False  # settled already: never a second ack (or a nak after an ack)
         if verdict is not None:
             handle.verdict = verdict
-        await handle.send(handle.reply, body)
+        try:
+            await handle.send(handle.reply, body)
+        except BaseException:
+            if verdict is not None:
+                handle.verdict = None  # not confirmed: the message may still be settled otherwise
+            raise
         return True
 
     async def aack(self) -> bool:

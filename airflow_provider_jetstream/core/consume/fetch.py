@@ -18,11 +18,10 @@ from collections.abc import AsyncIterator
 from typing import Any, NamedTuple
 
 import nats.errors
-from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from airflow_provider_jetstream.core.api import JetStreamApi, domain_of
-from airflow_provider_jetstream.core.consume.deliveries import AckHandle, Delivery, Send
+from airflow_provider_jetstream.core.api import JetStreamApi, domain_of, retry_failover
+from airflow_provider_jetstream.core.consume.deliveries import AckHandle, Delivery, Send, send_settle
 from airflow_provider_jetstream.core.errors import (
     JetStreamConfigError,
     JetStreamDomainUnavailableError,
@@ -138,10 +137,9 @@ async def reading_consumer(
         await asyncio.shield(discard_consumer(api, stream, name))
 
 
-def _publisher(nc: Client) -> Send:
+def _settler(api: JetStreamApi) -> Send:
     async def send(reply: str, body: bytes) -> None:
-        await nc.publish(reply, body)
-        await nc.flush()
+        await send_settle(api.nc, reply, body, timeout=api.timeout, failover=api.failover)
 
     return send
 
@@ -162,18 +160,32 @@ async def fetch_batch(
 
     Each message of an ackable consumer gets an :class:`AckHandle` sending through ``send`` (default: this
     API's connection, while it is open). Repeated header values are read with ``STREAM.MSG.GET`` when
-    ``all_header_values`` (default True). Raises :class:`JetStreamDomainUnavailableError` when no
-    JetStream answered the pull, :class:`JetStreamNotFoundError` when the consumer was deleted, and
-    :class:`JetStreamError` when the server refused it.
+    ``all_header_values`` (default True). A pull a clustered JetStream answers "no leader" (503) before any
+    message, as a node leading the consumer dies, is sent again after the election (the one retry rule,
+    :func:`~airflow_provider_jetstream.core.api.retry_failover`, within the API's ``failover`` seconds).
+    Raises :class:`JetStreamDomainUnavailableError` when no JetStream answered the pull,
+    :class:`JetStreamNotFoundError` when the consumer was deleted, and :class:`JetStreamError` when the
+    server refused it.
     """
     if batch < 1:
         raise JetStreamConfigError(f"batch={batch} must be >= 1")
-    send = send or _publisher(api.nc)
+    send = send or _settler(api)
     where = f"consumer {reading.name!r} on stream {stream!r} in {api.target}"
     if reading.ackable and reading.ack_wait:
         # Held past its ack_wait, a message is delivered again, to this very request if it still waits.
         max_wait = min(max_wait, reading.ack_wait / 2)
-    requests = PullRequests(api.nc, api.prefix, stream, reading.name, expires=max_wait, heartbeat=None, pipelined=False)
+    taken = await retry_failover(
+        lambda: _pull(api, stream, reading.name, batch, max_wait, where), api.nc, within=api.failover, what=where
+    )
+    newest = {meta.sequence: (msg, meta) for msg, meta in taken}  # delivered twice: the newest reply acks it
+    return [await _delivery(api, stream, msg, meta, reading, send, all_header_values) for msg, meta in newest.values()]
+
+
+async def _pull(
+    api: JetStreamApi, stream: str, consumer: str, batch: int, max_wait: float, where: str
+) -> list[tuple[Msg, AckReply]]:
+    """One pull request's messages with their ack replies' metadata, in delivery order."""
+    requests = PullRequests(api.nc, api.prefix, stream, consumer, expires=max_wait, heartbeat=None, pipelined=False)
     incoming: asyncio.Queue[Msg] = asyncio.Queue()
 
     async def on_msg(msg: Msg) -> None:
@@ -209,8 +221,7 @@ async def fetch_batch(
             raise JetStreamDomainUnavailableError(f"{where}: the pull was answered {status.reason}")
     finally:
         await requests.close()
-    newest = {meta.sequence: (msg, meta) for msg, meta in taken}  # delivered twice: the newest reply acks it
-    return [await _delivery(api, stream, msg, meta, reading, send, all_header_values) for msg, meta in newest.values()]
+    return taken
 
 
 async def _delivery(
