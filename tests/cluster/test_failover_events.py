@@ -1,0 +1,166 @@
+"""Event watchers (the durable puller: messages, and a KV watch) across the death of their consumer's leader
+on a 3-node hub.
+
+An R3 stream, the watcher's durable consumer on it; the node leading the consumer is killed after the first
+events were stored. The watcher carries on through the election without an error: the messages published
+after the kill fire too, and once Airflow stored the events the consumer's ack floor reaches the last one with
+nothing left unacknowledged (an ack lost with the node is sent again when the message comes back).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import nats
+import pytest
+from nats.js.api import KeyValueConfig
+
+from airflow_provider_jetstream.core.api import JetStreamApi
+from airflow_provider_jetstream.testing.servers import USERS, LocalTopology
+from airflow_provider_jetstream.triggers.kv_events import JetStreamKeyValueEventTrigger, kv_consumer_name
+from airflow_provider_jetstream.triggers.messages import JetStreamMessageTrigger
+from tests.support.natsutil import acked_through, unique
+from tests.support.triggerer import Triggerer
+from tests.support.waiting import eventually
+
+HUB_API = "$JS.hub.API"
+
+pytestmark = pytest.mark.timeout(300)
+
+
+async def _cluster_client(topology: LocalTopology) -> Any:
+    user, password = USERS["ACC"]
+    return await nats.connect(
+        servers=topology.hub_urls.split(","),
+        user=user,
+        password=password,
+        reconnect_time_wait=0.2,
+        max_reconnect_attempts=-1,
+    )
+
+
+async def _store(nc: Any, subject: str, payload: bytes) -> None:
+    """Publish until the stream stored it (an election refuses or drops publishes for a few seconds)."""
+    js = nc.jetstream(domain="hub")
+    stored = await eventually(lambda: _try_publish(js, subject, payload), lambda ack: ack is not None, timeout=60)
+    assert stored is not None, f"{subject} {payload!r} was never stored"
+
+
+async def _try_publish(js: Any, subject: str, payload: bytes) -> Any:
+    try:
+        return await js.publish(subject, payload, timeout=2, headers={"Nats-Msg-Id": payload.decode()})
+    except (nats.errors.Error, nats.js.errors.Error):
+        return None
+
+
+@pytest.mark.parametrize("ack_policy", ["explicit", "all"])
+def test_a_watcher_goes_on_across_its_consumers_leader_kill(
+    hub_cluster: LocalTopology, cluster_conn: str, ack_policy: str
+) -> None:
+    stream = unique("clev").upper()
+
+    async def scenario() -> None:
+        nc = await _cluster_client(hub_cluster)
+        api = JetStreamApi(nc, HUB_API)
+
+        async def state() -> tuple[int, int]:
+            try:
+                info = await api.consumer_info(stream, "af_events") or {}
+            except Exception:  # an election under way
+                return -1, -1
+            return acked_through(info), info.get("num_ack_pending", -1)
+
+        await api.request(f"STREAM.CREATE.{stream}", {"name": stream, "subjects": [f"{stream}.>"], "num_replicas": 3})
+        watcher = JetStreamMessageTrigger(
+            jetstream_conn_id=cluster_conn,
+            stream=stream,
+            domain="hub",
+            consumer="af_events",
+            cohort_wait=0,
+            ack_wait=2.0,
+            ack_policy=ack_policy,
+        )
+        runner = Triggerer()
+        runner.start(1, watcher)
+        try:
+            for n in (1, 2, 3):
+                await _store(nc, f"{stream}.x", b"%d" % n)
+            await runner.wait_fired(3)
+            runner.persist()
+            assert await eventually(state, lambda s: s == (3, 0)) == (3, 0)
+
+            leader = (await api.consumer_info(stream, "af_events"))["cluster"]["leader"]
+            await asyncio.to_thread(hub_cluster.kill_hub_node, hub_cluster.hub_node_named(leader))
+            for n in (4, 5, 6):
+                await _store(nc, f"{stream}.x", b"%d" % n)
+
+            await runner.wait_fired(6, timeout=120)
+            runner.persist()
+            assert await eventually(state, lambda s: s == (6, 0), timeout=90) == (6, 0)
+            assert sorted({f.event.payload["sequence"] for f in runner.fired}) == [1, 2, 3, 4, 5, 6]
+            assert not runner.errors
+        finally:
+            await runner.stop()
+            await nc.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_kv_watch_goes_on_across_its_consumers_leader_kill(hub_cluster: LocalTopology, cluster_conn: str) -> None:
+    bucket = unique("clkv")
+    consumer = kv_consumer_name(bucket, ["site.*"], "new")
+
+    async def scenario() -> None:
+        nc = await _cluster_client(hub_cluster)
+        api = JetStreamApi(nc, HUB_API)
+        kv = await nc.jetstream(domain="hub").create_key_value(KeyValueConfig(bucket=bucket, history=10, replicas=3))
+
+        async def floor() -> int:
+            try:
+                return acked_through(await api.consumer_info(f"KV_{bucket}", consumer) or {})
+            except Exception:  # an election under way
+                return -1
+
+        watch = JetStreamKeyValueEventTrigger(
+            jetstream_conn_id=cluster_conn, bucket=bucket, keys=["site.*"], domain="hub", cohort_wait=0, ack_wait=2
+        )
+        runner = Triggerer()
+        runner.start(1, watch)
+        try:
+            # Led: a clustered consumer of new revisions starts after the last one its leader saw when elected.
+            led = await eventually(
+                lambda: api.consumer_info(f"KV_{bucket}", consumer),
+                lambda info: bool((info or {}).get("cluster", {}).get("leader")),
+            )
+            assert led, runner.errors
+            first = await kv.put("site.a", b"1")
+            await runner.wait_fired(1)
+            runner.persist()
+            assert await eventually(floor, lambda n: n == first) == first
+
+            leader = (await api.consumer_info(f"KV_{bucket}", consumer))["cluster"]["leader"]
+            await asyncio.to_thread(hub_cluster.kill_hub_node, hub_cluster.hub_node_named(leader))
+            revisions = [first]
+            for key, value in (("site.b", b"2"), ("site.a", b"3")):
+                put = await eventually(lambda k=key, v=value: _try_put(kv, k, v), lambda r: r is not None, timeout=60)
+                assert put is not None, f"{key} was never stored"
+                revisions.append(put)
+
+            await runner.wait_fired(3, timeout=120)
+            runner.persist()
+            assert await eventually(floor, lambda n: n == revisions[-1], timeout=90) == revisions[-1]
+            assert sorted({f.event.payload["revision"] for f in runner.fired}) == revisions
+            assert not runner.errors
+        finally:
+            await runner.stop()
+            await nc.close()
+
+    asyncio.run(scenario())
+
+
+async def _try_put(kv: Any, key: str, value: bytes) -> int | None:
+    try:
+        return await kv.put(key, value)
+    except (nats.errors.Error, nats.js.errors.Error):
+        return None
