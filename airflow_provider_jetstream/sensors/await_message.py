@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_jetstream.core.arguments import Args
-from airflow_provider_jetstream.core.consume.matching import ack_match, task_consumer_name
+from airflow_provider_jetstream.core.consume.matching import task_consumer_name
 from airflow_provider_jetstream.core.signatures.waits import AWAIT_MESSAGE, SENSOR
 from airflow_provider_jetstream.sensors.base import BaseJetStreamSensor
 from airflow_provider_jetstream.triggers.await_message import JetStreamAwaitMessageTrigger
@@ -140,12 +140,6 @@ class JetStreamAwaitMessageSensor(BaseJetStreamSensor):
         subject = result.get("ack_subject")
         if subject:
             hook = self.make_hook()
-            hook.run(self._ack(hook, subject))
+            hook.run(hook.settle_sender()(subject, b"+ACK"))
             self.log.info("Acknowledged message #%s of stream %r", result["match"]["sequence"], self.stream)
         return result["match"]
-
-    @staticmethod
-    async def _ack(hook: Any, subject: str) -> None:
-        config = await hook.aget_conn_config()
-        async with hook.aconnect() as nc:
-            await ack_match(nc, subject, config.connect_timeout)

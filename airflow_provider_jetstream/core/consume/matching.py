@@ -10,8 +10,9 @@ user's ``apply_function`` on each message and settles it:
 - ``none``: nothing is acked: the look reads with a consumer of its own (``ack_policy: none``) from a
   sequence fixed when the wait started, and notes how far it got.
 
-The match itself is never acked here: it is held (``+WPI``) until Airflow stored the result, then acked
-with :func:`ack_match` (``all_seen`` and ``on_match``).
+The match itself is never acked here: it is held (``+WPI``) until Airflow stored the result, then the sensor
+acks it, confirmed (:func:`~airflow_provider_jetstream.core.consume.deliveries.send_settle`; ``all_seen``
+and ``on_match``).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from airflow_provider_jetstream.core.errors import (
 )
 from airflow_provider_jetstream.core.manage.specs.consumer import ConsumerSpec
 from airflow_provider_jetstream.core.read.pull import create_ephemeral_consumer, discard_consumer
-from airflow_provider_jetstream.core.tasks import next_item, stop_task, wait_task
+from airflow_provider_jetstream.core.tasks import next_item, stop_task
 
 log = logging.getLogger(__name__)
 
@@ -98,12 +99,6 @@ class LookResult:
     def to_xcom(self) -> dict[str, Any] | None:
         """The trigger event's ``result``: ``{"match": ..., "ack_subject": ...}``."""
         return {"match": self.match, "ack_subject": self.ack_subject} if self.done else None
-
-
-async def ack_match(nc: Client, ack_subject: str, timeout: float) -> None:
-    """Acknowledge a held match and wait for the server to confirm it (an ack of a message still pending
-    counts even after its ``ack_wait``)."""
-    await wait_task(nc.request(ack_subject, b"+ACK", timeout=timeout))
 
 
 class MessageMatcher:
