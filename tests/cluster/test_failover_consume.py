@@ -16,8 +16,9 @@ import pytest
 
 from airflow_provider_jetstream.core.consume.deliveries import Delivery
 from airflow_provider_jetstream.operators.consume import JetStreamConsumeOperator
-from airflow_provider_jetstream.testing.servers import USERS, LocalTopology
+from airflow_provider_jetstream.testing.servers import LocalTopology
 from tests.support.management import Raw, uid
+from tests.support.natsutil import connect_cluster
 from tests.support.waiting import wait_until
 
 COUNT = 300
@@ -29,8 +30,7 @@ def hub_api(topology: LocalTopology, suffix: str) -> dict[str, Any]:
     """A JetStream API request to whichever hub node answers (the test kills one)."""
 
     async def request() -> dict[str, Any]:
-        user, password = USERS["ACC"]
-        nc = await nats.connect(servers=topology.hub_urls.split(","), user=user, password=password)
+        nc = await connect_cluster(topology)
         try:
             return json.loads((await nc.request(f"$JS.hub.API.{suffix}", b"", timeout=5)).data)
         except nats.errors.TimeoutError:

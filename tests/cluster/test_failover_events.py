@@ -17,27 +17,16 @@ import pytest
 from nats.js.api import KeyValueConfig
 
 from airflow_provider_jetstream.core.api import JetStreamApi
-from airflow_provider_jetstream.testing.servers import USERS, LocalTopology
+from airflow_provider_jetstream.testing.servers import LocalTopology
 from airflow_provider_jetstream.triggers.kv_events import JetStreamKeyValueEventTrigger, kv_consumer_name
 from airflow_provider_jetstream.triggers.messages import JetStreamMessageTrigger
-from tests.support.natsutil import acked_through, unique
+from tests.support.natsutil import acked_through, connect_cluster, unique
 from tests.support.triggerer import Triggerer
 from tests.support.waiting import eventually
 
 HUB_API = "$JS.hub.API"
 
 pytestmark = pytest.mark.timeout(300)
-
-
-async def _cluster_client(topology: LocalTopology) -> Any:
-    user, password = USERS["ACC"]
-    return await nats.connect(
-        servers=topology.hub_urls.split(","),
-        user=user,
-        password=password,
-        reconnect_time_wait=0.2,
-        max_reconnect_attempts=-1,
-    )
 
 
 async def _store(nc: Any, subject: str, payload: bytes) -> None:
@@ -61,7 +50,7 @@ def test_a_watcher_goes_on_across_its_consumers_leader_kill(
     stream = unique("clev").upper()
 
     async def scenario() -> None:
-        nc = await _cluster_client(hub_cluster)
+        nc = await connect_cluster(hub_cluster)
         api = JetStreamApi(nc, HUB_API)
 
         async def state() -> tuple[int, int]:
@@ -112,7 +101,7 @@ def test_a_kv_watch_goes_on_across_its_consumers_leader_kill(hub_cluster: LocalT
     consumer = kv_consumer_name(bucket, ["site.*"], "new")
 
     async def scenario() -> None:
-        nc = await _cluster_client(hub_cluster)
+        nc = await connect_cluster(hub_cluster)
         api = JetStreamApi(nc, HUB_API)
         kv = await nc.jetstream(domain="hub").create_key_value(KeyValueConfig(bucket=bucket, history=10, replicas=3))
 

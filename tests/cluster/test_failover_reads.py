@@ -23,6 +23,7 @@ from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.sensors.replication_lag import JetStreamReplicationLagSensor
 from airflow_provider_jetstream.testing.servers import USERS, LocalTopology
 from tests.support.management import uid
+from tests.support.natsutil import connect_cluster
 from tests.support.waiting import eventually, wait_until
 
 HUB_API = "$JS.hub.API"
@@ -31,17 +32,6 @@ COUNT = 20_000
 #: so a consumer lost with its node is noticed within 1.5 s; 2 s API requests, so that the election
 #: (5-7 s) outlasts several of them.
 SETTINGS = PullSettings(max_buffered_messages=1000, chunk_messages=500, heartbeat=0.5, expires=5, request_timeout=2)
-
-
-async def _connect(topology: LocalTopology) -> Any:
-    user, password = USERS["ACC"]
-    return await nats.connect(
-        servers=topology.hub_urls.split(","),
-        user=user,
-        password=password,
-        reconnect_time_wait=0.2,
-        max_reconnect_attempts=-1,
-    )
 
 
 async def _r3_stream(nc: Any, count: int) -> str:
@@ -90,7 +80,7 @@ def test_a_range_read_resumes_after_its_streams_leader_is_killed_every_message_o
     elected (the consumer made again across the election), every message once, in order."""
 
     async def scenario() -> tuple[list[int], list[bytes]]:
-        nc = await _connect(hub_cluster)
+        nc = await connect_cluster(hub_cluster)
         try:
             stream = await _r3_stream(nc, COUNT)
             seqs: list[int] = []
@@ -123,7 +113,7 @@ def test_a_compare_and_set_across_a_leader_kill_is_stored_exactly_once(
     JetStreamHook(cluster_conn, domain="hub").ensure_key_value({"bucket": bucket, "replicas": 3, "history": 5})
 
     async def scenario() -> tuple[int, int, int]:
-        nc = await _connect(hub_cluster)
+        nc = await connect_cluster(hub_cluster)
         try:
             api = JetStreamApi(nc, HUB_API, timeout=2)  # several asks within the election
             first = await kv_put(api, bucket, "k", b"one")
@@ -149,7 +139,7 @@ def test_a_kv_get_waits_out_an_election(hub_cluster: LocalTopology, cluster_conn
     hook.kv_put(bucket, "k", b"v")
 
     async def scenario() -> Any:
-        nc = await _connect(hub_cluster)
+        nc = await connect_cluster(hub_cluster)
         try:
             leader = await hub_cluster._stream_leader(f"KV_{bucket}", "ACC", 30)
             await asyncio.to_thread(hub_cluster.kill_hub_node, leader)
@@ -213,7 +203,7 @@ def test_quorum_loss_is_hub_unavailable_and_the_sensor_waits_until_the_nodes_ret
 async def _kv_get_errors(topology: LocalTopology, bucket: str) -> list[str]:
     """The errors of KV gets until one says the stream has no leader (each asked across a failover for
     4 s at most: the quorum stays lost)."""
-    nc = await _connect(topology)
+    nc = await connect_cluster(topology)
     try:
         api = JetStreamApi(nc, HUB_API, timeout=2, failover=4)
         errors: list[str] = []

@@ -32,6 +32,20 @@ async def connect(url: str, name: str = "sens-test") -> Client:
     return await nats.connect(url, name=name, allow_reconnect=False, connect_timeout=5)
 
 
+async def connect_cluster(topology: Any) -> Client:
+    """User ``acc`` on every node of a topology's hub, reconnecting to another when one dies (a test kills them)."""
+    from airflow_provider_jetstream.testing.servers import USERS
+
+    user, password = USERS["ACC"]
+    return await nats.connect(
+        servers=topology.hub_urls.split(","),
+        user=user,
+        password=password,
+        reconnect_time_wait=0.2,
+        max_reconnect_attempts=-1,
+    )
+
+
 # -- what a server says of its clients (its monitoring endpoint) ------------------------------------------
 
 
