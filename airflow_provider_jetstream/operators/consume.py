@@ -209,11 +209,10 @@ class _Run:
         finally:
             with contextlib.suppress(asyncio.CancelledError):  # cancelled meanwhile: the naks below still go out
                 await stop_task(renewer)
-            # What this run did not settle (a failure, an overflow) comes back at once, to the retry.
-            for message in batch:
-                if message.ackable and message.verdict is None:
-                    with contextlib.suppress(Exception):
-                        await message.anak()
+            # What this run did not settle (a failure, an overflow) comes back at once, to the retry; the naks go
+            # together, so a hub that does not answer holds the task one retry window, not one per message.
+            unsettled = [message for message in batch if message.ackable and message.verdict is None]
+            await asyncio.gather(*(message.anak() for message in unsettled), return_exceptions=True)
 
     async def _apply(self, messages: list[Delivery], argument: Any) -> None:
         self.summary["processed"] += len(messages)
@@ -224,9 +223,8 @@ class _Run:
             return
         if not self._keep(result):
             return  # does not fit the XCom: not acked (fail), it comes back
-        for message in messages:
-            if message.ackable and await message.aack():
-                self.summary["acked"] += 1
+        acked = await asyncio.gather(*(message.aack() for message in messages if message.ackable))
+        self.summary["acked"] += sum(acked)
 
     async def _failed(self, messages: list[Delivery], err: Exception) -> None:
         first = messages[0]
@@ -281,10 +279,8 @@ class _Run:
         period = max(0.5, (ack_wait or 30.0) / 3)
         while True:
             await asyncio.sleep(period)
-            for message in batch:
-                if message.verdict is None:
-                    with contextlib.suppress(Exception):
-                        await message.ain_progress()
+            unsettled = [message for message in batch if message.verdict is None]
+            await asyncio.gather(*(message.ain_progress() for message in unsettled), return_exceptions=True)
 
     def _xcom(self) -> dict[str, Any]:
         out = dict(self.summary)
