@@ -13,7 +13,7 @@ import datetime as dt
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-from airflow_provider_jetstream.core.api import FAILOVER_WAIT, JetStreamApi
+from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.consume.deliveries import Delivery, Send, send_settle
 from airflow_provider_jetstream.core.consume.fetch import ReadingConsumer, fetch_batch, reading_consumer
 from airflow_provider_jetstream.core.signatures.consume import CONSUME, FETCH
@@ -32,10 +32,8 @@ class JetStreamMessagesHook(JetStreamObjectsHook):
         settle many from inside ``aconnect()``)."""
 
         async def send(reply: str, body: bytes) -> None:
-            config = await self.aget_conn_config()
-            async with self.aconnect() as nc:
-                timeout = config.connect_timeout
-                await send_settle(nc, reply, body, timeout=timeout, failover=max(FAILOVER_WAIT, timeout))
+            async with self.aapi() as api:
+                await send_settle(api, reply, body)
 
         return send
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from nats.js.api import StreamConfig
 
+from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.consume.deliveries import send_settle
 from airflow_provider_jetstream.triggers.await_message import JetStreamAwaitMessageTrigger
 from tests.support import matchers
@@ -95,7 +96,9 @@ def test_match_in_the_leaf_through_the_hub_and_what_each_ack_mode_does(hub_leaf,
         else:  # the three examined are left for the consumer's other readers, the match is held
             assert (acked_through(held), held["num_ack_pending"]) == (0, 4)
         nc = await connect(hub_leaf.url("hub"))
-        await send_settle(nc, subject, b"+ACK", timeout=5, failover=0)  # what the sensor does once the event is stored
+        await send_settle(
+            JetStreamApi(nc, timeout=5, failover=0), subject, b"+ACK"
+        )  # what the sensor does once the event is stored
         await nc.close()
         await run.stop()
         after = await consumer_state(leaf, stream, consumer)
@@ -139,7 +142,7 @@ def test_a_restarted_triggerer_neither_loses_nor_rematches(hub_leaf, hub_conn, a
         else:  # left ones come back once to the new trigger (it has not seen them); none matches
             assert sorted(matchers.EXAMINED) == sorted([*seqs, match_seq])
         nc = await connect(hub_leaf.url("hub"))
-        await send_settle(nc, event["result"]["ack_subject"], b"+ACK", timeout=5, failover=0)
+        await send_settle(JetStreamApi(nc, timeout=5, failover=0), event["result"]["ack_subject"], b"+ACK")
         await nc.close()
         await second.stop()
         state = await consumer_state(leaf, stream, "af_await_restart")

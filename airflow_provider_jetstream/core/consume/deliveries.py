@@ -10,9 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from nats.aio.client import Client
-
-from airflow_provider_jetstream.core.api import retry_failover
+from airflow_provider_jetstream.core.api import JetStreamApi, retry_failover
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.core.sync import run_sync
 from airflow_provider_jetstream.core.tasks import wait_task
@@ -26,19 +24,20 @@ DECODINGS = ("auto", "json", "text", "base64")
 Send = Callable[[str, bytes], Awaitable[None]]
 
 
-async def send_settle(nc: Client, reply: str, body: bytes, *, timeout: float, failover: float) -> None:
-    """Send one settle body to a delivery's ack reply subject and wait for the consumer's answer (a double
-    ack): a clustered consumer answers once its replicas stored the verdict, so a verdict confirmed is never
-    lost with a node. Sent again across a failover (the one retry rule,
-    :func:`~airflow_provider_jetstream.core.api.retry_failover`, within ``failover`` seconds): a consumer
+async def send_settle(api: JetStreamApi, reply: str, body: bytes) -> None:
+    """Send one settle body to a delivery's ack reply subject on ``api``'s connection and wait for the
+    consumer's answer (a double ack): a clustered consumer answers once its replicas stored the verdict, so a
+    verdict confirmed is never lost with a node. Sent again across a failover (the one retry rule,
+    :func:`~airflow_provider_jetstream.core.api.retry_failover`, within ``api.failover`` seconds): a consumer
     answers a verdict on a message it settled already too, so one sent twice does no harm. Each attempt
-    waits ``timeout`` seconds; the last error is raised (the message is then delivered again after the
+    waits ``api.timeout`` seconds; the last error is raised (the message is then delivered again after the
     consumer's ``ack_wait``)."""
+    nc = api.nc
 
     async def ask() -> None:
-        await wait_task(nc.request(reply, body, timeout=timeout))
+        await wait_task(nc.request(reply, body, timeout=api.timeout))
 
-    await retry_failover(ask, nc, within=failover, what=f"settle {body[:5].decode(errors='replace')}")
+    await retry_failover(ask, nc, within=api.failover, what=f"settle {body[:5].decode(errors='replace')}")
 
 
 class AckHandle:

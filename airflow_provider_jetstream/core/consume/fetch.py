@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import functools
 import logging
 from collections.abc import AsyncIterator
 from typing import Any, NamedTuple
@@ -137,13 +138,6 @@ async def reading_consumer(
         await asyncio.shield(discard_consumer(api, stream, name))
 
 
-def _settler(api: JetStreamApi) -> Send:
-    async def send(reply: str, body: bytes) -> None:
-        await send_settle(api.nc, reply, body, timeout=api.timeout, failover=api.failover)
-
-    return send
-
-
 async def fetch_batch(
     api: JetStreamApi,
     stream: str,
@@ -169,7 +163,7 @@ async def fetch_batch(
     """
     if batch < 1:
         raise JetStreamConfigError(f"batch={batch} must be >= 1")
-    send = send or _settler(api)
+    send = send or functools.partial(send_settle, api)
     where = f"consumer {reading.name!r} on stream {stream!r} in {api.target}"
     if reading.ackable and reading.ack_wait:
         # Held past its ack_wait, a message is delivered again, to this very request if it still waits.
