@@ -160,6 +160,11 @@ async def domains_of(nc: Any, prefixes: Iterable[str], timeout: float) -> dict[s
     return found
 
 
+def _alias_name(dag_id: str | None, task_id: str) -> str:
+    """The name of a task's lineage alias: ``jetstream:<dag_id>.<task_id>`` (without a DAG, the task id alone)."""
+    return f"{ALIAS_PREFIX}{dag_id}.{task_id}" if dag_id else f"{ALIAS_PREFIX}{task_id}"
+
+
 class _classes_only:
     """A classmethod a task (an instance) may not call: as Airflow guards ``BaseOperator.partial``."""
 
@@ -196,8 +201,7 @@ class OperatorLineageMixin:
         (the alias :meth:`partial` declared for a mapped task is this one)."""
         from airflow.sdk import AssetAlias
 
-        owner = f"{self.dag_id}." if self.has_dag() else ""  # type: ignore[attr-defined]
-        name = f"{ALIAS_PREFIX}{owner}{self.task_id}"  # type: ignore[attr-defined]
+        name = _alias_name(self.dag_id if self.has_dag() else None, self.task_id)  # type: ignore[attr-defined]
         outlets = getattr(self, "outlets", None)
         if outlets and outlets != [AssetAlias(name=name)]:
             return
@@ -217,8 +221,7 @@ class OperatorLineageMixin:
             dag = kwargs.get("dag") or DagContext.get_current()
             group = kwargs.get("task_group") or (TaskGroupContext.get_current(dag) if dag else None)
             task_id = group.child_id(kwargs["task_id"]) if group else kwargs["task_id"]
-            owner = f"{dag.dag_id}." if dag else ""
-            kwargs["outlets"] = [AssetAlias(name=f"{ALIAS_PREFIX}{owner}{task_id}")]
+            kwargs["outlets"] = [AssetAlias(name=_alias_name(dag.dag_id if dag else None, task_id))]
         return super().partial(**kwargs)  # type: ignore[misc]
 
     @property
