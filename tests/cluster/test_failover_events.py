@@ -10,6 +10,7 @@ nothing left unacknowledged (an ack lost with the node is sent again when the me
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import nats
@@ -20,7 +21,7 @@ from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.testing.servers import LocalTopology
 from airflow_provider_jetstream.triggers.kv_events import JetStreamKeyValueEventTrigger, kv_consumer_name
 from airflow_provider_jetstream.triggers.messages import JetStreamMessageTrigger
-from tests.support.natsutil import acked_through, connect_cluster, unique
+from tests.support.natsutil import ack_state, connect_cluster, unique
 from tests.support.triggerer import Triggerer
 from tests.support.waiting import eventually
 
@@ -29,18 +30,18 @@ HUB_API = "$JS.hub.API"
 pytestmark = pytest.mark.timeout(300)
 
 
-async def _store(nc: Any, subject: str, payload: bytes) -> None:
-    """Publish until the stream stored it (an election refuses or drops publishes for a few seconds)."""
-    js = nc.jetstream(domain="hub")
-    stored = await eventually(lambda: _try_publish(js, subject, payload), lambda ack: ack is not None, timeout=60)
-    assert stored is not None, f"{subject} {payload!r} was never stored"
+async def _stored(write: Callable[[], Awaitable[Any]]) -> Any:
+    """What ``write()`` returns once it succeeds: an election refuses or drops writes for a few seconds."""
 
+    async def attempt() -> Any:
+        try:
+            return await write()
+        except (nats.errors.Error, nats.js.errors.Error):
+            return None
 
-async def _try_publish(js: Any, subject: str, payload: bytes) -> Any:
-    try:
-        return await js.publish(subject, payload, timeout=2, headers={"Nats-Msg-Id": payload.decode()})
-    except (nats.errors.Error, nats.js.errors.Error):
-        return None
+    result = await eventually(attempt, lambda answer: answer is not None, timeout=60)
+    assert result is not None, "never stored"
+    return result
 
 
 @pytest.mark.parametrize("ack_policy", ["explicit", "all"])
@@ -52,13 +53,13 @@ def test_a_watcher_goes_on_across_its_consumers_leader_kill(
     async def scenario() -> None:
         nc = await connect_cluster(hub_cluster)
         api = JetStreamApi(nc, HUB_API)
+        js = nc.jetstream(domain="hub")
+
+        def message(n: int) -> Awaitable[Any]:
+            return js.publish(f"{stream}.x", b"%d" % n, timeout=2, headers={"Nats-Msg-Id": str(n)})
 
         async def state() -> tuple[int, int]:
-            try:
-                info = await api.consumer_info(stream, "af_events") or {}
-            except Exception:  # an election under way
-                return -1, -1
-            return acked_through(info), info.get("num_ack_pending", -1)
+            return await ack_state(api, stream, "af_events")
 
         await api.request(f"STREAM.CREATE.{stream}", {"name": stream, "subjects": [f"{stream}.>"], "num_replicas": 3})
         watcher = JetStreamMessageTrigger(
@@ -74,7 +75,9 @@ def test_a_watcher_goes_on_across_its_consumers_leader_kill(
         runner.start(1, watcher)
         try:
             for n in (1, 2, 3):
-                await _store(nc, f"{stream}.x", b"%d" % n)
+                await _stored(
+                    lambda n=n: js.publish(f"{stream}.x", b"%d" % n, timeout=2, headers={"Nats-Msg-Id": str(n)})
+                )
             await runner.wait_fired(3)
             runner.persist()
             assert await eventually(state, lambda s: s == (3, 0)) == (3, 0)
@@ -82,7 +85,9 @@ def test_a_watcher_goes_on_across_its_consumers_leader_kill(
             leader = (await api.consumer_info(stream, "af_events"))["cluster"]["leader"]
             await asyncio.to_thread(hub_cluster.kill_hub_node, hub_cluster.hub_node_named(leader))
             for n in (4, 5, 6):
-                await _store(nc, f"{stream}.x", b"%d" % n)
+                await _stored(
+                    lambda n=n: js.publish(f"{stream}.x", b"%d" % n, timeout=2, headers={"Nats-Msg-Id": str(n)})
+                )
 
             await runner.wait_fired(6, timeout=120)
             runner.persist()
@@ -106,10 +111,7 @@ def test_a_kv_watch_goes_on_across_its_consumers_leader_kill(hub_cluster: LocalT
         kv = await nc.jetstream(domain="hub").create_key_value(KeyValueConfig(bucket=bucket, history=10, replicas=3))
 
         async def floor() -> int:
-            try:
-                return acked_through(await api.consumer_info(f"KV_{bucket}", consumer) or {})
-            except Exception:  # an election under way
-                return -1
+            return (await ack_state(api, f"KV_{bucket}", consumer))[0]
 
         watch = JetStreamKeyValueEventTrigger(
             jetstream_conn_id=cluster_conn, bucket=bucket, keys=["site.*"], domain="hub", cohort_wait=0, ack_wait=2
@@ -132,9 +134,7 @@ def test_a_kv_watch_goes_on_across_its_consumers_leader_kill(hub_cluster: LocalT
             await asyncio.to_thread(hub_cluster.kill_hub_node, hub_cluster.hub_node_named(leader))
             revisions = [first]
             for key, value in (("site.b", b"2"), ("site.a", b"3")):
-                put = await eventually(lambda k=key, v=value: _try_put(kv, k, v), lambda r: r is not None, timeout=60)
-                assert put is not None, f"{key} was never stored"
-                revisions.append(put)
+                revisions.append(await _stored(lambda k=key, v=value: kv.put(k, v)))
 
             await runner.wait_fired(3, timeout=120)
             runner.persist()
@@ -146,10 +146,3 @@ def test_a_kv_watch_goes_on_across_its_consumers_leader_kill(hub_cluster: LocalT
             await nc.close()
 
     asyncio.run(scenario())
-
-
-async def _try_put(kv: Any, key: str, value: bytes) -> int | None:
-    try:
-        return await kv.put(key, value)
-    except (nats.errors.Error, nats.js.errors.Error):
-        return None

@@ -10,7 +10,7 @@ from nats.js.api import StreamConfig
 from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.testing.servers import USERS
 from airflow_provider_jetstream.triggers.messages import JetStreamMessageTrigger
-from tests.support.natsutil import acked_through, connect, publish, unique
+from tests.support.natsutil import ack_state, connect, publish, unique
 from tests.support.triggerer import Triggerer
 from tests.support.waiting import eventually
 
@@ -23,19 +23,15 @@ def test_a_hub_restart_acks_nothing_unstored_and_loses_nothing(make_topology, je
     stream = unique("hubrs").upper()
     hub_url = topology.url("hub")
 
-    async def info() -> dict:
-        nc = await connect(hub_url)
-        try:
-            return await JetStreamApi(nc, "$JS.hub.API").consumer_info(stream, "af_events") or {}
-        finally:
-            await nc.close()
-
     async def state() -> tuple[int, int]:
         try:
-            current = await info()
+            nc = await connect(hub_url)
         except Exception:  # the hub is still coming back
             return -1, -1
-        return acked_through(current), current.get("num_ack_pending", -1)
+        try:
+            return await ack_state(JetStreamApi(nc, "$JS.hub.API"), stream, "af_events")
+        finally:
+            await nc.close()
 
     async def scenario() -> None:
         nc = await connect(hub_url)

@@ -150,6 +150,16 @@ def acked_through(info: dict) -> int:
     return (info.get("ack_floor") or {}).get("stream_seq", 0)
 
 
+async def ack_state(api: JetStreamApi, stream: str, consumer: str) -> tuple[int, int]:
+    """A consumer's ``(ack floor's stream sequence, messages delivered and not acked)``; ``(-1, -1)`` while its
+    JetStream does not answer (a server restarting, a leader being elected)."""
+    try:
+        info = await api.consumer_info(stream, consumer) or {}
+    except Exception:
+        return -1, -1
+    return acked_through(info), info.get("num_ack_pending", -1)
+
+
 async def origin_silence(topology: Any, streams: dict[str, str]) -> float:
     """Seconds since the hub last heard from the origins of the copies ``{stream: domain}`` (the ``active`` of
     their mirror or sources), the shortest of them: what a cut-off origin's silence has reached."""
