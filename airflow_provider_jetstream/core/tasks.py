@@ -31,10 +31,10 @@ async def wait_task(awaitable: Awaitable[T], timeout: float | None = None) -> T:
     try:
         done, _ = await asyncio.wait({task}, timeout=timeout)
     except asyncio.CancelledError:
-        abandon(task)
+        _abandon(task)
         raise
     if not done:
-        abandon(task)
+        _abandon(task)
         raise asyncio.TimeoutError
     return task.result()
 
@@ -64,7 +64,7 @@ async def stop_task(task: asyncio.Future[Any] | None, grace: float = CLEANUP_GRA
         raise asyncio.CancelledError
 
 
-def abandon(task: asyncio.Future[Any]) -> None:
+def _abandon(task: asyncio.Future[Any]) -> None:
     """Cancel a task nobody awaits any more; its outcome is retrieved, so asyncio logs nothing."""
     task.cancel()
     task.add_done_callback(_retrieve)
