@@ -16,7 +16,7 @@ import logging
 import os
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import nats.errors
@@ -39,7 +39,7 @@ from airflow_provider_jetstream.core.errors import (
     SpecError,
 )
 from airflow_provider_jetstream.core.signatures.operations import ACCOUNT_INFO, API, HOOK, JETSTREAM, PROBE_DOMAINS
-from airflow_provider_jetstream.core.sync import run_sync
+from airflow_provider_jetstream.core.sync import hold, run_sync
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -337,8 +337,18 @@ class JetStreamBaseHook(BaseHook):
     # -- sync edge -----------------------------------------------------------------------------
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run a coroutine of this hook's to completion from synchronous code (operators, pokes)."""
+        """Run a coroutine of this hook's to completion from synchronous code (operators, pokes); inside
+        :meth:`connected` or a blocking ``consume``, on its connection."""
         return run_sync(coro)
+
+    @contextlib.contextmanager
+    def connected(self) -> Iterator[Client]:
+        """One connection for the blocking calls inside the block, from synchronous code: this hook's methods
+        (``fetch``, ``publish``...) and the ``ack()``, ``nak()``... of its messages share it, where each would
+        open a connection of its own outside. Yields the nats-py client; drained when the block ends.
+        (A blocking ``consume`` shares its own connection with the settles of its messages already.)"""
+        with hold(self.aconnect()) as nc:
+            yield nc
 
     def test_connection(self) -> tuple[bool, str]:
         """Connect and ask the target domain's JetStream for its account info.

@@ -29,7 +29,7 @@ class JetStreamMessagesHook(JetStreamObjectsHook):
     def settle_sender(self) -> Send:
         """How this hook's messages send their verdicts, each confirmed by the consumer (:func:`send_settle`):
         on the shared connection of the running event loop (opened for the one message when none is open:
-        settle many from inside ``aconnect()``)."""
+        settle many inside ``aconnect()``, ``connected()`` or a blocking ``consume``)."""
 
         async def send(reply: str, body: bytes) -> None:
             async with self.aapi() as api:
@@ -152,5 +152,6 @@ class JetStreamMessagesHook(JetStreamObjectsHook):
 
     def consume(self, stream: str, consumer: str | None = None, **kwargs: Any) -> Iterator[Delivery]:
         """Blocking form of :meth:`aconsume` (a private event loop, driven while the caller waits for the
-        next message; ``ack()`` and friends then open a connection each: settle many from async code)."""
+        next message); ``ack()`` and friends of its messages, and this thread's other blocking hook calls
+        until the iteration ends, share its connection."""
         return iterate_blocking(self.aconsume(stream, consumer, **kwargs))

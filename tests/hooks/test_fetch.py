@@ -111,3 +111,45 @@ def test_durable_fetch_refuses_what_the_dag_did_not_declare(hub_conn, raw) -> No
     assert "consumer=''" in text and "batch=0" in text
     with pytest.raises(SpecErrors, match="start_seq=3 is not allowed: only without a consumer"):
         hook.fetch(name, "narrow", batch=1, start_seq=3)
+
+
+def connections_named(server, name: str) -> int:
+    """How many client connections named ``name`` the server saw (open and closed)."""
+    listing = server.monitor("connz?state=all&limit=100000") or {}
+    return sum(1 for conn in listing.get("connections") or [] if conn.get("name") == name)
+
+
+def test_settles_from_synchronous_code_share_one_connection(hub_leaf, jetstream_conn, raw) -> None:
+    """Acking each message from synchronous code does not open a connection per message: a blocking
+    ``consume`` settles on its own connection, and ``hook.connected()`` holds one for a fetch and its acks.
+    Outside both, each settle still works on a connection of its own."""
+    name = uid("oneconn")
+    raw.create("hub", {"name": name, "subjects": [name]})
+    raw.publish(name, [str(i).encode() for i in range(60)])
+    declare(raw, "hub", name, "work", ack_wait=30_000_000_000)
+    client = uid("client")
+    user, password = USERS["ACC"]
+    conn = jetstream_conn(f"127.0.0.1:{hub_leaf.hub.port}", login=user, password=password, client_name=client)
+    hook = JetStreamHook(conn, domain="hub")
+
+    consumed = []
+    for message in hook.consume(name, "work", batch=10, max_wait=0.5, stop_when_empty=True):
+        consumed.append(message.sequence)
+        assert message.ack()
+        if len(consumed) == 20:
+            break
+    assert consumed == list(range(1, 21))
+    assert wait_until(lambda: connections_named(hub_leaf.hub, client), bool, 10, "the consume's connection") == 1
+
+    with hook.connected():
+        batch = hook.fetch(name, "work", batch=20, max_wait=1)
+        assert [m.sequence for m in batch] == list(range(21, 41))
+        assert all(m.ack() for m in batch)
+    assert connections_named(hub_leaf.hub, client) == 2
+
+    rest = hook.fetch(name, "work", batch=20, max_wait=1)
+    assert all(m.ack() for m in rest[:2])
+    assert connections_named(hub_leaf.hub, client) == 2 + 1 + 2  # the fetch's, then one per ack
+
+    info = consumer_info(raw, "hub", name, "work")
+    assert info["ack_floor"]["stream_seq"] == 42 and info["num_ack_pending"] == 18

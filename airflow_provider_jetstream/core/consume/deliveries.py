@@ -142,7 +142,8 @@ class Delivery:
         return await self._settle(None, b"+WPI")
 
     def ack(self) -> bool:
-        """Blocking form of :meth:`aack` (one connection for the one message: settle many from async code)."""
+        """Blocking form of :meth:`aack`: on the connection of a blocking ``consume`` or ``hook.connected()``
+        block, else on one opened for the one message."""
         return run_sync(self.aack())
 
     def nak(self, delay: float | None = None) -> bool:
