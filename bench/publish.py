@@ -32,29 +32,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
-import sys
-import tempfile
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-_HOME = tempfile.mkdtemp(prefix="bench-airflow-home-")
-os.environ.setdefault("AIRFLOW_HOME", _HOME)
-os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
-os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "WARNING")
-
-import nats  # noqa: E402
-
-from airflow_provider_jetstream.testing.servers import USERS, LocalTopology  # noqa: E402
+from hub import CONN_ID, connect, hub_topology
 
 PAYLOAD = b"x" * 100
 
 
 async def raw_loop(url: str, subject: str, n: int, with_ids: bool, tag: str) -> float:
-    user, password = USERS["ACC"]
-    nc = await nats.connect(url, user=user, password=password)
+    nc = await connect(url)
     try:
         js = nc.jetstream(publish_async_max_pending=4000)
         started = time.perf_counter()
@@ -69,8 +56,7 @@ async def raw_loop(url: str, subject: str, n: int, with_ids: bool, tag: str) -> 
 
 async def ceiling_loop(url: str, subject: str, stream: str, n: int) -> float:
     """Core publishes into the stream (no reply, no ids), timed until the stream holds them all."""
-    user, password = USERS["ACC"]
-    nc = await nats.connect(url, user=user, password=password)
+    nc = await connect(url)
     try:
         js = nc.jetstream()
         target = (await js.stream_info(stream)).state.messages + n
@@ -120,17 +106,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--spark-rows", type=int, default=200000)
     args = parser.parse_args()
-    import logging
-
-    logging.disable(logging.WARNING)
-    with tempfile.TemporaryDirectory() as work, LocalTopology(work) as topo:
-        user, password = USERS["ACC"]
-        os.environ["AIRFLOW_CONN_BENCH"] = json.dumps(
-            {"conn_type": "jetstream", "host": f"127.0.0.1:{topo.hub.port}", "login": user, "password": password}
-        )
+    with hub_topology() as topo:
 
         async def setup() -> None:
-            nc = await nats.connect(topo.hub.url, user=user, password=password)
+            nc = await connect(topo.hub.url)
             await nc.jetstream().add_stream(name="bench", subjects=["bench"], duplicate_window=60)
             body = {
                 "name": "batched",
@@ -152,13 +131,13 @@ def main() -> None:
             "ceiling": [],
         }
         asyncio.run(raw_loop(topo.hub.url, "bench", 2000, True, "warmup"))  # warm up
-        operator_run("bench", "batched", 2000, "warmup")
+        operator_run(CONN_ID, "batched", 2000, "warmup")
         for r in range(args.rounds):
             rates["raw+msgid"].append(asyncio.run(raw_loop(topo.hub.url, "bench", args.messages, True, f"raw{r}")))
-            rates["operator"].append(operator_run("bench", "bench", args.messages, f"op{r}"))
+            rates["operator"].append(operator_run(CONN_ID, "bench", args.messages, f"op{r}"))
             rates["raw"].append(asyncio.run(raw_loop(topo.hub.url, "bench", args.messages, False, "")))
-            rates["per-message"].append(operator_run("bench", "batched", args.messages, f"pm{r}", fast_ingest=False))
-            rates["fast-ingest"].append(operator_run("bench", "batched", args.messages, f"fi{r}"))
+            rates["per-message"].append(operator_run(CONN_ID, "batched", args.messages, f"pm{r}", fast_ingest=False))
+            rates["fast-ingest"].append(operator_run(CONN_ID, "batched", args.messages, f"fi{r}"))
             rates["ceiling"].append(asyncio.run(ceiling_loop(topo.hub.url, "batched", "batched", args.messages)))
         if args.spark_rows:
             from bench.spark_read import spark_session

@@ -21,32 +21,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
 import statistics
-import sys
-import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-_HOME = tempfile.mkdtemp(prefix="bench-airflow-home-")
-os.environ.setdefault("AIRFLOW_HOME", _HOME)
-os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
-os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "WARNING")
-
-import nats  # noqa: E402
-
-from airflow_provider_jetstream.testing.servers import USERS, LocalTopology  # noqa: E402
+from hub import CONN_ID, connect, hub_topology
 
 STREAM = "settle"
 PATHS = ("nats-py", "own connection", "connected()", "consume")
 
 
 async def _setup(url: str, messages: int) -> None:
-    user, password = USERS["ACC"]
-    nc = await nats.connect(url, user=user, password=password)
+    nc = await connect(url)
     js = nc.jetstream()
     await js.add_stream(name=STREAM, subjects=[STREAM])
     for _ in range(messages):
@@ -55,15 +41,13 @@ async def _setup(url: str, messages: int) -> None:
 
 
 async def _declare(url: str, consumer: str) -> None:
-    user, password = USERS["ACC"]
-    nc = await nats.connect(url, user=user, password=password)
+    nc = await connect(url)
     await nc.jetstream().add_consumer(STREAM, durable_name=consumer, ack_policy="explicit", ack_wait=120)
     await nc.close()
 
 
 async def _nats_py(url: str, consumer: str, messages: int) -> float:
-    user, password = USERS["ACC"]
-    nc = await nats.connect(url, user=user, password=password)
+    nc = await connect(url)
     try:
         sub = await nc.jetstream().pull_subscribe_bind(consumer, STREAM)
         fetched = await sub.fetch(messages, timeout=10)
@@ -93,7 +77,7 @@ def _connected(hook, consumer: str, messages: int) -> float:
 def _consume(hook, consumer: str, messages: int) -> float:
     started = time.perf_counter()
     acked = 0
-    for message in hook.consume(STREAM, consumer, batch=100, max_wait=10):
+    for message in hook.consume(STREAM, consumer, batch=min(100, messages), max_wait=10):
         acked += message.ack()
         if acked == messages:
             break
@@ -105,19 +89,12 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    import logging
-
-    logging.disable(logging.WARNING)
     from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 
-    with tempfile.TemporaryDirectory() as work, LocalTopology(work) as topo:
-        user, password = USERS["ACC"]
-        os.environ["AIRFLOW_CONN_BENCH"] = json.dumps(
-            {"conn_type": "jetstream", "host": f"127.0.0.1:{topo.hub.port}", "login": user, "password": password}
-        )
+    with hub_topology() as topo:
         url = topo.hub.url
         asyncio.run(_setup(url, args.messages))
-        hook = JetStreamHook("bench", domain="hub")
+        hook = JetStreamHook(CONN_ID, domain="hub")
         runs: dict[str, Callable[[str, int], float]] = {
             "nats-py": lambda consumer, n: asyncio.run(_nats_py(url, consumer, n)),
             "own connection": lambda consumer, n: _own_connection(hook, consumer, n),
