@@ -2,19 +2,22 @@
 
 Three shapes: :func:`run_sync` runs one coroutine; :func:`iterate_blocking` drives an async iterator one
 item at a time on a private event loop, driven only while the caller waits for the next item, so a slow
-Spark task leaves unread data in the socket (bounded by the pull buffer) instead of in memory;
-:func:`hold` keeps an async context (a connection) open on a private event loop for a block of code.
+Spark task leaves unread data in the socket (bounded by the pull buffer) instead of in memory; :func:`hold`
+keeps an async context (the hook's connection) open for a block of synchronous code, and
+:func:`iterate_held` iterates inside one.
 
-While an iteration or a hold is open, the thread's :func:`run_sync` calls run on its loop, so they share
-what is open there (the hook's one connection per loop): the ``ack()`` of a message consumed by a blocking
-iteration settles on the iteration's connection instead of opening one for the one message. Inside a
-running event loop (a trigger, an async task) blocking would deadlock: all three refuse, and the coroutine
-is to be awaited instead.
+A hold runs its event loop in a thread of its own for as long as the block is open, so the connection keeps
+answering the server (its pings) while the caller's code works between calls; the calls of the thread
+that opened it (:func:`run_sync`) run there and share what is open (the hook's one connection per loop):
+the ``ack()`` of a message consumed in a blocking loop settles on the loop's connection instead of opening
+one for the one message. Inside a running event loop (a trigger, an async task) blocking would deadlock:
+every shape refuses, and the coroutine is to be awaited instead.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import sys
 import threading
@@ -26,7 +29,7 @@ from airflow_provider_jetstream.core.tasks import stop_task
 
 T = TypeVar("T")
 
-#: Per thread: ``loops``, the private loops of the open iterations and holds, the innermost last.
+#: Per thread: ``holds``, the open holds' loops (:class:`_LoopThread`), the innermost last.
 _THREAD = threading.local()
 
 
@@ -41,35 +44,9 @@ def _refuse_inside_a_loop(what: str) -> None:
     )
 
 
-def _open_loops() -> list[asyncio.AbstractEventLoop]:
-    loops = getattr(_THREAD, "loops", None)
-    if loops is None:
-        loops = _THREAD.loops = []
-    return loops
-
-
-@contextlib.contextmanager
-def _private_loop() -> Iterator[asyncio.AbstractEventLoop]:
-    """A new event loop that this thread's :func:`run_sync` calls use until exit; then the tasks left on it
-    are cancelled (as ``asyncio.run`` does) and it is closed."""
-    loop = asyncio.new_event_loop()
-    loops = _open_loops()
-    loops.append(loop)
-    try:
-        yield loop
-    finally:
-        loops.remove(loop)
-        try:
-            _cancel_left_over_tasks(loop)
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.run_until_complete(loop.shutdown_default_executor())
-        finally:
-            loop.close()
-
-
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` to completion and return its result: on the loop of the innermost iteration or hold open
-    in this thread (sharing its connection), else on a fresh event loop (``asyncio.run``: Ctrl-C cancels it
+    """Run ``coro`` to completion and return its result: on the loop of the innermost :func:`hold` open in
+    this thread (sharing its connection), else on a fresh event loop (``asyncio.run``: Ctrl-C cancels it
     cleanly, tasks left behind are cancelled).
 
     Raises ``RuntimeError`` when called from a thread that already runs an event loop (a trigger,
@@ -80,26 +57,121 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     except RuntimeError:
         coro.close()
         raise
-    loops = _open_loops()
-    if loops:
-        return loops[-1].run_until_complete(coro)
+    holds = _holds()
+    if holds:
+        return holds[-1].call(coro)
     return asyncio.run(coro)
+
+
+class _LoopThread:
+    """An event loop running in a daemon thread of its own until :meth:`close`; :meth:`call` runs a
+    coroutine there and waits for its result."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="jetstream-hold", daemon=True)
+        self.thread.start()
+
+    def call(self, coro: Coroutine[Any, Any, T]) -> T:
+        """``coro``'s result, run on the loop. Interrupted while it waits (Ctrl-C, the task being stopped),
+        it cancels the coroutine and waits until it ended before re-raising, as ``asyncio.run`` does:
+        nothing of an interrupted call runs on later."""
+        if threading.current_thread() is self.thread:
+            coro.close()
+            raise RuntimeError("a blocking call on the event loop's own thread would wait for ever: await it")
+        ended: concurrent.futures.Future[asyncio.Task[T]] = concurrent.futures.Future()
+        tasks: list[asyncio.Task[T]] = []
+
+        def start() -> None:
+            task = self.loop.create_task(coro)
+            task.add_done_callback(ended.set_result)
+            tasks.append(task)
+
+        self.loop.call_soon_threadsafe(start)
+        try:
+            task = ended.result()
+        except BaseException:
+            self.loop.call_soon_threadsafe(lambda: tasks[0].cancel())  # after start(): callbacks run in order
+            ended.result()
+            raise
+        return task.result()
+
+    def close(self) -> None:
+        """Cancel the tasks left on the loop, stop it and close it."""
+
+        async def finish() -> None:
+            current = asyncio.current_task()
+            await asyncio.gather(*(stop_task(task) for task in asyncio.all_tasks() if task is not current))
+            await self.loop.shutdown_asyncgens()
+            await self.loop.shutdown_default_executor()
+
+        try:
+            self.call(finish())
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join()
+            self.loop.close()
+
+
+def _holds() -> list[_LoopThread]:
+    holds = getattr(_THREAD, "holds", None)
+    if holds is None:
+        holds = _THREAD.holds = []
+    return holds
 
 
 @contextlib.contextmanager
 def hold(context: AbstractAsyncContextManager[T]) -> Iterator[T]:
-    """Enter ``context`` on a private event loop, yield its value, and exit it when the block ends; inside,
-    this thread's :func:`run_sync` calls run on that loop (what ``context`` opened stays open for them)."""
+    """Enter ``context`` on an event loop running in a thread of its own, yield its value, and exit it when
+    the block ends; until then, this thread's :func:`run_sync` calls run on that loop (what ``context``
+    opened stays open, and keeps answering the server, between them)."""
+    with _hold(context) as (_, value):
+        yield value
+
+
+@contextlib.contextmanager
+def _hold(context: AbstractAsyncContextManager[T]) -> Iterator[tuple[_LoopThread, T]]:
     _refuse_inside_a_loop("hold()")
-    with _private_loop() as loop:
-        value = loop.run_until_complete(context.__aenter__())
+    held = _LoopThread()
+    holds = _holds()
+    try:
+        value = held.call(context.__aenter__())
+        holds.append(held)
         try:
-            yield value
+            yield held, value
         except BaseException:
-            if not loop.run_until_complete(context.__aexit__(*sys.exc_info())):
+            holds.remove(held)
+            if not held.call(context.__aexit__(*sys.exc_info())):
                 raise
         else:
-            loop.run_until_complete(context.__aexit__(None, None, None))
+            holds.remove(held)
+            held.call(context.__aexit__(None, None, None))
+    finally:
+        if held in holds:
+            holds.remove(held)
+        held.close()
+
+
+def iterate_held(context: AbstractAsyncContextManager[Any], source: AsyncIterator[T]) -> Iterator[T]:
+    """Iterate ``source`` from synchronous code inside a :func:`hold` of ``context``: until the iteration
+    ends, this thread's :func:`run_sync` calls (an item's ``ack()``) share what ``context`` opened. Closing
+    the iterator early (leaving a ``for`` loop) closes ``source``, then exits ``context``: close an iteration
+    left unfinished, or it keeps taking the thread's calls until it is collected."""
+    with _hold(context) as (held, _):
+        try:
+            while True:
+                try:
+                    item = held.call(source.__anext__())  # type: ignore[arg-type]
+                except StopAsyncIteration:
+                    return
+                try:
+                    yield item
+                except GeneratorExit:
+                    return  # closed early: a normal end, the context exits cleanly
+        finally:
+            aclose = getattr(source, "aclose", None)
+            if aclose is not None:
+                held.call(aclose())
 
 
 def iterate_blocking(source: AsyncIterator[T]) -> Iterator[T]:
@@ -107,21 +179,27 @@ def iterate_blocking(source: AsyncIterator[T]) -> Iterator[T]:
 
     Closing the iterator early (``limit()``, a task failure) closes ``source`` so it can delete its
     consumer and close its connection. At the end, tasks the work left behind are cancelled, as
-    ``asyncio.run`` does. Until then, this thread's :func:`run_sync` calls run on the iteration's loop.
+    ``asyncio.run`` does.
     """
     _refuse_inside_a_loop("iterate_blocking()")
-    with _private_loop() as loop:
+    loop = asyncio.new_event_loop()
+    try:
+        while True:
+            try:
+                item = loop.run_until_complete(source.__anext__())  # type: ignore[arg-type]
+            except StopAsyncIteration:
+                break
+            yield item
+    finally:
         try:
-            while True:
-                try:
-                    item = loop.run_until_complete(source.__anext__())  # type: ignore[arg-type]
-                except StopAsyncIteration:
-                    break
-                yield item
-        finally:
             aclose = getattr(source, "aclose", None)
             if aclose is not None:
                 loop.run_until_complete(aclose())
+            _cancel_left_over_tasks(loop)
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+        finally:
+            loop.close()
 
 
 def _cancel_left_over_tasks(loop: asyncio.AbstractEventLoop) -> None:

@@ -18,7 +18,7 @@ from airflow_provider_jetstream.core.consume.deliveries import Delivery, Send, s
 from airflow_provider_jetstream.core.consume.fetch import ReadingConsumer, fetch_batch, reading_consumer
 from airflow_provider_jetstream.core.signatures.consume import CONSUME, FETCH
 from airflow_provider_jetstream.core.signatures.shared import REQUEST
-from airflow_provider_jetstream.core.sync import iterate_blocking
+from airflow_provider_jetstream.core.sync import iterate_held
 from airflow_provider_jetstream.hooks.base import blocking, checked
 from airflow_provider_jetstream.hooks.objects import JetStreamObjectsHook
 
@@ -151,7 +151,8 @@ class JetStreamMessagesHook(JetStreamObjectsHook):
                     return
 
     def consume(self, stream: str, consumer: str | None = None, **kwargs: Any) -> Iterator[Delivery]:
-        """Blocking form of :meth:`aconsume` (a private event loop, driven while the caller waits for the
-        next message); ``ack()`` and friends of its messages, and this thread's other blocking hook calls
-        until the iteration ends, share its connection."""
-        return iterate_blocking(self.aconsume(stream, consumer, **kwargs))
+        """Blocking form of :meth:`aconsume`, on an event loop of its own thread (the connection answers the
+        server while the caller works on a message); ``ack()`` and friends of its messages, and this thread's
+        other blocking hook calls until the iteration ends, share its connection. Leave the loop (or close
+        the iterator) to end it."""
+        return iterate_held(self.aconnect(), self.aconsume(stream, consumer, **kwargs))

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import socket
 
+import nats
 import pytest
 
 from airflow_provider_jetstream.core.errors import JetStreamConfigError, JetStreamNotFoundError, SpecErrors
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
-from airflow_provider_jetstream.testing.servers import USERS
+from airflow_provider_jetstream.testing.servers import USERS, NatsServer
 from tests.support.management import uid
 from tests.support.natsutil import publish_raw_headers
 from tests.support.waiting import wait_until
@@ -153,3 +156,52 @@ def test_settles_from_synchronous_code_share_one_connection(hub_leaf, jetstream_
 
     info = consumer_info(raw, "hub", name, "work")
     assert info["ack_floor"]["stream_seq"] == 42 and info["num_ack_pending"] == 18
+
+
+def dropped_when_silent(server: NatsServer) -> bool:
+    """Connect a raw client that never answers the server's pings; True once the server dropped it."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=60) as raw:
+        raw.recv(4096)  # INFO
+        raw.sendall(b'CONNECT {"verbose":false}\r\nPING\r\n')
+        while raw.recv(4096):  # PONG, the server's PINGs, its -ERR 'Stale Connection'; then EOF
+            pass
+    return True
+
+
+def test_a_held_connection_answers_the_server_while_the_task_works(tmp_path, jetstream_conn) -> None:
+    """A server drops a client that leaves its pings unanswered. While the caller works on a consumed
+    message for longer than that, the iteration's connection still answers: the ack after the work goes
+    at once, on the same connection."""
+    store = json.dumps(str(tmp_path / "js"))
+    server = NatsServer("patient", tmp_path, f'ping_interval: "1s"\nping_max: 1\njetstream {{ store_dir: {store} }}\n')
+    server.start()
+    try:
+
+        async def declare_stream() -> None:
+            nc = await nats.connect(server.url)
+            js = nc.jetstream()
+            await js.add_stream(name="work", subjects=["work"])
+            for payload in (b"one", b"two"):
+                await js.publish("work", payload)
+            await js.add_consumer("work", durable_name="worker", ack_policy="explicit", ack_wait=120)
+            await nc.close()
+
+        asyncio.run(declare_stream())
+        client = uid("patient")
+        hook = JetStreamHook(jetstream_conn(f"127.0.0.1:{server.port}", client_name=client))
+        for message in hook.consume("work", "worker", batch=2, max_wait=1, stop_when_empty=True):
+            # The work: longer than the server waits for a pong (two silent clients dropped in turn: the
+            # second was silent for less time than this one has been).
+            assert dropped_when_silent(server) and dropped_when_silent(server)
+            assert message.ack()
+        assert connections_named(server, client) == 1  # never dropped, never reconnected
+
+        async def ack_floor() -> int:
+            nc = await nats.connect(server.url)
+            info = await nc.jetstream().consumer_info("work", "worker")
+            await nc.close()
+            return info.ack_floor.stream_seq
+
+        assert asyncio.run(ack_floor()) == 2
+    finally:
+        server.stop()

@@ -1,16 +1,18 @@
-"""The sync bridge (``core/sync.py``): blocking calls inside an open iteration or hold run on its loop, and
-share what is open there; elsewhere each runs on a fresh loop."""
+"""The sync bridge (``core/sync.py``): blocking calls inside an open hold or held iteration run on its loop,
+in a thread of its own, and share what is open there; elsewhere each runs on a fresh loop."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
 import threading
 from collections.abc import AsyncIterator
 
 import pytest
 
-from airflow_provider_jetstream.core.sync import hold, iterate_blocking, run_sync
+from airflow_provider_jetstream.core.sync import hold, iterate_blocking, iterate_held, run_sync
 
 
 async def _loop() -> asyncio.AbstractEventLoop:
@@ -18,7 +20,7 @@ async def _loop() -> asyncio.AbstractEventLoop:
 
 
 class _Opened:
-    """An async context that records how it was left."""
+    """An async context that records its loop and how it was left."""
 
     def __init__(self) -> None:
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -57,6 +59,24 @@ def test_run_sync_inside_a_hold_shares_its_loop_and_the_hold_exits_once() -> Non
     assert run_sync(_loop()) is not opened.loop
 
 
+def test_the_held_loop_runs_between_calls() -> None:
+    """What the hold opened keeps running while the caller works (a connection answers the server's pings)."""
+    ticks = threading.Event()
+
+    @contextlib.asynccontextmanager
+    async def ticking() -> AsyncIterator[None]:
+        async def tick() -> None:
+            await asyncio.sleep(0.01)
+            ticks.set()
+
+        task = asyncio.ensure_future(tick())
+        yield
+        await task
+
+    with hold(ticking()):
+        assert ticks.wait(30), "the loop did not run while the caller waited"
+
+
 def test_an_error_inside_a_hold_reaches_its_context_and_the_caller() -> None:
     opened = _Opened()
     with pytest.raises(KeyError), hold(opened.context()):
@@ -64,23 +84,54 @@ def test_an_error_inside_a_hold_reaches_its_context_and_the_caller() -> None:
     assert opened.exited == [KeyError]
 
 
-def test_run_sync_between_items_of_a_blocking_iteration_shares_its_loop() -> None:
+def test_an_interrupted_call_is_cancelled_before_the_interruption_goes_on() -> None:
+    """Ctrl-C (or Airflow stopping the task) while a call waits: the call is cancelled, its clean-up done,
+    before the interruption reaches the caller; nothing of it runs on later."""
+    events: list[str] = []
+    started = threading.Event()
+
+    async def forever() -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            events.append("cleaned up")
+
+    with hold(_Opened().context()):
+        threading.Thread(target=lambda: (started.wait(30), os.kill(os.getpid(), signal.SIGINT))).start()
+        with pytest.raises(KeyboardInterrupt):
+            run_sync(forever())
+        events.append("interrupted")
+        assert run_sync(_loop()) is not None  # the hold still takes calls
+    assert events == ["cleaned up", "interrupted"]
+
+
+def test_a_held_iteration_shares_its_loop_until_it_ends() -> None:
+    opened = _Opened()
     seen = []
-    for _, loop in iterate_blocking(_count(3)):
+    for _, loop in iterate_held(opened.context(), _count(3)):
         seen.append(loop)
         assert run_sync(_loop()) is loop
-    assert len(set(seen)) == 1 and seen[0].is_closed()
-    # Left early: the iteration's loop is no longer used.
-    iteration = iterate_blocking(_count(3))
-    _, loop = next(iteration)
+    assert len(set(seen)) == 1 and seen[0] is opened.loop and seen[0].is_closed()
+    assert opened.exited == [None]
+    # Left early: the context exits as normally, and the iteration's loop is no longer used.
+    opened = _Opened()
+    iteration = iterate_held(opened.context(), _count(3))
+    _, left = next(iteration)
     iteration.close()
-    assert run_sync(_loop()) is not loop
+    assert opened.exited == [None] and run_sync(_loop()) is not left
 
 
-def test_the_innermost_open_loop_wins_and_other_threads_do_not_share_it() -> None:
+def test_a_blocking_iteration_takes_no_other_calls() -> None:
+    """``iterate_blocking`` (Spark's) drives its loop only while asked for an item."""
+    for _, loop in iterate_blocking(_count(2)):
+        assert run_sync(_loop()) is not loop
+
+
+def test_the_innermost_hold_wins_and_other_threads_do_not_share_it() -> None:
     opened = _Opened()
     with hold(opened.context()):
-        for _, loop in iterate_blocking(_count(1)):
+        for _, loop in iterate_held(_Opened().context(), _count(1)):
             assert run_sync(_loop()) is loop
         assert run_sync(_loop()) is opened.loop
         elsewhere: list[asyncio.AbstractEventLoop] = []
