@@ -21,7 +21,7 @@ import concurrent.futures
 import contextlib
 import sys
 import threading
-from collections.abc import AsyncIterator, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
@@ -98,15 +98,8 @@ class _LoopThread:
 
     def close(self) -> None:
         """Cancel the tasks left on the loop, stop it and close it."""
-
-        async def finish() -> None:
-            current = asyncio.current_task()
-            await asyncio.gather(*(stop_task(task) for task in asyncio.all_tasks() if task is not current))
-            await self.loop.shutdown_asyncgens()
-            await self.loop.shutdown_default_executor()
-
         try:
-            self.call(finish())
+            self.call(_wind_down())
         finally:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join()
@@ -159,19 +152,9 @@ def iterate_held(context: AbstractAsyncContextManager[Any], source: AsyncIterato
     left unfinished, or it keeps taking the thread's calls until it is collected."""
     with _hold(context) as (held, _):
         try:
-            while True:
-                try:
-                    item = held.call(source.__anext__())  # type: ignore[arg-type]
-                except StopAsyncIteration:
-                    return
-                try:
-                    yield item
-                except GeneratorExit:
-                    return  # closed early: a normal end, the context exits cleanly
-        finally:
-            aclose = getattr(source, "aclose", None)
-            if aclose is not None:
-                held.call(aclose())
+            yield from _iterate(source, held.call)
+        except GeneratorExit:
+            return  # closed early (source closed already): a normal end, the context exits cleanly
 
 
 def iterate_blocking(source: AsyncIterator[T]) -> Iterator[T]:
@@ -184,25 +167,34 @@ def iterate_blocking(source: AsyncIterator[T]) -> Iterator[T]:
     _refuse_inside_a_loop("iterate_blocking()")
     loop = asyncio.new_event_loop()
     try:
-        while True:
-            try:
-                item = loop.run_until_complete(source.__anext__())  # type: ignore[arg-type]
-            except StopAsyncIteration:
-                break
-            yield item
+        yield from _iterate(source, loop.run_until_complete)
     finally:
         try:
-            aclose = getattr(source, "aclose", None)
-            if aclose is not None:
-                loop.run_until_complete(aclose())
-            _cancel_left_over_tasks(loop)
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.run_until_complete(loop.shutdown_default_executor())
+            loop.run_until_complete(_wind_down())
         finally:
             loop.close()
 
 
-def _cancel_left_over_tasks(loop: asyncio.AbstractEventLoop) -> None:
-    tasks = [task for task in asyncio.all_tasks(loop) if not task.done()]
-    if tasks:
-        loop.run_until_complete(asyncio.gather(*(stop_task(task) for task in tasks)))
+def _iterate(source: AsyncIterator[T], run: Callable[[Coroutine[Any, Any, Any]], Any]) -> Iterator[T]:
+    """``source``'s items, each awaited through ``run``; ``source`` closed when the iteration ends, early too."""
+    try:
+        while True:
+            try:
+                item = run(source.__anext__())  # type: ignore[arg-type]
+            except StopAsyncIteration:
+                return
+            yield item
+    finally:
+        aclose = getattr(source, "aclose", None)
+        if aclose is not None:
+            run(aclose())
+
+
+async def _wind_down() -> None:
+    """Cancel the running loop's other tasks (as ``asyncio.run`` does), then shut its async generators and
+    default executor down."""
+    loop = asyncio.get_running_loop()
+    current = asyncio.current_task()
+    await asyncio.gather(*(stop_task(task) for task in asyncio.all_tasks() if task is not current))
+    await loop.shutdown_asyncgens()
+    await loop.shutdown_default_executor()
