@@ -19,13 +19,14 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import inspect
 import sys
 import threading
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
-from airflow_provider_jetstream.core.tasks import stop_task
+from airflow_provider_jetstream.core.tasks import CLEANUP_GRACE, stop_task
 
 T = TypeVar("T")
 
@@ -72,37 +73,58 @@ class _LoopThread:
         self.thread = threading.Thread(target=self.loop.run_forever, name="jetstream-hold", daemon=True)
         self.thread.start()
 
-    def call(self, coro: Coroutine[Any, Any, T]) -> T:
-        """``coro``'s result, run on the loop. Interrupted while it waits (Ctrl-C, the task being stopped),
-        it cancels the coroutine and waits until it ended before re-raising, as ``asyncio.run`` does:
-        nothing of an interrupted call runs on later."""
-        if threading.current_thread() is self.thread:
-            coro.close()
-            raise RuntimeError("a blocking call on the event loop's own thread would wait for ever: await it")
-        ended: concurrent.futures.Future[asyncio.Task[T]] = concurrent.futures.Future()
-        tasks: list[asyncio.Task[T]] = []
+    def call(self, awaitable: Awaitable[T]) -> T:
+        """``awaitable``'s result, awaited on the loop; what it raises (``SystemExit`` too) is raised here.
+        Interrupted while it waits (Ctrl-C, the task being stopped), it cancels the work and waits until it
+        ended (cancelling again every :data:`~airflow_provider_jetstream.core.tasks.CLEANUP_GRACE` seconds)
+        before re-raising, as ``asyncio.run`` does: nothing of an interrupted call runs on later."""
+        if threading.current_thread() is self.thread or not self.thread.is_alive() or sys.is_finalizing():
+            if inspect.iscoroutine(awaitable):
+                awaitable.close()
+            raise RuntimeError("the held event loop cannot take a blocking call from its own thread or once stopped")
+        outcome: concurrent.futures.Future[T] = concurrent.futures.Future()
+        tasks: list[asyncio.Task[None]] = []
+
+        async def run() -> None:
+            try:
+                result = await awaitable
+            except BaseException as err:  # re-raised in the caller's thread, never in the loop's
+                outcome.set_exception(err)
+            else:
+                outcome.set_result(result)
 
         def start() -> None:
-            task = self.loop.create_task(coro)
-            task.add_done_callback(ended.set_result)
-            tasks.append(task)
+            if not outcome.done():
+                tasks.append(self.loop.create_task(run()))
 
-        self.loop.call_soon_threadsafe(start)
+        def stop() -> None:
+            if tasks:
+                tasks[0].cancel()
+            elif not outcome.done():  # interrupted before it was scheduled: it never runs
+                if inspect.iscoroutine(awaitable):
+                    awaitable.close()
+                outcome.set_exception(asyncio.CancelledError())
+
         try:
-            task = ended.result()
+            self.loop.call_soon_threadsafe(start)
+            return outcome.result()
         except BaseException:
-            self.loop.call_soon_threadsafe(lambda: tasks[0].cancel())  # after start(): callbacks run in order
-            ended.result()
+            while not outcome.done() and self.thread.is_alive():
+                self.loop.call_soon_threadsafe(stop)  # after start() if it was scheduled: callbacks run in order
+                concurrent.futures.wait([outcome], timeout=CLEANUP_GRACE)
             raise
-        return task.result()
 
     def close(self) -> None:
-        """Cancel the tasks left on the loop, stop it and close it."""
+        """Cancel the tasks left on the loop, stop it and close it. Nothing once the interpreter is shutting
+        down: its thread no longer runs then (the process ends anyway)."""
+        if sys.is_finalizing():
+            return
         try:
             self.call(_wind_down())
         finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join()
+            if self.thread.is_alive():
+                self.loop.call_soon_threadsafe(self.loop.stop)
+                self.thread.join()
             self.loop.close()
 
 
@@ -166,8 +188,19 @@ def iterate_blocking(source: AsyncIterator[T]) -> Iterator[T]:
     """
     _refuse_inside_a_loop("iterate_blocking()")
     loop = asyncio.new_event_loop()
+
+    def drive(awaitable: Awaitable[T]) -> T:
+        """Run the loop until ``awaitable`` is done; interrupted, its task is stopped before re-raising."""
+        task = asyncio.ensure_future(awaitable, loop=loop)
+        try:
+            return loop.run_until_complete(task)
+        except BaseException:
+            if not task.done():
+                loop.run_until_complete(stop_task(task))
+            raise
+
     try:
-        yield from _iterate(source, loop.run_until_complete)
+        yield from _iterate(source, drive)
     finally:
         try:
             loop.run_until_complete(_wind_down())
@@ -175,7 +208,7 @@ def iterate_blocking(source: AsyncIterator[T]) -> Iterator[T]:
             loop.close()
 
 
-def _iterate(source: AsyncIterator[T], run: Callable[[Coroutine[Any, Any, Any]], Any]) -> Iterator[T]:
+def _iterate(source: AsyncIterator[T], run: Callable[[Awaitable[Any]], Any]) -> Iterator[T]:
     """``source``'s items, each awaited through ``run``; ``source`` closed when the iteration ends, early too."""
     try:
         while True:

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
+import subprocess
+import sys
 import threading
 from collections.abc import AsyncIterator
 
 import pytest
 
 from airflow_provider_jetstream.core.sync import hold, iterate_blocking, iterate_held, run_sync
+from tests.support.waiting import scaled
 
 
 async def _loop() -> asyncio.AbstractEventLoop:
@@ -41,6 +43,21 @@ class _Opened:
 async def _count(n: int) -> AsyncIterator[tuple[int, asyncio.AbstractEventLoop]]:
     for i in range(n):
         yield i, asyncio.get_running_loop()
+
+
+def _interrupt_when(started: threading.Event, handled: threading.Event) -> None:
+    """Ctrl-C for this thread (the main one, where Python raises it) once ``started`` is set, aimed at it;
+    again until ``handled`` is set: a signal that lands just before the thread blocks wakes nothing."""
+    target = threading.get_ident()
+
+    def interrupt() -> None:
+        started.wait(scaled(30))
+        while True:
+            signal.pthread_kill(target, signal.SIGINT)
+            if handled.wait(scaled(2)):
+                return
+
+    threading.Thread(target=interrupt, daemon=True).start()
 
 
 def test_run_sync_alone_runs_each_coroutine_on_a_fresh_loop() -> None:
@@ -88,7 +105,7 @@ def test_an_interrupted_call_is_cancelled_before_the_interruption_goes_on() -> N
     """Ctrl-C (or Airflow stopping the task) while a call waits: the call is cancelled, its clean-up done,
     before the interruption reaches the caller; nothing of it runs on later."""
     events: list[str] = []
-    started = threading.Event()
+    started, handled = threading.Event(), threading.Event()
 
     async def forever() -> None:
         started.set()
@@ -96,9 +113,10 @@ def test_an_interrupted_call_is_cancelled_before_the_interruption_goes_on() -> N
             await asyncio.Event().wait()
         finally:
             events.append("cleaned up")
+            handled.set()
 
     with hold(_Opened().context()):
-        threading.Thread(target=lambda: (started.wait(30), os.kill(os.getpid(), signal.SIGINT))).start()
+        _interrupt_when(started, handled)
         with pytest.raises(KeyboardInterrupt):
             run_sync(forever())
         events.append("interrupted")
@@ -148,3 +166,83 @@ def test_hold_refuses_inside_a_running_loop() -> None:
             pass
 
     asyncio.run(inside())
+
+
+class _Ready:
+    """An awaitable that is not a coroutine."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __await__(self):  # type: ignore[no-untyped-def]
+        return self.value
+        yield
+
+
+class _Countdown:
+    """An async iterator whose ``__anext__`` returns a plain awaitable."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __aiter__(self) -> _Countdown:
+        return self
+
+    def __anext__(self) -> _Ready:
+        if self.n == 0:
+            raise StopAsyncIteration
+        self.n -= 1
+        return _Ready(self.n)
+
+
+def test_any_awaitable_and_any_exception_cross_a_hold_as_they_would_asyncio_run() -> None:
+    async def exits() -> None:
+        raise SystemExit(3)
+
+    opened = _Opened()
+    with hold(opened.context()):
+        with pytest.raises(SystemExit):
+            run_sync(exits())
+        assert run_sync(_loop()) is opened.loop  # the held loop still runs
+    assert list(iterate_held(_Opened().context(), _Countdown(3))) == [2, 1, 0]
+    assert list(iterate_blocking(_Countdown(3))) == [2, 1, 0]
+
+
+def test_an_interrupted_blocking_iteration_raises_the_interruption_after_closing_its_source() -> None:
+    events: list[str] = []
+    started, handled = threading.Event(), threading.Event()
+
+    async def stuck() -> AsyncIterator[int]:
+        yield 1
+        started.set()
+        try:
+            await asyncio.Event().wait()
+            yield 2
+        finally:
+            events.append("closed")
+            handled.set()
+
+    _interrupt_when(started, handled)
+    with pytest.raises(KeyboardInterrupt):
+        list(iterate_blocking(stuck()))
+    assert events == ["closed"]
+
+
+def test_a_hold_left_open_does_not_keep_the_process_from_ending() -> None:
+    script = (
+        "import asyncio, contextlib\n"
+        "from airflow_provider_jetstream.core.sync import hold, iterate_held\n"
+        "@contextlib.asynccontextmanager\n"
+        "async def context():\n"
+        "    yield\n"
+        "async def items():\n"
+        "    yield 1\n"
+        "    yield 2\n"
+        "LEFT = iterate_held(context(), items())\n"
+        "next(LEFT)\n"
+        "OPEN = hold(context())\n"
+        "OPEN.__enter__()\n"
+        "print('done')\n"
+    )
+    ended = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=scaled(60))
+    assert ended.returncode == 0 and ended.stdout.strip() == "done", ended.stderr
