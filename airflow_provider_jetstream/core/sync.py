@@ -1,6 +1,6 @@
 """The one bridge from synchronous code (operators, sensors' pokes, Spark tasks) to nats-py's asyncio.
 
-Three shapes: :func:`run_sync` runs one coroutine; :func:`iterate_blocking` drives an async iterator one
+Four shapes: :func:`run_sync` runs one coroutine; :func:`iterate_blocking` drives an async iterator one
 item at a time on a private event loop, driven only while the caller waits for the next item, so a slow
 Spark task leaves unread data in the socket (bounded by the pull buffer) instead of in memory; :func:`hold`
 keeps an async context (the hook's connection) open for a block of synchronous code, and
