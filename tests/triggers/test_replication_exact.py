@@ -20,6 +20,10 @@ from nats.js.api import ExternalStream, StreamConfig, StreamSource, SubjectTrans
 
 from airflow_provider_jetstream.core.status import origins as origins_module
 from airflow_provider_jetstream.core.status.origins import (
+    HeldSeq,
+    OriginProbe,
+    ReplicationStatus,
+    held_seq,
     server_hash,
     stream_source_seq,
     subject_matches,
@@ -124,6 +128,24 @@ def test_sources_sharing_subjects_and_a_filtered_source_are_judged_exactly(
         assert bounded[names["a"]].check == "lag/active"
         assert "other origins sharing them" in bounded[names["a"]].reason
     assert bounded[names["b"]].check == "exact"
+
+
+def test_looking_back_stops_at_sequence_1_when_the_info_was_read_while_the_stream_was_empty(hub_conn, raw) -> None:
+    """The check reads the aggregate's info, then its newest message on an origin's subjects: a copy can land
+    in between. Read while the stream was empty, the info says ``first_seq`` 0, and the server refuses a
+    request for sequence 0: looking back from a message of another writer stops at 1."""
+    name = unique("walk0")
+    raw.create("hub", {"name": name, "subjects": [f"{name}.>"]})
+    status = ReplicationStatus("source", "elsewhere", "$JS.leaf.API", lag=0, active=None, external_api="$JS.leaf.API")
+
+    async def walk() -> HeldSeq:
+        async with JetStreamHook(hub_conn).aapi(domain="hub") as api:
+            before = await api.stream_info(name)
+            assert before is not None and before["state"]["first_seq"] == 0
+            await api.nc.request(f"{name}.x", b"another writer's", timeout=5)
+            return await held_seq(api, before, status, OriginProbe("ok", last_seq=3))
+
+    assert asyncio.run(walk()) == HeldSeq(0)
 
 
 def test_header_parsing_hash_and_patterns() -> None:

@@ -394,7 +394,7 @@ async def held_seq(api: JetStreamApi, info: dict[str, Any], status: ReplicationS
         return HeldSeq(status.seq)
     if probe.last_seq == 0:  # the origin has nothing to copy (None: not known now, look)
         return HeldSeq(0)
-    first = int(state.get("first_seq") or 0)
+    first = max(1, int(state.get("first_seq") or 0))  # an info read while the stream was empty says 0
     best = 0
     walked = 0
     for pattern in status.copy_patterns:
