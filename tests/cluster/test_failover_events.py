@@ -20,9 +20,9 @@ from nats.js.api import KeyValueConfig
 from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.testing.servers import LocalTopology
 from airflow_provider_jetstream.triggers.kv_events import JetStreamKeyValueEventTrigger, kv_consumer_name
-from airflow_provider_jetstream.triggers.messages import JetStreamMessageTrigger
 from tests.support.natsutil import ack_state, connect_cluster, unique
 from tests.support.triggerer import Triggerer
+from tests.support.triggers import message_trigger
 from tests.support.waiting import eventually
 
 HUB_API = "$JS.hub.API"
@@ -62,22 +62,12 @@ def test_a_watcher_goes_on_across_its_consumers_leader_kill(
             return await ack_state(api, stream, "af_events")
 
         await api.request(f"STREAM.CREATE.{stream}", {"name": stream, "subjects": [f"{stream}.>"], "num_replicas": 3})
-        watcher = JetStreamMessageTrigger(
-            jetstream_conn_id=cluster_conn,
-            stream=stream,
-            domain="hub",
-            consumer="af_events",
-            cohort_wait=0,
-            ack_wait=2.0,
-            ack_policy=ack_policy,
-        )
+        watcher = message_trigger(cluster_conn, stream, domain="hub", ack_wait=2.0, ack_policy=ack_policy)
         runner = Triggerer()
         runner.start(1, watcher)
         try:
             for n in (1, 2, 3):
-                await _stored(
-                    lambda n=n: js.publish(f"{stream}.x", b"%d" % n, timeout=2, headers={"Nats-Msg-Id": str(n)})
-                )
+                await _stored(lambda n=n: message(n))
             await runner.wait_fired(3)
             runner.persist()
             assert await eventually(state, lambda s: s == (3, 0)) == (3, 0)
@@ -85,9 +75,7 @@ def test_a_watcher_goes_on_across_its_consumers_leader_kill(
             leader = (await api.consumer_info(stream, "af_events"))["cluster"]["leader"]
             await asyncio.to_thread(hub_cluster.kill_hub_node, hub_cluster.hub_node_named(leader))
             for n in (4, 5, 6):
-                await _stored(
-                    lambda n=n: js.publish(f"{stream}.x", b"%d" % n, timeout=2, headers={"Nats-Msg-Id": str(n)})
-                )
+                await _stored(lambda n=n: message(n))
 
             await runner.wait_fired(6, timeout=120)
             runner.persist()

@@ -9,9 +9,9 @@ from nats.js.api import StreamConfig
 
 from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.testing.servers import USERS
-from airflow_provider_jetstream.triggers.messages import JetStreamMessageTrigger
 from tests.support.natsutil import ack_state, connect, publish, unique
 from tests.support.triggerer import Triggerer
+from tests.support.triggers import message_trigger
 from tests.support.waiting import eventually
 
 
@@ -37,15 +37,7 @@ def test_a_hub_restart_acks_nothing_unstored_and_loses_nothing(make_topology, je
         nc = await connect(hub_url)
         await nc.jetstream().add_stream(StreamConfig(name=stream, subjects=[f"{stream}.>"]))
         await nc.close()
-        watcher = JetStreamMessageTrigger(
-            jetstream_conn_id=conn,
-            stream=stream,
-            domain="hub",
-            consumer="af_events",
-            cohort_wait=0,
-            ack_wait=2.0,
-            ack_policy=ack_policy,
-        )
+        watcher = message_trigger(conn, stream, domain="hub", ack_wait=2.0, ack_policy=ack_policy)
         runner = Triggerer()
         runner.start(1, watcher)
         try:

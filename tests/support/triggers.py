@@ -32,7 +32,8 @@ async def first_event(trigger: BaseTrigger, timeout: float) -> TriggerEvent:
 
 
 def message_trigger(conn: str, stream: str, **kw: Any) -> JetStreamMessageTrigger:
-    """A message trigger on a leaf stream: consumer ``af_events`` and no cohort wait unless given."""
+    """A message trigger: domain ``leaf``, consumer ``af_events`` and no cohort wait unless given."""
+    kw.setdefault("domain", "leaf")
     kw.setdefault("consumer", "af_events")
     kw.setdefault("cohort_wait", 0)
-    return JetStreamMessageTrigger(jetstream_conn_id=conn, stream=stream, domain="leaf", **kw)
+    return JetStreamMessageTrigger(jetstream_conn_id=conn, stream=stream, **kw)
