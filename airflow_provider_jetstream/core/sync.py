@@ -155,11 +155,9 @@ def _hold(context: AbstractAsyncContextManager[T]) -> Iterator[tuple[_LoopThread
         try:
             yield held, value
         except BaseException:
-            holds.remove(held)
             if not held.call(context.__aexit__(*sys.exc_info())):
                 raise
         else:
-            holds.remove(held)
             held.call(context.__aexit__(None, None, None))
     finally:
         if held in holds:
