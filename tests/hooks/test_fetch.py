@@ -13,7 +13,7 @@ from airflow_provider_jetstream.core.errors import JetStreamConfigError, JetStre
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.testing.servers import USERS, NatsServer
 from tests.support.management import uid
-from tests.support.natsutil import publish_raw_headers
+from tests.support.natsutil import clients_named, publish_raw_headers
 from tests.support.waiting import wait_until
 
 
@@ -118,8 +118,7 @@ def test_durable_fetch_refuses_what_the_dag_did_not_declare(hub_conn, raw) -> No
 
 def connections_named(server, name: str) -> int:
     """How many client connections named ``name`` the server saw (open and closed)."""
-    listing = server.monitor("connz?state=all&limit=100000") or {}
-    return sum(1 for conn in listing.get("connections") or [] if conn.get("name") == name)
+    return len(clients_named(server, name, state="all"))
 
 
 def test_settles_from_synchronous_code_share_one_connection(hub_leaf, jetstream_conn, raw) -> None:
