@@ -19,10 +19,13 @@ And, on a second stream with ``allow_batched`` (nats-server 2.14+), in the same 
 And the Spark writer (``df.write.format("jetstream")``, ``local[2]``, two tasks) into the
 ``allow_batched`` stream, in rounds of its own after those: ``spark per-message``
 (``fastIngest=false``) against ``spark fast-ingest`` (the default), ``--spark-rows`` rows of 100 bytes
-with a ``Nats-Msg-Id`` each (0: no Spark rounds).
+with a ``Nats-Msg-Id`` each (0: no Spark rounds), and ``fast-ingest ceiling``: the same messages, framed
+before the clock starts, sent in fast-ingest batches over two connections at once (the writer's two
+tasks without Spark), the most the server stores through fast ingest.
 
 Prints each rate and operator / raw+msgid (target >= 0.9x), fast-ingest / per-message for the operator
-and the writer (target >= 3x) and fast-ingest / ceiling (target >= 0.5x).
+and the writer (target >= 3x) and fast-ingest / ceiling (target >= 0.5x); for the writer also its share
+of the fast-ingest ceiling, and the hub server's CPU in cores while the fast paths ran.
 
     .venv/bin/python bench/publish.py [--messages 20000] [--rounds 3] [--spark-rows 200000]
 """
@@ -34,10 +37,27 @@ import asyncio
 import json
 import statistics
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
+import psutil
 from hub import CONN_ID, connect, hub_topology
 
+from airflow_provider_jetstream.core.api import JetStreamApi
+from airflow_provider_jetstream.core.publish.blocks import Block
+from airflow_provider_jetstream.core.publish.fast_ingest import batch_target, publish_batches
+from airflow_provider_jetstream.core.publish.summary import MSG_ID_HEADER, PublishSummary
+
 PAYLOAD = b"x" * 100
+T = TypeVar("T")
+
+
+def server_cores(pid: int, run: Callable[[], T]) -> tuple[T, float]:
+    """``run()``, and the CPU the server ``pid`` used meanwhile, in cores (CPU seconds per second)."""
+    server = psutil.Process(pid)
+    before, started = sum(server.cpu_times()[:2]), time.perf_counter()
+    result = run()
+    return result, (sum(server.cpu_times()[:2]) - before) / (time.perf_counter() - started)
 
 
 async def raw_loop(url: str, subject: str, n: int, with_ids: bool, tag: str) -> float:
@@ -69,6 +89,39 @@ async def ceiling_loop(url: str, subject: str, stream: str, n: int) -> float:
         return n / (time.perf_counter() - started)
     finally:
         await nc.close()
+
+
+async def fast_ingest_ceiling(url: str, stream: str, n: int, tag: str, connections: int) -> float:
+    """``n`` messages to the subject ``stream`` with a ``Nats-Msg-Id`` and ``Nats-Expected-Stream`` each (the
+    writer's headers), framed in blocks of 1,000 before the clock starts, sent in fast-ingest batches over
+    ``connections`` connections at once, timed until every batch's final ack."""
+    clients = [await connect(url) for _ in range(connections)]
+    try:
+        target = await batch_target(JetStreamApi(clients[0], "$JS.API", timeout=5), stream)
+        assert target is not None, f"stream {stream!r} takes no fast-ingest batches"
+        headers = {MSG_ID_HEADER: "", "Nats-Expected-Stream": stream}
+        share = n // connections
+        blocks = [
+            [
+                Block(stream, [PAYLOAD] * 1000, headers, [f"{tag}/{c}/{i}" for i in range(k, k + 1000)])
+                for k in range(0, share, 1000)
+            ]
+            for c in range(connections)
+        ]
+
+        async def send(nc, blocks: list[Block]) -> None:  # type: ignore[no-untyped-def]
+            summary = PublishSummary()
+            left = await publish_batches(
+                nc, target, iter(blocks), summary, check=lambda _: None, ack_timeout=30, what="bench"
+            )
+            assert left is None and summary.stored == share and not summary.failures, summary
+
+        started = time.perf_counter()
+        await asyncio.gather(*(send(nc, own) for nc, own in zip(clients, blocks, strict=True)))
+        return connections * share / (time.perf_counter() - started)
+    finally:
+        for nc in clients:
+            await nc.close()
 
 
 def operator_run(conn_id: str, subject: str, n: int, tag: str, fast_ingest: bool | None = None) -> float:
@@ -130,6 +183,8 @@ def main() -> None:
             "fast-ingest": [],
             "ceiling": [],
         }
+        hub_pid = topo.hub.process.pid  # type: ignore[union-attr]
+        cores: dict[str, list[float]] = {"fast-ingest": [], "ceiling": []}
         asyncio.run(raw_loop(topo.hub.url, "bench", 2000, True, "warmup"))  # warm up
         operator_run(CONN_ID, "batched", 2000, "warmup")
         for r in range(args.rounds):
@@ -137,19 +192,35 @@ def main() -> None:
             rates["operator"].append(operator_run(CONN_ID, "bench", args.messages, f"op{r}"))
             rates["raw"].append(asyncio.run(raw_loop(topo.hub.url, "bench", args.messages, False, "")))
             rates["per-message"].append(operator_run(CONN_ID, "batched", args.messages, f"pm{r}", fast_ingest=False))
-            rates["fast-ingest"].append(operator_run(CONN_ID, "batched", args.messages, f"fi{r}"))
-            rates["ceiling"].append(asyncio.run(ceiling_loop(topo.hub.url, "batched", "batched", args.messages)))
+            rate, used = server_cores(hub_pid, lambda r=r: operator_run(CONN_ID, "batched", args.messages, f"fi{r}"))
+            rates["fast-ingest"].append(rate)
+            cores["fast-ingest"].append(used)
+            rate, used = server_cores(
+                hub_pid, lambda: asyncio.run(ceiling_loop(topo.hub.url, "batched", "batched", args.messages))
+            )
+            rates["ceiling"].append(rate)
+            cores["ceiling"].append(used)
         if args.spark_rows:
             from bench.spark_read import spark_session
 
             spark = spark_session(topo)
-            rates["spark per-message"], rates["spark fast-ingest"] = [], []
+            for name in ("spark per-message", "spark fast-ingest", "fast-ingest ceiling"):
+                rates[name], cores[name] = [], []
             spark_write(spark, "batched", "batched", 2000, "warmup", True)
+            rows = args.spark_rows
+            paths: dict[str, Callable[[str], float]] = {
+                "spark per-message": lambda tag: spark_write(spark, "batched", "batched", rows, tag, False),
+                "spark fast-ingest": lambda tag: spark_write(spark, "batched", "batched", rows, tag, True),
+                "fast-ingest ceiling": lambda tag: asyncio.run(
+                    fast_ingest_ceiling(topo.hub.url, "batched", rows, tag, connections=2)
+                ),
+            }
             for r in range(args.rounds):
-                order = [False, True] if r % 2 == 0 else [True, False]
-                for fast in order:
-                    name = "spark fast-ingest" if fast else "spark per-message"
-                    rates[name].append(spark_write(spark, "batched", "batched", args.spark_rows, f"s{r}{fast}", fast))
+                order = list(paths) if r % 2 == 0 else list(reversed(paths))
+                for name in order:
+                    rate, used = server_cores(hub_pid, lambda name=name, r=r: paths[name](f"s{r}{name}"))
+                    rates[name].append(rate)
+                    cores[name].append(used)
             spark.stop()
         print(f"{args.messages} messages x {args.rounds} rounds, 100-byte payloads, hub on loopback")
         for name, values in rates.items():
@@ -169,9 +240,15 @@ def main() -> None:
         print(
             f"fast-ingest / ingest ceiling (core publish, no acks): {fast / statistics.median(rates['ceiling']):.2f}x"
         )
+        for name, values in cores.items():
+            print(f"  hub server CPU during {name}: median {statistics.median(values):.2f} cores")
         if args.spark_rows:
-            writer = statistics.median(rates["spark fast-ingest"]) / statistics.median(rates["spark per-message"])
-            print(f"Spark writer fast-ingest / per-message ({args.spark_rows} rows): {writer:.2f}x")
+            writer = statistics.median(rates["spark fast-ingest"])
+            per_message = statistics.median(rates["spark per-message"])
+            top = statistics.median(rates["fast-ingest ceiling"])
+            print(f"Spark writer fast-ingest / per-message ({args.spark_rows} rows): {writer / per_message:.2f}x")
+            print(f"Spark writer fast-ingest / fast-ingest ceiling: {writer / top:.2f}x")
+            print(f"fast-ingest ceiling / Spark writer per-message (the writer's bound): {top / per_message:.2f}x")
 
 
 if __name__ == "__main__":
