@@ -67,6 +67,7 @@ class JetStreamMessagesHook(JetStreamObjectsHook):
         batch: int,
         max_wait: float,
         all_header_values: bool,
+        no_wait: bool = False,
     ) -> list[Delivery]:
         """One batch of ``reading``, its messages settled through this hook (:meth:`settle_sender`)."""
         return await fetch_batch(
@@ -77,6 +78,7 @@ class JetStreamMessagesHook(JetStreamObjectsHook):
             max_wait=max_wait,
             send=self.settle_sender(),
             all_header_values=all_header_values,
+            no_wait=no_wait,
         )
 
     @checked(FETCH + REQUEST)
@@ -91,12 +93,14 @@ class JetStreamMessagesHook(JetStreamObjectsHook):
         start_seq: int | None = None,
         start_time: str | dt.datetime | None = None,
         all_header_values: bool = True,
+        no_wait: bool = False,
         domain: str | None = None,
         api_prefix: str | None = None,
         timeout: float | None = None,
     ) -> list[Delivery]:
         """Up to ``batch`` messages of ``stream``, waiting up to ``max_wait`` seconds (default 5) for the batch
-        to fill: one pull request, in any domain or API prefix.
+        to fill: one pull request, in any domain or API prefix. With ``no_wait`` (default False) it returns at
+        once with the messages there are now, none when there are none (nats.go's ``FetchNoWait``).
 
         Each message is a :class:`Delivery`: ``subject``, ``sequence``, ``time`` (a UTC datetime),
         ``timestamp_ns``, ``headers`` (each name to every value, in order), ``payload`` (bytes), ``delivered``
@@ -115,7 +119,7 @@ class JetStreamMessagesHook(JetStreamObjectsHook):
         """
         where = (domain, api_prefix, timeout)
         async with self._open_reading(stream, consumer, filter_subject, start_seq, start_time, where) as (api, reading):
-            return await self._fetch_batch(api, stream, reading, batch, max_wait, all_header_values)
+            return await self._fetch_batch(api, stream, reading, batch, max_wait, all_header_values, no_wait)
 
     fetch = blocking(afetch)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import time
 
 import nats
 import pytest
@@ -14,7 +15,7 @@ from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.testing.servers import USERS, NatsServer
 from tests.support.management import uid
 from tests.support.natsutil import clients_named, publish_raw_headers
-from tests.support.waiting import wait_until
+from tests.support.waiting import scaled, wait_until
 
 
 def consumer_info(raw, domain: str, stream: str, consumer: str) -> dict:
@@ -83,6 +84,36 @@ def test_durable_fetch_settles_each_message_once(hub_conn, raw) -> None:
     assert sorted(asyncio.run(rest())) == [(3, 2), (4, 1), (5, 1)]
     info = consumer_info(raw, "hub", name, "work")
     assert info["num_pending"] == 0 and info["num_ack_pending"] == 0 and info["ack_floor"]["stream_seq"] == 5
+
+
+def test_fetch_with_no_wait_returns_what_is_there_at_once(hub_conn, raw) -> None:
+    """A no_wait fetch takes the messages there are and returns without waiting max_wait for the batch to fill,
+    through the hub from a leaf's stream and from a durable consumer; with nothing there it returns none."""
+    max_wait = scaled(120)
+    name = uid("nowait")
+    raw.create("leaf", {"name": name, "subjects": [f"{name}.>"]})
+    raw.publish(f"{name}.a", [b"one", b"two", b"three"], server="leaf")
+    leaf = JetStreamHook(hub_conn, domain="leaf")
+
+    started = time.monotonic()
+    messages = leaf.fetch(name, batch=100, max_wait=max_wait, no_wait=True)
+    assert [(m.sequence, m.payload) for m in messages] == [(1, b"one"), (2, b"two"), (3, b"three")]
+    assert leaf.fetch(name, batch=100, max_wait=max_wait, no_wait=True, start_seq=4) == []
+    assert time.monotonic() - started < max_wait / 2, "no_wait waited for the batch to fill"
+
+    raw.create("hub", {"name": name, "subjects": [f"{name}.>"]})
+    raw.publish(f"{name}.x", [str(i).encode() for i in range(3)])
+    declare(raw, "hub", name, "work", ack_wait=int(max_wait * 4e9))
+    hub = JetStreamHook(hub_conn, domain="hub")
+    started = time.monotonic()
+    first = hub.fetch(name, "work", batch=2, max_wait=max_wait, no_wait=True)
+    assert [m.sequence for m in first] == [1, 2] and all(m.ack() for m in first)
+    (last,) = hub.fetch(name, "work", batch=100, max_wait=max_wait, no_wait=True)
+    assert last.sequence == 3 and last.ack()
+    assert hub.fetch(name, "work", batch=100, max_wait=max_wait, no_wait=True) == []
+    assert time.monotonic() - started < max_wait / 2, "no_wait waited for the batch to fill"
+    with pytest.raises(SpecErrors, match="no_wait"):
+        hub.fetch(name, "work", batch=1, no_wait="soon")
 
 
 def test_nak_with_a_delay_holds_the_message_back(hub_conn, raw) -> None:

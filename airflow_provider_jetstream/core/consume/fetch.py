@@ -147,10 +147,13 @@ async def fetch_batch(
     max_wait: float,
     send: Send | None = None,
     all_header_values: bool = True,
+    no_wait: bool = False,
 ) -> list[Delivery]:
     """One pull request for up to ``batch`` messages of ``reading`` that waits up to ``max_wait`` seconds for
     them (at most half the consumer's ``ack_wait``, so none is due again before it is returned): the
     messages, in delivery order, each sequence once, once the request is over (full, expired, or nothing left).
+    With ``no_wait`` the request takes the messages there are now and is over at once (``max_wait`` then only
+    bounds the wait for the server's answer).
 
     Each message of an ackable consumer gets an :class:`AckHandle` sending through ``send`` (default: this
     API's connection, while it is open). Repeated header values are read with ``STREAM.MSG.GET`` when
@@ -169,17 +172,22 @@ async def fetch_batch(
         # Held past its ack_wait, a message is delivered again, to this very request if it still waits.
         max_wait = min(max_wait, reading.ack_wait / 2)
     taken = await retry_failover(
-        lambda: _pull(api, stream, reading.name, batch, max_wait, where), api.nc, within=api.failover, what=where
+        lambda: _pull(api, stream, reading.name, batch, max_wait, no_wait, where),
+        api.nc,
+        within=api.failover,
+        what=where,
     )
     newest = {meta.sequence: (msg, meta) for msg, meta in taken}  # delivered twice: the newest reply acks it
     return [await _delivery(api, stream, msg, meta, reading, send, all_header_values) for msg, meta in newest.values()]
 
 
 async def _pull(
-    api: JetStreamApi, stream: str, consumer: str, batch: int, max_wait: float, where: str
+    api: JetStreamApi, stream: str, consumer: str, batch: int, max_wait: float, no_wait: bool, where: str
 ) -> list[tuple[Msg, AckReply]]:
     """One pull request's messages with their ack replies' metadata, in delivery order."""
-    requests = PullRequests(api.nc, api.prefix, stream, consumer, expires=max_wait, heartbeat=None, pipelined=False)
+    requests = PullRequests(
+        api.nc, api.prefix, stream, consumer, expires=max_wait, heartbeat=None, pipelined=False, no_wait=no_wait
+    )
     incoming: asyncio.Queue[Msg] = asyncio.Queue()
 
     async def on_msg(msg: Msg) -> None:

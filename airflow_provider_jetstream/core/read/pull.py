@@ -63,6 +63,8 @@ class PullRequests:
     :param pipelined: several requests may be open at once (the range reader). A status that ends a
         request without saying how many messages it still owed then leaves the count alone (a stall tells).
         With one request at a time (False: the durable puller) every status but a heartbeat ends it.
+    :param no_wait: each request takes only the messages there are now, and ends at once (status 404 or
+        408) instead of waiting ``expires`` for more. Default False.
     """
 
     def __init__(
@@ -76,6 +78,7 @@ class PullRequests:
         heartbeat: float | None,
         max_bytes: int | None = None,
         pipelined: bool = True,
+        no_wait: bool = False,
     ) -> None:
         self.nc = nc
         self.consumer = consumer
@@ -84,6 +87,7 @@ class PullRequests:
         self.heartbeat = heartbeat
         self.max_bytes = max_bytes
         self.pipelined = pipelined
+        self.no_wait = no_wait
         self.inbox = nc.new_inbox()
         self.sub: Any = None
         #: Messages asked for and neither received nor released by a status.
@@ -108,7 +112,11 @@ class PullRequests:
         """Send one pull request for ``batch`` messages; the provider's errors when it cannot be sent
         (:class:`JetStreamDomainUnavailableError` while the connection is re-established,
         :class:`JetStreamConnectionError` once it is closed)."""
-        body: dict[str, Any] = {"batch": batch, "expires": int(self.expires * 1e9)}
+        body: dict[str, Any] = {"batch": batch}
+        if self.no_wait:
+            body["no_wait"] = True
+        else:
+            body["expires"] = int(self.expires * 1e9)
         if self.heartbeat:
             body["idle_heartbeat"] = int(self.heartbeat * 1e9)
         if self.max_bytes:

@@ -72,7 +72,11 @@ _READ_RULES = [
 #: ``JetStreamHook.fetch``: one batch of a durable consumer or an ephemeral read.
 FETCH = Args(
     "fetch",
-    {**_READ, "batch": Arg(integer(1, MAX_BATCH), REQUIRED, VALUE, f"messages at most, 1 to {MAX_BATCH}")},
+    {
+        **_READ,
+        "batch": Arg(integer(1, MAX_BATCH), REQUIRED, VALUE, f"messages at most, 1 to {MAX_BATCH}"),
+        "no_wait": Arg(boolean, False, VALUE, "return at once with the messages there are now; default False"),
+    },
     _READ_RULES,
 )
 #: ``JetStreamHook.consume``: batch after batch, one held at a time.
