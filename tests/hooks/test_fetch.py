@@ -147,9 +147,15 @@ def test_durable_fetch_refuses_what_the_dag_did_not_declare(hub_conn, raw) -> No
         hook.fetch(name, "narrow", batch=1, start_seq=3)
 
 
-def connections_named(server, name: str) -> int:
-    """How many client connections named ``name`` the server saw (open and closed)."""
-    return len(clients_named(server, name, state="all"))
+def connections_named(server, name: str, at_least: int = 1) -> int:
+    """How many client connections named ``name`` the server saw (open and closed), once it shows ``at_least``:
+    a connection the client closed shows among the closed ones a moment later."""
+    return wait_until(
+        lambda: len(clients_named(server, name, state="all")),
+        lambda seen: seen >= at_least,
+        10,
+        f"{at_least} connections named {name!r}",
+    )
 
 
 def test_settles_from_synchronous_code_share_one_connection(hub_leaf, jetstream_conn, raw) -> None:
@@ -172,17 +178,17 @@ def test_settles_from_synchronous_code_share_one_connection(hub_leaf, jetstream_
         if len(consumed) == 20:
             break
     assert consumed == list(range(1, 21))
-    assert wait_until(lambda: connections_named(hub_leaf.hub, client), bool, 10, "the consume's connection") == 1
+    assert connections_named(hub_leaf.hub, client) == 1
 
     with hook.connected():
         batch = hook.fetch(name, "work", batch=20, max_wait=1)
         assert [m.sequence for m in batch] == list(range(21, 41))
         assert all(m.ack() for m in batch)
-    assert connections_named(hub_leaf.hub, client) == 2
+    assert connections_named(hub_leaf.hub, client, at_least=2) == 2
 
     rest = hook.fetch(name, "work", batch=20, max_wait=1)
     assert all(m.ack() for m in rest[:2])
-    assert connections_named(hub_leaf.hub, client) == 2 + 1 + 2  # the fetch's, then one per ack
+    assert connections_named(hub_leaf.hub, client, at_least=5) == 2 + 1 + 2  # the fetch's, then one per ack
 
     info = consumer_info(raw, "hub", name, "work")
     assert info["ack_floor"]["stream_seq"] == 42 and info["num_ack_pending"] == 18
