@@ -19,9 +19,9 @@ And, on a second stream with ``allow_batched`` (nats-server 2.14+), in the same 
 And the Spark writer (``df.write.format("jetstream")``, ``local[2]``, two tasks) into the
 ``allow_batched`` stream, in rounds of its own after those: ``spark per-message``
 (``fastIngest=false``) against ``spark fast-ingest`` (the default), ``--spark-rows`` rows of 100 bytes
-with a ``Nats-Msg-Id`` each (0: no Spark rounds), and ``fast-ingest ceiling``: the same messages, framed
-before the clock starts, sent in fast-ingest batches over two connections at once (the writer's two
-tasks without Spark), the most the server stores through fast ingest.
+with a ``Nats-Msg-Id`` each (0: no Spark rounds), and ``fast-ingest ceiling``: the same messages, made
+into blocks before the clock starts, sent in fast-ingest batches over two connections at once (the writer's
+two tasks without Spark), the most the server stores through fast ingest.
 
 Prints each rate and operator / raw+msgid (target >= 0.9x), fast-ingest / per-message for the operator
 and the writer (target >= 3x) and fast-ingest / ceiling (target >= 0.5x); for the writer also its share
@@ -93,8 +93,9 @@ async def ceiling_loop(url: str, subject: str, stream: str, n: int) -> float:
 
 async def fast_ingest_ceiling(url: str, stream: str, n: int, tag: str, connections: int) -> float:
     """``n`` messages to the subject ``stream`` with a ``Nats-Msg-Id`` and ``Nats-Expected-Stream`` each (the
-    writer's headers), framed in blocks of 1,000 before the clock starts, sent in fast-ingest batches over
-    ``connections`` connections at once, timed until every batch's final ack."""
+    writer's headers), made into blocks of 1,000 before the clock starts, sent in fast-ingest batches over
+    ``connections`` connections at once (framed as they go, as the writer's are), timed until every batch's
+    final ack."""
     clients = [await connect(url) for _ in range(connections)]
     try:
         target = await batch_target(JetStreamApi(clients[0], "$JS.API", timeout=5), stream)
@@ -103,8 +104,8 @@ async def fast_ingest_ceiling(url: str, stream: str, n: int, tag: str, connectio
         share = n // connections
         blocks = [
             [
-                Block(stream, [PAYLOAD] * 1000, headers, [f"{tag}/{c}/{i}" for i in range(k, k + 1000)])
-                for k in range(0, share, 1000)
+                Block(stream, [PAYLOAD] * len(ids), headers, ids)
+                for ids in ([f"{tag}/{c}/{i}" for i in range(k, min(k + 1000, share))] for k in range(0, share, 1000))
             ]
             for c in range(connections)
         ]
