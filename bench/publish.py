@@ -40,13 +40,14 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-import psutil
 from hub import CONN_ID, connect, hub_topology
 
 from airflow_provider_jetstream.core.api import JetStreamApi
+from airflow_provider_jetstream.core.publish.atomic import EXPECTED_STREAM_HEADER
 from airflow_provider_jetstream.core.publish.blocks import Block
 from airflow_provider_jetstream.core.publish.fast_ingest import batch_target, publish_batches
 from airflow_provider_jetstream.core.publish.summary import MSG_ID_HEADER, PublishSummary
+from bench.spark_read import CpuMeter, spark_session
 
 PAYLOAD = b"x" * 100
 T = TypeVar("T")
@@ -54,10 +55,11 @@ T = TypeVar("T")
 
 def server_cores(pid: int, run: Callable[[], T]) -> tuple[T, float]:
     """``run()``, and the CPU the server ``pid`` used meanwhile, in cores (CPU seconds per second)."""
-    server = psutil.Process(pid)
-    before, started = sum(server.cpu_times()[:2]), time.perf_counter()
-    result = run()
-    return result, (sum(server.cpu_times()[:2]) - before) / (time.perf_counter() - started)
+    with CpuMeter({"server": pid}) as meter:
+        started = time.perf_counter()
+        result = run()
+        elapsed = time.perf_counter() - started
+    return result, meter.used["server"] / elapsed
 
 
 async def raw_loop(url: str, subject: str, n: int, with_ids: bool, tag: str) -> float:
@@ -100,7 +102,7 @@ async def fast_ingest_ceiling(url: str, stream: str, n: int, tag: str, connectio
     try:
         target = await batch_target(JetStreamApi(clients[0], "$JS.API", timeout=5), stream)
         assert target is not None, f"stream {stream!r} takes no fast-ingest batches"
-        headers = {MSG_ID_HEADER: "", "Nats-Expected-Stream": stream}
+        headers = {MSG_ID_HEADER: "", EXPECTED_STREAM_HEADER: stream}
         share = n // connections
         blocks = [
             [
@@ -202,8 +204,6 @@ def main() -> None:
             rates["ceiling"].append(rate)
             cores["ceiling"].append(used)
         if args.spark_rows:
-            from bench.spark_read import spark_session
-
             spark = spark_session(topo)
             for name in ("spark per-message", "spark fast-ingest", "fast-ingest ceiling"):
                 rates[name], cores[name] = [], []
