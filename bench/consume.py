@@ -12,7 +12,8 @@ path is timed whole, from its first call (connection included) until it returned
 - ``aconsume``: ``async for m in hook.aconsume(...): await m.aack()``;
 - ``afetch``: ``hook.afetch(...)`` batches, ``await m.aack()`` each, inside ``async with hook.aconnect()``
   (one connection for the fetches and the acks, as the docs say to settle many);
-- ``operator``: ``JetStreamConsumeOperator(apply_function=<no-op>, max_messages=N).execute({})``.
+- ``operator``: ``JetStreamConsumeOperator(apply_function=..., max_messages=N).execute({})``, its function doing
+  nothing but what every package path does with a message: count it and check its headers.
 
 And, named in ``--paths`` (``all``: every path), what acking from synchronous code costs:
 
@@ -210,7 +211,7 @@ PATHS = {
     "consume": ("hook.consume() + ack(), blocking", True),
     "aconsume": ("hook.aconsume() + aack()", True),
     "afetch": ("hook.afetch() + aack(), in aconnect()", True),
-    "operator": ("consume operator, no-op function", True),
+    "operator": ("consume operator, a counting function", True),
     "nats-py-ack-sync": ("nats-py fetch + ack_sync()", False),
     "fetch": ("hook.fetch() + ack(), a connection per ack", False),
     "fetch-connected": ("hook.fetch() + ack(), in connected()", False),
