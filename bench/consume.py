@@ -70,22 +70,22 @@ def new_hook() -> JetStreamHook:
 
 def hook_consume(hook: JetStreamHook, consumer: str, batch_size: int) -> Iterator[Any]:
     """``consume``: the blocking iteration of ``consumer``'s messages, over when a pull brings none."""
-    return hook.consume(STREAM, consumer, batch=batch_size, max_wait=MAX_WAIT, stop_when_empty=True)
+    return hook.consume(STREAM, consumer, batch_size=batch_size, max_wait=MAX_WAIT, stop_when_empty=True)
 
 
 def hook_aconsume(hook: JetStreamHook, consumer: str, batch_size: int) -> AsyncIterator[Any]:
     """``aconsume``: the async iteration of ``consumer``'s messages, over when a pull brings none."""
-    return hook.aconsume(STREAM, consumer, batch=batch_size, max_wait=MAX_WAIT, stop_when_empty=True)
+    return hook.aconsume(STREAM, consumer, batch_size=batch_size, max_wait=MAX_WAIT, stop_when_empty=True)
 
 
 async def hook_afetch(hook: JetStreamHook, consumer: str, batch_size: int) -> list[Any]:
     """``afetch``: one batch of ``consumer``'s messages."""
-    return await hook.afetch(STREAM, consumer, batch=batch_size, max_wait=MAX_WAIT)
+    return await hook.afetch(STREAM, consumer, batch_size=batch_size, max_wait=MAX_WAIT)
 
 
 def hook_fetch(hook: JetStreamHook, consumer: str, batch_size: int) -> list[Any]:
     """``fetch`` and ``fetch-connected``: one batch of ``consumer``'s messages, blocking."""
-    return hook.fetch(STREAM, consumer, batch=batch_size, max_wait=MAX_WAIT)
+    return hook.fetch(STREAM, consumer, batch_size=batch_size, max_wait=MAX_WAIT)
 
 
 def run_operator(consumer: str, messages: int, batch_size: int, function: Callable[[Any], None]) -> int:
@@ -97,7 +97,7 @@ def run_operator(consumer: str, messages: int, batch_size: int, function: Callab
         consumer=consumer,
         apply_function=function,
         max_messages=messages,
-        max_batch_size=batch_size,
+        batch_size=batch_size,
         max_wait=MAX_WAIT,
     )
     return operator.execute({})["acked"]

@@ -173,17 +173,17 @@ async def leaf_readings(hook: Any, leaf: str, first: int, last: int) -> dict[str
     totals: dict[str, list[float]] = {}
     count = 0
     messages = hook.aconsume(
-        LEAF_STREAM, start_seq=first, batch=min(1000, last - first + 1), max_wait=2,
-        all_header_values=False, stop_when_empty=True, domain=leaf,
+        LEAF_STREAM, start_seq=first, batch_size=min(1000, last - first + 1), max_wait=2, stop_when_empty=True,
+        domain=leaf,
     )  # fmt: skip
     async with contextlib.aclosing(messages):
         async for message in messages:
-            if message.sequence > last:
+            if message.seq > last:
                 break
-            reading = json.loads(message.payload)
+            reading = json.loads(message.data)
             totals.setdefault(reading["sensor"], []).append(reading["value"])
             count += 1
-            if message.sequence == last:
+            if message.seq == last:
                 break
     if count != last - first + 1:
         raise RuntimeError(

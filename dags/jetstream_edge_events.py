@@ -103,10 +103,10 @@ def process_announcements(payloads: list[dict]) -> list[dict]:
     async def run() -> list[dict]:
         results = []
         async with hook.aconnect():
-            for payload in sorted(payloads, key=lambda p: p.get("sequence", 0)):
+            for payload in sorted(payloads, key=lambda p: p.get("seq", 0)):
                 announcement = payload.get("data") or {}
                 leaf = payload.get("subject", "").split(".")[1] if payload.get("subject") else None
-                key = DONE_KEY.format(sequence=payload.get("sequence"))
+                key = DONE_KEY.format(sequence=payload.get("seq"))
                 if leaf not in LEAF_DOMAINS or await hook.akv_get(PIPELINE_BUCKET, key, domain=HUB_DOMAIN):
                     continue
                 first, last = int(announcement["first_seq"]), int(announcement["last_seq"])
@@ -114,7 +114,7 @@ def process_announcements(payloads: list[dict]) -> list[dict]:
                 result = {
                     "leaf": leaf,
                     "batch": announcement.get("batch"),
-                    "announcement": payload["sequence"],
+                    "announcement": payload["seq"],
                     "readings": last - first + 1,
                     "mean_by_sensor": {s: round(sum(v) / len(v), 3) for s, v in sorted(totals.items())},
                 }

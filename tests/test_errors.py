@@ -37,6 +37,7 @@ REFUSAL = {
     "JetStreamNotFoundError": True,
     "JetStreamApiError": False,
     "JetStreamPublishError": False,
+    "JetStreamAckError": False,
     "KeyValueError": False,
     "ObjectStoreError": False,
     "ObjectDigestError": False,

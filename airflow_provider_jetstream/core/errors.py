@@ -46,6 +46,7 @@ fix::
     ├── JetStreamConnectionError                 no NATS connection (unreachable, TLS failure)
     ├── JetStreamApiError                        the JetStream API answered with an error
     ├── JetStreamPublishError                    some messages were not stored (where aimed)
+    ├── JetStreamAckError                        a consumer did not confirm a settle (ack, nak, term) of a message
     ├── KeyValueError                            a KV write landed somewhere unexpected
     ├── ObjectStoreError                         an object write not stored where aimed, or an object read cut short
     │   └── ObjectDigestError                    an object read whole does not match its size or SHA-256 digest
@@ -301,6 +302,12 @@ class JetStreamPublishError(JetStreamError):
         self.err_code = err_code
         self.description = description or message
         self.status = status
+
+
+class JetStreamAckError(JetStreamError):
+    """A consumer did not confirm a verdict (ack, nak, term, in progress) sent for a message: it answered that
+    nobody takes it (the consumer deleted, or its leader gone for longer than a failover lasts), or it did not
+    answer in time. The message names each one; the consumer delivers them again after its ``ack_wait``."""
 
 
 class JetStreamDataLossError(JetStreamError):

@@ -21,6 +21,9 @@ through it (the vectorised reader finds the same ack reply fields in bulk,
 - A **header block** is ``NATS/1.0[ <code>[ <description>]]\\r\\n<name>: <value>\\r\\n...``; a name may repeat.
 - A **publish ack** is the JSON ``{"stream", "seq"[, "domain", "duplicate"]}`` (the commit of an atomic batch
   adds ``"batch"``, its id, and ``"count"``, its messages); anything else is not one.
+- A **settle** is what a consumer is told of a delivered message, sent to its ack reply subject: :data:`ACK`,
+  :data:`TERM`, :data:`IN_PROGRESS`, or :func:`nak_body` (``-NAK``, with a redelivery delay if given). Sent with
+  a reply subject, the consumer answers it once it took it (a double ack).
 - A **store probe** is a publish every stream listening on its subject refuses before storing it (its
   ``Nats-Expected-Stream`` names no stream that can exist: stream names have no dots); each refusal
   ``{"error": {"err_code": 10060}, "stream"}`` names one stream that stores that subject.
@@ -83,10 +86,54 @@ def parse_ack_reply(reply: str | None) -> AckReply | None:
     return AckReply(stream, consumer, *numbers, domain)
 
 
+# -- settles ---------------------------------------------------------------------------------------------
+
+#: Processed: never delivered again.
+ACK = b"+ACK"
+#: Never delivered again, not processed.
+TERM = b"+TERM"
+#: Work in progress: the consumer's ``ack_wait`` starts again.
+IN_PROGRESS = b"+WPI"
+_NAK = b"-NAK"
+
+
+def nak_body(delay: float | None = None) -> bytes:
+    """``-NAK``: deliver it again, after ``delay`` seconds (None or 0: at once, or per the consumer's
+    ``backoff``)."""
+    return _NAK if not delay else _NAK + b" " + json.dumps({"delay": int(delay * 1e9)}).encode()
+
+
+def settle_verb(body: bytes) -> str:
+    """A settle body's verb in words for messages: ``+ACK``, ``-NAK``..."""
+    return body[:5].decode(errors="replace").strip()
+
+
 # -- header blocks ----------------------------------------------------------------------------------------
 
 STATUS = "Status"
 DESCRIPTION = "Description"
+#: A pull status: the messages of the request it did not deliver.
+PENDING_MESSAGES = "Nats-Pending-Messages"
+#: An idle heartbeat: the last stream and consumer sequences the consumer delivered.
+LAST_STREAM = "Nats-Last-Stream"
+LAST_CONSUMER = "Nats-Last-Consumer"
+#: A push consumer's heartbeat: the flow-control subject to answer.
+CONSUMER_STALLED = "Nats-Consumer-Stalled"
+#: A message's id: a stream stores one id once within its duplicate window.
+MSG_ID = "Nats-Msg-Id"
+#: The stream that must store a published message.
+EXPECTED_STREAM = "Nats-Expected-Stream"
+#: What a dead-letter copy adds to the message's headers: why, and where it came from.
+DLQ_REASON = "Airflow-DLQ-Reason"
+DLQ_ORIGIN = {
+    "stream": "Airflow-DLQ-Stream",
+    "domain": "Airflow-DLQ-Domain",
+    "consumer": "Airflow-DLQ-Consumer",
+    "subject": "Airflow-DLQ-Subject",
+    "seq": "Airflow-DLQ-Sequence",
+    "delivered": "Airflow-DLQ-Delivered",
+    "timestamp": "Airflow-DLQ-Timestamp",
+}
 #: The status of a request nothing answered: no JetStream there, or no stream for a published subject.
 NO_RESPONDERS = "503"
 
@@ -156,6 +203,7 @@ class PullStatus:
     :param oversized: the request ended because the next message is larger than its ``max_bytes``.
     :param last_stream_seq: a heartbeat's ``Nats-Last-Stream``: the last stream sequence the consumer
         delivered (None when absent).
+    :param last_consumer_seq: a heartbeat's ``Nats-Last-Consumer``: the last consumer sequence it delivered.
     """
 
     outcome: str
@@ -165,6 +213,7 @@ class PullStatus:
     every_request: bool = False
     oversized: bool = False
     last_stream_seq: int | None = None
+    last_consumer_seq: int | None = None
 
     @property
     def reason(self) -> str:
@@ -206,13 +255,14 @@ def pull_status(headers: Mapping[str, str] | None) -> PullStatus | None:
     assert headers is not None
     description = str(headers.get(DESCRIPTION, "")).strip()
     text = description.lower()
-    unfilled = _int(headers.get("Nats-Pending-Messages"))
+    unfilled = _int(headers.get(PENDING_MESSAGES))
 
     def status(outcome: str, **more: Any) -> PullStatus:
         return PullStatus(outcome, code, description, unfilled=unfilled, **more)
 
     if code == "100":
-        return status(HEARTBEAT, last_stream_seq=_int(headers.get("Nats-Last-Stream")))
+        last = _int(headers.get(LAST_STREAM)), _int(headers.get(LAST_CONSUMER))
+        return status(HEARTBEAT, last_stream_seq=last[0], last_consumer_seq=last[1])
     if code in ("404", "408"):
         return status(REQUEST_DONE)
     if code == NO_RESPONDERS:
@@ -290,7 +340,7 @@ def parse_pub_ack(data: bytes) -> PubAck:
 
 
 #: ``Nats-Expected-Stream`` of a store probe: a stream name has no dots, so every stream refuses it unstored.
-STORE_PROBE_HEADERS = {"Nats-Expected-Stream": "store.probe"}
+STORE_PROBE_HEADERS = {EXPECTED_STREAM: "store.probe"}
 #: JetStream's refusal "expected stream does not match".
 EXPECTED_STREAM_MISMATCH = 10060
 

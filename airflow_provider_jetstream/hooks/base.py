@@ -38,6 +38,7 @@ from airflow_provider_jetstream.core.errors import (
     JetStreamPermissionError,
     SpecError,
 )
+from airflow_provider_jetstream.core.read.settle import Settler
 from airflow_provider_jetstream.core.signatures.operations import ACCOUNT_INFO, API, HOOK, JETSTREAM, PROBE_DOMAINS
 from airflow_provider_jetstream.core.sync import hold, run_sync
 
@@ -201,7 +202,7 @@ class JetStreamBaseHook(BaseHook):
         """A connected nats-py client; drained on normal exit, closed on error or cancellation.
 
         Nested or concurrent uses in one event loop share one connection per connection id; it
-        is closed when the last user leaves.
+        is closed when the last user leaves, once the settles sent on it are confirmed.
         """
         config = await self.aget_conn_config()
         loop = asyncio.get_running_loop()
@@ -225,7 +226,11 @@ class JetStreamBaseHook(BaseHook):
                 if shared_by_id.get(config.conn_id) is shared:
                     del shared_by_id[config.conn_id]
                 if shared.nc is not None:
-                    await asyncio.shield(release(shared.nc, drain=not failed))
+                    try:
+                        if not failed:  # the settles sent on it are confirmed before it closes
+                            await Settler.confirm_all(shared.nc)
+                    finally:
+                        await asyncio.shield(release(shared.nc, drain=not failed))
 
     @checked(JETSTREAM)
     @contextlib.asynccontextmanager

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+from airflow_provider_jetstream.core.consume.watch import watch_objects
 from airflow_provider_jetstream.core.manage.objects import (
     ObjectInfo,
     delete_object,
@@ -19,7 +20,6 @@ from airflow_provider_jetstream.core.manage.objects import (
     object_info,
     put_object,
     reconcile_object_store,
-    watch_objects,
 )
 from airflow_provider_jetstream.core.manage.specs.objects import ObjectStoreSpec, object_subjects
 from airflow_provider_jetstream.core.signatures.objects import (
@@ -222,15 +222,16 @@ class JetStreamObjectsHook(JetStreamStreamsHook):
         bucket: str,
         *,
         after_revision: int = 0,
-        poll_interval: float = 1.0,
         domain: str | None = None,
         api_prefix: str | None = None,
         timeout: float | None = None,
     ) -> AsyncIterator[ObjectInfo]:
         """Every put and delete (``.deleted``) of an object of ``bucket`` after ``after_revision`` (default 0:
-        all that are stored), as it comes, until the caller stops iterating; asks every ``poll_interval``
-        seconds (default 1) once it has seen them all. A change a later one of the same object replaced
-        before it was seen is not seen (one meta per object). Async only: no blocking twin."""
+        all that are stored), as it comes, until the caller stops iterating: an ordered consumer of the
+        bucket's meta subjects, the server sending each change as it is stored (no polling). A change a later
+        one of the same object replaced before it was read is not seen (one meta per object). Async only: no
+        blocking twin."""
         async with self.aapi(domain, api_prefix, timeout=timeout) as api:
-            async for info in watch_objects(api, bucket, after_revision=after_revision, poll_interval=poll_interval):
-                yield info
+            async for info in watch_objects(api, bucket, after_revision=after_revision):
+                if info is not None:
+                    yield info

@@ -5,10 +5,13 @@ returned for it (or ``apply_function_batch`` for its batch). A function that rai
 a growing delay (it comes back), or, for an exception class named in ``term_on``, terminates it after
 copying it to ``dead_letter_stream``. A task killed between processing and ack leaves the message unacked:
 the consumer delivers it again after its ``ack_wait``, to the retry, which processes it again and acks it
-once. One batch (``max_batch_size``) is held at a time; while the function runs (in a worker thread), the
-batch's unsettled messages are kept alive with ``+WPI`` every third of the consumer's ``ack_wait``. Each ack,
-nak and term waits for the consumer to confirm it (sent again across a failover), so ``acked`` counts what the
-consumer stored, on every replica of a clustered one.
+once; a retry that starts sooner than the consumer's ``ack_wait`` after the attempt that died ends without the
+messages that attempt held (they come back only once their ``ack_wait`` is over). One batch (``batch_size``) is
+held at a time; the function runs in the task's own thread, message after message, while the connection's
+event loop (a thread of its own) keeps the batch's unsettled messages alive with ``+WPI`` every third of the
+consumer's ``ack_wait``. Each ack, nak and term goes out at once and is confirmed by the consumer before the
+next batch is pulled (sent again across a failover), so ``acked`` counts what the consumer stored, on every
+replica of a clustered one.
 """
 
 from __future__ import annotations
@@ -20,21 +23,21 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.arguments import Args
 from airflow_provider_jetstream.core.consume.dead_letter import dead_letter
-from airflow_provider_jetstream.core.consume.deliveries import Delivery
-from airflow_provider_jetstream.core.consume.fetch import ReadingConsumer, fetch_batch
+from airflow_provider_jetstream.core.consume.fetch import Reading
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
+from airflow_provider_jetstream.core.read.delivery import Delivery
 from airflow_provider_jetstream.core.signatures.consume import CONSUME, CONSUME_OPERATOR
 from airflow_provider_jetstream.core.signatures.shared import OPERATOR
+from airflow_provider_jetstream.core.sync import hold, run_sync
 from airflow_provider_jetstream.core.tasks import stop_task
 from airflow_provider_jetstream.operators.base import JetStreamBaseOperator
 
 __all__ = ["JetStreamConsumeOperator"]
 
 #: The hook's consume arguments the operator takes (it pulls batch after batch itself).
-_READ = CONSUME.without("batch", "stop_when_empty")
+_READ = CONSUME.without("stop_when_empty")
 
 
 def resolve(target: Any, field: str) -> Any:
@@ -54,18 +57,18 @@ class JetStreamConsumeOperator(JetStreamBaseOperator):
 
     :param stream: the stream. :param consumer: a durable pull consumer the DAG declared
         (``JetStreamCreateConsumerOperator``; ``ack_policy`` ``explicit`` or ``all``), never created here.
-        Default None: an ephemeral read of the stream (``filter_subject``, from ``start_seq`` or
+        Default None: an ephemeral read of the stream (``filter_subjects``, from ``start_seq`` or
         ``start_time``) that acks nothing: a function that raises then fails the task, unless ``term_on``.
     :param apply_function: called as ``apply_function(message, *apply_function_args, **apply_function_kwargs)``
-        for each message (a :class:`~airflow_provider_jetstream.core.consume.deliveries.Delivery`: ``subject``,
-        ``sequence``, ``time``, ``headers``, ``payload``...); a callable or an importable dotted path.
+        for each message (a :class:`~airflow_provider_jetstream.core.read.delivery.Delivery`: ``subject``,
+        ``seq``, ``time``, ``headers``, ``data``...), in the task's own thread; a callable or an importable
+        dotted path.
     :param apply_function_batch: instead, called with each batch (a list of messages); the whole batch is
         acked, nak'd or terminated together.
     :param max_messages: messages at most per run. Default 1000.
-    :param max_batch_size: messages per pull, the most held in memory. Default 100.
+    :param batch_size: messages per pull, the most held in memory. Default 100.
     :param max_wait: seconds a pull waits for its batch; a batch that came short ends the run when the consumer
-        then says it has nothing left to deliver (a pull lost to a failover does not end it).
-        Default 5.
+        then says it has nothing left to deliver (a pull lost to a failover does not end it). Default 5.
     :param term_on: exception classes (or dotted paths) that terminate a message instead of a nak: input that
         will never succeed. Default None: every exception naks.
     :param dead_letter_stream: a stream that keeps a copy of each terminated message (headers
@@ -79,7 +82,8 @@ class JetStreamConsumeOperator(JetStreamBaseOperator):
         ``trim`` keeps the results that fit and counts the others in ``results_trimmed``.
 
     XCom: ``{"stream", "consumer", "domain", "processed", "acked", "nakd", "termed", "dead_lettered",
-    "first_sequence", "last_sequence", "batches"}`` (and ``results``, ``results_trimmed``).
+    "first_seq", "last_seq", "batches"}`` (and ``results``, ``results_trimmed``); ``acked``, ``nakd`` and
+    ``termed`` count what the consumer confirmed.
     """
 
     arguments: Args = OPERATOR + _READ + CONSUME_OPERATOR
@@ -94,11 +98,11 @@ class JetStreamConsumeOperator(JetStreamBaseOperator):
         apply_function_batch: Callable[..., Any] | str | None = None,
         apply_function_args: list[Any] | None = None,
         apply_function_kwargs: dict[str, Any] | None = None,
-        filter_subject: str | None = None,
+        filter_subjects: list[str] | str | None = None,
         start_seq: int | None = None,
         start_time: str | None = None,
         max_messages: int = 1000,
-        max_batch_size: int = 100,
+        batch_size: int = 100,
         max_wait: float = 5.0,
         term_on: list[Any] | None = None,
         dead_letter_stream: str | None = None,
@@ -108,32 +112,23 @@ class JetStreamConsumeOperator(JetStreamBaseOperator):
         return_results: bool = False,
         max_xcom_bytes: int = 49152,
         results_overflow: str = "fail",
-        all_header_values: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.stream, self.consumer = stream, consumer
         self.apply_function, self.apply_function_batch = apply_function, apply_function_batch
         self.apply_function_args, self.apply_function_kwargs = apply_function_args, apply_function_kwargs
-        self.filter_subject, self.start_seq, self.start_time = filter_subject, start_seq, start_time
-        self.max_messages, self.max_batch_size, self.max_wait = max_messages, max_batch_size, max_wait
-        self.term_on, self.dead_letter_stream, self.dead_letter_subject = (
-            term_on,
-            dead_letter_stream,
-            dead_letter_subject,
-        )
+        self.filter_subjects, self.start_seq, self.start_time = filter_subjects, start_seq, start_time
+        self.max_messages, self.batch_size, self.max_wait = max_messages, batch_size, max_wait
+        self.term_on, self.dead_letter_stream = term_on, dead_letter_stream
+        self.dead_letter_subject = dead_letter_subject
         self.nak_delay, self.nak_max_delay = nak_delay, nak_max_delay
-        self.return_results, self.max_xcom_bytes, self.results_overflow = (
-            return_results,
-            max_xcom_bytes,
-            results_overflow,
-        )
-        self.all_header_values = all_header_values
+        self.return_results, self.max_xcom_bytes = return_results, max_xcom_bytes
+        self.results_overflow = results_overflow
 
     def execute(self, context: Any) -> dict[str, Any]:
         args = self.checked_arguments()
-        hook = self.get_hook()
-        return hook.run(_Run(self, args, hook).run())
+        return _Run(self, args, self.get_hook()).run()
 
 
 class _Run:
@@ -150,107 +145,114 @@ class _Run:
         self.term_on = tuple(resolve(item, "term_on") for item in args["term_on"] or [])
         self.summary: dict[str, Any] = dict.fromkeys(("processed", "acked", "nakd", "termed", "dead_lettered"), 0)
         self.summary.update(stream=args["stream"], consumer=args["consumer"], domain=None, batches=0)
-        self.summary.update(first_sequence=None, last_sequence=None)
+        self.summary.update(first_seq=None, last_seq=None)
         self.results: list[Any] = []
         self.results_bytes = 2
         self.overflow: str | None = None
+        self.unconfirmed: list[Delivery] = []  # settled, their confirmation not yet counted
 
-    async def run(self) -> dict[str, Any]:
+    def run(self) -> dict[str, Any]:
+        """Batch after batch in this thread, the reading on the connection's own event loop (a hold)."""
         args = self.args
         where = (None, None, args["request_timeout"])
-        reading_args = (args["stream"], args["consumer"], args["filter_subject"], args["start_seq"], args["start_time"])
-        async with self.hook._open_reading(*reading_args, where) as (api, reading):
-            if args["consumer"] is not None and not reading.ackable:
+        reading_args = (args["stream"], args["consumer"], args["filter_subjects"], args["start_seq"])
+        with hold(self.hook._reading(*reading_args, args["start_time"], where)) as reading:
+            if args["consumer"] is not None and not reading.consumer.ackable:
                 raise JetStreamConfigError(
-                    f"consumer {reading.name!r} on stream {args['stream']!r} has ack_policy none: nothing it "
-                    "delivers can be acked after processing; declare it with ack_policy explicit"
+                    f"consumer {reading.consumer.name!r} on stream {args['stream']!r} has ack_policy none: nothing "
+                    "it delivers can be acked after processing; declare it with ack_policy explicit"
                 )
-            self.api, self.reading = api, reading
+            self.reading = reading
             while self.summary["processed"] < args["max_messages"] and self.overflow != "fail":
-                want = min(args["max_batch_size"], args["max_messages"] - self.summary["processed"])
-                batch = await fetch_batch(
-                    api,
-                    args["stream"],
-                    reading,
-                    batch=want,
-                    max_wait=args["max_wait"],
-                    all_header_values=args["all_header_values"],
-                )
+                want = min(args["batch_size"], args["max_messages"] - self.summary["processed"])
+                batch = run_sync(reading.batch(want, args["max_wait"]))  # the last batch's settles confirmed first
+                self._tally()
                 if batch:
-                    await self._process(batch, reading)
-                if len(batch) < want and not await self._more_waiting(api, reading):
+                    self._process(batch)
+                if len(batch) < want and not run_sync(self._more_waiting(reading)):
                     break  # it waited max_wait for more, and the consumer has nothing left now
+        self._tally()  # the reading confirmed every settle as it closed
         if self.overflow == "fail":
             raise JetStreamConfigError(self._overflow_text())
         return self._xcom()
 
-    async def _more_waiting(self, api: JetStreamApi, reading: ReadingConsumer) -> bool:
+    async def _more_waiting(self, reading: Reading) -> bool:
         """Whether the consumer still holds messages it has not delivered: a short batch is not "nothing left"
         when the pull was lost to a failover (a node leading the consumer died as it waited)."""
-        info = await api.consumer_info(self.args["stream"], reading.name)
+        if not reading.consumer.ackable:
+            return False
+        info = await reading.api.consumer_info(self.args["stream"], reading.consumer.name)
         return bool(info and info.get("num_pending"))
 
-    async def _process(self, batch: list[Delivery], reading: ReadingConsumer) -> None:
+    def _process(self, batch: list[Delivery]) -> None:
         summary = self.summary
         summary["batches"] += 1
         summary["domain"] = batch[0].domain
-        if summary["first_sequence"] is None:
-            summary["first_sequence"] = batch[0].sequence
-        summary["last_sequence"] = batch[-1].sequence
-        renewer = asyncio.create_task(self._keep_alive(batch, reading.ack_wait)) if reading.ackable else None
+        if summary["first_seq"] is None:
+            summary["first_seq"] = batch[0].seq
+        summary["last_seq"] = batch[-1].seq
+        renewer = run_sync(self._keep_alive(batch)) if batch[0].ackable else None
         try:
             if self.per_batch:
-                await self._apply(batch, batch)
+                self._apply(batch, batch)
             else:
                 for message in batch:
                     if self.overflow == "fail":
                         break
-                    await self._apply([message], message)
+                    self._apply([message], message)
         finally:
-            with contextlib.suppress(asyncio.CancelledError):  # cancelled meanwhile: the naks below still go out
-                await stop_task(renewer)
-            # What this run did not settle (a failure, an overflow) comes back at once, to the retry; the naks go
-            # together, so a hub that does not answer holds the task one retry window, not one per message.
-            unsettled = [message for message in batch if message.ackable and message.verdict is None]
-            await asyncio.gather(*(message.anak() for message in unsettled), return_exceptions=True)
+            with contextlib.suppress(asyncio.CancelledError):  # interrupted meanwhile: the naks below still go out
+                run_sync(stop_task(renewer))
+            # What this run did not settle (a failure, an overflow) comes back at once, to the retry.
+            for message in batch:
+                if message.ackable and message.verdict is None:
+                    message.nak()
+            self.unconfirmed.extend(message for message in batch if message.ackable)
 
-    async def _apply(self, messages: list[Delivery], argument: Any) -> None:
+    def _apply(self, messages: list[Delivery], argument: Any) -> None:
         self.summary["processed"] += len(messages)
         try:
-            result = await asyncio.to_thread(self.function, argument, *self.extra_args, **self.extra_kwargs)
+            result = self.function(argument, *self.extra_args, **self.extra_kwargs)
         except Exception as err:
-            await self._failed(messages, err)
+            self._failed(messages, err)
             return
         if not self._keep(result):
             return  # does not fit the XCom: not acked (fail), it comes back
-        acked = await asyncio.gather(*(message.aack() for message in messages if message.ackable))
-        self.summary["acked"] += sum(acked)
+        for message in messages:
+            if message.ackable:
+                message.ack()
 
-    async def _failed(self, messages: list[Delivery], err: Exception) -> None:
+    def _failed(self, messages: list[Delivery], err: Exception) -> None:
         first = messages[0]
-        what = f"message {first.sequence}" if len(messages) == 1 else f"batch {first.sequence}..{messages[-1].sequence}"
+        what = f"message {first.seq}" if len(messages) == 1 else f"batch {first.seq}..{messages[-1].seq}"
         reason = f"{type(err).__name__}: {err}"[:300]
         if self.term_on and isinstance(err, self.term_on):
             self.log.warning("%s of %r: %s; terminating it", what, first.stream, type(err).__name__)
             for message in messages:
                 if self.args["dead_letter_stream"]:
-                    await self._dead_letter(message, reason)
-                if message.ackable and await message.aterm():
-                    self.summary["termed"] += 1
+                    run_sync(self._dead_letter(message, reason))
+                if message.ackable:
+                    message.term()
             return
         if not first.ackable:
             raise err  # an ephemeral read: nothing would bring it back
         self.log.warning("%s of %r failed (%s); it is delivered again later", what, first.stream, type(err).__name__)
         for message in messages:
-            delay = min(self.args["nak_max_delay"], self.args["nak_delay"] * 2 ** max(0, message.delivered - 1))
-            if await message.anak(delay):
-                self.summary["nakd"] += 1
+            message.nak(min(self.args["nak_max_delay"], self.args["nak_delay"] * 2 ** max(0, message.delivered - 1)))
 
     async def _dead_letter(self, message: Delivery, reason: str) -> None:
         stream = self.args["dead_letter_stream"]
-        subject = self.args["dead_letter_subject"] or f"{stream}.{message.stream}.{self.reading.name}"
-        await dead_letter(self.api.nc, message, dead_letter_stream=stream, subject=subject, reason=reason)
+        subject = self.args["dead_letter_subject"] or f"{stream}.{message.stream}.{self.reading.consumer.name}"
+        await dead_letter(self.reading.api.nc, message, dead_letter_stream=stream, subject=subject, reason=reason)
         self.summary["dead_lettered"] += 1
+
+    def _tally(self) -> None:
+        """Count what the consumer confirmed of the settles sent (a batch's are confirmed before the next one)."""
+        for message in self.unconfirmed:
+            if message.confirmed:
+                key = {"ack": "acked", "nak": "nakd", "term": "termed"}[message.verdict]  # type: ignore[index]
+                self.summary[key] += 1
+        self.unconfirmed = []
 
     def _keep(self, result: Any) -> bool:
         """Record the function's result for the XCom; False when it does not fit and the run must fail."""
@@ -275,12 +277,17 @@ class _Run:
             "again); raise max_xcom_bytes, set results_overflow='trim', or return smaller results"
         )
 
-    async def _keep_alive(self, batch: list[Delivery], ack_wait: float | None) -> None:
-        period = max(0.5, (ack_wait or 30.0) / 3)
-        while True:
-            await asyncio.sleep(period)
-            unsettled = [message for message in batch if message.verdict is None]
-            await asyncio.gather(*(message.ain_progress() for message in unsettled), return_exceptions=True)
+    async def _keep_alive(self, batch: list[Delivery]) -> asyncio.Task[None]:
+        """Start renewing the batch's unsettled messages on the connection's loop; the renewing task."""
+        period = max(0.5, (self.reading.consumer.ack_wait or 30.0) / 3)
+
+        async def renew() -> None:
+            while True:
+                await asyncio.sleep(period)
+                unsettled = [message for message in batch if message.verdict is None]
+                await asyncio.gather(*(message.ain_progress() for message in unsettled), return_exceptions=True)
+
+        return asyncio.get_running_loop().create_task(renew())
 
     def _xcom(self) -> dict[str, Any]:
         out = dict(self.summary)
@@ -293,7 +300,7 @@ class _Run:
             out["acked"],
             out["nakd"],
             out["termed"],
-            out["first_sequence"],
-            out["last_sequence"],
+            out["first_seq"],
+            out["last_seq"],
         )
         return out

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_provider_jetstream.core.arguments import Args
 from airflow_provider_jetstream.core.consume.matching import task_consumer_name
+from airflow_provider_jetstream.core.read.delivery import ack_by_reply
 from airflow_provider_jetstream.core.signatures.waits import AWAIT_MESSAGE, SENSOR
 from airflow_provider_jetstream.sensors.base import BaseJetStreamSensor
 from airflow_provider_jetstream.triggers.await_message import JetStreamAwaitMessageTrigger
@@ -20,10 +21,10 @@ class JetStreamAwaitMessageSensor(BaseJetStreamSensor):
     """Wait for the next message of a stream (in any domain) for which ``apply_function`` returns a truthy value.
 
     Returns (XCom) ``{"value": <what the function returned>, "stream", "domain", "consumer", "subject",
-    "sequence", "timestamp", "timestamp_ns", "delivered", "headers"}``. The function is called as
+    "seq", "timestamp", "timestamp_ns", "delivered", "headers"}``. The function is called as
     ``apply_function(message, **apply_function_kwargs)`` with a
-    :class:`~airflow_provider_jetstream.core.consume.deliveries.Delivery` (``subject``, ``data`` bytes,
-    ``headers``, ``sequence``, ``timestamp``...): in the triggerer when deferrable, in the worker otherwise.
+    :class:`~airflow_provider_jetstream.core.read.delivery.Delivery` (``subject``, ``data`` bytes,
+    ``headers``, ``seq``, ``timestamp``...): in the triggerer when deferrable, in the worker otherwise.
     Its value must have a JSON form. Messages are examined one at a time, in stream order.
 
     Which consumer: by default the task's own durable consumer, ``af_await_<hash of DAG id, task id and
@@ -139,7 +140,13 @@ class JetStreamAwaitMessageSensor(BaseJetStreamSensor):
             return result
         subject = result.get("ack_subject")
         if subject:
+            seq = result["match"]["seq"]
             hook = self.make_hook()
-            hook.run(hook.settle_sender()(subject, b"+ACK"))
-            self.log.info("Acknowledged message #%s of stream %r", result["match"]["sequence"], self.stream)
+            hook.run(_ack(hook, subject, f"message {seq} of stream {self.stream!r}"))
+            self.log.info("Acknowledged message #%s of stream %r", seq, self.stream)
         return result["match"]
+
+
+async def _ack(hook: Any, reply: str, what: str) -> None:
+    async with hook.aapi() as api:
+        await ack_by_reply(api, reply, what)

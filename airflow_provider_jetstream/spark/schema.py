@@ -59,9 +59,8 @@ _HEADERS_TYPE = ARROW_SCHEMA.field("headers").type
 def to_record_batch(chunk: MessageChunk | ColumnChunk, stream: str, domain: str | None) -> pa.RecordBatch:
     """One Arrow record batch of the data source's schema from a chunk of messages.
 
-    A :class:`ColumnChunk` (vectorised reader) is already columns: headers keep every value of a
-    repeated name. From a :class:`MessageChunk` (nats-py reader) headers become ``name -> [value]``
-    (nats-py keeps the last value per header name).
+    A :class:`ColumnChunk` (vectorised reader) is already columns; a :class:`MessageChunk` (the other reader)
+    is made into them. Either way headers keep every value of a repeated name.
     """
     if isinstance(chunk, ColumnChunk):
         return _columns_to_record_batch(chunk, stream, domain)
@@ -71,7 +70,7 @@ def to_record_batch(chunk: MessageChunk | ColumnChunk, stream: str, domain: str 
         headers = pa.nulls(count, _HEADERS_TYPE)
     else:
         headers = pa.array(
-            [None if h is None else [(str(k), [v]) for k, v in h.items()] for h in chunk.headers],
+            [None if h is None else list(h.items()) for h in chunk.headers],
             _HEADERS_TYPE,
         )
     return pa.RecordBatch.from_arrays(

@@ -38,7 +38,7 @@ class JetStreamAwaitMessageTrigger(JetStreamWaitTrigger):
     :param jetstream_conn_id: Airflow connection id (resolved in the triggerer).
     :param stream: stream name.
     :param apply_function: dotted path of ``f(message, **apply_function_kwargs)``, imported in the
-        triggerer; ``message`` is a :class:`~airflow_provider_jetstream.core.consume.deliveries.Delivery`.
+        triggerer; ``message`` is a :class:`~airflow_provider_jetstream.core.read.delivery.Delivery`.
     :param apply_function_kwargs: its keyword arguments (JSON). Default none.
     :param consumer: the user's durable pull consumer. :param task_consumer: the task's own (created).
         Neither with ``ack='none'``.
@@ -146,7 +146,7 @@ class JetStreamAwaitMessageTrigger(JetStreamWaitTrigger):
             self._remember(self.matcher)
         if result.done:
             match = result.match or {}
-            self.log.info("%s: message #%s (%s) matched", self.what, match["sequence"], match["subject"])
+            self.log.info("%s: message #%s (%s) matched", self.what, match["seq"], match["subject"])
         elif result.examined:
             self.log.info("%s: %d message(s) examined, none matched yet", self.what, result.examined)
         return result

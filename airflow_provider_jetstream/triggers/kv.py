@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_provider_jetstream.core.api import JetStreamApi
+from airflow_provider_jetstream.core.consume.watch import watch_key
 from airflow_provider_jetstream.core.signatures.waits import KEY_TRIGGER
-from airflow_provider_jetstream.core.status.kv_key import KeyCheck, judge_entry, watch_key
+from airflow_provider_jetstream.core.status.kv_key import KeyCheck, judge_entry
 from airflow_provider_jetstream.core.status.waiting import WaitOutcome, wait_until_final
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.triggers.base import JetStreamWaitTrigger
@@ -21,11 +22,12 @@ from airflow_provider_jetstream.triggers.base import JetStreamWaitTrigger
 class JetStreamKeyValueTrigger(JetStreamWaitTrigger):
     """Fires when a KV key is present (and equals ``value`` / reaches ``min_revision``), in any domain.
 
-    Watches the key (a consumer of its own on the bucket's stream, pulled through the one pull engine,
-    starting with the key's latest entry) over the triggerer's one shared NATS connection: no polling.
-    When the key stays silent for ``rewatch_interval`` the watch is re-armed, so a watch lost with a restarted leaf is
-    replaced; while the domain does not answer (a leaf that is offline, or a wrong domain name) it
-    retries at that interval too, up to ``unreachable_timeout``. Fires ``{"status": "success",
+    Watches the key (an ordered consumer of its own on the bucket's stream, starting with the key's latest
+    entry, :func:`~airflow_provider_jetstream.core.consume.watch.watch_key`) over the triggerer's one shared
+    NATS connection: the server sends each revision as it is stored, no polling; a watch lost with a restarted
+    leaf or a killed stream leader goes on with a new consumer. While the domain does not answer (a leaf that is
+    offline, or a wrong domain name) it watches again every ``rewatch_interval`` seconds, up to
+    ``unreachable_timeout``. Fires ``{"status": "success",
     "entry": {...}}``, or ``{"status": "error", "reason": ..., "message": ...}`` when the bucket does
     not exist, a request is refused (``Permissions Violation``, or an imported API prefix this
     account has no import for) or the connection cannot be made.
@@ -37,7 +39,7 @@ class JetStreamKeyValueTrigger(JetStreamWaitTrigger):
     :param api_prefix: JetStream API prefix instead of a domain. Default: the connection's.
     :param value: value (UTF-8 text) the key must hold; None (default) accepts any value.
     :param min_revision: revision the key must reach; None (default) accepts any.
-    :param rewatch_interval: seconds of silence after which the watch is re-armed. Default 60.
+    :param rewatch_interval: seconds between two watches while the domain does not answer. Default 60.
     :param unreachable_timeout: how long (seconds, or text like ``"10m"``) the domain may go without
         answering before the trigger fails; None (default): no bound (the sensor's timeout applies).
     :param state: what the sensor's checks so far left (``{"unreachable_since": epoch seconds}``).
@@ -88,16 +90,16 @@ class JetStreamKeyValueTrigger(JetStreamWaitTrigger):
         return check
 
     async def wait(self, hook: JetStreamHook) -> WaitOutcome:
-        """Watch the key (no polling), re-armed after ``rewatch_interval`` of silence, and after that long
-        when the domain did not answer: the shared wait loop with the watch as its check."""
+        """Watch the key (no polling) until it satisfies the trigger; while the domain does not answer, watch
+        again every ``rewatch_interval`` seconds: the shared wait loop with the watch as its check."""
         async with hook.aapi() as api:
             return await wait_until_final(lambda: self.step(hook, lambda: self._watch(api)), self.rewatch_interval)
 
     async def _watch(self, api: JetStreamApi) -> KeyCheck:
-        """Watch until the key satisfies the trigger, or ``rewatch_interval`` passes without a change."""
+        """Watch until the key satisfies the trigger (errors end the watch: the wait loop judges them)."""
         target = api.target
         seen = False
-        async for entry in watch_key(api, self.bucket, self.key, quiet_after=self.rewatch_interval):
+        async for entry in watch_key(api, self.bucket, self.key):
             if entry is None:  # what is stored has been delivered
                 if not seen:
                     self.log.info("KV %r in %s: key %r is absent; watching", self.bucket, target, self.key)
@@ -107,5 +109,4 @@ class JetStreamKeyValueTrigger(JetStreamWaitTrigger):
             self.log.info("KV %r in %s: %s: %s", self.bucket, target, "done" if check.done else "waiting", check.reason)
             if check.done:
                 return check
-        unchanged = f"key {self.key!r} unchanged for {self.rewatch_interval:g}s; watching again"
-        return KeyCheck(self.bucket, self.key, target, False, unchanged)
+        raise AssertionError("a watch ends only when its caller stops it")  # pragma: no cover

@@ -13,10 +13,11 @@ from typing import Any
 
 from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.consume.dead_letter import dead_letter
-from airflow_provider_jetstream.core.consume.deliveries import Delivery, Settlement, Ticket
+from airflow_provider_jetstream.core.consume.deliveries import Settlement, Ticket
 from airflow_provider_jetstream.core.consume.durable import DurablePuller, ensure_consumer
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.core.manage.specs.consumer import ConsumerSpec
+from airflow_provider_jetstream.core.read.delivery import Delivery
 from airflow_provider_jetstream.core.tasks import stop_task
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 
@@ -182,7 +183,7 @@ class JetStreamSharedStreamProducer(SharedStreamProducer):
         if self.puller is not None and self.puller.ack_all:
             return 0
         first = broker_payload[0] if isinstance(broker_payload, tuple) else broker_payload
-        return first.sequence % LANES
+        return first.seq % LANES
 
     async def advance(self, batch: Sequence[AdvanceItem]) -> None:
         """Settle each message: stored by every watcher → ``+ACK``; rejected → dead-letter copy (if
@@ -217,7 +218,7 @@ class JetStreamSharedStreamProducer(SharedStreamProducer):
             return
         subject = self.kwargs["dead_letter_subject"] or f"{target}.{self.stream}.{self.consumer}"
         seq = await dead_letter(self.puller.nc, delivery, dead_letter_stream=target, subject=subject, reason=reason)
-        where = f"{self.stream} #{delivery.sequence} ({delivery.subject})"
+        where = f"{self.stream} #{delivery.seq} ({delivery.subject})"
         log.warning("%s dead-lettered to %s #%d: %s", where, target, seq, reason)
 
     async def aclose(self) -> None:

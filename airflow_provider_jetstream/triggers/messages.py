@@ -11,8 +11,9 @@ from typing import Any
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
 from airflow_provider_jetstream.core.arguments.names import subjects_collide
-from airflow_provider_jetstream.core.consume.deliveries import Delivery, batch_payload, delivery_payload
+from airflow_provider_jetstream.core.consume.deliveries import batch_payload, delivery_payload
 from airflow_provider_jetstream.core.manage.specs.consumer import ConsumerSpec
+from airflow_provider_jetstream.core.read.delivery import Delivery
 from airflow_provider_jetstream.core.signatures.events import MESSAGES
 from airflow_provider_jetstream.core.tasks import stop_task
 from airflow_provider_jetstream.triggers.message_producer import (
@@ -263,8 +264,8 @@ class JetStreamMessageTrigger(BaseEventTrigger):
 
 def _describe(raw: Delivery | tuple[Delivery, ...]) -> str:
     if isinstance(raw, Delivery):
-        return f"#{raw.sequence} ({raw.subject})"
-    return f"batch #{raw[0].sequence}-#{raw[-1].sequence}" if raw else "empty batch"
+        return f"#{raw.seq} ({raw.subject})"
+    return f"batch #{raw[0].seq}-#{raw[-1].seq}" if raw else "empty batch"
 
 
 __all__ = ["HAS_SHARED_STREAMS", "JetStreamMessageTrigger"]

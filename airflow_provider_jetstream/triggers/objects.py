@@ -4,17 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_provider_jetstream.core.api import JetStreamApi
+from airflow_provider_jetstream.core.consume.watch import watch_objects
 from airflow_provider_jetstream.core.signatures.objects import OBJECT_TRIGGER
-from airflow_provider_jetstream.core.status.object_check import ObjectCheck
+from airflow_provider_jetstream.core.status.object_check import ObjectCheck, judge_object
+from airflow_provider_jetstream.core.status.waiting import WaitOutcome, wait_until_final
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.triggers.base import JetStreamWaitTrigger
 
 
 class JetStreamObjectTrigger(JetStreamWaitTrigger):
     """Fires when object ``name`` of ``bucket`` is present (not deleted) and, with ``min_revision``, its revision
-    (the sequence of its meta message) is above it: a put after the one seen. Checks the object's meta every
-    ``poll_interval`` seconds (one request each) over the triggerer's one shared NATS connection, mirror buckets
-    of other domains included; while the domain does not answer it goes on asking, up to ``unreachable_timeout``.
+    (the sequence of its meta message) is above it: a put after the one seen. Watches the object's meta (an
+    ordered consumer, :func:`~airflow_provider_jetstream.core.consume.watch.watch_objects`) over the triggerer's
+    one shared NATS connection, mirror buckets of other domains included: the server sends each change as it is
+    stored, no polling. While the domain does not answer it watches again every ``poll_interval`` seconds, up to
+    ``unreachable_timeout``.
     Fires ``{"status": "success", "object": {...}}`` (the object's info), or ``{"status": "error", ...}`` when the
     bucket does not exist or a request is refused.
 
@@ -24,7 +29,7 @@ class JetStreamObjectTrigger(JetStreamWaitTrigger):
     :param domain: JetStream domain of the bucket. Default: the connection's.
     :param api_prefix: JetStream API prefix instead of a domain. Default: the connection's.
     :param min_revision: revision the object must exceed; None (default): any revision.
-    :param poll_interval: seconds between checks. Default 5.
+    :param poll_interval: seconds between two watches while the domain does not answer. Default 5.
     :param unreachable_timeout: how long (seconds, or text like ``"10m"``) the domain may go without answering
         before the trigger fails; None (default): no bound (the sensor's timeout applies).
     :param state: what the sensor's checks so far left.
@@ -67,3 +72,25 @@ class JetStreamObjectTrigger(JetStreamWaitTrigger):
         state = "done" if check.done else "waiting"
         self.log.info("object store %r in %s: %s: %s", self.bucket, check.target, state, check.reason)
         return check
+
+    async def wait(self, hook: JetStreamHook) -> WaitOutcome:
+        """Watch the object's meta (no polling) until it satisfies the trigger; while the domain does not answer,
+        watch again every ``poll_interval`` seconds: the shared wait loop with the watch as its check."""
+        async with hook.aapi() as api:
+            return await wait_until_final(lambda: self.step(hook, lambda: self._watch(api)), self.poll_interval)
+
+    async def _watch(self, api: JetStreamApi) -> ObjectCheck:
+        """Watch until the object satisfies the trigger (errors end the watch: the wait loop judges them)."""
+        changes = watch_objects(api, self.bucket, object_name=self.name, after_revision=self.min_revision)
+        info = None
+        async for change in changes:
+            info = change or info
+            check = judge_object(self.bucket, self.name, api.target, info, self.min_revision)
+            if change is None and info is None:
+                self.log.info("object store %r in %s: %s; watching", self.bucket, api.target, check.reason)
+            elif change is not None:
+                state = "done" if check.done else "waiting"
+                self.log.info("object store %r in %s: %s: %s", self.bucket, api.target, state, check.reason)
+            if check.done:
+                return check
+        raise AssertionError("a watch ends only when its caller stops it")  # pragma: no cover

@@ -54,12 +54,12 @@ def test_the_consume_operator_goes_on_across_its_consumers_leader_kill(
     killed: list[int] = []
 
     def work(message: Delivery) -> int:
-        seen.append(message.sequence)
+        seen.append(message.seq)
         if len(seen) == COUNT // 3 and not killed:
             leader = hub_api(hub_cluster, f"CONSUMER.INFO.{name}.work")["cluster"]["leader"]
             killed.append(hub_cluster.hub_node_named(leader))
             hub_cluster.kill_hub_node(killed[0])
-        return message.sequence
+        return message.seq
 
     result: dict[str, Any] = JetStreamConsumeOperator(
         task_id="consume_failover",
@@ -69,7 +69,7 @@ def test_the_consume_operator_goes_on_across_its_consumers_leader_kill(
         consumer="work",
         apply_function=work,
         max_messages=2 * COUNT,
-        max_batch_size=50,
+        batch_size=50,
         max_wait=2,
     ).execute({})
 

@@ -80,7 +80,7 @@ def test_a_watcher_goes_on_across_its_consumers_leader_kill(
             await runner.wait_fired(6, timeout=120)
             runner.persist()
             assert await eventually(state, lambda s: s == (6, 0), timeout=90) == (6, 0)
-            assert sorted({f.event.payload["sequence"] for f in runner.fired}) == [1, 2, 3, 4, 5, 6]
+            assert sorted({f.event.payload["seq"] for f in runner.fired}) == [1, 2, 3, 4, 5, 6]
             assert not runner.errors
         finally:
             await runner.stop()

@@ -31,7 +31,7 @@ class AckMonitor:
         """Record, then confirm, the events ``which`` selects (an ack they cause arrives after this)."""
         for f in runner.fired:
             if f.seq is not None and which(f):
-                self.settled.setdefault(f.event.payload["sequence"], set()).add(f.trigger_id)
+                self.settled.setdefault(f.event.payload["seq"], set()).add(f.trigger_id)
         return runner.persist(which)
 
     def rejected(self, sequence: int) -> None:
@@ -77,13 +77,13 @@ def test_an_ack_all_consumer_is_acked_once_everything_below_is_stored_with_fewer
             runner.start(tid, message_trigger(hub_conn, stream))
         try:
             fired = await runner.wait_fired(60)
-            assert sorted(f.event.payload["sequence"] for f in fired if f.trigger_id == 1) == list(range(1, 21))
+            assert sorted(f.event.payload["seq"] for f in fired if f.trigger_id == 1) == list(range(1, 21))
             info = await consumer_state(url, stream, "af_events")
             assert info["config"]["ack_policy"] == "all"
             assert (acked_through(info), info["num_ack_pending"]) == (0, 20)
 
             monitor.stored(runner, lambda f: f.trigger_id in (1, 2))  # two of three watchers stored everything
-            monitor.stored(runner, lambda f: f.trigger_id == 3 and f.event.payload["sequence"] in (1, 2, 4))
+            monitor.stored(runner, lambda f: f.trigger_id == 3 and f.event.payload["seq"] in (1, 2, 4))
             info = await eventually(state(url, stream), lambda i: acked_through(i) == 2)
             assert info["num_ack_pending"] == 18  # 4 is stored, but 3 is not: 4 waits for it
             monitor.stored(runner)
@@ -117,7 +117,7 @@ def test_a_failed_message_holds_the_floor_until_it_comes_back_and_is_stored(hub_
             runner.start(tid, message_trigger(hub_conn, stream, ack_policy="all", nak_delay=0.5))
         try:
             await runner.wait_fired(20)
-            monitor.stored(runner, lambda f: f.trigger_id == 1 or f.event.payload["sequence"] != 5)
+            monitor.stored(runner, lambda f: f.trigger_id == 1 or f.event.payload["seq"] != 5)
             info = await eventually(state(url, stream), lambda i: acked_through(i) == 4)
             assert info["config"]["ack_policy"] == "all"
             await eventually(lambda: runner.errors, bool, timeout=30)
@@ -126,11 +126,11 @@ def test_a_failed_message_holds_the_floor_until_it_comes_back_and_is_stored(hub_
                 lambda: [f for f in runner.fired if f.event.payload["delivered"] == 2],
                 bool,
             )
-            assert [(f.trigger_id, f.event.payload["sequence"]) for f in again] == [(1, 5)]  # watcher 2 failed out
+            assert [(f.trigger_id, f.event.payload["seq"]) for f in again] == [(1, 5)]  # watcher 2 failed out
             info = await consumer_state(url, stream, "af_events")
             assert (acked_through(info), info["num_ack_pending"]) == (4, 6)  # 6..10 stored, held behind 5
             assert not [
-                f for f in runner.fired if f.event.payload["sequence"] != 5 and f.event.payload["delivered"] > 1
+                f for f in runner.fired if f.event.payload["seq"] != 5 and f.event.payload["delivered"] > 1
             ]
             monitor.watchers = 1  # watcher 2 failed out: watcher 1's store is the last one 5 needs
             monitor.stored(runner)
@@ -169,7 +169,7 @@ def test_a_rejected_message_is_dead_lettered_and_the_floor_passes_it(hub_leaf, h
         runner.start(1, message_trigger(hub_conn, stream, ack_policy="all", decode="json", dead_letter_stream=dlq))
         try:
             fired = await runner.wait_fired(4)
-            assert [f.event.payload["sequence"] for f in fired] == [1, 2, 4, 5]
+            assert [f.event.payload["seq"] for f in fired] == [1, 2, 4, 5]
             info = await consumer_state(url, stream, "af_events")
             assert (acked_through(info), info["num_ack_pending"]) == (0, 6)  # nothing stored yet: nothing acked
             monitor.stored(runner)
@@ -203,13 +203,13 @@ def test_held_stored_messages_count_in_max_ack_pending_and_the_failed_one_still_
             runner.start(tid, message_trigger(hub_conn, stream, ack_policy="all", max_ack_pending=4, nak_delay=0.5))
         try:
             await runner.wait_fired(8)
-            assert sorted({f.event.payload["sequence"] for f in runner.fired}) == [1, 2, 3, 4]
-            runner.persist(lambda f: f.trigger_id == 1 or f.event.payload["sequence"] != 1)  # 1 fails for watcher 2
+            assert sorted({f.event.payload["seq"] for f in runner.fired}) == [1, 2, 3, 4]
+            runner.persist(lambda f: f.trigger_id == 1 or f.event.payload["seq"] != 1)  # 1 fails for watcher 2
             again = await eventually(
                 lambda: [f for f in runner.fired if f.event.payload["delivered"] == 2], bool, timeout=30
             )
-            assert [f.event.payload["sequence"] for f in again] == [1]  # 2..4 stored and held: nothing new came
-            assert not [f for f in runner.fired if f.event.payload["sequence"] > 4]
+            assert [f.event.payload["seq"] for f in again] == [1]  # 2..4 stored and held: nothing new came
+            assert not [f for f in runner.fired if f.event.payload["seq"] > 4]
             assert type(runner.errors.pop(2)).__name__ == "AckTimeout"
             runner.persist()
             await runner.wait_fired(9 + 4)  # then 5..8 for watcher 1
@@ -291,10 +291,10 @@ def test_messages_a_previous_run_left_pending_hold_the_floor_until_they_come_bac
         runner.start(1, message_trigger(hub_conn, stream, ack_policy="all", ack_wait=3.0))
         try:
             await runner.wait_fired(3)
-            assert [f.event.payload["sequence"] for f in runner.fired] == [4, 5, 6]
+            assert [f.event.payload["seq"] for f in runner.fired] == [4, 5, 6]
             monitor.stored(runner)  # stored, but 1..3 are still pending on the server: no ack may cover them
             back = await eventually(lambda: [f for f in runner.fired if f.seq is not None], lambda b: len(b) == 3)
-            assert sorted((f.event.payload["sequence"], f.event.payload["delivered"]) for f in back) == [
+            assert sorted((f.event.payload["seq"], f.event.payload["delivered"]) for f in back) == [
                 (1, 2),
                 (2, 2),
                 (3, 2),
@@ -324,7 +324,7 @@ def test_after_a_restart_what_was_stored_above_the_floor_fires_again_and_nothing
         first.start(1, watcher)
         try:
             await first.wait_fired(6)
-            first.persist(lambda f: f.event.payload["sequence"] != 4)
+            first.persist(lambda f: f.event.payload["seq"] != 4)
             await eventually(state(url, stream), lambda i: acked_through(i) == 3)
         finally:
             await first.stop()  # 4 never stored; 5 and 6 stored but held behind it
@@ -332,7 +332,7 @@ def test_after_a_restart_what_was_stored_above_the_floor_fires_again_and_nothing
         second.start(1, watcher)
         try:
             fired = await second.wait_fired(3)
-            assert sorted(f.event.payload["sequence"] for f in fired) == [4, 5, 6]  # at-least-once: 5, 6 again
+            assert sorted(f.event.payload["seq"] for f in fired) == [4, 5, 6]  # at-least-once: 5, 6 again
             assert all(f.event.payload["delivered"] >= 2 for f in fired)
             second.persist()
             info = await eventually(state(url, stream), lambda i: acked_through(i) == 6)

@@ -177,7 +177,7 @@ async def announce(url: str, first: int, count: int, hold: tuple[int, threading.
 def stored_sequences(postgres: LocalPostgres) -> list[int]:
     with postgres.connect() as conn, conn.cursor() as cur:
         cur.execute(
-            "SELECT (e.extra::json->'payload'->>'sequence')::int FROM asset_event e JOIN asset a ON a.id = e.asset_id "
+            "SELECT (e.extra::json->'payload'->>'seq')::int FROM asset_event e JOIN asset a ON a.id = e.asset_id "
             "WHERE a.uri = %s",
             (URI,),
         )
@@ -215,7 +215,7 @@ class AckMonitor(threading.Thread):
             with db.cursor() as cur:
                 cur.execute(
                     "SELECT count(*) FROM asset_event e JOIN asset a ON a.id = e.asset_id "
-                    "WHERE a.uri = %s AND (e.extra::json->'payload'->>'sequence')::int = %s",
+                    "WHERE a.uri = %s AND (e.extra::json->'payload'->>'seq')::int = %s",
                     (URI, meta.sequence),
                 )
                 if cur.fetchone()[0] == 0:
@@ -427,13 +427,13 @@ def test_a_deferred_await_sensor_survives_triggerer_kills_without_losing_or_rema
     gate.touch()
     wait_until("run A succeeded", succeeded(run_a), timeout=180)
     a = xcom(run_a)
-    assert (a["value"], a["sequence"], a["consumer"], a["domain"]) == ({"batch": "A"}, match_a, consumer, "leaf-a")
+    assert (a["value"], a["seq"], a["consumer"], a["domain"]) == ({"batch": "A"}, match_a, consumer, "leaf-a")
     # 3. Run B goes on after A's match.
     wait_until("run B's sensor looking", lambda: sensor(run_b)["state"] in ("running", "deferred"), timeout=120)
     later = publish({"status": "started"}, {"status": "done", "batch": "B"})
     wait_until("run B succeeded", succeeded(run_b), timeout=180)
     b = xcom(run_b)
-    assert (b["value"], b["sequence"]) == ({"batch": "B"}, later[-1])
+    assert (b["value"], b["seq"]) == ({"batch": "B"}, later[-1])
     print(f"two runs across two triggerer kills in {time.monotonic() - started:.1f}s; examined {examined()}")
 
     final = state()

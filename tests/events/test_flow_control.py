@@ -30,7 +30,7 @@ def test_a_small_subscriber_queue_never_overflows_and_everything_is_acked(hub_le
             )
             assert (held["num_ack_pending"], held["num_pending"], held["num_waiting"]) == (10, 290, 0)
             assert len(runner.fired) == 10 and not runner.errors
-            while len({f.event.payload["sequence"] for f in runner.fired}) < 300:
+            while len({f.event.payload["seq"] for f in runner.fired}) < 300:
                 before = runner.persist() and len(runner.fired)
                 await eventually(lambda: len(runner.fired), lambda n: n > before, 10)  # noqa: B023
                 assert not runner.errors, runner.errors
@@ -129,7 +129,7 @@ def test_a_second_triggerer_pulling_the_same_consumer_is_refused_not_splitting_m
                     assert "is also pulled by another client" in str(refused)
                     assert "give each watcher its own consumer name" in str(refused)
                 if not runner.errors:
-                    assert sorted(f.event.payload["sequence"] for f in runner.fired) == [1, 2, 3]
+                    assert sorted(f.event.payload["seq"] for f in runner.fired) == [1, 2, 3]
         finally:
             await first.stop()
             await second.stop()

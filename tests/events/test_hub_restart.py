@@ -58,7 +58,7 @@ def test_a_hub_restart_acks_nothing_unstored_and_loses_nothing(make_topology, je
 
             runner.persist()
             await eventually(state, lambda s: s == (7, 0), timeout=60)
-            sequences = sorted({f.event.payload["sequence"] for f in runner.fired})
+            sequences = sorted({f.event.payload["seq"] for f in runner.fired})
             assert sequences == list(range(1, 8))
             assert not runner.errors
         finally:

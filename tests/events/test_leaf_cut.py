@@ -48,7 +48,7 @@ def test_a_leaf_cut_loses_nothing_and_fires_nothing_twice(make_topology, jetstre
             fired = await runner.wait_fired(8, timeout=90)
             runner.persist()
             await eventually(floor, lambda n: n == 8, timeout=60)
-            sequences = [f.event.payload["sequence"] for f in runner.fired]
+            sequences = [f.event.payload["seq"] for f in runner.fired]
             assert sorted(sequences) == list(range(1, 9)), sequences  # each once: #4's lost ack was re-sent
             assert len(fired) == 8
             assert (await info())["delivered"]["consumer_seq"] > 8  # the server did send something again

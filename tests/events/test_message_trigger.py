@@ -41,7 +41,7 @@ def test_events_carry_the_message_and_nothing_is_acked_before_every_watcher_stor
             runner.start(tid, message_trigger(hub_conn, stream))
         try:
             fired = await runner.wait_fired(12)
-            by_seq = {f.event.payload["sequence"]: f.event.payload for f in fired if f.trigger_id == 1}
+            by_seq = {f.event.payload["seq"]: f.event.payload for f in fired if f.trigger_id == 1}
             assert by_seq[1]["encoding"] == "json" and by_seq[1]["data"] == {"batch": 7}
             assert by_seq[1]["subject"] == f"{stream}.a" and by_seq[1]["domain"] == "leaf"
             assert (by_seq[2]["encoding"], by_seq[2]["data"]) == ("text", "plain text é")
@@ -58,7 +58,7 @@ def test_events_carry_the_message_and_nothing_is_acked_before_every_watcher_stor
             await published_so_far_reached_the_server(hub_conn)
             info = await consumer_state(hub_leaf.url("leaf"), stream, "af_events")
             assert (info["num_ack_pending"], acked_through(info)) == (4, 0)
-            runner.persist(lambda f: f.trigger_id == 3 and f.event.payload["sequence"] <= 2)
+            runner.persist(lambda f: f.trigger_id == 3 and f.event.payload["seq"] <= 2)
             info = await eventually(
                 lambda: consumer_state(hub_leaf.url("leaf"), stream, "af_events"), lambda i: acked_through(i) == 2
             )
@@ -92,7 +92,7 @@ def test_a_reject_dead_letters_with_the_reason_then_terminates(hub_leaf, hub_con
         runner.start(1, message_trigger(hub_conn, stream, decode="json", dead_letter_stream=dlq))
         try:
             fired = await runner.wait_fired(1)
-            assert [f.event.payload["sequence"] for f in fired] == [2]
+            assert [f.event.payload["seq"] for f in fired] == [2]
             await eventually(lambda: len(terminated), lambda n: n == 1)
             assert terminated[0]["stream_seq"] == 1
             copy = await nc.jetstream().get_msg(dlq, 1)
@@ -129,7 +129,7 @@ def test_a_failure_naks_and_the_same_sequence_comes_back(hub_leaf, hub_conn) -> 
             runner.fired.clear()
             runner.start(2, watcher)  # Airflow restarts the failed watcher trigger
             again = (await runner.wait_fired(1))[0]
-            assert again.event.payload["sequence"] == first.event.payload["sequence"] == seq
+            assert again.event.payload["seq"] == first.event.payload["seq"] == seq
             assert (first.event.payload["delivered"], again.event.payload["delivered"]) == (1, 2)
             runner.persist()
             info = await eventually(
@@ -237,7 +237,7 @@ def test_batches_and_the_standalone_round_trip(hub_leaf, hub_conn) -> None:
         try:
             (fired,) = await runner.wait_fired(1)
             payload = fired.event.payload
-            assert (payload["count"], payload["first_sequence"], payload["last_sequence"]) == (5, 1, 5)
+            assert (payload["count"], payload["first_seq"], payload["last_seq"]) == (5, 1, 5)
             assert [m["data"] for m in payload["messages"]] == [1, 2, 3, 4, 5]
             runner.persist()
             await eventually(
@@ -250,14 +250,14 @@ def test_batches_and_the_standalone_round_trip(hub_leaf, hub_conn) -> None:
         standalone = rebuild(message_trigger(hub_conn, stream, consumer="af_alone", fallback_ack_delay=0.2))
         events = standalone.run()
         first = await asyncio.wait_for(anext(events), scaled(30))
-        assert first.payload["sequence"] == 1
+        assert first.payload["seq"] == 1
         info = await consumer_state(hub_leaf.url("leaf"), stream, "af_alone")
         assert acked_through(info) == 0
         second = asyncio.ensure_future(anext(events))
         await eventually(
             lambda: consumer_state(hub_leaf.url("leaf"), stream, "af_alone"), lambda i: acked_through(i) >= 1
         )
-        assert (await second).payload["sequence"] == 2
+        assert (await second).payload["seq"] == 2
         await events.aclose()
 
     asyncio.run(scenario())

@@ -39,8 +39,8 @@ def test_fetch_a_leaf_stream_through_the_hub_with_every_header_value(hub_conn, h
     )
     hook = JetStreamHook(hub_conn, domain="leaf")
 
-    messages = hook.fetch(name, batch=10, max_wait=1)
-    assert [(m.subject, m.sequence, m.payload) for m in messages] == [
+    messages = hook.fetch(name, batch_size=10, max_wait=1)
+    assert [(m.subject, m.seq, m.data) for m in messages] == [
         (f"{name}.a", 1, b"one"),
         (f"{name}.a", 2, b"two"),
         (f"{name}.a", 3, b"three"),
@@ -54,8 +54,8 @@ def test_fetch_a_leaf_stream_through_the_hub_with_every_header_value(hub_conn, h
         messages[0].ack()
     assert raw.api("leaf", f"STREAM.INFO.{name}")["state"]["consumer_count"] == 0
     # From a sequence, only a subject.
-    later = hook.fetch(name, batch=10, max_wait=0.5, start_seq=2, filter_subject=f"{name}.a")
-    assert [m.sequence for m in later] == [2, 3]
+    later = hook.fetch(name, batch_size=10, max_wait=0.5, start_seq=2, filter_subjects=f"{name}.a")
+    assert [m.seq for m in later] == [2, 3]
 
 
 def test_durable_fetch_settles_each_message_once(hub_conn, raw) -> None:
@@ -65,8 +65,8 @@ def test_durable_fetch_settles_each_message_once(hub_conn, raw) -> None:
     declare(raw, "hub", name, "work", ack_wait=30_000_000_000)
     hook = JetStreamHook(hub_conn, domain="hub")
 
-    first = hook.fetch(name, "work", batch=3, max_wait=1)
-    assert [m.sequence for m in first] == [1, 2, 3] and all(m.ackable for m in first)
+    first = hook.fetch(name, "work", batch_size=3, max_wait=1)
+    assert [m.seq for m in first] == [1, 2, 3] and all(m.ackable for m in first)
     assert first[0].in_progress() and first[0].ack()
     assert not first[0].ack() and not first[0].nak()  # settled once: nothing more is sent
     assert first[1].term() and first[1].verdict == "term"
@@ -76,8 +76,8 @@ def test_durable_fetch_settles_each_message_once(hub_conn, raw) -> None:
     async def rest() -> list[tuple[int, int]]:
         got = []
         async with hook.aconnect():
-            async for message in hook.aconsume(name, "work", batch=10, max_wait=0.5, stop_when_empty=True):
-                got.append((message.sequence, message.delivered))
+            async for message in hook.aconsume(name, "work", batch_size=10, max_wait=0.5, stop_when_empty=True):
+                got.append((message.seq, message.delivered))
                 await message.aack()
         return got
 
@@ -96,9 +96,9 @@ def test_fetch_with_no_wait_returns_what_is_there_at_once(hub_conn, raw) -> None
     leaf = JetStreamHook(hub_conn, domain="leaf")
 
     started = time.monotonic()
-    messages = leaf.fetch(name, batch=100, max_wait=max_wait, no_wait=True)
-    assert [(m.sequence, m.payload) for m in messages] == [(1, b"one"), (2, b"two"), (3, b"three")]
-    assert leaf.fetch(name, batch=100, max_wait=max_wait, no_wait=True, start_seq=4) == []
+    messages = leaf.fetch(name, batch_size=100, max_wait=max_wait, no_wait=True)
+    assert [(m.seq, m.data) for m in messages] == [(1, b"one"), (2, b"two"), (3, b"three")]
+    assert leaf.fetch(name, batch_size=100, max_wait=max_wait, no_wait=True, start_seq=4) == []
     assert time.monotonic() - started < max_wait / 2, "no_wait waited for the batch to fill"
 
     raw.create("hub", {"name": name, "subjects": [f"{name}.>"]})
@@ -106,14 +106,14 @@ def test_fetch_with_no_wait_returns_what_is_there_at_once(hub_conn, raw) -> None
     declare(raw, "hub", name, "work", ack_wait=int(max_wait * 4e9))
     hub = JetStreamHook(hub_conn, domain="hub")
     started = time.monotonic()
-    first = hub.fetch(name, "work", batch=2, max_wait=max_wait, no_wait=True)
-    assert [m.sequence for m in first] == [1, 2] and all(m.ack() for m in first)
-    (last,) = hub.fetch(name, "work", batch=100, max_wait=max_wait, no_wait=True)
-    assert last.sequence == 3 and last.ack()
-    assert hub.fetch(name, "work", batch=100, max_wait=max_wait, no_wait=True) == []
+    first = hub.fetch(name, "work", batch_size=2, max_wait=max_wait, no_wait=True)
+    assert [m.seq for m in first] == [1, 2] and all(m.ack() for m in first)
+    (last,) = hub.fetch(name, "work", batch_size=100, max_wait=max_wait, no_wait=True)
+    assert last.seq == 3 and last.ack()
+    assert hub.fetch(name, "work", batch_size=100, max_wait=max_wait, no_wait=True) == []
     assert time.monotonic() - started < max_wait / 2, "no_wait waited for the batch to fill"
     with pytest.raises(SpecErrors, match="no_wait"):
-        hub.fetch(name, "work", batch=1, no_wait="soon")
+        hub.fetch(name, "work", batch_size=1, no_wait="soon")
 
 
 def test_nak_with_a_delay_holds_the_message_back(hub_conn, raw) -> None:
@@ -122,11 +122,11 @@ def test_nak_with_a_delay_holds_the_message_back(hub_conn, raw) -> None:
     raw.publish(name, [b"x"])
     declare(raw, "hub", name, "work")
     hook = JetStreamHook(hub_conn, domain="hub")
-    (message,) = hook.fetch(name, "work", batch=1, max_wait=1)
+    (message,) = hook.fetch(name, "work", batch_size=1, max_wait=1)
     assert message.nak(delay=3)
-    assert hook.fetch(name, "work", batch=1, max_wait=0.5) == []  # held back for its delay
-    again = wait_until(lambda: hook.fetch(name, "work", batch=1, max_wait=1), bool, 30, "the redelivery")
-    assert again[0].sequence == 1 and again[0].delivered == 2
+    assert hook.fetch(name, "work", batch_size=1, max_wait=0.5) == []  # held back for its delay
+    again = wait_until(lambda: hook.fetch(name, "work", batch_size=1, max_wait=1), bool, 30, "the redelivery")
+    assert again[0].seq == 1 and again[0].delivered == 2
 
 
 def test_durable_fetch_refuses_what_the_dag_did_not_declare(hub_conn, raw) -> None:
@@ -134,17 +134,17 @@ def test_durable_fetch_refuses_what_the_dag_did_not_declare(hub_conn, raw) -> No
     raw.create("hub", {"name": name, "subjects": [f"{name}.>"]})
     hook = JetStreamHook(hub_conn, domain="hub")
     with pytest.raises(JetStreamNotFoundError, match="does not exist: declare it first"):
-        hook.fetch(name, "undeclared", batch=1, max_wait=0.2)
+        hook.fetch(name, "undeclared", batch_size=1, max_wait=0.2)
     assert raw.api("hub", f"STREAM.INFO.{name}")["state"]["consumer_count"] == 0  # never created silently
     declare(raw, "hub", name, "narrow", filter_subject=f"{name}.a")
     with pytest.raises(JetStreamConfigError, match=r"not '.*\.b'"):
-        hook.fetch(name, "narrow", batch=1, max_wait=0.2, filter_subject=f"{name}.b")
+        hook.fetch(name, "narrow", batch_size=1, max_wait=0.2, filter_subjects=f"{name}.b")
     with pytest.raises(SpecErrors) as refused:
-        hook.fetch(name, "", batch=0, max_wait=0.2, start_seq=3)
+        hook.fetch(name, "", batch_size=0, max_wait=0.2, start_seq=3)
     text = str(refused.value)
-    assert "consumer=''" in text and "batch=0" in text
+    assert "consumer=''" in text and "batch_size=0" in text
     with pytest.raises(SpecErrors, match="start_seq=3 is not allowed: only without a consumer"):
-        hook.fetch(name, "narrow", batch=1, start_seq=3)
+        hook.fetch(name, "narrow", batch_size=1, start_seq=3)
 
 
 def connections_named(server, name: str, at_least: int = 1) -> int:
@@ -172,8 +172,8 @@ def test_settles_from_synchronous_code_share_one_connection(hub_leaf, jetstream_
     hook = JetStreamHook(conn, domain="hub")
 
     consumed = []
-    for message in hook.consume(name, "work", batch=10, max_wait=0.5, stop_when_empty=True):
-        consumed.append(message.sequence)
+    for message in hook.consume(name, "work", batch_size=10, max_wait=0.5, stop_when_empty=True):
+        consumed.append(message.seq)
         assert message.ack()
         if len(consumed) == 20:
             break
@@ -181,12 +181,12 @@ def test_settles_from_synchronous_code_share_one_connection(hub_leaf, jetstream_
     assert connections_named(hub_leaf.hub, client) == 1
 
     with hook.connected():
-        batch = hook.fetch(name, "work", batch=20, max_wait=1)
-        assert [m.sequence for m in batch] == list(range(21, 41))
+        batch = hook.fetch(name, "work", batch_size=20, max_wait=1)
+        assert [m.seq for m in batch] == list(range(21, 41))
         assert all(m.ack() for m in batch)
     assert connections_named(hub_leaf.hub, client, at_least=2) == 2
 
-    rest = hook.fetch(name, "work", batch=20, max_wait=1)
+    rest = hook.fetch(name, "work", batch_size=20, max_wait=1)
     assert all(m.ack() for m in rest[:2])
     assert connections_named(hub_leaf.hub, client, at_least=5) == 2 + 1 + 2  # the fetch's, then one per ack
 
@@ -225,7 +225,7 @@ def test_a_held_connection_answers_the_server_while_the_task_works(tmp_path, jet
         asyncio.run(declare_stream())
         client = uid("patient")
         hook = JetStreamHook(jetstream_conn(f"127.0.0.1:{server.port}", client_name=client))
-        for message in hook.consume("work", "worker", batch=2, max_wait=1, stop_when_empty=True):
+        for message in hook.consume("work", "worker", batch_size=2, max_wait=1, stop_when_empty=True):
             # The work: longer than the server waits for a pong (two silent clients dropped in turn: the
             # second was silent for less time than this one has been).
             assert dropped_when_silent(server) and dropped_when_silent(server)

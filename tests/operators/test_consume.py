@@ -94,13 +94,13 @@ def test_each_message_is_acked_after_its_function_returned(hub_conn, hub_leaf, r
             consumer="work",
             apply_function=RECORD,
             apply_function_kwargs={"log": log},
-            max_batch_size=5,
+            batch_size=5,
             return_results=True,
         )
         wait_until(watch.acks, lambda acks: len(acks) == 12, 30, "12 acks")
     assert processed(log) == list(range(1, 13))
     assert result["results"] == list(range(1, 13))
-    expected = {"processed": 12, "acked": 12, "nakd": 0, "termed": 0, "first_sequence": 1, "last_sequence": 12}
+    expected = {"processed": 12, "acked": 12, "nakd": 0, "termed": 0, "first_seq": 1, "last_seq": 12}
     assert {k: result[k] for k in expected} == expected and result["batches"] == 3
     assert watch.acks() == {seq: 1 for seq in range(1, 13)}
     info = consumer_info(raw, name, "work")
@@ -181,11 +181,11 @@ def test_arguments_are_refused_at_parse_time() -> None:
             stream="s",
             consumer="",
             apply_function="not a path",
-            max_batch_size=0,
+            batch_size=0,
             dead_letter_stream="dlq",
         )
     text = str(refused.value)
-    for part in ("consumer=''", "apply_function='not a path'", "max_batch_size=0", "dead_letter_stream='dlq'"):
+    for part in ("consumer=''", "apply_function='not a path'", "batch_size=0", "dead_letter_stream='dlq'"):
         assert part in text
     with pytest.raises(SpecErrors, match="exactly one"):
         JetStreamConsumeOperator(task_id="none", stream="s", consumer="c")
@@ -208,7 +208,7 @@ def test_a_task_killed_between_processing_and_ack_then_retried_loses_nothing_and
         "consumer": "work",
         "apply_function": RECORD,
         "apply_function_kwargs": {"log": log, "die_at": 7},
-        "max_batch_size": 5,
+        "batch_size": 5,
         "max_wait": 3,
     }
 

@@ -293,7 +293,7 @@ def test_watch_sees_puts_and_deletes_in_order(hub_conn, hub_leaf, tmp_path) -> N
 
     async def go() -> list[tuple[str, bool]]:
         seen = []
-        async for info in JetStreamHook(hub_conn, domain="leaf").awatch_objects(bucket, poll_interval=0.1):
+        async for info in JetStreamHook(hub_conn, domain="leaf").awatch_objects(bucket):
             seen.append((info.name, info.deleted))
             if len(seen) == 2:
                 return seen

@@ -54,7 +54,7 @@ def test_the_match_goes_to_xcom_and_is_acked_once_airflow_has_it(airflow_db, hub
     assert (run.state, ti.state) == ("success", "success")
     xcom = ti.xcom_pull(task_ids="wait_for_message")
     assert xcom["value"] == {"site": "lyon", "batch": 3}
-    assert (xcom["sequence"], xcom["domain"], xcom["subject"]) == (seqs[2], "leaf", f"{stream}.ev")
+    assert (xcom["seq"], xcom["domain"], xcom["subject"]) == (seqs[2], "leaf", f"{stream}.ev")
     consumer = task_consumer_name(dag.dag_id, "wait_for_message")
     assert xcom["consumer"] == consumer
     # all_seen: the two examined and the match (by the task, after Airflow had it) are acked; the fourth waits

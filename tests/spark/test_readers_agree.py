@@ -1,5 +1,5 @@
-"""The vectorised reader against nats-py's on the same real streams: identical Arrow tables, and
-every value of a repeated header (which nats-py keeps only the last of)."""
+"""The vectorised reader against the per-frame one on the same real streams: identical Arrow tables, and
+every value of a repeated header in both."""
 
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ def test_both_readers_give_identical_arrow_tables(make_stream) -> None:
     assert run(_table(stream, "vectorised", 777, 2222)).equals(run(_table(stream, "nats-py", 777, 2222)))
 
 
-def test_repeated_headers_keep_every_value_in_the_vectorised_reader(make_stream, spark) -> None:
+def test_repeated_headers_keep_every_value_in_either_reader(make_stream, spark) -> None:
     stream = make_stream("leaf")
     leaf_port = stream.topology.leaves["leaf"].port
     header = b"NATS/1.0\r\nk: 1\r\nNats-Msg-Id: m-1\r\nk: 2\r\nk: 3\r\n\r\n"
@@ -88,7 +88,7 @@ def test_repeated_headers_keep_every_value_in_the_vectorised_reader(make_stream,
     vectorised = run(_table(stream, "vectorised"))
     assert vectorised.column("headers").to_pylist()[0] == [("k", ["1", "2", "3"]), ("Nats-Msg-Id", ["m-1"])]
     nats_py = run(_table(stream, "nats-py"))
-    assert nats_py.column("headers").to_pylist()[0] == [("k", ["3"]), ("Nats-Msg-Id", ["m-1"])]
+    assert nats_py.column("headers").to_pylist()[0] == [("k", ["1", "2", "3"]), ("Nats-Msg-Id", ["m-1"])]
     frame = spark.read.format("jetstream").options(**stream.options(reader="vectorised")).load()
     rows = frame.orderBy("seq").collect()
     assert rows[0].headers == {"k": ["1", "2", "3"], "Nats-Msg-Id": ["m-1"]}

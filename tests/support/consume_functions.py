@@ -20,18 +20,18 @@ def record(message: Any, log: str, die_at: int | None = None, fail: list[int] | 
     ``ValueError`` for a sequence in ``fail`` on its first delivery, or (``die_at``, once per ``log``) SIGKILL
     this process: processed, not acked. Returns the sequence."""
     with open(log, "a") as out:
-        out.write(f"{message.sequence}\n")
+        out.write(f"{message.seq}\n")
         out.flush()
         os.fsync(out.fileno())
-    if message.payload == b"bad":
-        raise BadInput(f"message {message.sequence} is bad")
-    if fail and message.sequence in fail and message.delivered == 1:
-        raise ValueError(f"message {message.sequence} failed once")
+    if message.data == b"bad":
+        raise BadInput(f"message {message.seq} is bad")
+    if fail and message.seq in fail and message.delivered == 1:
+        raise ValueError(f"message {message.seq} failed once")
     marker = Path(f"{log}.killed")
-    if die_at is not None and message.sequence == die_at and not marker.exists():
+    if die_at is not None and message.seq == die_at and not marker.exists():
         marker.write_text("killed")
         os.kill(os.getpid(), signal.SIGKILL)
-    return message.sequence
+    return message.seq
 
 
 def record_batch(messages: list[Any], log: str) -> list[int]:

@@ -17,7 +17,7 @@ FAILED: set[int] = set()
 
 def done_for_site(message: Delivery, site: str = "lyon") -> dict[str, Any] | None:
     """A ``{"status": "done", "site": site}`` message matches: its site and batch; any other does not."""
-    EXAMINED.append(message.sequence)
+    EXAMINED.append(message.seq)
     body = json.loads(message.data)
     if body.get("status") == "done" and body.get("site") == site:
         return {"site": site, "batch": body.get("batch")}
@@ -26,13 +26,13 @@ def done_for_site(message: Delivery, site: str = "lyon") -> dict[str, Any] | Non
 
 def sequence_of(message: Delivery) -> int:
     """Every message matches; its sequence is the value (the generated-inputs harness's function)."""
-    return message.sequence
+    return message.seq
 
 
 def fails_first_time(message: Delivery) -> dict[str, Any]:
     """Raises the first time this process examines a message (a bug the retry does not hit); matches it after."""
-    if message.sequence not in FAILED:
-        FAILED.add(message.sequence)
+    if message.seq not in FAILED:
+        FAILED.add(message.seq)
         raise ValueError(f"cannot parse {message.data[:20]!r}")
     return {"failed_before": True}
 
@@ -42,7 +42,7 @@ def done_gated(message: Delivery, record: str, gate: str) -> dict[str, Any] | No
     message matches (its batch), but only once the file ``gate`` exists: until then the function holds it,
     as a slow function would (a triggerer killed meanwhile dies holding it)."""
     with open(record, "a") as out:
-        out.write(f"{message.sequence} {os.getpid()}\n")
+        out.write(f"{message.seq} {os.getpid()}\n")
     body = json.loads(message.data)
     if body.get("status") != "done":
         return None

@@ -12,7 +12,7 @@ import pytest
 from nats.js.api import StreamConfig
 
 from airflow_provider_jetstream.core.api import JetStreamApi
-from airflow_provider_jetstream.core.consume.deliveries import send_settle
+from airflow_provider_jetstream.core.read.delivery import ack_by_reply
 from airflow_provider_jetstream.triggers.await_message import JetStreamAwaitMessageTrigger
 from tests.support import matchers
 from tests.support.natsutil import acked_through, connect, consumer_state, unique
@@ -83,7 +83,7 @@ def test_match_in_the_leaf_through_the_hub_and_what_each_ack_mode_does(hub_leaf,
         assert event["status"] == "success", event
         match = event["result"]["match"]
         assert match["value"] == {"site": "lyon", "batch": 7}
-        assert (match["sequence"], match["domain"], match["subject"]) == (seqs[3], "leaf", f"{stream}.events")
+        assert (match["seq"], match["domain"], match["subject"]) == (seqs[3], "leaf", f"{stream}.events")
         assert match["headers"] == {"site": ["x"]}
         subject = event["result"]["ack_subject"]
         if ack == "none":
@@ -96,9 +96,7 @@ def test_match_in_the_leaf_through_the_hub_and_what_each_ack_mode_does(hub_leaf,
         else:  # the three examined are left for the consumer's other readers, the match is held
             assert (acked_through(held), held["num_ack_pending"]) == (0, 4)
         nc = await connect(hub_leaf.url("hub"))
-        await send_settle(
-            JetStreamApi(nc, timeout=5, failover=0), subject, b"+ACK"
-        )  # what the sensor does once the event is stored
+        await ack_by_reply(JetStreamApi(nc, timeout=5, failover=0), subject, "the match")  # what the sensor does
         await nc.close()
         await run.stop()
         after = await consumer_state(leaf, stream, consumer)
@@ -130,19 +128,19 @@ def test_a_restarted_triggerer_neither_loses_nor_rematches(hub_leaf, hub_conn, a
         await eventually(lambda: list(matchers.EXAMINED), lambda seen: seen == seqs, timeout=30)
         [match_seq] = await publish_events(leaf, stream, [MATCH])
         event = await first.first()
-        assert event["result"]["match"]["sequence"] == match_seq
+        assert event["result"]["match"]["seq"] == match_seq
         await first.stop()  # killed before the event was stored: nothing acked the match
         matchers.EXAMINED.clear()
 
         second = Running(from_kwargs(classpath, kwargs))
         event = await second.first(timeout=60)
-        assert event["result"]["match"]["sequence"] == match_seq
+        assert event["result"]["match"]["seq"] == match_seq
         if ack == "all_seen":
             assert [match_seq] == matchers.EXAMINED  # what the first one acked is not examined again
         else:  # left ones come back once to the new trigger (it has not seen them); none matches
             assert sorted(matchers.EXAMINED) == sorted([*seqs, match_seq])
         nc = await connect(hub_leaf.url("hub"))
-        await send_settle(JetStreamApi(nc, timeout=5, failover=0), event["result"]["ack_subject"], b"+ACK")
+        await ack_by_reply(JetStreamApi(nc, timeout=5, failover=0), event["result"]["ack_subject"], "the match")
         await nc.close()
         await second.stop()
         state = await consumer_state(leaf, stream, "af_await_restart")
@@ -226,7 +224,7 @@ def test_a_function_that_raises_fails_the_wait_and_its_message_comes_back_unacke
         event = await retry.first(timeout=20)  # well within ack_wait (60 s): it was naked, not left to expire
         assert event["status"] == "success", event
         match = event["result"]["match"]
-        assert (match["sequence"], match["value"]) == (bad, {"failed_before": True})
+        assert (match["seq"], match["value"]) == (bad, {"failed_before": True})
         await retry.stop()
 
     asyncio.run(scenario())

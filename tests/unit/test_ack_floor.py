@@ -29,7 +29,7 @@ def ticket(sequence: int, state: str = "out", consumer_sequence: int | None = No
 def floor(*tickets: Ticket, info: dict | None = None) -> tuple[AckFloor, FakeClient]:
     """A floor over ``tickets`` held; the server's consumer info is ``info`` (default: exactly those held)."""
     nc = FakeClient()
-    held = {t.sequence: t for t in tickets}
+    held = {t.seq: t for t in tickets}
     last = max((t.consumer_sequence for t in tickets), default=0)
     nc.answers[INFO] = info if info is not None else {"num_ack_pending": len(held), "delivered": {"consumer_seq": last}}
     api = JetStreamApi(nc, "$JS.leaf.API")  # type: ignore[arg-type]
@@ -66,7 +66,7 @@ def test_the_target_is_the_highest_settled_message_whose_ack_leaves_the_rest_ack
 ) -> None:
     ack_floor, _ = floor(*tickets)
     chosen = ack_floor.target()
-    assert (chosen.sequence if chosen else None) == target
+    assert (chosen.seq if chosen else None) == target
 
 
 @st.composite
@@ -91,11 +91,11 @@ def test_an_ack_of_the_target_never_covers_an_unsettled_message_nor_strands_one(
     candidates = [
         t
         for t in tickets
-        if all(u.state in ("ack", "reject") for u in tickets if u.sequence <= t.sequence)
+        if all(u.state in ("ack", "reject") for u in tickets if u.seq <= t.seq)
         and t.consumer_sequence > acked_dseq
-        and all(u.consumer_sequence > t.consumer_sequence for u in tickets if u.sequence > t.sequence)
+        and all(u.consumer_sequence > t.consumer_sequence for u in tickets if u.seq > t.seq)
     ]
-    assert chosen is (max(candidates, key=lambda t: t.sequence) if candidates else None)
+    assert chosen is (max(candidates, key=lambda t: t.seq) if candidates else None)
 
 
 # -- room and renewal -------------------------------------------------------------------------------------

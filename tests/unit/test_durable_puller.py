@@ -61,7 +61,7 @@ def test_the_redelivery_delay_never_shrinks_and_never_passes_the_cap(first: floa
 def test_settle_sends_each_verdict_then_flushes_once() -> None:
     dp, nc = puller(nak_delay=1.0, nak_max_delay=60.0, idle_delay=5.0)
     tickets = [ticket(1), ticket(2), ticket(3, delivered=3), ticket(4)]
-    dp.in_flight.update({t.sequence: t for t in tickets})
+    dp.in_flight.update({t.seq: t for t in tickets})
     dp._room.clear()
     verdicts = list(zip(tickets, ["ack", "reject", "fail", "idle"], strict=True))
     asyncio.run(dp.settle(verdicts))
@@ -102,22 +102,24 @@ def test_with_ack_all_stored_messages_wait_for_the_floor_and_failures_are_naked_
 
 
 def _on(dp: DurablePuller, code: str, description: str = "") -> None:
+    """The status reaches the engine, then the puller acts on what it read (as its loop does)."""
     status = pull_status({"Status": code, "Description": description})
     assert status is not None
-    dp._on_status(status)
+    dp.requests.react(status)
+    asyncio.run(dp._interrupted())
 
 
 def test_heartbeats_and_ended_requests_go_on_and_an_ended_request_resets_the_pause() -> None:
     dp, _ = puller(expires=10.0)
     _on(dp, "503")
     _on(dp, "503")
-    assert dp._backoff._next == 4.0
+    assert dp.requests.backoff._next == 4.0
     _on(dp, "100", "Idle Heartbeat")
-    assert dp._backoff._next == 4.0
+    assert dp.requests.backoff._next == 4.0
     for code, description in (("404", "No Messages"), ("408", "Request Timeout"), ("409", "Leadership Change")):
-        dp._backoff.next()
+        dp.requests.backoff.next()
         _on(dp, code, description)
-        assert dp._backoff._next == 1.0
+        assert dp.requests.backoff._next == 1.0
 
 
 @pytest.mark.parametrize(
@@ -128,11 +130,12 @@ def test_retry_after_pauses_pulling_doubling_up_to_the_request_expiry(code: str,
     for pause in (1.0, 2.0, 4.0, 5.0, 5.0):  # a relinked leaf is heard from soon: the cap is the request's expiry
         before = time.monotonic()
         _on(dp, code, description)
-        assert before + pause <= dp._retry_at <= time.monotonic() + pause
+        assert before + pause <= dp.requests.retry_at <= time.monotonic() + pause
 
 
 def test_a_deleted_consumer_or_a_refused_pull_ends_the_puller_with_the_reason() -> None:
-    dp, _ = puller()
+    dp, nc = puller()
+    nc.answers["$JS.leaf.API.CONSUMER.INFO.ORDERS.af"] = {"error": {"code": 404, "err_code": 10014}}
     with pytest.raises(JetStreamError, match="consumer 'af' on stream 'ORDERS' was deleted while pulling"):
         _on(dp, "409", "Consumer Deleted")
     for code, description in (
@@ -140,9 +143,10 @@ def test_a_deleted_consumer_or_a_refused_pull_ends_the_puller_with_the_reason() 
         ("409", "Consumer is push based"),
         ("400", "Bad Request"),
     ):
+        dp.requests.failure = None
         with pytest.raises(JetStreamError) as refused:
             _on(dp, code, description)
         assert str(refused.value) == (
             f"consumer 'af' on stream 'ORDERS' in domain 'leaf': the server refused the pull: {code} {description}"
         )
-    assert dp._retry_at == 0.0  # none of them is retried
+    assert dp.requests.retry_at == 0.0  # none of them is retried

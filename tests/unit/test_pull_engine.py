@@ -1,5 +1,5 @@
-"""The pull engine's accounting (``core/read/pull.py``): what the requests still owe, what each status settles,
-when requests count as stalled, and the retry pause."""
+"""The pull subscription's accounting (``core/read/pull.py``): what the requests still owe, what each status
+settles, when requests count as stalled, and the retry pause."""
 
 from __future__ import annotations
 
@@ -10,19 +10,28 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_jetstream.core.api import Backoff
-from airflow_provider_jetstream.core.protocol import FATAL, HEARTBEAT, REQUEST_DONE, RESUME, RETRY_AFTER
-from airflow_provider_jetstream.core.read.pull import STALL_HEARTBEATS, PullRequests
+from airflow_provider_jetstream.core.api import Backoff, JetStreamApi
+from airflow_provider_jetstream.core.protocol import FATAL, HEARTBEAT, REQUEST_DONE, RESUME, RETRY_AFTER, pull_status
+from airflow_provider_jetstream.core.read.pull import STALL_HEARTBEATS, PullSubscription
 from tests.support.fakes import FakeClient
 
 SUBJECT = "$JS.leaf.API.CONSUMER.MSG.NEXT.ORDERS.reader"
 
 
-def requests(pipelined: bool = True, max_bytes: int | None = None) -> tuple[PullRequests, FakeClient]:
+class Pulls(PullSubscription):
+    """The subscription, with statuses given as nats-py's header dicts."""
+
+    def status(self, headers: dict[str, str] | None):  # noqa: ANN201
+        return self.react(pull_status(headers))
+
+
+def requests(pipelined: bool = True, max_bytes: int | None = None) -> tuple[Pulls, FakeClient]:
     nc = FakeClient()
-    pulls = PullRequests(
-        nc, "$JS.leaf.API", "ORDERS", "reader", expires=10.0, heartbeat=2.5, max_bytes=max_bytes, pipelined=pipelined
-    )
+    api = JetStreamApi(nc, "$JS.leaf.API")  # type: ignore[arg-type]
+    pulls = Pulls(
+        api, "ORDERS", "reader", lambda *frame: None, expires=10.0, heartbeat=2.5, max_bytes=max_bytes,
+        pipelined=pipelined,
+    )  # fmt: skip
     return pulls, nc
 
 
@@ -133,7 +142,7 @@ def test_any_status_is_a_sign_of_the_server() -> None:
     pulls.status(status("503"))
     assert pulls.last_sign > 0
     pulls.last_sign = 0.0
-    pulls.heard()
+    pulls.received(0)
     assert pulls.last_sign > 0
 
 

@@ -11,6 +11,7 @@ from nats.aio.client import Client
 from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.consume.deliveries import Settlement, Ticket
 from airflow_provider_jetstream.core.errors import JetStreamError
+from airflow_provider_jetstream.core.protocol import ACK, TERM
 
 # What nats-server does with an AckAll consumer (server/consumer.go):
 # - +ACK of stream sequence S (processAckMsg, case AckAll) drops every pending message <= S and sets the
@@ -81,7 +82,7 @@ class AckFloor:
         # (processAckMsg / processNak): only do it when every held message is above it; else the next floor
         # ack covers it.
         if all(t.consumer_sequence > consumer_sequence for t in self.held.values()):
-            await self.nc.publish(reply, b"+ACK")
+            await self.nc.publish(reply, ACK)
             self._acked_dseq = max(self._acked_dseq, consumer_sequence)
             self.counts["reacked"] += 1
         return True
@@ -114,7 +115,7 @@ class AckFloor:
         verdict)``), then ack the floor if it can move. The caller flushes."""
         for ticket, verdict in items:
             self.counts[verdict] += 1
-            if self.held.get(ticket.sequence) is not ticket:
+            if self.held.get(ticket.seq) is not ticket:
                 continue  # already under the server's ack floor
             if verdict in ("ack", "reject"):
                 ticket.state = verdict
@@ -126,7 +127,7 @@ class AckFloor:
     def target(self) -> Ticket | None:
         """The held message to ack: the highest of the settled prefix whose ack the server will honour
         and that leaves every held message above it ackable."""
-        held = sorted(self.held.values(), key=lambda t: t.sequence)
+        held = sorted(self.held.values(), key=lambda t: t.seq)
         prefix = 0
         while prefix < len(held) and held[prefix].state in ("ack", "reject"):
             prefix += 1
@@ -153,10 +154,10 @@ class AckFloor:
             target = self.target()
             if target is None:
                 return False
-            await self.nc.publish(target.reply, b"+TERM" if target.state == "reject" else b"+ACK")
-            for seq in [s for s in self.held if s <= target.sequence]:
+            await self.nc.publish(target.reply, TERM if target.state == "reject" else ACK)
+            for seq in [s for s in self.held if s <= target.seq]:
                 del self.held[seq]
-            self._acked_through = target.sequence
+            self._acked_through = target.seq
             self._acked_dseq = max(self._acked_dseq, target.consumer_sequence)
             self.counts["floor_acks"] += 1
             return True

@@ -5,9 +5,9 @@ from __future__ import annotations
 import nats.errors
 from nats.aio.client import Client
 
-from airflow_provider_jetstream.core.consume.deliveries import Delivery
 from airflow_provider_jetstream.core.errors import JetStreamError, JetStreamPublishError
-from airflow_provider_jetstream.core.protocol import parse_pub_ack
+from airflow_provider_jetstream.core.protocol import DLQ_ORIGIN, DLQ_REASON, EXPECTED_STREAM, MSG_ID, parse_pub_ack
+from airflow_provider_jetstream.core.read.delivery import Delivery
 from airflow_provider_jetstream.core.tasks import wait_task
 
 
@@ -29,20 +29,19 @@ async def dead_letter(
     ``JetStreamError`` when the stream did not store it.
     """
     headers = {k: v[-1] for k, v in (delivery.headers or {}).items() if v}
-    headers.update(
-        {
-            "Airflow-DLQ-Reason": reason,
-            "Airflow-DLQ-Stream": delivery.stream,
-            "Airflow-DLQ-Domain": delivery.domain or "",
-            "Airflow-DLQ-Consumer": delivery.consumer,
-            "Airflow-DLQ-Subject": delivery.subject,
-            "Airflow-DLQ-Sequence": str(delivery.sequence),
-            "Airflow-DLQ-Delivered": str(delivery.delivered),
-            "Airflow-DLQ-Timestamp": delivery.timestamp,
-            "Nats-Msg-Id": f"{delivery.domain or '_'}/{delivery.stream}/{delivery.sequence}",
-            "Nats-Expected-Stream": dead_letter_stream,
-        }
-    )
+    origin = {
+        "stream": delivery.stream,
+        "domain": delivery.domain or "",
+        "consumer": delivery.consumer,
+        "subject": delivery.subject,
+        "seq": str(delivery.seq),
+        "delivered": str(delivery.delivered),
+        "timestamp": delivery.timestamp,
+    }
+    headers.update({DLQ_ORIGIN[key]: value for key, value in origin.items()})
+    headers[DLQ_REASON] = reason
+    headers[MSG_ID] = f"{delivery.domain or '_'}/{delivery.stream}/{delivery.seq}"
+    headers[EXPECTED_STREAM] = dead_letter_stream
     try:
         answer = await wait_task(nc.request(subject, delivery.data, timeout=timeout, headers=headers))
     except nats.errors.NoRespondersError:

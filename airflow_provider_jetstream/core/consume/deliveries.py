@@ -1,172 +1,21 @@
-"""One JetStream delivery: its data, its settle actions (ack, nak, term, in progress), its ticket until it is
-settled, and the JSON payload of its event."""
+"""What the event triggers keep of a delivery until it is settled (its :class:`Ticket`), and the JSON payload of its
+event (:func:`delivery_payload`, :func:`batch_payload`).
+
+The delivery itself, and its settles, are the consumer engine's:
+:class:`~airflow_provider_jetstream.core.read.delivery.Delivery`.
+"""
 
 from __future__ import annotations
 
 import base64
-import datetime
 import json
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from airflow_provider_jetstream.core.api import JetStreamApi, retry_failover
-from airflow_provider_jetstream.core.errors import JetStreamConfigError
-from airflow_provider_jetstream.core.sync import run_sync
-from airflow_provider_jetstream.core.tasks import wait_task
+from airflow_provider_jetstream.core.read.delivery import Delivery
 
 #: How a payload may be decoded: ``auto`` tries JSON, then UTF-8 text, then base64.
 DECODINGS = ("auto", "json", "text", "base64")
-
-
-#: Sends one settle body (``+ACK``, ``-NAK``...) to a delivery's ack reply subject, and returns once the
-#: consumer confirmed it (:func:`send_settle`).
-Send = Callable[[str, bytes], Awaitable[None]]
-
-
-async def send_settle(api: JetStreamApi, reply: str, body: bytes) -> None:
-    """Send one settle body to a delivery's ack reply subject on ``api``'s connection and wait for the
-    consumer's answer (a double ack): a clustered consumer answers once its replicas stored the verdict, so a
-    verdict confirmed is never lost with a node. Sent again across a failover (the one retry rule,
-    :func:`~airflow_provider_jetstream.core.api.retry_failover`, within ``api.failover`` seconds): a consumer
-    answers a verdict on a message it settled already too, so one sent twice does no harm. Each attempt
-    waits ``api.timeout`` seconds; the last error is raised (the message is then delivered again after the
-    consumer's ``ack_wait``)."""
-    nc = api.nc
-
-    async def ask() -> None:
-        await wait_task(nc.request(reply, body, timeout=api.timeout))
-
-    await retry_failover(ask, nc, within=api.failover, what=f"settle {body[:5].decode(errors='replace')}")
-
-
-class AckHandle:
-    """Where a delivery's verdict goes (its ack reply subject, and how to send there) and the verdict sent.
-
-    A message is settled once: the first ``ack``, ``nak`` or ``term`` is sent, any later one is not
-    (``in_progress`` may be sent any number of times before). ``send`` may be any connection of the
-    account (an ack is a plain message to the reply subject).
-    """
-
-    def __init__(self, reply: str, send: Send) -> None:
-        self.reply = reply
-        self.send = send
-        #: ``ack``, ``nak`` or ``term`` once settled; None before.
-        self.verdict: str | None = None
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """One message as a consumer delivered it (or, for the KV trigger, one revision of a key).
-
-    ``headers`` maps each header name to all of its values, in order; None when the message has none.
-    ``timestamp_ns`` is when the stream stored the message (ns since the epoch, UTC).
-
-    A message of a durable consumer (fetched with ``JetStreamHook.fetch`` / ``consume``) can be settled:
-    ``ack()``, ``nak(delay)``, ``term()`` and ``in_progress()`` (``aack()``... from async code), each at most
-    once (:class:`AckHandle`) and confirmed by the consumer (:func:`send_settle`). A message read without a
-    durable consumer has nothing to settle (``ackable`` False): those raise :class:`JetStreamConfigError`.
-    """
-
-    stream: str
-    consumer: str
-    subject: str
-    sequence: int
-    delivered: int
-    timestamp_ns: int
-    data: bytes
-    headers: dict[str, list[str]] | None = None
-    domain: str | None = None
-    pending: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
-    handle: AckHandle | None = field(default=None, compare=False, repr=False)
-
-    @property
-    def time(self) -> datetime.datetime:
-        """When the stream stored the message, as a UTC datetime (microsecond precision)."""
-        return datetime.datetime.fromtimestamp(self.timestamp_ns / 1e9, tz=datetime.timezone.utc)
-
-    @property
-    def payload(self) -> bytes:
-        """The message's payload (``data``)."""
-        return self.data
-
-    @property
-    def ackable(self) -> bool:
-        """Whether the message can be settled (delivered by a durable consumer that takes acks)."""
-        return self.handle is not None
-
-    @property
-    def verdict(self) -> str | None:
-        """``ack``, ``nak`` or ``term`` once this process settled it; None before (or when not ackable)."""
-        return self.handle.verdict if self.handle is not None else None
-
-    async def _settle(self, verdict: str | None, body: bytes) -> bool:
-        handle = self.handle
-        if handle is None:
-            raise JetStreamConfigError(
-                f"message {self.sequence} of stream {self.stream!r} was read without a durable consumer that "
-                "takes acks: there is nothing to settle (name a consumer with ack_policy explicit or all)"
-            )
-        if handle.verdict is not None:
-            return False  # settled already: never a second ack (or a nak after an ack)
-        if verdict is not None:
-            handle.verdict = verdict
-        try:
-            await handle.send(handle.reply, body)
-        except BaseException:
-            if verdict is not None:
-                handle.verdict = None  # not confirmed: the message may still be settled otherwise
-            raise
-        return True
-
-    async def aack(self) -> bool:
-        """Acknowledge the message: processed, never delivered again. False (nothing sent) if it was settled."""
-        return await self._settle("ack", b"+ACK")
-
-    async def anak(self, delay: float | None = None) -> bool:
-        """Negative acknowledgement: deliver it again, after ``delay`` seconds (default None: at once, or
-        per the consumer's ``backoff``). False (nothing sent) if it was settled."""
-        body = b"-NAK" if not delay else b"-NAK " + json.dumps({"delay": int(delay * 1e9)}).encode()
-        return await self._settle("nak", body)
-
-    async def aterm(self) -> bool:
-        """Terminate it: never delivered again, not processed (dead-letter it first if it must be kept).
-        False (nothing sent) if it was settled."""
-        return await self._settle("term", b"+TERM")
-
-    async def ain_progress(self) -> bool:
-        """Work in progress: the consumer's ``ack_wait`` starts again. False (nothing sent) once settled."""
-        if self.handle is not None and self.handle.verdict is not None:
-            return False
-        return await self._settle(None, b"+WPI")
-
-    def ack(self) -> bool:
-        """Blocking form of :meth:`aack`: on the connection of a blocking ``consume`` or ``hook.connected()``
-        block, else on one opened for the one message."""
-        return run_sync(self.aack())
-
-    def nak(self, delay: float | None = None) -> bool:
-        """Blocking form of :meth:`anak`."""
-        return run_sync(self.anak(delay))
-
-    def term(self) -> bool:
-        """Blocking form of :meth:`aterm`."""
-        return run_sync(self.aterm())
-
-    def in_progress(self) -> bool:
-        """Blocking form of :meth:`ain_progress`."""
-        return run_sync(self.ain_progress())
-
-    @property
-    def timestamp(self) -> str:
-        """``timestamp_ns`` as an ISO-8601 UTC string (microsecond precision)."""
-        return self.time.isoformat()
-
-    def header(self, name: str) -> str | None:
-        """The last value of header ``name`` (NATS header names are case-sensitive), or None."""
-        values = (self.headers or {}).get(name)
-        return values[-1] if values else None
 
 
 #: What became of one message: stored by every watcher, refused by one, not stored, nobody listening; or
@@ -182,7 +31,7 @@ class Ticket:
     (settled, waiting for the ack floor to reach it), ``fail`` (naked, waiting for its redelivery).
     """
 
-    sequence: int
+    seq: int
     reply: str
     delivered: int
     delivery: Delivery
@@ -223,9 +72,9 @@ def decode_payload(data: bytes, decode: str = "auto", max_bytes: int = 65536) ->
 def delivery_payload(
     delivery: Delivery, *, decode: str = "auto", max_payload_bytes: int = 65536, include_headers: bool = True
 ) -> dict[str, Any]:
-    """The JSON-able TriggerEvent payload of one delivery; a DAG dedups by its ``sequence``.
+    """The JSON-able TriggerEvent payload of one delivery; a DAG dedups by its ``seq``.
 
-    Keys: ``stream``, ``domain``, ``consumer``, ``subject``, ``sequence``, ``timestamp`` (ISO),
+    Keys: ``stream``, ``domain``, ``consumer``, ``subject``, ``seq``, ``timestamp`` (ISO),
     ``timestamp_ns``, ``delivered``, ``headers`` (name -> list of values, if ``include_headers``),
     ``encoding``, ``data``, ``size``.
     """
@@ -235,7 +84,7 @@ def delivery_payload(
         "domain": delivery.domain,
         "consumer": delivery.consumer,
         "subject": delivery.subject,
-        "sequence": delivery.sequence,
+        "seq": delivery.seq,
         "timestamp": delivery.timestamp,
         "timestamp_ns": delivery.timestamp_ns,
         "delivered": delivery.delivered,
@@ -249,17 +98,17 @@ def delivery_payload(
 
 
 def batch_payload(messages: list[dict[str, Any]], *, stream: str, domain: str | None, consumer: str) -> dict[str, Any]:
-    """The payload of a batch event: ``count``, ``first_sequence``, ``last_sequence`` and ``messages``."""
+    """The payload of a batch event: ``count``, ``first_seq``, ``last_seq`` and ``messages``."""
     for message in messages:
         for key in ("stream", "domain", "consumer"):
             message.pop(key, None)
-    sequences = [m["sequence"] for m in messages]
+    sequences = [m["seq"] for m in messages]
     return {
         "stream": stream,
         "domain": domain,
         "consumer": consumer,
         "count": len(messages),
-        "first_sequence": min(sequences) if sequences else None,
-        "last_sequence": max(sequences) if sequences else None,
+        "first_seq": min(sequences) if sequences else None,
+        "last_seq": max(sequences) if sequences else None,
         "messages": messages,
     }

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -14,12 +13,10 @@ from typing import NamedTuple
 
 import nats.errors
 from nats.aio.client import Client
-from nats.aio.msg import Msg
 
-from airflow_provider_jetstream.core.api import Backoff, JetStreamApi, domain_of
+from airflow_provider_jetstream.core.api import JetStreamApi, domain_of
 from airflow_provider_jetstream.core.consume.ack_floor import AckFloor
 from airflow_provider_jetstream.core.consume.deliveries import Settlement, Ticket
-from airflow_provider_jetstream.core.consume.fetch import delivery_of, stored_headers
 from airflow_provider_jetstream.core.errors import (
     JetStreamConfigError,
     JetStreamDomainUnavailableError,
@@ -28,17 +25,11 @@ from airflow_provider_jetstream.core.errors import (
 )
 from airflow_provider_jetstream.core.manage.reconcile import reconcile_consumer
 from airflow_provider_jetstream.core.manage.specs.consumer import ConsumerSpec
-from airflow_provider_jetstream.core.protocol import (
-    FATAL,
-    HEARTBEAT,
-    REQUEST_DONE,
-    RESUME,
-    PullStatus,
-    parse_ack_reply,
-)
+from airflow_provider_jetstream.core.protocol import ACK, IN_PROGRESS, TERM, nak_body, parse_ack_reply
+from airflow_provider_jetstream.core.read.delivery import make_delivery
 from airflow_provider_jetstream.core.read.identity import same_stream, stream_identity
-from airflow_provider_jetstream.core.read.pull import PullRequests
-from airflow_provider_jetstream.core.tasks import next_item, stop_task
+from airflow_provider_jetstream.core.read.pull import PullSubscription
+from airflow_provider_jetstream.core.tasks import stop_task
 
 log = logging.getLogger(__name__)
 
@@ -124,8 +115,6 @@ class DurablePuller:
     :param nak_delay: first redelivery delay after a failure; doubles per delivery. Default 1.
     :param nak_max_delay: the largest redelivery delay. Default 60.
     :param idle_delay: redelivery delay of a message nobody was listening for. Default 5.
-    :param all_header_values: look repeated headers up with ``STREAM.MSG.GET`` (nats-py keeps the
-        last value only). Default True; turned off after the first refused lookup.
     :param ack_all: the consumer has ``ack_policy: all`` (acks cover a floor). Default False.
     :param sharing_advice: what the refusal of a second puller of the consumer tells the user to do.
         Default: the event triggers' advice (one triggerer per consumer, or a consumer per watcher).
@@ -145,7 +134,6 @@ class DurablePuller:
         nak_delay: float = 1.0,
         nak_max_delay: float = 60.0,
         idle_delay: float = 5.0,
-        all_header_values: bool = True,
         ack_all: bool = False,
         sharing_advice: str = SHARING_ADVICE,
     ) -> None:
@@ -156,20 +144,18 @@ class DurablePuller:
         self.max_in_flight = max_in_flight
         self.ack_wait, self.expires, self.heartbeat = ack_wait, expires, heartbeat
         self.nak_delay, self.nak_max_delay, self.idle_delay = nak_delay, nak_max_delay, idle_delay
-        self.all_header_values = all_header_values
         self.ack_all, self.sharing_advice = ack_all, sharing_advice
         self.in_flight: dict[int, Ticket] = {}
         self.recently_acked: collections.OrderedDict[int, None] = collections.OrderedDict()
         self.counts: collections.Counter[str] = collections.Counter()
-        self._incoming: asyncio.Queue[Msg] = asyncio.Queue()
+        self._arrived: collections.deque[tuple[bytes, bytes, bytes, bytes]] = collections.deque()
         self._room = asyncio.Event()
         self._room.set()
-        # One pull request at a time, for the room left: at most max_in_flight unsettled.
-        self.requests = PullRequests(
-            nc, api.prefix, stream, consumer, expires=expires, heartbeat=heartbeat, pipelined=False
+        # One pull request at a time, for the room left: at most max_in_flight unsettled. After "retry after"
+        # it pauses doubling up to the request's expiry: a relinked leaf is heard from soon.
+        self.requests = PullSubscription(
+            api, stream, consumer, self._on_frame, expires=expires, heartbeat=heartbeat, pipelined=False
         )
-        self._retry_at = 0.0
-        self._backoff = Backoff(first=1.0, cap=expires)  # a relinked leaf is heard from soon
         self._renewer: asyncio.Task[None] | None = None
         self._next_rival_check = 0.0
         self._rival_since: float | None = None
@@ -193,32 +179,33 @@ class DurablePuller:
         self._identity_checked_at = time.monotonic()
         if self.floor is not None:
             await self.floor.sync()
-        await self.requests.listen(self._on_msg)
+        await self.requests.open()
         self._renewer = asyncio.create_task(self._renew(), name=f"jetstream-wpi[{self.stream}>{self.consumer}]")
         try:
             self._next_rival_check = time.monotonic() + self.expires
             while True:
+                await self._interrupted()
                 await self._maybe_request()
                 await self._check_rivals()
-                wait = self.heartbeat
-                if not self.requests.outstanding and self._retry_at:
-                    wait = min(wait, max(0.01, self._retry_at - time.monotonic()))
-                try:
-                    msg = await next_item(self._incoming, wait)
-                except asyncio.TimeoutError:
-                    if self.requests.stalled():  # a reconnect loses pull requests: ask again
+                if not self._arrived:
+                    wait = self.heartbeat
+                    paused = self.requests.paused()
+                    if not self.requests.outstanding and paused:
+                        wait = min(wait, max(0.01, paused))
+                    if not await self.requests.wait(wait) and self.requests.stalled():
+                        # A reconnect loses pull requests: ask again.
                         log.info("%s > %s: no sign of the server; pulling again", self.stream, self.consumer)
                         self.requests.forget()
-                    continue
-                ticket = await self._accept(msg)
-                if ticket is not None:
-                    yield ticket
+                while self._arrived:
+                    ticket = await self._accept(*self._arrived.popleft())
+                    if ticket is not None:
+                        yield ticket
         finally:
             await self.stop()
 
-    async def _on_msg(self, msg: Msg) -> None:
-        self.requests.heard()  # a sign of the server now; the message counts when it is taken
-        self._incoming.put_nowait(msg)
+    def _on_frame(self, subject: bytes, reply: bytes, headers: bytes, payload: bytes) -> None:
+        self._arrived.append((subject, reply, headers, payload))
+        self.requests.changed.set()
 
     def _room_now(self) -> int:
         if self.floor is not None:
@@ -227,7 +214,7 @@ class DurablePuller:
 
     async def _maybe_request(self) -> None:
         while True:
-            if self.requests.outstanding or time.monotonic() < self._retry_at:
+            if self.requests.outstanding or self.requests.paused():
                 return
             room = self._room_now()
             if room > 0:
@@ -278,54 +265,38 @@ class DurablePuller:
                 f"would reach only one of them, and the other reader would miss it. {self.sharing_advice}"
             )
 
-    def _on_status(self, status: PullStatus) -> None:
-        """What a status means for this consumer (its effect on the request is the engine's)."""
-        where = f"consumer {self.consumer!r} on stream {self.stream!r}"
-        if status.outcome in (HEARTBEAT, REQUEST_DONE):
-            if status.outcome == REQUEST_DONE:
-                self._backoff.reset()
+    async def _interrupted(self) -> None:
+        """Act on what the server said of the pulls (the engine read it): a refused pull ends the puller; a
+        deleted consumer too, unless it is still there (a clustered consumer's leader that died says so while
+        another takes over: pull again after the pause); "retry after" pauses the pulls (the engine's)."""
+        requests = self.requests
+        if requests.failure is not None:
+            raise requests.failure
+        if requests.gone is None:
             return
-        if status.outcome == RESUME:
+        requests.clear()
+        await self._same_stream()
+        if not await self._still_there():
             raise JetStreamError(self._gone("was deleted while pulling"))
-        if status.outcome == FATAL:
-            raise JetStreamError(f"{where} in {self.api.target}: the server refused the pull: {status.reason}")
-        self._pause(status)
+        requests.retry_at = time.monotonic() + requests.backoff.next()
 
-    def _pause(self, status: PullStatus) -> None:
-        """Pull again after a pause: no JetStream answered (a leaf cut off, a hub restarting, a stream leader
-        being elected), or too busy now."""
-        delay = self._backoff.next()
-        log.warning(
-            "%s > %s in %s: pull answered %s; retrying in %.0fs", self.stream, self.consumer, self.api.target,
-            status.reason, delay,
-        )  # fmt: skip
-        self._retry_at = time.monotonic() + delay
-
-    async def _accept(self, msg: Msg) -> Ticket | None:
-        meta = parse_ack_reply(msg.reply)
+    async def _accept(self, subject: bytes, reply: bytes, headers: bytes, payload: bytes) -> Ticket | None:
+        reply_text = reply.decode()
+        meta = parse_ack_reply(reply_text)
         if meta is None:
-            status = self.requests.status(msg.headers)
-            if status is not None:
-                if status.outcome == RESUME:
-                    await self._same_stream()
-                    if await self._still_there():
-                        self._pause(status)  # a failover's status: the durable consumer lives on
-                        return None
-                self._on_status(status)
             return None
-        self.requests.received()
-        self._backoff.reset()
+        self.requests.flowing()
         if self.floor is not None:
             self.floor.received(meta.consumer_sequence)
         held = self.in_flight.get(meta.sequence)
         if held is not None and held.state == "fail":  # ack_policy all: the failed message is back, hand it out
             delivery = replace(held.delivery, delivered=meta.delivered, pending=meta.pending)
-            ticket = Ticket(meta.sequence, msg.reply, meta.delivered, delivery, meta.consumer_sequence)
+            ticket = Ticket(meta.sequence, reply_text, meta.delivered, delivery, meta.consumer_sequence)
             self.in_flight[meta.sequence] = ticket
             self.counts["redelivered"] += 1
             return ticket
         if held is not None:  # redelivered while we still hold it: keep one copy, ack via the newest subject
-            held.reply, held.delivered, held.consumer_sequence = msg.reply, meta.delivered, meta.consumer_sequence
+            held.reply, held.delivered, held.consumer_sequence = reply_text, meta.delivered, meta.consumer_sequence
             self.counts["redelivered_in_flight"] += 1
             return None
         acked = meta.sequence in self.recently_acked or (
@@ -333,19 +304,16 @@ class DurablePuller:
         )
         if acked and time.monotonic() - self._identity_checked_at >= self.expires:
             await self._same_stream()  # a sequence acked before: of this stream, not of a new one of that name?
-        if self.floor is not None and await self.floor.covered(msg.reply, meta.sequence, meta.consumer_sequence):
+        if self.floor is not None and await self.floor.covered(reply_text, meta.sequence, meta.consumer_sequence):
             return None  # below the floor acked already (that ack was lost)
         if meta.sequence in self.recently_acked:  # our ack was lost (a link cut): ack again, no second event
-            await self.nc.publish(msg.reply, b"+ACK")
+            await self.nc.publish(reply_text, ACK)
             self.counts["reacked"] += 1
             return None
-        headers = None
-        if msg.headers:
-            headers = {k: [v] for k, v in msg.headers.items()}
-            if self.all_header_values:
-                headers = await self._all_header_values(meta.sequence) or headers
-        delivery = delivery_of(msg, meta, self.stream, self.consumer, self.domain, headers)
-        ticket = Ticket(meta.sequence, msg.reply, meta.delivered, delivery, meta.consumer_sequence)
+        delivery = make_delivery(
+            meta, reply_text, subject, headers, payload, self.stream, self.consumer, self.domain, None
+        )
+        ticket = Ticket(meta.sequence, reply_text, meta.delivered, delivery, meta.consumer_sequence)
         self.in_flight[meta.sequence] = ticket
         return ticket
 
@@ -395,12 +363,6 @@ class DurablePuller:
             logger=log,
         )
 
-    async def _all_header_values(self, sequence: int) -> dict[str, list[str]] | None:
-        headers = await stored_headers(self.api, self.stream, sequence)
-        if headers is None:
-            self.all_header_values = False
-        return headers
-
     # -- settling ---------------------------------------------------------------------------
 
     def redelivery_delay(self, delivered: int) -> float:
@@ -423,27 +385,26 @@ class DurablePuller:
         else:
             for ticket, verdict in items:
                 if verdict == "ack":
-                    body = b"+ACK"
-                    self.recently_acked[ticket.sequence] = None
+                    body = ACK
+                    self.recently_acked[ticket.seq] = None
                     while len(self.recently_acked) > 10_000:
                         self.recently_acked.popitem(last=False)
                 elif verdict == "reject":
-                    body = b"+TERM"
+                    body = TERM
                 elif verdict == "leave":  # no reply at all: the server delivers it again after ack_wait
                     self.counts[verdict] += 1
-                    self.in_flight.pop(ticket.sequence, None)
+                    self.in_flight.pop(ticket.seq, None)
                     continue
                 else:
                     body = self._nak(ticket, verdict)
                 await self.nc.publish(ticket.reply, body)
                 self.counts[verdict] += 1
-                self.in_flight.pop(ticket.sequence, None)
+                self.in_flight.pop(ticket.seq, None)
         await self.nc.flush()
         self._room.set()
 
     def _nak(self, ticket: Ticket, verdict: Settlement) -> bytes:
-        delay = self.redelivery_delay(ticket.delivered) if verdict == "fail" else self.idle_delay
-        return b"-NAK " + json.dumps({"delay": int(delay * 1e9)}).encode()
+        return nak_body(self.redelivery_delay(ticket.delivered) if verdict == "fail" else self.idle_delay)
 
     async def _renew(self) -> None:
         """``+WPI`` every unsettled message every ``ack_wait / 3`` seconds (with ``ack_all``, every held
@@ -458,7 +419,7 @@ class DurablePuller:
                 for ticket in list(self.in_flight.values()):
                     if self.floor is not None and not self.floor.renews(ticket):
                         continue
-                    await self.nc.publish(ticket.reply, b"+WPI")
+                    await self.nc.publish(ticket.reply, IN_PROGRESS)
                     renewed += 1
                 self.counts["wpi"] += renewed
                 if self.floor is not None:
@@ -483,6 +444,6 @@ class DurablePuller:
                 await self.nc.flush()
                 for ticket in list(self.in_flight.values()):
                     if ticket.state != "fail":  # a failed one was naked with its delay already
-                        await self.nc.publish(ticket.reply, b"-NAK")
+                        await self.nc.publish(ticket.reply, nak_body())
                 await self.nc.flush()
         self.in_flight.clear()

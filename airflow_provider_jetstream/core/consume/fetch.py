@@ -1,47 +1,35 @@
-"""Fetching batches: one pull request of a consumer, its messages as settleable deliveries; reading consumers.
+"""Fetching batches: the pull requests of one reading, a declared durable consumer or an ephemeral read.
 
-What ``JetStreamHook.fetch`` / ``consume`` and ``JetStreamConsumeOperator`` build on. A batch is one pull
-request on the one pull engine (:class:`~airflow_provider_jetstream.core.read.pull.PullRequests`): it asks
-for ``batch`` messages that wait up to ``max_wait`` seconds on the server, and is over at the server's
-status that ends it (its expiry, or no messages); only that one batch is held in memory. A durable consumer
-must exist already (it is the DAG's to declare: never created here) and be a pull consumer; a read without
-one uses an ephemeral consumer that takes no acks, deleted when the read ends.
+What ``JetStreamHook.fetch`` / ``consume`` and ``JetStreamConsumeOperator`` build on. A :class:`Reading` keeps one
+pull subscription (one inbox) for all its batches: a durable consumer must exist already (it is the DAG's to
+declare: never created here) and be a pull consumer; a read without one is an ordered read
+(:class:`~airflow_provider_jetstream.core.read.ordered.OrderedConsumer`): a consumer of its own that takes no
+acks, made again from the next sequence whenever the read cannot go on, deleted when the reading ends. A batch is
+one pull request for up to ``batch_size`` messages that waits up to ``max_wait`` seconds on the server, over at the
+status that ends it (its expiry, or nothing left); only that batch is held in memory. Each message of a durable
+consumer that takes acks is settled through the connection's one settler
+(:class:`~airflow_provider_jetstream.core.read.settle.Settler`): the settles of a batch are confirmed before the
+next batch is pulled, and when the reading ends.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as dt
-import functools
-import logging
-from collections.abc import AsyncIterator
-from typing import Any, NamedTuple
-
-import nats.errors
-from nats.aio.msg import Msg
+from collections.abc import Sequence
+from typing import NamedTuple
 
 from airflow_provider_jetstream.core.api import JetStreamApi, domain_of, retry_failover
-from airflow_provider_jetstream.core.consume.deliveries import AckHandle, Delivery, Send, send_settle
 from airflow_provider_jetstream.core.errors import (
     JetStreamConfigError,
     JetStreamDomainUnavailableError,
-    JetStreamError,
     JetStreamNotFoundError,
 )
-from airflow_provider_jetstream.core.protocol import (
-    FATAL,
-    HEARTBEAT,
-    REQUEST_DONE,
-    RESUME,
-    AckReply,
-    headers_from_api,
-    parse_ack_reply,
-)
-from airflow_provider_jetstream.core.read.pull import PullRequests, create_ephemeral_consumer, discard_consumer
-from airflow_provider_jetstream.core.tasks import next_item
-
-log = logging.getLogger(__name__)
+from airflow_provider_jetstream.core.protocol import AckReply, parse_ack_reply
+from airflow_provider_jetstream.core.read.delivery import AckHandle, Delivery, Reopen, SettleRoute, make_delivery
+from airflow_provider_jetstream.core.read.ordered import OrderedConsumer
+from airflow_provider_jetstream.core.read.pull import PullSubscription
+from airflow_provider_jetstream.core.read.settle import Settler
 
 #: Seconds past a request's ``max_wait`` its ending status may take to arrive before the batch counts as over.
 STATUS_GRACE = 2.0
@@ -55,28 +43,17 @@ class ReadingConsumer(NamedTuple):
     ack_wait: float | None = None
 
 
-async def stored_headers(api: JetStreamApi, stream: str, sequence: int) -> dict[str, list[str]] | None:
-    """Every value of each header of the stream's message ``sequence`` (nats-py keeps the last one only),
-    read with ``STREAM.MSG.GET``; None when it cannot be read (the caller keeps the last values)."""
-    try:
-        stored = await api.msg(stream, sequence)
-    except (JetStreamError, nats.errors.Error) as err:
-        log.warning("%s: cannot read repeated header values (%s); keeping the last value of each", stream, err)
-        return None
-    return headers_from_api(stored) if stored else None
-
-
-def _filters(config: dict[str, Any]) -> list[str]:
+def _filters(config: dict) -> list[str]:
     if config.get("filter_subject"):
         return [config["filter_subject"]]
     return list(config.get("filter_subjects") or [])
 
 
 async def durable_consumer(
-    api: JetStreamApi, stream: str, consumer: str, filter_subject: str | None
+    api: JetStreamApi, stream: str, consumer: str, filter_subjects: Sequence[str] = ()
 ) -> ReadingConsumer:
     """The declared durable pull consumer ``consumer`` of ``stream``, checked: it exists (it is never created
-    here), is pulled (no ``deliver_subject``) and, if ``filter_subject`` is given, filters exactly that.
+    here), is pulled (no ``deliver_subject``) and, if ``filter_subjects`` are given, filters exactly those.
 
     :class:`JetStreamNotFoundError` when it (or the stream) does not exist; :class:`JetStreamConfigError`
     when it is a push consumer or filters other subjects.
@@ -92,178 +69,187 @@ async def durable_consumer(
     if config.get("deliver_subject"):
         raise JetStreamConfigError(f"{where} is a push consumer: fetch needs a pull consumer (no deliver_subject)")
     filters = _filters(config)
-    if filter_subject is not None and filters != [filter_subject]:
+    if filter_subjects and sorted(filters) != sorted(filter_subjects):
         raise JetStreamConfigError(
-            f"{where} filters {filters or 'every subject'}, not {filter_subject!r}: a durable consumer delivers "
-            "what its own filter says; leave filter_subject out, or read without a consumer"
+            f"{where} filters {filters or 'every subject'}, not {', '.join(map(repr, filter_subjects))}: a durable consumer delivers "
+            "what its own filter says; leave filter_subjects out, or read without a consumer"
         )
     ackable = config.get("ack_policy", "none") != "none"
     ack_wait = config.get("ack_wait")
     return ReadingConsumer(consumer, ackable, ack_wait / 1e9 if ack_wait else None)
 
 
-@contextlib.asynccontextmanager
-async def reading_consumer(
-    api: JetStreamApi,
-    stream: str,
-    consumer: str | None,
-    *,
-    filter_subject: str | None = None,
-    start_seq: int | None = None,
-    start_time: str | dt.datetime | None = None,
-) -> AsyncIterator[ReadingConsumer]:
-    """The consumer a read pulls: the durable ``consumer`` (checked by :func:`durable_consumer`), or with
-    ``consumer`` None an ephemeral one of this read (from ``start_seq``, default 1, or ``start_time``; only
-    ``filter_subject`` if given; no acks), deleted when the block ends."""
-    if consumer is not None:
-        if start_seq is not None or start_time is not None:
+class Reading:
+    """The batches of one read of ``stream`` in ``api``'s domain (see the module doc): :meth:`open` it, take
+    :meth:`batch` es, :meth:`close` it (its settles confirmed, an ephemeral consumer deleted).
+
+    :param consumer: a declared durable pull consumer; None: an ordered read of the reading's own from
+        ``start_seq`` (default 1) or ``start_time``, only ``filter_subjects`` if given.
+    :param reopen: how a message's settle reaches the account once this reading's connection is closed (the
+        hook's ``aconnect``). Default None: it cannot.
+    """
+
+    def __init__(
+        self,
+        api: JetStreamApi,
+        stream: str,
+        consumer: str | None,
+        *,
+        filter_subjects: Sequence[str] = (),
+        start_seq: int | None = None,
+        start_time: str | dt.datetime | None = None,
+        reopen: Reopen | None = None,
+    ) -> None:
+        if consumer is not None and (start_seq is not None or start_time is not None):
             raise JetStreamConfigError(
                 f"start_seq / start_time with consumer {consumer!r}: a durable consumer resumes where its acks "
                 "left it; its start is part of its declaration"
             )
-        yield await durable_consumer(api, stream, consumer, filter_subject)
-        return
-    name, *_ = await create_ephemeral_consumer(
-        api,
-        stream,
-        where=f"stream {stream!r} in {api.target}",
-        start_seq=start_seq,
-        start_time=start_time,
-        filter_subjects=[filter_subject] if filter_subject else (),
-        kind="fetch",
-    )
-    try:
-        yield ReadingConsumer(name, False)
-    finally:
-        await asyncio.shield(discard_consumer(api, stream, name))
+        self.api, self.stream, self.filter_subjects = api, stream, list(filter_subjects)
+        self.start_seq, self.start_time, self.reopen = start_seq, start_time, reopen
+        self.consumer: ReadingConsumer = ReadingConsumer(consumer or "", False)
+        self.domain = domain_of(api.prefix)
+        self.settler = Settler.of(api.nc)
+        self.route: SettleRoute | None = None
+        self.ordered: OrderedConsumer | None = None
+        self.sub: PullSubscription | None = None
+        self.next_seq = start_seq or 1  # an ordered read's next stream sequence
+        self._durable = consumer
+        self._taken: dict[int, Delivery] = {}
+        self._want = 0
+        self._sent: list[AckHandle] = []  # settles of the last batch, confirmed before the next one
 
+    @property
+    def where(self) -> str:
+        return f"consumer {self.consumer.name!r} on stream {self.stream!r} in {self.api.target}"
 
-async def fetch_batch(
-    api: JetStreamApi,
-    stream: str,
-    reading: ReadingConsumer,
-    *,
-    batch: int,
-    max_wait: float,
-    send: Send | None = None,
-    all_header_values: bool = True,
-    no_wait: bool = False,
-) -> list[Delivery]:
-    """One pull request for up to ``batch`` messages of ``reading`` that waits up to ``max_wait`` seconds for
-    them (at most half the consumer's ``ack_wait``, so none is due again before it is returned): the
-    messages, in delivery order, each sequence once, once the request is over (full, expired, or nothing left).
-    With ``no_wait`` the request takes the messages there are now and is over at once (``max_wait`` then only
-    bounds the wait for the server's answer).
+    async def open(self) -> Reading:
+        """Check the durable consumer (or make the ordered one) and listen on a fresh inbox."""
+        if self._durable is not None:
+            self.consumer = await durable_consumer(self.api, self.stream, self._durable, self.filter_subjects)
+            if self.consumer.ackable:
+                self.route = SettleRoute(self.settler, self.reopen, self.api.timeout, self.api.failover)
+            self.sub = await PullSubscription(
+                self.api, self.stream, self.consumer.name, self._on_frame, expires=5.0, heartbeat=None, pipelined=False
+            ).open()
+            return self
+        self.ordered = OrderedConsumer(
+            self.api, self.stream, self._on_ordered, where=f"stream {self.stream!r} in {self.api.target}",
+            filter_subjects=self.filter_subjects, expires=5.0, heartbeat=None, pipelined=False, kind="fetch",
+        )  # fmt: skip
+        await self.ordered.start(start_seq=self.start_seq, start_time=self.start_time)
+        self.sub = self.ordered.sub
+        self.consumer = ReadingConsumer(self.ordered.consumer or "", False)
+        return self
 
-    Each message of an ackable consumer gets an :class:`AckHandle` sending through ``send`` (default: this
-    API's connection, while it is open). Repeated header values are read with ``STREAM.MSG.GET`` when
-    ``all_header_values`` (default True). A pull a clustered JetStream answers "no leader" (503) before any
-    message, as a node leading the consumer dies, is sent again after the election (the one retry rule,
-    :func:`~airflow_provider_jetstream.core.api.retry_failover`, within the API's ``failover`` seconds).
-    Raises :class:`JetStreamDomainUnavailableError` when no JetStream answered the pull,
-    :class:`JetStreamNotFoundError` when the consumer was deleted, and :class:`JetStreamError` when the
-    server refused it.
-    """
-    if batch < 1:
-        raise JetStreamConfigError(f"batch={batch} must be >= 1")
-    send = send or functools.partial(send_settle, api)
-    where = f"consumer {reading.name!r} on stream {stream!r} in {api.target}"
-    if reading.ackable and reading.ack_wait:
-        # Held past its ack_wait, a message is delivered again, to this very request if it still waits.
-        max_wait = min(max_wait, reading.ack_wait / 2)
-    taken = await retry_failover(
-        lambda: _pull(api, stream, reading.name, batch, max_wait, no_wait, where),
-        api.nc,
-        within=api.failover,
-        what=where,
-    )
-    newest = {meta.sequence: (msg, meta) for msg, meta in taken}  # delivered twice: the newest reply acks it
-    return [await _delivery(api, stream, msg, meta, reading, send, all_header_values) for msg, meta in newest.values()]
+    async def close(self) -> None:
+        """Confirm the settles sent, stop listening, delete an ordered read's consumer."""
+        try:
+            await self.confirm()
+        finally:
+            if self.ordered is not None:
+                await asyncio.shield(self.ordered.stop())
+            elif self.sub is not None:
+                await self.sub.close()
 
+    async def confirm(self) -> None:
+        """Wait until the consumer confirmed the settles of the batches handed out so far."""
+        handles, self._sent = self._sent, []
+        if handles:
+            await self.settler.confirm(set(handles))
 
-async def _pull(
-    api: JetStreamApi, stream: str, consumer: str, batch: int, max_wait: float, no_wait: bool, where: str
-) -> list[tuple[Msg, AckReply]]:
-    """One pull request's messages with their ack replies' metadata, in delivery order."""
-    requests = PullRequests(
-        api.nc, api.prefix, stream, consumer, expires=max_wait, heartbeat=None, pipelined=False, no_wait=no_wait
-    )
-    incoming: asyncio.Queue[Msg] = asyncio.Queue()
+    # -- frames ------------------------------------------------------------------------------------
 
-    async def on_msg(msg: Msg) -> None:
-        incoming.put_nowait(msg)
+    def _on_frame(self, subject: bytes, reply: bytes, headers: bytes, payload: bytes) -> None:
+        reply_text = reply.decode()
+        meta = parse_ack_reply(reply_text)
+        if meta is not None:
+            self._take(meta, reply_text, subject, headers, payload)
 
-    taken: list[tuple[Msg, AckReply]] = []
-    await requests.listen(on_msg)
-    try:
-        await requests.ask(batch)
-        deadline = asyncio.get_running_loop().time() + max_wait + STATUS_GRACE
-        while len(taken) < batch:
-            left = deadline - asyncio.get_running_loop().time()
-            try:
-                msg = await next_item(incoming, max(0.0, left))
-            except asyncio.TimeoutError:
-                break  # the request's end was not heard: what came is the batch
-            meta = parse_ack_reply(msg.reply)
-            if meta is not None:
-                requests.received()
-                taken.append((msg, meta))
-                continue
-            status = requests.status(msg.headers)
-            if status is None or status.outcome == HEARTBEAT:
-                continue
-            if status.outcome == REQUEST_DONE:
-                break
-            if status.outcome == RESUME:
-                raise JetStreamNotFoundError(f"{where} was deleted while it was pulled")
-            if status.outcome == FATAL:
-                raise JetStreamError(f"{where}: the server refused the pull: {status.reason}")
-            if taken:
-                break  # the request ended with what it delivered
-            raise JetStreamDomainUnavailableError(f"{where}: the pull was answered {status.reason}")
-    finally:
-        await requests.close()
-    return taken
+    def _on_ordered(self, meta: AckReply, reply: str, subject: bytes, headers: bytes, payload: bytes) -> None:
+        self.next_seq = meta.sequence + 1
+        self._take(meta, reply, subject, headers, payload)
 
+    def _take(self, meta: AckReply, reply: str, subject: bytes, headers: bytes, payload: bytes) -> None:
+        # Delivered twice (held past its ack_wait): the newest reply acks it.
+        self._taken[meta.sequence] = make_delivery(
+            meta, reply, subject, headers, payload, self.stream, self.consumer.name, self.domain, self.route
+        )
+        if len(self._taken) >= self._want and self.sub is not None:
+            self.sub.changed.set()
 
-async def _delivery(
-    api: JetStreamApi,
-    stream: str,
-    msg: Msg,
-    meta: AckReply,
-    reading: ReadingConsumer,
-    send: Send,
-    all_header_values: bool,
-) -> Delivery:
-    headers = None
-    if msg.headers:
-        headers = {k: [v] for k, v in msg.headers.items()}
-        if all_header_values:
-            headers = await stored_headers(api, stream, meta.sequence) or headers
-    handle = AckHandle(msg.reply, send) if reading.ackable else None
-    return delivery_of(msg, meta, stream, reading.name, domain_of(api.prefix), headers, handle)
+    # -- batches -----------------------------------------------------------------------------------
 
+    async def batch(self, batch_size: int, max_wait: float, *, no_wait: bool = False) -> list[Delivery]:
+        """One pull request for up to ``batch_size`` messages that waits up to ``max_wait`` seconds for them (at
+        most half the consumer's ``ack_wait``, so none is due again before it is handed out): the messages, in
+        delivery order, each sequence once, once the request is over (full, expired, or nothing left). With
+        ``no_wait`` the request takes the messages there are now and is over at once. The settles of the
+        previous batch are confirmed first.
 
-def delivery_of(
-    msg: Msg,
-    meta: AckReply,
-    stream: str,
-    consumer: str,
-    domain: str | None,
-    headers: dict[str, list[str]] | None,
-    handle: AckHandle | None = None,
-) -> Delivery:
-    """The :class:`Delivery` of a delivered message and its ack reply's metadata (the durable puller's too)."""
-    return Delivery(
-        stream=stream,
-        consumer=consumer,
-        subject=msg.subject,
-        sequence=meta.sequence,
-        delivered=meta.delivered,
-        timestamp_ns=meta.timestamp_ns,
-        data=msg.data,
-        headers=headers,
-        domain=domain,
-        pending=meta.pending,
-        handle=handle,
-    )
+        A pull a clustered JetStream answers "no leader" (503) before any message, as a node leading the
+        consumer dies, is sent again after the election (the one retry rule,
+        :func:`~airflow_provider_jetstream.core.api.retry_failover`, within the API's ``failover`` seconds);
+        an ordered read goes on with a new consumer. Raises :class:`JetStreamDomainUnavailableError` when no
+        JetStream answered the pull, :class:`JetStreamNotFoundError` when the durable consumer was deleted, and
+        :class:`~airflow_provider_jetstream.core.errors.JetStreamError` when the server refused it.
+        """
+        if batch_size < 1:
+            raise JetStreamConfigError(f"batch_size={batch_size} must be >= 1")
+        await self.confirm()
+        if self.consumer.ackable and self.consumer.ack_wait:
+            # Held past its ack_wait, a message is delivered again, to this very request if it still waits.
+            max_wait = min(max_wait, self.consumer.ack_wait / 2)
+        self._taken = {}
+        self._want = batch_size
+        await retry_failover(
+            lambda: self._pull(batch_size, max_wait, no_wait), self.api.nc, within=self.api.failover, what=self.where
+        )
+        taken, self._taken = self._taken, {}
+        self._sent = [d.handle for d in taken.values() if d.handle is not None]
+        return list(taken.values())
+
+    async def _pull(self, batch_size: int, max_wait: float, no_wait: bool) -> None:
+        """One pull request; returns once it is over (its messages in ``_taken``)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max_wait + STATUS_GRACE
+        asked = False
+        while len(self._taken) < batch_size:
+            sub = self.sub
+            if self.ordered is not None:
+                reason = self.ordered.interruption()
+                if reason is not None:
+                    if self._taken:
+                        return  # what came is the batch: the next one goes on with a new consumer
+                    await self.ordered.resume(self.next_seq, reason)
+                    self.sub = self.ordered.sub
+                    asked = False
+                    continue
+            if sub is None:
+                return
+            if not asked:
+                sub.expires, sub.no_wait = max_wait, no_wait
+                sub.request_over = False
+                await sub.ask(batch_size - len(self._taken))
+                asked = True
+            if sub.failure is not None:
+                raise sub.failure
+            if sub.request_over:
+                return
+            if self.ordered is None and (sub.gone is not None or sub.interrupted is not None):
+                await self._interrupted(sub)
+                return
+            left = deadline - loop.time()
+            if left <= 0 or not await sub.wait(left):
+                return  # the request's end was not heard: what came is the batch
+
+    async def _interrupted(self, sub: PullSubscription) -> None:
+        """A durable consumer's pull was interrupted: a deleted consumer fails (unless a failover's status: it
+        is still there); nothing could serve the pull: what came is the batch, or, when nothing did, no
+        JetStream answered (asked again across a failover)."""
+        gone, status = sub.gone, sub.gone or sub.interrupted
+        sub.clear()
+        if gone is not None and await self.api.consumer_info(self.stream, self.consumer.name) is None:
+            raise JetStreamNotFoundError(f"{self.where} was deleted while it was pulled")
+        if not self._taken and status is not None:
+            raise JetStreamDomainUnavailableError(f"{self.where}: the pull was answered {status.reason}")

@@ -11,7 +11,7 @@ user's ``apply_function`` on each message and settles it:
   sequence fixed when the wait started, and notes how far it got.
 
 The match itself is never acked here: it is held (``+WPI``) until Airflow stored the result, then the sensor
-acks it, confirmed (:func:`~airflow_provider_jetstream.core.consume.deliveries.send_settle`; ``all_seen``
+acks it, confirmed (:func:`~airflow_provider_jetstream.core.read.delivery.ack_by_reply`; ``all_seen``
 and ``on_match``).
 """
 
@@ -30,7 +30,7 @@ from nats.aio.client import Client
 
 from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.arguments.values import check_json
-from airflow_provider_jetstream.core.consume.deliveries import Delivery, Ticket, delivery_payload
+from airflow_provider_jetstream.core.consume.deliveries import Ticket, delivery_payload
 from airflow_provider_jetstream.core.consume.durable import DurablePuller, ensure_consumer
 from airflow_provider_jetstream.core.errors import (
     JetStreamConfigError,
@@ -39,6 +39,7 @@ from airflow_provider_jetstream.core.errors import (
     SpecError,
 )
 from airflow_provider_jetstream.core.manage.specs.consumer import ConsumerSpec
+from airflow_provider_jetstream.core.read.delivery import Delivery
 from airflow_provider_jetstream.core.read.pull import create_ephemeral_consumer, discard_consumer
 from airflow_provider_jetstream.core.tasks import next_item, stop_task
 
@@ -182,7 +183,7 @@ class MessageMatcher:
         expires = max(1.0, self.max_wait)
         self.puller = DurablePuller(
             self.nc, self.api, self.stream, consumer, max_in_flight=1, ack_wait=self.ack_wait, expires=expires,
-            heartbeat=min(2.5, expires / 4), all_header_values=True, sharing_advice=SHARING_ADVICE,
+            heartbeat=min(2.5, expires / 4), sharing_advice=SHARING_ADVICE,
         )  # fmt: skip
         self._pump = asyncio.create_task(self._feed(), name=f"jetstream-await[{self.stream}>{consumer}]")
 
@@ -255,7 +256,7 @@ class MessageMatcher:
     async def _examine(self, ticket: Ticket) -> bool:
         assert self.puller is not None
         delivery = ticket.delivery
-        if self.ack == "on_match" and delivery.sequence in self.left:
+        if self.ack == "on_match" and delivery.seq in self.left:
             await self.puller.settle([(ticket, "leave")])  # examined before: not again
             return False
         value = await self._apply(delivery)
@@ -267,11 +268,11 @@ class MessageMatcher:
         else:
             await self.puller.settle([(ticket, "leave")])
             if self.ack == "on_match":
-                self.left[delivery.sequence] = None
+                self.left[delivery.seq] = None
                 while len(self.left) > MAX_REMEMBERED:
                     del self.left[next(iter(self.left))]
         if self.ack == "none":
-            self.next_sequence = delivery.sequence + 1
+            self.next_sequence = delivery.seq + 1
         return False
 
     async def _apply(self, delivery: Delivery) -> Any:
@@ -282,7 +283,7 @@ class MessageMatcher:
                 value = await asyncio.to_thread(self.function, delivery, **self.kwargs)
         except Exception as err:
             raise JetStreamError(
-                f"{self.function_name} raised on message #{delivery.sequence} ({delivery.subject}) of {self.where}: "
+                f"{self.function_name} raised on message #{delivery.seq} ({delivery.subject}) of {self.where}: "
                 f"{type(err).__name__}: {err}; it is not acknowledged: it goes back to the consumer for the retry"
             ) from err
         if value:
@@ -290,8 +291,7 @@ class MessageMatcher:
                 check_json(value, "value")
             except SpecError as err:
                 raise JetStreamConfigError(
-                    f"{self.function_name} returned a value for message #{delivery.sequence} that cannot go to "
-                    f"XCom: {err}"
+                    f"{self.function_name} returned a value for message #{delivery.seq} that cannot go to XCom: {err}"
                 ) from None
         return value
 
@@ -315,7 +315,7 @@ class MessageMatcher:
         """Stop pulling. A held match is left pending (not naked): it is acked once Airflow stored it, or
         comes back after ``ack_wait`` if it never is."""
         if self.match is not None and self.puller is not None:
-            self.puller.in_flight.pop(self.match.sequence, None)
+            self.puller.in_flight.pop(self.match.seq, None)
         await stop_task(self._pump)
         self._pump = None
         if self._ephemeral is not None:

@@ -1,4 +1,4 @@
-"""Object stores in any domain: put, get, info, list, delete and watch objects, laid out as ADR-20 lays them out.
+"""Object stores in any domain: put, get, info, list and delete objects, laid out as ADR-20 lays them out.
 
 nats-py's ``js.object_store()`` writes ``$O.<bucket>...`` whatever its context's domain and reads chunks
 through a push consumer of the connection's own domain; this module speaks to one domain (or imported
@@ -20,7 +20,8 @@ prefix) through the one API speaker (:class:`~airflow_provider_jetstream.core.ap
   verified before the destination file is written (a temporary file beside it, renamed when verified);
 - a mirror bucket in the hub (``OBJ_<b>`` mirroring a leaf's ``OBJ_<origin>``, its subjects transformed to
   ``$O.<b>.>``, :mod:`~airflow_provider_jetstream.core.manage.specs.objects`) is read by its own name, like
-  any bucket; it takes no writes (they are refused, naming the origin).
+  any bucket; it takes no writes (they are refused, naming the origin). Watching a bucket is an ordered
+  consumer's (:func:`~airflow_provider_jetstream.core.consume.watch.watch_objects`).
 """
 
 from __future__ import annotations
@@ -259,21 +260,6 @@ async def _metas(api: JetStreamApi, layout: ObjectLayout, seq: int) -> AsyncIter
             return
         seq = int(message["seq"]) + 1
         yield ObjectInfo.from_message(message, layout.bucket)
-
-
-async def watch_objects(
-    api: JetStreamApi, bucket: str, *, after_revision: int = 0, poll_interval: float = 1.0
-) -> AsyncIterator[ObjectInfo]:
-    """Every change of an object of ``bucket`` (a put or a delete: ``.deleted``) stored after ``after_revision``,
-    as it comes, forever (asking every ``poll_interval`` seconds once it has seen them all). A change that a
-    later one of the same object replaced before it was seen is not seen (meta messages roll up)."""
-    layout = await layout_of(api, bucket)
-    seq = after_revision + 1
-    while True:
-        async for info in _metas(api, layout, seq):
-            seq = info.revision + 1
-            yield info
-        await asyncio.sleep(poll_interval)
 
 
 async def _store(api: JetStreamApi, layout: ObjectLayout, subject: str, payload: bytes, headers: dict[str, str]) -> int:

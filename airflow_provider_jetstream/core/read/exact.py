@@ -1,8 +1,7 @@
 """One read of an exact range of stream sequences ``[start, end]``: its rules over the pull engine, nats-py's intake.
 
-The range reader pulls an ephemeral consumer of its own through the one pull engine
-(:mod:`airflow_provider_jetstream.core.read.pull`), keeping requests in flight while the caller works
-on earlier messages:
+The range reader reads in order (:class:`~airflow_provider_jetstream.core.read.ordered.OrderedConsumer`, on the
+consumer engine's pull subscription), keeping requests in flight while the caller works on earlier messages:
 
 - the consumer takes no acks, delivers from the start sequence (optionally only some subjects), lives
   in memory and is deleted by the server once nobody pulls it; the reader deletes it at the end;
@@ -13,17 +12,15 @@ on earlier messages:
   stream holds nothing more, and sequences missing inside the range (purged, deleted, expired) are
   reported as data loss; a gap is re-read once first (a reconnect drops messages on the way, not
   from the stream);
-- the read resumes from where it stopped (a new consumer) when it hears nothing for three
-  heartbeats, when a heartbeat says messages it never got were delivered, when the consumer is
-  deleted under it, and after a pause when the server cannot serve the request now (see
-  :func:`~airflow_provider_jetstream.core.protocol.pull_status`); ``max_resumes`` times in a row at most,
-  and on a cluster's connection for as long as a failover may last (a stream leader killed with the
-  reader's consumer on it: the consumer is made again once a new leader is elected).
+- the read resumes from where it stopped (a new consumer) whenever the ordered consumer says it cannot
+  go on (a delivery out of order, a heartbeat saying messages it never got were delivered, the consumer
+  deleted under it, "retry after" once its pause is over, three heartbeats of silence); ``max_resumes``
+  times in a row at most, and on a cluster's connection for as long as a failover may last (a stream
+  leader killed with the reader's consumer on it: the consumer is made again once a new leader is elected).
 
-:class:`RangePull` takes the server's answers as nats-py's message objects (chunks are
-:class:`MessageChunk`); the vectorised intake (:mod:`airflow_provider_jetstream.core.read.vectorised`)
-extends it to take them as frames parsed in bulk. :func:`~airflow_provider_jetstream.core.read.range.read_range`
-chooses.
+:class:`RangePull` takes the frames one at a time (chunks are :class:`MessageChunk`, every header value
+kept); the vectorised intake (:mod:`airflow_provider_jetstream.core.read.vectorised`) extends it to take
+them in bulk. :func:`~airflow_provider_jetstream.core.read.range.read_range` chooses.
 
 Free of Airflow imports: Spark executors use it.
 """
@@ -32,46 +29,19 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import logging
-import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from nats.aio.client import Client
-from nats.aio.msg import Msg
 
-from airflow_provider_jetstream.core.api import (
-    Backoff,
-    JetStreamApi,
-    clustered,
-    describe_prefix,
-    during_failover,
-    hint_for,
-    home_domain,
-    no_leader_error,
-)
-from airflow_provider_jetstream.core.arguments.names import domain_of
-from airflow_provider_jetstream.core.errors import (
-    JetStreamDataLossError,
-    JetStreamDomainUnavailableError,
-    JetStreamError,
-    JetStreamNotFoundError,
-)
-from airflow_provider_jetstream.core.protocol import (
-    FATAL,
-    HEARTBEAT,
-    REQUEST_DONE,
-    RETRY_AFTER,
-    PullStatus,
-    parse_ack_reply,
-)
-from airflow_provider_jetstream.core.read.pull import (
-    STALL_HEARTBEATS,
-    PullRequests,
-    create_ephemeral_consumer,
-    discard_consumer,
-)
+from airflow_provider_jetstream.core.api import JetStreamApi, describe_prefix
+from airflow_provider_jetstream.core.errors import JetStreamDataLossError, JetStreamNotFoundError
+from airflow_provider_jetstream.core.protocol import AckReply, parse_header_block
+from airflow_provider_jetstream.core.read.ordered import OrderedConsumer
+from airflow_provider_jetstream.core.read.pull import STALL_HEARTBEATS, PullSubscription
 from airflow_provider_jetstream.core.read.settings import PullSettings
 from airflow_provider_jetstream.core.tasks import wait_task
 
@@ -82,7 +52,8 @@ log = logging.getLogger(__name__)
 class MessageChunk:
     """Messages of one stream in sequence order, column by column (what Arrow wants).
 
-    ``headers`` holds one dict (or None) per message, or is None when headers were not requested.
+    ``headers`` holds one dict (each header name to every value, in order) or None per message, or is None
+    when headers were not requested.
     ``timestamps_ns`` are the times the stream stored the messages, in ns since the epoch (UTC).
     """
 
@@ -90,7 +61,7 @@ class MessageChunk:
     sequences: list[int] = field(default_factory=list)
     timestamps_ns: list[int] = field(default_factory=list)
     payloads: list[bytes] = field(default_factory=list)
-    headers: list[dict[str, str] | None] | None = None
+    headers: list[dict[str, list[str]] | None] | None = None
 
     def __len__(self) -> int:
         return len(self.sequences)
@@ -108,7 +79,7 @@ class MissingRange:
 
 
 class RangePull:
-    """State of one range read: its consumer and pull requests, the range's rules, received columns."""
+    """State of one range read: its ordered consumer, the range's rules, received columns."""
 
     def __init__(
         self,
@@ -134,8 +105,7 @@ class RangePull:
         self.where = f"stream {stream!r} in {describe_prefix(api_prefix)}"
         self.start_seq = start
         self.next_seq = start  # the first sequence not yet seen
-        self.resume_needed = False  # the server delivered messages that never arrived
-        self.interrupted: PullStatus | None = None  # the server cannot serve the requests now, or lost the consumer
+        self.resume_needed: str | None = None  # why the read must start again at next_seq
         self.gap_checked_at = 0  # next_seq at which a sequence gap was re-read once
         # A chunk is handed over at half the buffer at most: the buffer counts the messages of the
         # chunk being filled, so a chunk larger than that would never fill and the read would stall.
@@ -149,37 +119,45 @@ class RangePull:
         self.buffered = 0  # messages received and not yet handed to the caller
         self.chunk = self._new_chunk()
         self.wakeup = asyncio.Event()
-        self.max_bytes: int | None = settings.max_buffered_bytes
-        self.requests: PullRequests | None = None
+        self.ordered = OrderedConsumer(
+            self.api,
+            stream,
+            self.on_message,
+            where=self.where,
+            filter_subjects=self.filter_subjects,
+            expires=settings.expires,
+            heartbeat=settings.heartbeat,
+            max_bytes=settings.max_buffered_bytes,
+            inactive_threshold=settings.inactive_threshold,
+            max_resumes=settings.max_resumes,
+            check_order=self.takes_frames_one_by_one,
+            changed=self.wakeup,
+            on_idle=self._on_idle_heartbeat,
+        )
+
+    #: The intake takes frames one by one through the ordered consumer (which keeps their consumer order).
+    takes_frames_one_by_one = True
 
     def _new_chunk(self) -> Any:
         return MessageChunk(headers=[] if self.include_headers else None)
 
     @property
+    def requests(self) -> PullSubscription | None:
+        """The ordered consumer's pull subscription now (None between two consumers)."""
+        return self.ordered.sub
+
+    @property
     def consumer(self) -> str | None:
-        return self.requests.consumer if self.requests is not None else None
+        return self.ordered.consumer
 
     # -- consumer and intake ---------------------------------------------------------------------
 
     async def start(self) -> None:
         """Create the consumer at ``next_seq`` and listen for its messages; finish at once if nothing is pending."""
-        name, pending, _ = await create_ephemeral_consumer(
-            self.api,
-            self.stream,
-            where=self.where,
-            start_seq=self.next_seq,
-            filter_subjects=self.filter_subjects,
-            inactive_threshold=self.settings.inactive_threshold,
-        )
-        self.requests = PullRequests(
-            self.nc,
-            self.api_prefix,
-            self.stream,
-            name,
-            expires=self.settings.expires,
-            heartbeat=self.settings.heartbeat,
-            max_bytes=self.max_bytes,
-        )
+        made = await self.ordered.start(start_seq=self.next_seq)
+        await self._started(made.pending)
+
+    async def _started(self, pending: int) -> None:
         # A fresh inbox: a resumed read must not hear the old consumer's late messages or statuses.
         await self.listen()
         if pending == 0:
@@ -189,23 +167,20 @@ class RangePull:
             self._complete(None)
 
     async def listen(self) -> None:
-        """Start taking the pull requests' answers (this intake: nats-py message objects)."""
-        assert self.requests is not None
-        await self.requests.listen(self.on_message)
+        """Start taking the pull requests' answers (this intake: the ordered consumer hands them over)."""
 
     async def stop(self) -> None:
         """Stop taking answers and delete the consumer (best effort)."""
-        requests, self.requests = self.requests, None
-        if requests is not None:
-            await requests.close()
-            await discard_consumer(self.api, self.stream, requests.consumer)
+        await self.ordered.stop()
 
-    async def resume(self) -> None:
-        """Start again at ``next_seq`` with a new consumer."""
-        self.resume_needed = False
-        self.interrupted = None
+    async def resume(self, reason: str) -> None:
+        """Start again at ``next_seq`` with a new consumer (the ordered consumer's resume, counted in a row)."""
+        self.resume_needed = None
+        log.warning("%s: %s; resuming at sequence %d", self.where, reason, self.next_seq)
         await self.stop()
-        await self.start()
+        made = await self.ordered.resume(self.next_seq, reason)
+        if made is not None:
+            await self._started(made.pending)
 
     async def check_front(self) -> None:
         """A filtered read cannot see gaps in sequences: compare the start with the stream's first."""
@@ -223,7 +198,7 @@ class RangePull:
     async def request_more(self) -> None:
         """Ask for more messages while the buffer has room and the range is not covered."""
         requests = self.requests
-        if self.finished or requests is None:
+        if self.finished or requests is None or requests.paused():
             return
         limit = self.settings.max_buffered_messages
         in_flight = requests.outstanding + self.buffered
@@ -237,33 +212,23 @@ class RangePull:
 
     # -- incoming --------------------------------------------------------------------------------
 
-    async def on_message(self, msg: Msg) -> None:
+    def on_message(self, meta: AckReply, reply: str, subject: bytes, headers: bytes, payload: bytes) -> None:
         # The hot path (once per message): keep it lean.
-        requests = self.requests
-        meta = parse_ack_reply(msg.reply)
-        if meta is None:
-            if requests is not None and msg.subject == requests.inbox:
-                self._on_status(requests.status(msg.headers))
-                self.wakeup.set()
-            return  # else a status for the requests of a consumer replaced by a resume
-        if requests is not None:
-            requests.received()
         if self.finished or self.resume_needed:
             return
         seq = meta.sequence
         if seq != self.next_seq and not self._in_order(seq, meta.consumer):
             return
         chunk = self.chunk
-        chunk.subjects.append(msg.subject)
+        chunk.subjects.append(subject.decode())
         chunk.sequences.append(seq)
         chunk.timestamps_ns.append(meta.timestamp_ns)
-        data = msg.data
-        chunk.payloads.append(data)
+        chunk.payloads.append(payload)
         if chunk.headers is not None:
-            chunk.headers.append(msg.headers or None)
+            chunk.headers.append((parse_header_block(headers)[2] or None) if headers else None)
         self.buffered += 1
         self.next_seq = seq + 1
-        self.chunk_bytes += len(data)
+        self.chunk_bytes += len(payload)
         if len(chunk.sequences) >= self.chunk_messages or self.chunk_bytes >= self.chunk_max_bytes:
             self.ready.append(chunk)
             self.chunk = self._new_chunk()
@@ -293,31 +258,12 @@ class RangePull:
                 # Maybe lost on the way (a reconnect), not in the stream: re-read from next_seq
                 # once; a gap at the same place again is real.
                 self.gap_checked_at = self.next_seq
-                self.resume_needed = True
+                self.resume_needed = f"messages after sequence {self.next_seq - 1} did not arrive in order"
                 self.wakeup.set()
                 return False
             self._lost(self.next_seq, seq - 1)
             return not self.finished
         return True
-
-    def _on_status(self, status: PullStatus | None) -> None:
-        """What a status means for the range (its effect on the requests is the engine's)."""
-        if status is None or self.finished:
-            return
-        if status.outcome == HEARTBEAT:
-            self._on_idle_heartbeat(status.last_stream_seq or 0)
-        elif status.outcome == REQUEST_DONE:
-            if status.oversized and self.requests is not None and self.requests.max_bytes:
-                log.warning(
-                    "%s: a message is larger than %d bytes; pulling without a byte limit",
-                    self.where,
-                    self.requests.max_bytes,
-                )
-                self.max_bytes = self.requests.max_bytes = None
-        elif status.outcome == FATAL:
-            self._complete(JetStreamError(f"{self.where}: the server ended the read: {status.reason}"))
-        else:  # RETRY_AFTER, RESUME: the read loop resumes
-            self.interrupted = status
 
     def _on_idle_heartbeat(self, delivered: int) -> None:
         """The server waits on a request with nothing to deliver: the consumer has no pending messages.
@@ -327,10 +273,11 @@ class RangePull:
         are. Otherwise every message up to ``end`` is either here or gone (all of them were stored
         when the range was planned): the read is complete.
         """
-        if self.requests is None:
+        if self.requests is None or self.finished:
             return
         if delivered >= self.next_seq:
-            self.resume_needed = True
+            self.resume_needed = f"the consumer delivered up to sequence {delivered}, {self.next_seq - 1} arrived"
+            self.wakeup.set()
             return
         if not self.filter_subjects and self.next_seq <= self.end:
             self._lost(self.next_seq, self.end)
@@ -369,15 +316,9 @@ class RangePull:
         return chunk
 
     async def chunks(self) -> AsyncIterator[Any]:
-        """The range's chunks, in order: pull, resume when the read stalls or the server says so (at most
-        ``max_resumes`` times in a row; on a cluster's connection, also for as long as a failover may last,
-        the API's ``failover`` seconds), stop at the range's end; the consumer is deleted at the end."""
-        settings = self.settings
-        stall_after = settings.heartbeat * STALL_HEARTBEATS
-        backoff = Backoff(first=1.0, cap=stall_after)
-        resumes = 0
-        streak_since = 0.0  # when the resumes in a row began
-        failed_resume: BaseException | None = None  # the last resume could not make the consumer again
+        """The range's chunks, in order: pull, resume when the ordered consumer cannot go on (see the module
+        doc), stop at the range's end; the consumer is deleted at the end."""
+        stall_after = self.settings.heartbeat * STALL_HEARTBEATS
         try:
             await self.check_front()
             if not self.finished:
@@ -387,76 +328,22 @@ class RangePull:
                     raise self.failure
                 chunk = self.take_ready()
                 if chunk is not None:
-                    resumes = 0
-                    backoff.reset()
+                    self.ordered.flowing()
                     yield chunk
                     continue
                 if self.finished:
                     break
-                reason = None
-                pause = 0.0
-                interrupted = self.interrupted
-                if failed_resume is not None:
-                    reason = f"the reading consumer could not be made again: {failed_resume}"
-                    pause = backoff.next()
-                elif interrupted is not None:
-                    reason = f"the server answered {interrupted.reason}"
-                    pause = backoff.next() if interrupted.outcome == RETRY_AFTER else 0.0
-                elif self.resume_needed:
-                    reason = f"messages after sequence {self.next_seq - 1} did not arrive in order"
-                else:
-                    await self.request_more()
-                    self.wakeup.clear()
-                    try:
-                        await wait_task(self.wakeup.wait(), stall_after)
-                    except asyncio.TimeoutError:
-                        if self.requests is not None and self.requests.silent():
-                            reason = f"no message or heartbeat for {stall_after:g}s"
-                if reason is None:
+                reason = self.resume_needed or self.ordered.interruption()
+                if reason is not None:
+                    await self.resume(reason)
                     continue
-                if resumes == 0:
-                    streak_since = time.monotonic()
-                if resumes >= settings.max_resumes and not self._failing_over(streak_since):
-                    raise self._given_up(reason, resumes, interrupted, failed_resume)
-                resumes += 1
-                log.warning("%s: %s; resuming at sequence %d", self.where, reason, self.next_seq)
-                if pause:
-                    await asyncio.sleep(pause)
-                failed_resume = None
-                try:
-                    await self.resume()
-                except Exception as err:
-                    if not during_failover(err, self.nc):
-                        raise
-                    failed_resume = err  # a new leader is being elected: try again after a pause
+                requests = self.requests
+                pause = requests.paused() if requests is not None else 0.0
+                await self.request_more()
+                self.wakeup.clear()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await wait_task(self.wakeup.wait(), pause or stall_after)
             if self.failure is not None:
                 raise self.failure
         finally:
             await asyncio.shield(self.stop())
-
-    def _failing_over(self, since: float) -> bool:
-        """On a cluster's connection, resumes in a row go on while a failover may last (a new leader for
-        the stream, a consumer made on it): the API's ``failover`` seconds since they began."""
-        return clustered(self.nc) and time.monotonic() - since < self.api.failover
-
-    def _given_up(
-        self, reason: str, resumes: int, interrupted: PullStatus | None, failed_resume: BaseException | None
-    ) -> BaseException:
-        """The error of a read that resumed too often in a row, naming the likely cause."""
-        cluster = clustered(self.nc)
-        if failed_resume is not None:
-            return failed_resume
-        if interrupted is not None and interrupted.no_responders:
-            if cluster and domain_of(self.api_prefix) in (None, home_domain(self.nc)):  # the cluster's own streams
-                return no_leader_error(
-                    describe_prefix(self.api_prefix),
-                    self.stream,
-                    f": the read of {self.where} stopped at sequence {self.next_seq} of {self.start_seq}-{self.end}",
-                )
-            hint = hint_for(self.nc, self.api_prefix) if cluster else "is the domain connected?"
-            return JetStreamDomainUnavailableError(f"no JetStream responded for {self.where}: {hint}")
-        hint = hint_for(self.nc, self.api_prefix) if cluster else "is the domain still connected?"
-        return JetStreamError(
-            f"{self.where}: {reason}, {resumes + 1} times in a row (stopped at sequence "
-            f"{self.next_seq} of {self.start_seq}-{self.end}): {hint}"
-        )

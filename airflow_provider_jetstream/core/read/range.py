@@ -3,7 +3,7 @@
 :func:`read_range` is the entry point (the Spark source's tasks, DAGs, benchmarks): one
 :class:`~airflow_provider_jetstream.core.read.exact.RangePull` reads the range (its exact-range rules
 over the pull engine are in :mod:`airflow_provider_jetstream.core.read.exact`), taking the server's
-answers through nats-py's message objects, or through the vectorised intake
+frames one at a time, or through the vectorised intake
 (:mod:`airflow_provider_jetstream.core.read.vectorised`: frames parsed in bulk into Arrow columns), the
 default wherever numpy and pyarrow are installed (always with the ``spark`` extra).
 """
@@ -70,9 +70,9 @@ async def read_range(
     :param reader: ``"vectorised"``: frames parsed in bulk straight into Arrow columns (needs numpy
         and pyarrow), chunks are
         :class:`~airflow_provider_jetstream.core.read.vectorised.reader.ColumnChunk` and headers keep
-        every value of a repeated name; ``"nats-py"``: nats-py builds each message, chunks are
-        :class:`~airflow_provider_jetstream.core.read.exact.MessageChunk` (one value per header name).
-        Default None: the vectorised reader where numpy and pyarrow are installed, else nats-py's
+        every value of a repeated name; ``"nats-py"``: the frames parsed one at a time in Python, chunks are
+        :class:`~airflow_provider_jetstream.core.read.exact.MessageChunk` (every header value too).
+        Default None: the vectorised reader where numpy and pyarrow are installed, else the other
         (:func:`~airflow_provider_jetstream.core.read.settings.default_reader`).
     """
     pull_class = _range_pull_class(reader)

@@ -20,10 +20,10 @@ from airflow_provider_jetstream.core.arguments import (
 )
 from airflow_provider_jetstream.core.arguments.durations import parse_instant
 from airflow_provider_jetstream.core.arguments.names import consumer_name, reading_filter, stream_name
-from airflow_provider_jetstream.core.arguments.values import boolean, choice, integer, optional, seconds
+from airflow_provider_jetstream.core.arguments.values import boolean, choice, integer, list_of, optional, seconds
 from airflow_provider_jetstream.core.errors import SpecError
 from airflow_provider_jetstream.core.publish.subjects import check_publish_subject
-from airflow_provider_jetstream.core.signatures.shared import STREAM
+from airflow_provider_jetstream.core.signatures.shared import STREAM, TIMEOUT
 
 #: The most messages one pull request may ask for here (the server's ``max_request_batch`` may be lower).
 MAX_BATCH = 10_000
@@ -35,6 +35,11 @@ _DOTTED = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+$")
 
 def _instant_text(value: Any, field: str) -> str:
     return parse_instant(value, field)
+
+
+def _subject_filters(value: Any, field: str) -> list[str] | None:
+    """Subject filters: one as a string, or a list; an empty list means every subject (None)."""
+    return list_of(reading_filter)([value] if isinstance(value, str) else value, field) or None
 
 
 def _no_start_with_a_durable(values: Mapping[str, Any], prefix: str) -> None:
@@ -56,25 +61,31 @@ _READ = {
         "a durable pull consumer the DAG declared (never created here); default None: an ephemeral read, no acks",
         templated=True,
     ),
-    "filter_subject": Arg(
-        reading_filter, None, REFUSE, "only this subject (wildcards allowed); default every subject", templated=True
+    "filter_subjects": Arg(
+        _subject_filters,
+        None,
+        REFUSE,
+        "only these subjects (wildcards allowed; one may be a string); default every subject",
+        templated=True,
     ),
     "max_wait": Arg(seconds(), 5.0, VALUE, "seconds a pull waits for its batch to fill; default 5", templated=True),
     "start_seq": Arg(integer(1), None, REFUSE, "an ephemeral read's first sequence; default 1", templated=True),
     "start_time": Arg(_instant_text, None, REFUSE, "an ephemeral read's first time (ISO or datetime)", templated=True),
-    "all_header_values": Arg(boolean, True, VALUE, "every value of repeated headers; default True"),
 }
 _READ_RULES = [
     exclusive("start_seq", "start_time", "give one start of the read"),
     Rule(("consumer", "start_seq", "start_time"), _no_start_with_a_durable, "a start only without a consumer"),
 ]
 
+#: The seconds each JetStream API answer may take, under the glossary's name.
+REQUEST_TIMEOUT = Args("request timeout", {"request_timeout": TIMEOUT})
+
 #: ``JetStreamHook.fetch``: one batch of a durable consumer or an ephemeral read.
 FETCH = Args(
     "fetch",
     {
         **_READ,
-        "batch": Arg(integer(1, MAX_BATCH), REQUIRED, VALUE, f"messages at most, 1 to {MAX_BATCH}"),
+        "batch_size": Arg(integer(1, MAX_BATCH), REQUIRED, VALUE, f"messages at most, 1 to {MAX_BATCH}"),
         "no_wait": Arg(boolean, False, VALUE, "return at once with the messages there are now; default False"),
     },
     _READ_RULES,
@@ -84,7 +95,9 @@ CONSUME = Args(
     "consume",
     {
         **_READ,
-        "batch": Arg(integer(1, MAX_BATCH), 100, VALUE, f"messages per pull, 1 to {MAX_BATCH}; default 100"),
+        "batch_size": Arg(
+            integer(1, MAX_BATCH), 100, VALUE, f"messages per pull, 1 to {MAX_BATCH}; default 100", templated=True
+        ),
         "stop_when_empty": Arg(boolean, False, VALUE, "end after a pull that brought nothing; default False"),
     },
     _READ_RULES,
@@ -153,9 +166,6 @@ CONSUME_OPERATOR = Args(
         "apply_function_args": Arg(optional(_positional), None, DEFAULT, "more positional arguments", templated=True),
         "apply_function_kwargs": Arg(optional(_keywords), None, DEFAULT, "keyword arguments", templated=True),
         "max_messages": Arg(integer(1), 1000, VALUE, "messages at most per run; default 1000", templated=True),
-        "max_batch_size": Arg(
-            integer(1, MAX_BATCH), 100, VALUE, "messages per pull (held in memory); default 100", templated=True
-        ),
         "term_on": Arg(
             optional(_exception_classes), None, DEFAULT, "exceptions that terminate a message instead of a nak"
         ),
@@ -186,4 +196,4 @@ CONSUME_OPERATOR = Args(
     ],
 )
 
-__all__ = ["CONSUME", "CONSUME_OPERATOR", "FETCH", "MAX_BATCH", "RESULTS_OVERFLOW"]
+__all__ = ["CONSUME", "CONSUME_OPERATOR", "FETCH", "MAX_BATCH", "REQUEST_TIMEOUT", "RESULTS_OVERFLOW"]

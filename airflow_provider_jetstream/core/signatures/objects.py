@@ -12,7 +12,7 @@ from typing import Any
 
 from airflow_provider_jetstream.core.arguments import REFUSE, REQUIRED, VALUE, Arg, Args
 from airflow_provider_jetstream.core.arguments.names import object_bucket_name, object_name
-from airflow_provider_jetstream.core.arguments.values import boolean, integer, optional, seconds, string_map, text
+from airflow_provider_jetstream.core.arguments.values import boolean, integer, optional, string_map, text
 from airflow_provider_jetstream.core.errors import SpecError
 from airflow_provider_jetstream.core.manage.objects import CHUNK_SIZE
 from airflow_provider_jetstream.core.manage.specs.objects import ObjectStoreSpec
@@ -101,7 +101,6 @@ WATCH_OBJECTS = Args(
     {
         "bucket": OBJECT_BUCKET,
         "after_revision": Arg(integer(0), 0, VALUE, "the revision after which changes are yielded; default 0: all"),
-        "poll_interval": Arg(seconds(), 1.0, VALUE, "seconds between asks once every change was seen; default 1"),
     },
 )
 OBJECT_CHECK = OBJECT + Args(

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from airflow_provider_jetstream.core.protocol import ACK_PREFIX, status_headers
+from airflow_provider_jetstream.core.protocol import ACK_PREFIX, CONSUMER_STALLED, status_headers
 from airflow_provider_jetstream.core.read.exact import RangePull
 from airflow_provider_jetstream.core.read.vectorised.columns import DataFrames, headers_to_map, to_columns
 from airflow_provider_jetstream.core.read.vectorised.tap import install
@@ -87,9 +87,9 @@ class VectorisedRangePull(RangePull):
     """:class:`~..exact.RangePull` fed by :class:`~.tap.TapParser` with runs of frames instead of messages.
 
     The consumer, pull requests, statuses, gap and resume handling are the range reader's own code (on
-    the one pull engine); only message intake differs. A run whose rows are all "plain"
-    (the next sequences in order, before ``end``, more pending; with a subject filter, sequences may
-    jump, from this consumer only) is taken in bulk; any
+    the consumer engine); only message intake differs, and the order is kept by stream sequence. A run whose
+    rows are all "plain" (the next sequences in order, before ``end``, more pending; with a subject filter,
+    sequences may jump, from this consumer only) is taken in bulk; any
     other row goes through the same per-message decisions as the nats-py reader.
     """
 
@@ -98,6 +98,8 @@ class VectorisedRangePull(RangePull):
         self.tap = install(nc)
         self.tapped: int | None = None
         self.replies: set[asyncio.Future[Any]] = set()
+
+    takes_frames_one_by_one = False
 
     def _new_chunk(self) -> Any:
         return _Pieces()
@@ -109,10 +111,9 @@ class VectorisedRangePull(RangePull):
     async def listen(self) -> None:
         """Take the pull requests' answers from the tap: the inbox is a normal nats-py subscription whose
         frames never reach nats-py."""
-        assert self.requests is not None
-        sub = await self.requests.listen(_ignore)
-        self.tapped = sub._id
-        self.tap.tap(sub._id, self)
+        assert self.requests is not None and self.requests.sub is not None
+        self.tapped = self.requests.sub._id
+        self.tap.tap(self.tapped, self)
 
     async def stop(self) -> None:
         if self.tapped is not None:
@@ -139,7 +140,7 @@ class VectorisedRangePull(RangePull):
 
     def on_other(self, subject: bytes, reply: bytes, header: bytes, payload: bytes) -> None:
         headers = status_headers(header) if header else {}
-        stalled = headers.get("Nats-Consumer-Stalled")
+        stalled = headers.get(CONSUMER_STALLED)
         if (reply and not reply.startswith(_ACK)) or stalled:
             # Flow control (a push consumer's, never a pull request's): answer it and go on.
             task = asyncio.ensure_future(self.nc.publish(stalled or reply.decode(), b""))
@@ -150,8 +151,7 @@ class VectorisedRangePull(RangePull):
         requests = self.requests
         if requests is None or subject.decode() != requests.inbox:
             return
-        self._on_status(requests.status(headers))
-        self.wakeup.set()
+        requests.react_to_block(header)
 
     def _plain_prefix(self, frames: DataFrames, start: int) -> int:
         seq = frames.sequences[start:]
@@ -211,7 +211,3 @@ def _forget(tasks: set[asyncio.Future[Any]]) -> Any:
             task.exception()
 
     return done
-
-
-async def _ignore(msg: Any) -> None:
-    """The inbox's frames are tapped before nats-py sees them: nothing arrives here."""

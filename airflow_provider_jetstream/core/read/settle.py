@@ -1,0 +1,209 @@
+"""The settles of one connection: each verdict sent at once with a reply subject of its own, the consumer's
+confirmations taken in bulk, and the one barrier that waits for them.
+
+A consumer answers a settle that carries a reply subject once it took it (nats.go's double ack; a clustered
+consumer once its replicas stored it), and answers a settle of a message it settled already too, so one sent
+twice does no harm. :class:`Settler` keeps one inbox per connection for those answers (frames taken as bytes,
+:mod:`~airflow_provider_jetstream.core.wire.intake`), sends each settle as it is given, without waiting for
+its answer, and :meth:`Settler.confirm` waits for the answers of what was sent: a settle not answered within
+its ``timeout`` is sent again, and one answered "no responders" (nobody takes acks for that consumer now) is
+sent again after a pause on a cluster's connection (a consumer leader being elected) within its ``failover``
+seconds; what is still not confirmed then raises :class:`~airflow_provider_jetstream.core.errors.JetStreamAckError`
+naming each message. Synchronous code in another thread hands settles over with :meth:`Settler.submit`: they
+are sent by the connection's loop in bulk, and confirmed by the same barrier.
+
+Airflow-free: Spark executors import it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import itertools
+import threading
+import time
+from collections.abc import Collection
+from typing import TYPE_CHECKING
+
+from nats.aio.client import Client
+from nats.aio.subscription import Subscription
+
+from airflow_provider_jetstream.core.api import Backoff, clustered
+from airflow_provider_jetstream.core.errors import JetStreamAckError
+from airflow_provider_jetstream.core.protocol import NO_RESPONDERS, parse_header_block, settle_verb
+from airflow_provider_jetstream.core.tasks import wait_task
+from airflow_provider_jetstream.core.wire.intake import subscribe_frames
+
+if TYPE_CHECKING:
+    from airflow_provider_jetstream.core.read.delivery import AckHandle
+
+#: Unconfirmed messages named in an error, at most.
+_NAMED = 5
+
+
+class _Sent:
+    """One settle sent and not yet confirmed."""
+
+    __slots__ = ("body", "first", "handle", "last", "refused")
+
+    def __init__(self, handle: AckHandle, body: bytes, now: float) -> None:
+        self.handle, self.body = handle, body
+        self.first = self.last = now
+        #: The consumer side answered "no responders" to the last attempt.
+        self.refused = False
+
+
+class Settler:
+    """The settles sent on one connection (see the module doc); :meth:`of` gives a connection's one settler."""
+
+    def __init__(self, nc: Client) -> None:
+        self.nc = nc
+        self.loop = asyncio.get_running_loop()
+        self.thread = threading.get_ident()
+        self.prefix = nc.new_inbox() + "."
+        self._prefix = self.prefix.encode()
+        self.sub: Subscription | None = None
+        self._tokens = itertools.count(1)
+        self.waiting: dict[int, _Sent] = {}
+        self.answered = asyncio.Event()
+        self._submitted: collections.deque[tuple[AckHandle, bytes]] = collections.deque()
+        self._draining: asyncio.Task[None] | None = None
+        self._scheduled = False
+        #: Settles the consumers confirmed on this connection (for counts and tests).
+        self.confirmed = 0
+
+    @classmethod
+    def of(cls, nc: Client) -> Settler:
+        """The one settler of ``nc`` (made on first use; call it in the event loop that runs ``nc``)."""
+        settler = getattr(nc, "_jetstream_settler", None)
+        if settler is None:
+            settler = cls(nc)
+            nc._jetstream_settler = settler  # type: ignore[attr-defined]
+        return settler
+
+    @staticmethod
+    async def confirm_all(nc: Client) -> None:
+        """Confirm every settle sent on ``nc`` (nothing when none was): what a connection's last user awaits."""
+        settler = getattr(nc, "_jetstream_settler", None)
+        if settler is not None and (settler.waiting or settler._scheduled):
+            await settler.confirm()
+
+    # -- where it may be used --------------------------------------------------------------------
+
+    def serves_here(self) -> bool:
+        """The connection is open and this is its event loop, running now."""
+        if self.nc.is_closed:
+            return False
+        try:
+            return asyncio.get_running_loop() is self.loop
+        except RuntimeError:
+            return False
+
+    def serves_from_another_thread(self) -> bool:
+        """The connection is open and its loop runs in another thread (a hold's): :meth:`submit` from here."""
+        return threading.get_ident() != self.thread and self.loop.is_running() and not self.nc.is_closed
+
+    # -- sending ---------------------------------------------------------------------------------
+
+    async def send(self, handle: AckHandle, body: bytes) -> None:
+        """Send ``body`` to ``handle``'s ack reply subject now, with a reply subject for its confirmation."""
+        if self.sub is None:
+            self.sub = await subscribe_frames(self.nc, self.prefix + "*", self._on_answer)
+        token = next(self._tokens)
+        self.waiting[token] = _Sent(handle, body, time.monotonic())
+        await self.nc.publish(handle.reply, body, reply=f"{self.prefix}{token}")
+
+    def submit(self, handle: AckHandle, body: bytes) -> None:
+        """From another thread: have the connection's loop send ``body`` (in bulk with the others submitted)."""
+        self._submitted.append((handle, body))
+        if not self._scheduled:
+            self._scheduled = True
+            self.loop.call_soon_threadsafe(self._start_draining)
+
+    def _start_draining(self) -> None:
+        self._draining = self.loop.create_task(self._drain())
+
+    async def _drain(self) -> None:
+        try:
+            while self._submitted:
+                handle, body = self._submitted.popleft()
+                await self.send(handle, body)
+        finally:
+            self._scheduled = False
+            if self._submitted:  # handed over after the last look
+                self._scheduled = True
+                self.loop.call_soon(self._start_draining)
+
+    def _on_answer(self, subject: bytes, reply: bytes, headers: bytes, payload: bytes) -> None:
+        try:
+            sent = self.waiting.get(int(subject[len(self._prefix) :]))
+        except ValueError:
+            return
+        if sent is None:
+            return
+        if headers and parse_header_block(headers)[0] == NO_RESPONDERS:
+            sent.refused = True
+        else:
+            del self.waiting[int(subject[len(self._prefix) :])]
+            if sent.handle.verdict is not None:
+                sent.handle.confirmed = True
+            self.confirmed += 1
+        self.answered.set()
+
+    # -- the barrier -----------------------------------------------------------------------------
+
+    async def confirm(self, handles: Collection[AckHandle] | None = None) -> None:
+        """Wait until the consumers confirmed every settle sent so far on this connection (or those of
+        ``handles``), sending again what is due (see the module doc); :class:`JetStreamAckError` naming the
+        messages not confirmed."""
+        while self._scheduled:
+            if self._draining is not None and not self._draining.done():
+                await asyncio.shield(self._draining)
+            else:
+                await asyncio.sleep(0)  # submitted from another thread: its drain starts on this loop
+        backoff = Backoff(first=0.25, cap=2.0)
+        failed: list[tuple[_Sent, str]] = []
+        while True:
+            pending = [(t, s) for t, s in self.waiting.items() if handles is None or s.handle in handles]
+            if not pending:
+                break
+            now = time.monotonic()
+            again: list[tuple[int, _Sent]] = []
+            wait: float | None = None
+            for token, sent in pending:
+                route = sent.handle.route
+                if not sent.refused and now - sent.last < route.timeout:
+                    left = sent.last + route.timeout - now
+                    wait = left if wait is None else min(wait, left)
+                elif sent.refused and not clustered(self.nc):
+                    failed.append((sent, "nobody takes its settles (the consumer was deleted?)"))
+                    del self.waiting[token]
+                elif now - sent.first >= route.failover:
+                    failed.append((sent, "nobody took it" if sent.refused else f"no answer within {route.failover:g}s"))
+                    del self.waiting[token]
+                else:
+                    again.append((token, sent))
+            if again:
+                if any(sent.refused for _, sent in again):
+                    await asyncio.sleep(backoff.next())  # a consumer leader being elected
+                await self._send_again(again)
+                continue
+            if wait is not None:
+                self.answered.clear()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await wait_task(self.answered.wait(), wait)
+        if failed:
+            named = "; ".join(f"{settle_verb(s.body)} of {s.handle.what}: {why}" for s, why in failed[:_NAMED])
+            more = f" (and {len(failed) - _NAMED} more)" if len(failed) > _NAMED else ""
+            raise JetStreamAckError(
+                f"{len(failed)} settle(s) not confirmed: {named}{more}; each message is delivered again after its "
+                "consumer's ack_wait"
+            )
+
+    async def _send_again(self, settles: list[tuple[int, _Sent]]) -> None:
+        now = time.monotonic()
+        for token, sent in settles:
+            if self.waiting.get(token) is sent:  # not answered meanwhile
+                sent.refused, sent.last = False, now
+                await self.nc.publish(sent.handle.reply, sent.body, reply=f"{self.prefix}{token}")
