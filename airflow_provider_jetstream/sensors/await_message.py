@@ -29,14 +29,14 @@ class JetStreamAwaitMessageSensor(BaseJetStreamSensor):
 
     Which consumer: by default the task's own durable consumer, ``af_await_<hash of DAG id, task id and
     map index>``, created at the first look from ``deliver_policy`` (``new``: messages stored from then on)
-    and ``filter_subject``; every run of the task goes on where the previous one stopped. Or ``consumer``:
+    and ``filter_subjects``; every run of the task goes on where the previous one stopped. Or ``consumer``:
     the user's durable pull consumer (``ack_policy: explicit``), which must exist. One run of the task at a
-    time pulls a consumer: ``max_active_tis_per_dag`` defaults to 1 (unless ``ack='none'``), so the sensor
+    time pulls a consumer: ``max_active_tis_per_dag`` defaults to 1 (unless ``ack_mode='none'``), so the sensor
     of an overlapping run waits (queued) until this one is done, then goes on after its match. A second
     puller all the same (that limit raised, or another task on the same ``consumer``) is refused within a
     few ``max_wait`` periods, saying so.
 
-    What ``ack`` does:
+    What ``ack_mode`` does:
 
     - ``all_seen`` (default): each message examined and not matched is acked as soon as the function
       returned for it; the match is acked once Airflow stored the result. The next run starts after the
@@ -66,9 +66,9 @@ class JetStreamAwaitMessageSensor(BaseJetStreamSensor):
     :param apply_function: dotted path of the function (templated); imported where it runs.
     :param apply_function_kwargs: its keyword arguments, JSON (templated). Default none.
     :param consumer: the user's durable pull consumer (templated). Default: the task's own.
-    :param filter_subject: subjects the task's own consumer (or, with ``ack='none'``, each look) delivers
+    :param filter_subjects: subjects the task's own consumer (or, with ``ack_mode='none'``, each look) delivers
         (templated). Default all.
-    :param ack: ``all_seen`` (default), ``on_match`` or ``none`` (templated).
+    :param ack_mode: ``all_seen`` (default), ``on_match`` or ``none`` (templated).
     :param deliver_policy: where the task's own consumer starts when created: ``new`` (default), ``all``,
         ``last`` or ``last_per_subject``.
     :param ack_wait: the task's own consumer's ack wait, seconds. Default 60.
@@ -89,31 +89,31 @@ class JetStreamAwaitMessageSensor(BaseJetStreamSensor):
         apply_function: str,
         apply_function_kwargs: dict[str, Any] | None = None,
         consumer: str | None = None,
-        filter_subject: str | None = None,
-        ack: str = "all_seen",
+        filter_subjects: list[str] | str | None = None,
+        ack_mode: str = "all_seen",
         deliver_policy: str = "new",
         ack_wait: float | str | timedelta = 60.0,
         max_wait: float | str | timedelta = 5.0,
         **kwargs: Any,
     ) -> None:
-        if ack != "none":  # a durable consumer has one puller: the next run's sensor waits for this one's
+        if ack_mode != "none":  # a durable consumer has one puller: the next run's sensor waits for this one's
             kwargs.setdefault("max_active_tis_per_dag", 1)
         super().__init__(**kwargs)
         self.stream = stream
         self.apply_function = apply_function
         self.apply_function_kwargs = apply_function_kwargs
         self.consumer = consumer
-        self.filter_subject = filter_subject
-        self.ack = ack
+        self.filter_subjects = filter_subjects
+        self.ack_mode = ack_mode
         self.deliver_policy = deliver_policy
         self.ack_wait = ack_wait
         self.max_wait = max_wait
         self._map_index = -1
 
     def task_consumer(self) -> str | None:
-        """The task's own consumer (None when the user's is given, or with ``ack='none'``)."""
+        """The task's own consumer (None when the user's is given, or with ``ack_mode='none'``)."""
         args = self.checked_arguments()
-        if args["consumer"] or args["ack"] == "none":
+        if args["consumer"] or args["ack_mode"] == "none":
             return None
         return task_consumer_name(self.dag_id, self.task_id, self._map_index)
 
@@ -135,7 +135,7 @@ class JetStreamAwaitMessageSensor(BaseJetStreamSensor):
         return self._settle(super().execute_complete(context, event))
 
     def _settle(self, result: dict[str, Any] | None) -> Any:
-        """Ack the match (if ``ack`` says so) now that Airflow has it; the XCom value is the match."""
+        """Ack the match (if ``ack_mode`` says so) now that Airflow has it; the XCom value is the match."""
         if not result:
             return result
         subject = result.get("ack_subject")

@@ -30,7 +30,7 @@ class JetStreamAwaitMessageTrigger(JetStreamWaitTrigger):
     Fires ``{"status": "success", "result": {"match": {...}, "ack_subject": ...}}``: ``match`` is what the
     sensor returns (the function's ``value`` and the message's stream, domain, consumer, subject,
     sequence, timestamp, delivered count and headers); ``ack_subject`` is where the sensor acks the
-    match once Airflow stored the event (None with ``ack='none'``). Until then the trigger holds the
+    match once Airflow stored the event (None with ``ack_mode='none'``). Until then the trigger holds the
     match (``+WPI``), so the consumer does not deliver it again; it keeps running until Airflow cancels
     it. Fires ``{"status": "error", ...}`` when the stream or consumer does not exist, an argument is
     refused, the function cannot be imported, raises or returns a value with no JSON form.
@@ -41,16 +41,16 @@ class JetStreamAwaitMessageTrigger(JetStreamWaitTrigger):
         triggerer; ``message`` is a :class:`~airflow_provider_jetstream.core.read.delivery.Delivery`.
     :param apply_function_kwargs: its keyword arguments (JSON). Default none.
     :param consumer: the user's durable pull consumer. :param task_consumer: the task's own (created).
-        Neither with ``ack='none'``.
-    :param filter_subject: subjects the task's own consumer delivers. Default all.
-    :param ack: ``all_seen`` (default), ``on_match`` or ``none``: see the sensor.
+        Neither with ``ack_mode='none'``.
+    :param filter_subjects: subjects the task's own consumer delivers. Default all.
+    :param ack_mode: ``all_seen`` (default), ``on_match`` or ``none``: see the sensor.
     :param deliver_policy: where the task's own consumer starts when created. Default ``new``.
     :param ack_wait: the task's own consumer's ack wait (seconds). Default 60.
     :param max_wait: seconds one look waits for messages. Default 5.
     :param domain: JetStream domain of the stream; or ``api_prefix``. Default: the connection's.
     :param unreachable_timeout: how long the domain may go without answering before the trigger fails;
         None (default): no bound.
-    :param state: what the sensor's pokes left: ``start_sequence`` (``ack='none'``: where the wait
+    :param state: what the sensor's pokes left: ``start_sequence`` (``ack_mode='none'``: where the wait
         started), ``left`` (``on_match``: the sequences examined and left), ``unreachable_since``.
     """
 
@@ -60,8 +60,8 @@ class JetStreamAwaitMessageTrigger(JetStreamWaitTrigger):
         "apply_function_kwargs",
         "consumer",
         "task_consumer",
-        "filter_subject",
-        "ack",
+        "filter_subjects",
+        "ack_mode",
         "deliver_policy",
         "ack_wait",
         "max_wait",
@@ -77,8 +77,8 @@ class JetStreamAwaitMessageTrigger(JetStreamWaitTrigger):
         apply_function_kwargs: dict[str, Any] | None = None,
         consumer: str | None = None,
         task_consumer: str | None = None,
-        filter_subject: str | None = None,
-        ack: str = "all_seen",
+        filter_subjects: list[str] | str | None = None,
+        ack_mode: str = "all_seen",
         deliver_policy: str = "new",
         ack_wait: float = 60.0,
         max_wait: float = 5.0,
@@ -94,8 +94,8 @@ class JetStreamAwaitMessageTrigger(JetStreamWaitTrigger):
             apply_function_kwargs=apply_function_kwargs,
             consumer=consumer,
             task_consumer=task_consumer,
-            filter_subject=filter_subject,
-            ack=ack,
+            filter_subjects=filter_subjects,
+            ack_mode=ack_mode,
             deliver_policy=deliver_policy,
             ack_wait=ack_wait,
             max_wait=max_wait,
@@ -122,10 +122,10 @@ class JetStreamAwaitMessageTrigger(JetStreamWaitTrigger):
             self.consumer or self.task_consumer,
             function=load_function(self.apply_function),
             kwargs=self.apply_function_kwargs,
-            ack=self.ack,
+            ack_mode=self.ack_mode,
             create=self.task_consumer is not None,
             deliver_policy=self.deliver_policy,
-            filter_subject=self.filter_subject,
+            filter_subjects=self.filter_subjects,
             ack_wait=self.ack_wait,
             start_sequence=self.state.get("start_sequence"),
             left=self.state.get("left") or (),
@@ -137,8 +137,8 @@ class JetStreamAwaitMessageTrigger(JetStreamWaitTrigger):
             assert self.api is not None, "check() runs inside run() or the sensor's look"
             self.matcher = self.make_matcher(self.api)
             self.log.info(
-                "%s in %s: looking for the first message %s matches (ack=%s)",
-                self.what, self.api.target, self.apply_function, self.ack,
+                "%s in %s: looking for the first message %s matches (ack_mode=%s)",
+                self.what, self.api.target, self.apply_function, self.ack_mode,
             )  # fmt: skip
         try:
             result = await self.matcher.look(self.max_wait)
@@ -180,7 +180,7 @@ class JetStreamAwaitMessageTrigger(JetStreamWaitTrigger):
             except Exception as err:  # connecting failed: the same classification as a look's errors
                 outcome = failure_of(err, f"connection {self.jetstream_conn_id!r}")
             yield TriggerEvent(outcome.event(self.event_key))
-            if outcome.status == DONE and self.ack != "none":
+            if outcome.status == DONE and self.ack_mode != "none":
                 # The match stays held (+WPI) until Airflow stored the event: then it cancels this trigger,
                 # and the sensor acks the match.
                 await asyncio.Event().wait()

@@ -62,7 +62,7 @@ except ImportError:  # Airflow 3.2: the triggers run standalone (see JetStreamMe
 log = logging.getLogger(__name__)
 
 #: Trigger kwargs that only shape each watcher's events, not the consumer: left out of the fingerprint.
-SUBSCRIBER_FIELDS = ("subjects", "decode", "max_payload_bytes", "include_headers")
+SUBSCRIBER_FIELDS = ("event_subjects", "decode", "max_payload_bytes", "include_headers")
 #: Advance lanes: a message that waits on one watcher delays the acks of 1/16 of the others only.
 LANES = 16
 

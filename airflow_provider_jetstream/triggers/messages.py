@@ -54,8 +54,8 @@ class JetStreamMessageTrigger(BaseEventTrigger):
         the connection's.
     :param filter_subjects: subjects the consumer delivers (server side). Default: all of the stream's.
     :param deliver_policy: where a new consumer starts: ``all`` (default), ``new``, ``last``,
-        ``last_per_subject``, ``by_start_sequence`` (``opt_start_seq``) or ``by_start_time``
-        (``opt_start_time``, ISO-8601). An existing consumer keeps its position.
+        ``last_per_subject``, ``by_start_sequence`` (``start_seq``) or ``by_start_time``
+        (``start_time``, ISO-8601). An existing consumer keeps its position.
     :param ack_policy: how a new consumer is acked: ``explicit`` (default, each message) or ``all``
         (a floor: see above). An existing consumer keeps its own (``none`` is refused).
     :param max_ack_pending: unacked messages in flight, at most. Default 256.
@@ -69,7 +69,7 @@ class JetStreamMessageTrigger(BaseEventTrigger):
     :param batch_window: seconds a batch waits for more messages after its first. Default 0.
     :param dead_letter_stream: a stream that receives rejected messages with an ``Airflow-DLQ-Reason``
         header, on ``dead_letter_subject`` (default ``<dead_letter_stream>.<stream>.<consumer>``).
-    :param subjects: this watcher's own narrowing (client side; other watchers of the consumer are
+    :param event_subjects: this watcher's own narrowing (client side; other watchers of the consumer are
         unaffected): messages on other subjects are acknowledged without an event. Default: all.
     :param decode: payload decoding, ``auto`` (JSON, else text, else base64; default), ``json``,
         ``text`` or ``base64``; a payload not in a forced form is rejected.
@@ -94,8 +94,8 @@ class JetStreamMessageTrigger(BaseEventTrigger):
         api_prefix: str | None = None,
         filter_subjects: list[str] | None = None,
         deliver_policy: str = "all",
-        opt_start_seq: int | None = None,
-        opt_start_time: str | None = None,
+        start_seq: int | None = None,
+        start_time: str | None = None,
         ack_policy: str = "explicit",
         max_ack_pending: int = 256,
         ack_wait: float = 30.0,
@@ -106,7 +106,7 @@ class JetStreamMessageTrigger(BaseEventTrigger):
         batch_window: float = 0.0,
         dead_letter_stream: str | None = None,
         dead_letter_subject: str | None = None,
-        subjects: list[str] | None = None,
+        event_subjects: list[str] | None = None,
         decode: str = "auto",
         max_payload_bytes: int = 65536,
         include_headers: bool = True,
@@ -122,8 +122,8 @@ class JetStreamMessageTrigger(BaseEventTrigger):
             "api_prefix": api_prefix,
             "filter_subjects": filter_subjects,
             "deliver_policy": deliver_policy,
-            "opt_start_seq": opt_start_seq,
-            "opt_start_time": opt_start_time,
+            "start_seq": start_seq,
+            "start_time": start_time,
             "ack_policy": ack_policy,
             "max_ack_pending": max_ack_pending,
             "ack_wait": ack_wait,
@@ -134,7 +134,7 @@ class JetStreamMessageTrigger(BaseEventTrigger):
             "batch_window": batch_window,
             "dead_letter_stream": dead_letter_stream,
             "dead_letter_subject": dead_letter_subject,
-            "subjects": subjects,
+            "event_subjects": event_subjects,
             "decode": decode,
             "max_payload_bytes": max_payload_bytes,
             "include_headers": include_headers,
@@ -199,8 +199,8 @@ class JetStreamMessageTrigger(BaseEventTrigger):
     # -- events -----------------------------------------------------------------------------
 
     def wants(self, delivery: Delivery) -> bool:
-        """Whether this watcher's ``subjects`` take the delivery's subject (all, without ``subjects``)."""
-        subjects = self.kwargs.get("subjects")
+        """Whether this watcher's ``event_subjects`` take the delivery's subject (all, without ``event_subjects``)."""
+        subjects = self.kwargs.get("event_subjects")
         return not subjects or any(subjects_collide(s, delivery.subject) for s in subjects)
 
     def message_payload(self, delivery: Delivery) -> dict[str, Any] | None:

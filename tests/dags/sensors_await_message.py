@@ -11,7 +11,7 @@ PARAMS = {
     "conn_id": Param("jetstream_default", type="string"),
     "domain": Param("leaf", type="string"),
     "stream": Param("await_stream", type="string"),
-    "ack": Param("all_seen", type="string"),
+    "ack_mode": Param("all_seen", type="string"),
 }
 
 for mode in ("poke", "deferrable"):
@@ -24,7 +24,7 @@ for mode in ("poke", "deferrable"):
             stream="{{ params.stream }}",
             apply_function="tests.support.matchers.done_for_site",
             apply_function_kwargs={"site": "lyon"},
-            ack="{{ params.ack }}",
+            ack_mode="{{ params.ack_mode }}",
             deliver_policy="all",
             max_wait=1,
             deferrable=mode == "deferrable",

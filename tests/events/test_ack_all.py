@@ -129,9 +129,7 @@ def test_a_failed_message_holds_the_floor_until_it_comes_back_and_is_stored(hub_
             assert [(f.trigger_id, f.event.payload["seq"]) for f in again] == [(1, 5)]  # watcher 2 failed out
             info = await consumer_state(url, stream, "af_events")
             assert (acked_through(info), info["num_ack_pending"]) == (4, 6)  # 6..10 stored, held behind 5
-            assert not [
-                f for f in runner.fired if f.event.payload["seq"] != 5 and f.event.payload["delivered"] > 1
-            ]
+            assert not [f for f in runner.fired if f.event.payload["seq"] != 5 and f.event.payload["delivered"] > 1]
             monitor.watchers = 1  # watcher 2 failed out: watcher 1's store is the last one 5 needs
             monitor.stored(runner)
             info = await eventually(state(url, stream), lambda i: acked_through(i) == 10)

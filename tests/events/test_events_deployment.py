@@ -54,7 +54,7 @@ from airflow_provider_jetstream.triggers.messages import JetStreamMessageTrigger
 assets = [
     Asset(name=f"fan_{{i}}", watchers=[AssetWatcher(name=f"fan_{{i}}",
         trigger=JetStreamMessageTrigger(jetstream_conn_id="nats_hub", domain="leaf-a", stream="{FANOUT}",
-            consumer="{FAN_CONSUMER}", subjects=[f"fan.{{i}}"], cohort_wait=1))])
+            consumer="{FAN_CONSUMER}", event_subjects=[f"fan.{{i}}"], cohort_wait=1))])
     for i in range({WATCHERS})
 ]
 with DAG(dag_id="events_fanout", schedule=assets, start_date=pendulum.datetime(2026, 1, 1), catchup=False):

@@ -180,8 +180,8 @@ def test_watchers_narrowing_by_subject_share_the_consumer_and_each_gets_its_own(
         await leaf_stream(hub_leaf.url("leaf"), stream)
         runner = Triggerer()
         a, b = (
-            message_trigger(hub_conn, stream, subjects=[f"{stream}.a"]),
-            message_trigger(hub_conn, stream, subjects=[f"{stream}.b.>"]),
+            message_trigger(hub_conn, stream, event_subjects=[f"{stream}.a"]),
+            message_trigger(hub_conn, stream, event_subjects=[f"{stream}.b.>"]),
         )
         assert a.shared_stream_key() == b.shared_stream_key()  # one group, one consumer
         runner.start(1, a)

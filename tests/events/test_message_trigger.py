@@ -189,8 +189,8 @@ def test_a_hundred_watchers_share_one_consumer_and_one_connection(hub_leaf, jets
         ({"batch_size": 0}, "batch_size=0"),
         ({"decode": "xml"}, "decode='xml'"),
         ({"dead_letter_stream": "dl.q"}, "dead_letter_stream='dl.q'"),
-        ({"subjects": ["a.>.b"]}, "'>' may only be the last token"),
-        ({"deliver_policy": "new", "opt_start_seq": 5}, "start_seq"),
+        ({"event_subjects": ["a.>.b"]}, "'>' may only be the last token"),
+        ({"deliver_policy": "new", "start_seq": 5}, "start_seq"),
     ],
 )
 def test_invalid_arguments_are_refused_before_anything_is_sent(hub_leaf, jetstream_conn, kwargs, words) -> None:

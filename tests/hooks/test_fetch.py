@@ -10,7 +10,12 @@ import time
 import nats
 import pytest
 
-from airflow_provider_jetstream.core.errors import JetStreamConfigError, JetStreamNotFoundError, SpecErrors
+from airflow_provider_jetstream.core.errors import (
+    JetStreamAckError,
+    JetStreamConfigError,
+    JetStreamNotFoundError,
+    SpecErrors,
+)
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.testing.servers import USERS, NatsServer
 from tests.support.management import uid
@@ -241,3 +246,46 @@ def test_a_held_connection_answers_the_server_while_the_task_works(tmp_path, jet
         assert asyncio.run(ack_floor()) == 2
     finally:
         server.stop()
+
+
+def test_a_durable_consume_reads_every_header_from_the_message_and_confirms_every_ack(
+    hub_conn, hub_leaf, api_watch, raw
+) -> None:
+    """No request per message: every header value comes from the delivered frame; each ack goes out at once and
+    the consumer confirms all of them before the iteration ends."""
+    name = uid("frames")
+    raw.create("hub", {"name": name, "subjects": [f"{name}.>"]})
+    user, password = USERS["ACC"]
+    for i in range(30):
+        publish_raw_headers(
+            "127.0.0.1", hub_leaf.hub.port, user, password, f"{name}.h", [("Nats-Msg-Id", f"m{i}"), ("X-Tag", "a"),
+            ("X-Tag", "b")], b"%d" % i,
+        )  # fmt: skip
+    declare(raw, "hub", name, "work")
+    hook = JetStreamHook(hub_conn, domain="hub")
+    seen = []
+    for message in hook.consume(name, "work", batch_size=7, max_wait=1, stop_when_empty=True):
+        assert message.headers == {"Nats-Msg-Id": [f"m{message.seq - 1}"], "X-Tag": ["a", "b"]}
+        assert message.ack()
+        seen.append(message)
+    assert [m.seq for m in seen] == list(range(1, 31))
+    assert all(m.confirmed for m in seen)  # every ack answered by the consumer before the loop ended
+    info = consumer_info(raw, "hub", name, "work")
+    assert (info["num_ack_pending"], info["ack_floor"]["stream_seq"]) == (0, 30)
+    asked = api_watch.requests_of(lambda subject: subject.endswith(f"CONSUMER.INFO.{name}.work"))
+    assert asked and not [s for s in asked if ".STREAM.MSG.GET." in s]  # no lookup per message
+
+
+def test_an_ack_the_consumer_cannot_take_names_the_message_and_the_consumer(hub_conn, raw) -> None:
+    """The consumer deleted between the fetch and the ack: the ack is not confirmed, and the error says which
+    message of which consumer (not a bare "no responders")."""
+    name = uid("gone")
+    raw.create("hub", {"name": name, "subjects": [f"{name}.>"]})
+    raw.publish(f"{name}.a", [b"one"])
+    declare(raw, "hub", name, "work")
+    hook = JetStreamHook(hub_conn, domain="hub")
+    (message,) = hook.fetch(name, "work", batch_size=1, max_wait=1)
+    raw.api("hub", f"CONSUMER.DELETE.{name}.work")
+    with pytest.raises(JetStreamAckError, match=rf"\+ACK of message 1 of consumer 'work' on stream '{name}'"):
+        message.ack()
+    assert not message.confirmed and message.verdict is None  # not taken: it may be settled again

@@ -74,29 +74,29 @@ def test_bad_arguments_fail_the_dag_import() -> None:
             stream="a.b",
             apply_function="not a path",
             apply_function_kwargs={"when": {1, 2}},
-            ack="none",
+            ack_mode="none",
             consumer="mine",
-            filter_subject="",
+            filter_subjects="",
         )
     text = str(err.value)
     for expected in (
         "stream='a.b' is not allowed",
         "apply_function='not a path' is not allowed",
         "apply_function_kwargs['when']",
-        "filter_subject='' is not allowed",
+        "filter_subjects='' is not allowed",
     ):
         assert expected in text, text
 
 
 def test_one_run_at_a_time_pulls_a_durable_consumer_unless_told_otherwise() -> None:
     """Each message of a durable consumer reaches one puller: an overlapping run's sensor waits (queued) by
-    default; ack='none' reads with a consumer per look, so runs may overlap; an explicit limit is kept."""
+    default; ack_mode='none' reads with a consumer per look, so runs may overlap; an explicit limit is kept."""
 
     def sensor(**kwargs) -> JetStreamAwaitMessageSensor:
         return JetStreamAwaitMessageSensor(task_id="wait", stream="s", apply_function="pkg.f", **kwargs)
 
     assert sensor().max_active_tis_per_dag == 1
-    assert sensor(ack="on_match", consumer="mine").max_active_tis_per_dag == 1
-    assert sensor(ack="{{ params.ack }}").max_active_tis_per_dag == 1  # unknown until rendered: the safe side
-    assert sensor(ack="none").max_active_tis_per_dag is None
+    assert sensor(ack_mode="on_match", consumer="mine").max_active_tis_per_dag == 1
+    assert sensor(ack_mode="{{ params.ack_mode }}").max_active_tis_per_dag == 1  # unknown until rendered: the safe side
+    assert sensor(ack_mode="none").max_active_tis_per_dag is None
     assert sensor(max_active_tis_per_dag=3).max_active_tis_per_dag == 3

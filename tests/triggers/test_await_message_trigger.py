@@ -73,7 +73,7 @@ def test_match_in_the_leaf_through_the_hub_and_what_each_ack_mode_does(hub_leaf,
     async def scenario() -> None:
         await make_stream(leaf, stream)
         trigger = JetStreamAwaitMessageTrigger(
-            hub_conn, stream, FUNCTION, {"site": "lyon"}, task_consumer=consumer, ack=ack, deliver_policy="all",
+            hub_conn, stream, FUNCTION, {"site": "lyon"}, task_consumer=consumer, ack_mode=ack, deliver_policy="all",
             domain="leaf", max_wait=1, state={"start_sequence": 1} if ack == "none" else None,
         )  # fmt: skip
         classpath, kwargs = trigger.serialize()
@@ -118,7 +118,7 @@ def test_a_restarted_triggerer_neither_loses_nor_rematches(hub_leaf, hub_conn, a
     async def scenario() -> None:
         await make_stream(leaf, stream)
         trigger = JetStreamAwaitMessageTrigger(
-            hub_conn, stream, FUNCTION, task_consumer="af_await_restart", ack=ack, deliver_policy="all",
+            hub_conn, stream, FUNCTION, task_consumer="af_await_restart", ack_mode=ack, deliver_policy="all",
             ack_wait=2, domain="leaf", max_wait=1,
         )  # fmt: skip
         classpath, kwargs = trigger.serialize()  # what Airflow stored when the task deferred
@@ -155,10 +155,10 @@ def test_bad_arguments_are_refused_when_the_trigger_is_made(hub_conn) -> None:
     from airflow_provider_jetstream.core.errors import JetStreamConfigError
 
     with pytest.raises(JetStreamConfigError) as err:
-        JetStreamAwaitMessageTrigger(hub_conn, "s", "no_dots", consumer="c", task_consumer="t", ack="sometimes")
+        JetStreamAwaitMessageTrigger(hub_conn, "s", "no_dots", consumer="c", task_consumer="t", ack_mode="sometimes")
     text = str(err.value)
     assert "apply_function='no_dots' is not allowed" in text
-    assert "ack='sometimes' is not allowed" in text
+    assert "ack_mode='sometimes' is not allowed" in text
     assert "consumer='c' and task_consumer='t' were both given" in text
 
 
@@ -178,17 +178,16 @@ def test_on_match_fails_saying_so_when_left_messages_reach_max_ack_pending(hub_l
         await nc.close()
         run = Running(
             JetStreamAwaitMessageTrigger(
-                hub_conn, stream, FUNCTION, consumer="mine", ack="on_match", domain="leaf", max_wait=1
+                hub_conn, stream, FUNCTION, consumer="mine", ack_mode="on_match", domain="leaf", max_wait=1
             )
         )
         await publish_events(leaf, stream, [*NOT_YET, {"status": "idle"}, MATCH])
         event = await run.first()
         await run.stop()
         assert event["status"] == "error", event
-        assert (
-            "3 examined messages left unacknowledged (ack='on_match') reach its max_ack_pending 3" in event["message"]
-        )
-        assert "Use ack='all_seen', raise max_ack_pending" in event["message"]
+        left = "3 examined messages left unacknowledged (ack_mode='on_match') reach its max_ack_pending 3"
+        assert left in event["message"]
+        assert "Use ack_mode='all_seen', raise max_ack_pending" in event["message"]
         state = await consumer_state(leaf, stream, "mine")
         assert (acked_through(state), state["num_pending"]) == (0, 2)  # nothing acked; the match never delivered
 

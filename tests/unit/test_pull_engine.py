@@ -11,7 +11,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airflow_provider_jetstream.core.api import Backoff, JetStreamApi
-from airflow_provider_jetstream.core.protocol import FATAL, HEARTBEAT, REQUEST_DONE, RESUME, RETRY_AFTER, pull_status
+from airflow_provider_jetstream.core.protocol import (
+    FATAL,
+    HEARTBEAT,
+    REQUEST_DONE,
+    RESUME,
+    RETRY_AFTER,
+    PullStatus,
+    pull_status,
+)
 from airflow_provider_jetstream.core.read.pull import STALL_HEARTBEATS, PullSubscription
 from tests.support.fakes import FakeClient
 
@@ -21,7 +29,7 @@ SUBJECT = "$JS.leaf.API.CONSUMER.MSG.NEXT.ORDERS.reader"
 class Pulls(PullSubscription):
     """The subscription, with statuses given as nats-py's header dicts."""
 
-    def status(self, headers: dict[str, str] | None):  # noqa: ANN201
+    def status(self, headers: dict[str, str] | None) -> PullStatus | None:
         return self.react(pull_status(headers))
 
 

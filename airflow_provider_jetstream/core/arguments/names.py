@@ -228,7 +228,9 @@ def subject_list(parse_item: Callable[[Any, str], str] = subject_filter) -> Call
     """The parser of a subject, or a non-empty list of distinct ones, each parsed by ``parse_item``."""
 
     def parse(value: Any, field: str) -> list[str]:
-        items = [value] if isinstance(value, str) else value
+        if isinstance(value, str):
+            return [parse_item(value, field)]  # one subject: its refusal names the field itself
+        items = value
         if not isinstance(items, (list, tuple)) or not items:
             raise SpecError(field, value, "use a subject or a non-empty list of subjects")
         out = [parse_item(s, f"{field}[{i}]") for i, s in enumerate(items)]

@@ -71,8 +71,8 @@ async def durable_consumer(
     filters = _filters(config)
     if filter_subjects and sorted(filters) != sorted(filter_subjects):
         raise JetStreamConfigError(
-            f"{where} filters {filters or 'every subject'}, not {', '.join(map(repr, filter_subjects))}: a durable consumer delivers "
-            "what its own filter says; leave filter_subjects out, or read without a consumer"
+            f"{where} filters {filters or 'every subject'}, not {', '.join(map(repr, filter_subjects))}: a durable "
+            "consumer delivers what its own filter says; leave filter_subjects out, or read without a consumer"
         )
     ackable = config.get("ack_policy", "none") != "none"
     ack_wait = config.get("ack_wait")

@@ -1,4 +1,4 @@
-"""Waiting for the first message a function matches: each delivery examined once, acked as the ``ack`` mode says.
+"""Waiting for the first message a function matches: each delivery examined once, acked as ``ack_mode`` says.
 
 The await-message sensor's poke and its trigger's wait both look through :class:`MessageMatcher`: one
 look (:meth:`MessageMatcher.look`) takes what a consumer delivers for up to a few seconds, calls the
@@ -94,7 +94,7 @@ class LookResult:
     examined: int = 0
     #: The function's value and the matching message's metadata (:func:`match_xcom`).
     match: dict[str, Any] | None = None
-    #: The match's ack subject (None with ``ack='none'``).
+    #: The match's ack subject (None with ``ack_mode='none'``).
     ack_subject: str | None = None
 
     def to_xcom(self) -> dict[str, Any] | None:
@@ -107,13 +107,13 @@ class MessageMatcher:
 
     :param nc: a connected client. :param api: the JetStream API of the stream's domain or prefix.
     :param stream: stream name.
-    :param consumer: durable consumer (``all_seen`` / ``on_match``); None with ``ack='none'``.
+    :param consumer: durable consumer (``all_seen`` / ``on_match``); None with ``ack_mode='none'``.
     :param create: create the consumer (the task's own) if missing, from ``deliver_policy`` and
-        ``filter_subject``; else it must exist (the user's), with ``ack_policy: explicit``.
+        ``filter_subjects``; else it must exist (the user's), with ``ack_policy: explicit``.
     :param function: called as ``function(delivery, **kwargs)`` (in a thread, or awaited if a coroutine
         function); its value must be JSON (it goes to XCom).
-    :param ack: one of :data:`ACK_MODES`.
-    :param start_sequence: ``ack='none'``: the first sequence to examine.
+    :param ack_mode: one of :data:`ACK_MODES`.
+    :param start_sequence: ``ack_mode='none'``: the first sequence to examine.
     :param left: ``on_match``: sequences already examined and left (not examined again).
     :param max_wait: seconds one pull request waits on the server.
     """
@@ -127,23 +127,24 @@ class MessageMatcher:
         *,
         function: Callable[..., Any],
         kwargs: Mapping[str, Any] | None = None,
-        ack: str = "all_seen",
+        ack_mode: str = "all_seen",
         create: bool = False,
         deliver_policy: str = "new",
-        filter_subject: str | None = None,
+        filter_subjects: list[str] | str | None = None,
         ack_wait: float = 30.0,
         start_sequence: int | None = None,
         left: Iterable[int] = (),
         max_wait: float = 5.0,
         function_name: str = "apply_function",
     ) -> None:
-        if ack not in ACK_MODES:
-            raise JetStreamConfigError(f"ack={ack!r} is not allowed: use one of {', '.join(ACK_MODES)}")
+        if ack_mode not in ACK_MODES:
+            raise JetStreamConfigError(f"ack_mode={ack_mode!r} is not allowed: use one of {', '.join(ACK_MODES)}")
         self.nc, self.api, self.stream, self.consumer = nc, api, stream, consumer
         self.function, self.kwargs, self.function_name = function, dict(kwargs or {}), function_name
-        self.ack, self.create, self.deliver_policy = ack, create, deliver_policy
-        self.filter_subject, self.ack_wait, self.max_wait = filter_subject, ack_wait, max_wait
-        #: ``ack='none'``: the next sequence to examine (kept by the caller across looks).
+        self.ack_mode, self.create, self.deliver_policy = ack_mode, create, deliver_policy
+        self.filter_subjects = [filter_subjects] if isinstance(filter_subjects, str) else list(filter_subjects or [])
+        self.ack_wait, self.max_wait = ack_wait, max_wait
+        #: ``ack_mode='none'``: the next sequence to examine (kept by the caller across looks).
         self.next_sequence = start_sequence
         #: ``on_match``: examined and left unacknowledged, by stream sequence.
         self.left: dict[int, None] = dict.fromkeys(left)
@@ -167,10 +168,10 @@ class MessageMatcher:
         that this matcher would not examine."""
         if self.puller is not None:
             return
-        if self.ack == "none":
+        if self.ack_mode == "none":
             if self.next_sequence is None:
                 self.next_sequence = await self.stream_end() + 1
-            filters = [self.filter_subject] if self.filter_subject else []
+            filters = self.filter_subjects
             name, *_ = await create_ephemeral_consumer(
                 self.api, self.stream, where=self.where, start_seq=self.next_sequence, filter_subjects=filters,
                 kind="await",
@@ -188,7 +189,7 @@ class MessageMatcher:
         self._pump = asyncio.create_task(self._feed(), name=f"jetstream-await[{self.stream}>{consumer}]")
 
     async def stream_end(self) -> int:
-        """The stream's last sequence now (where a wait with ``ack='none'`` starts after)."""
+        """The stream's last sequence now (where a wait with ``ack_mode='none'`` starts after)."""
         info = await self.api.stream_info(self.stream)
         if info is None:
             raise JetStreamNotFoundError(f"{self.where} does not exist")
@@ -201,8 +202,10 @@ class MessageMatcher:
                 "name": self.consumer, "ack_policy": "explicit", "deliver_policy": self.deliver_policy,
                 "ack_wait": f"{self.ack_wait}s",
             }  # fmt: skip
-            if self.filter_subject:
-                values["filter_subject"] = self.filter_subject
+            if len(self.filter_subjects) == 1:
+                values["filter_subject"] = self.filter_subjects[0]
+            elif self.filter_subjects:
+                values["filter_subjects"] = self.filter_subjects
             await ensure_consumer(self.api, self.stream, ConsumerSpec.from_dict(values, "consumer"), logger=log)
         info = await self.api.consumer_info(self.stream, str(self.consumer))
         if info is None:
@@ -215,10 +218,10 @@ class MessageMatcher:
         if config.get("ack_policy", "explicit") != "explicit":
             raise JetStreamConfigError(
                 f"{what} has ack_policy={config.get('ack_policy')!r}: acking each message apart needs "
-                "ack_policy 'explicit' (or use ack='none')"
+                "ack_policy 'explicit' (or use ack_mode='none')"
             )
         self.ack_wait = float(config.get("ack_wait") or self.ack_wait * 1e9) / 1e9
-        if self.ack == "on_match":
+        if self.ack_mode == "on_match":
             self.max_ack_pending = int(config.get("max_ack_pending") or 0) or None
 
     async def _feed(self) -> None:
@@ -256,22 +259,22 @@ class MessageMatcher:
     async def _examine(self, ticket: Ticket) -> bool:
         assert self.puller is not None
         delivery = ticket.delivery
-        if self.ack == "on_match" and delivery.seq in self.left:
+        if self.ack_mode == "on_match" and delivery.seq in self.left:
             await self.puller.settle([(ticket, "leave")])  # examined before: not again
             return False
         value = await self._apply(delivery)
         if value:
             self.match, self.match_value = ticket, value
             return True
-        if self.ack == "all_seen":
+        if self.ack_mode == "all_seen":
             await self.puller.settle([(ticket, "ack")])
         else:
             await self.puller.settle([(ticket, "leave")])
-            if self.ack == "on_match":
+            if self.ack_mode == "on_match":
                 self.left[delivery.seq] = None
                 while len(self.left) > MAX_REMEMBERED:
                     del self.left[next(iter(self.left))]
-        if self.ack == "none":
+        if self.ack_mode == "none":
             self.next_sequence = delivery.seq + 1
         return False
 
@@ -300,14 +303,15 @@ class MessageMatcher:
         nothing new; fail then, instead of waiting for ever."""
         if self.max_ack_pending is not None and len(self.left) >= self.max_ack_pending:
             raise JetStreamConfigError(
-                f"consumer {self.consumer!r} on {self.where}: {len(self.left)} examined messages left unacknowledged "
-                f"(ack='on_match') reach its max_ack_pending {self.max_ack_pending}: it delivers nothing new until "
-                "they are acked. Use ack='all_seen', raise max_ack_pending, or let another reader take them"
+                f"consumer {self.consumer!r} on {self.where}: {len(self.left)} examined messages left "
+                f"unacknowledged (ack_mode='on_match') reach its max_ack_pending {self.max_ack_pending}: it delivers "
+                "nothing new until they are acked. Use ack_mode='all_seen', raise max_ack_pending, or let another "
+                "reader take them"
             )
 
     def _result(self, ticket: Ticket) -> LookResult:
         xcom = match_xcom(self.match_value, ticket.delivery)
-        return LookResult(True, 0, xcom, None if self.ack == "none" else ticket.reply)
+        return LookResult(True, 0, xcom, None if self.ack_mode == "none" else ticket.reply)
 
     # -- stopping --------------------------------------------------------------------------------
 

@@ -19,8 +19,8 @@ from airflow_provider_jetstream.core.arguments import (
     requires,
 )
 from airflow_provider_jetstream.core.arguments.durations import parse_instant
-from airflow_provider_jetstream.core.arguments.names import consumer_name, reading_filter, stream_name
-from airflow_provider_jetstream.core.arguments.values import boolean, choice, integer, list_of, optional, seconds
+from airflow_provider_jetstream.core.arguments.names import consumer_name, reading_filter, stream_name, subject_list
+from airflow_provider_jetstream.core.arguments.values import boolean, choice, integer, optional, seconds
 from airflow_provider_jetstream.core.errors import SpecError
 from airflow_provider_jetstream.core.publish.subjects import check_publish_subject
 from airflow_provider_jetstream.core.signatures.shared import STREAM, TIMEOUT
@@ -35,11 +35,6 @@ _DOTTED = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+$")
 
 def _instant_text(value: Any, field: str) -> str:
     return parse_instant(value, field)
-
-
-def _subject_filters(value: Any, field: str) -> list[str] | None:
-    """Subject filters: one as a string, or a list; an empty list means every subject (None)."""
-    return list_of(reading_filter)([value] if isinstance(value, str) else value, field) or None
 
 
 def _no_start_with_a_durable(values: Mapping[str, Any], prefix: str) -> None:
@@ -62,7 +57,7 @@ _READ = {
         templated=True,
     ),
     "filter_subjects": Arg(
-        _subject_filters,
+        subject_list(reading_filter),
         None,
         REFUSE,
         "only these subjects (wildcards allowed; one may be a string); default every subject",

@@ -67,10 +67,10 @@ def _consumer_spec(values: Mapping[str, Any], prefix: str) -> dict[str, Any]:
         spec["filter_subject"] = filters[0]
     elif filters:
         spec["filter_subjects"] = filters
-    if values["opt_start_seq"] is not None:
-        spec["start_seq"] = values["opt_start_seq"]
-    if values["opt_start_time"] is not None:
-        spec["start_time"] = values["opt_start_time"]
+    if values["start_seq"] is not None:
+        spec["start_seq"] = values["start_seq"]
+    if values["start_time"] is not None:
+        spec["start_time"] = values["start_time"]
     return {"spec": ConsumerSpec.from_dict(spec, "consumer")}
 
 
@@ -78,8 +78,8 @@ _CONSUMER_ARGS = (
     "consumer",
     "filter_subjects",
     "deliver_policy",
-    "opt_start_seq",
-    "opt_start_time",
+    "start_seq",
+    "start_time",
     "ack_policy",
     "max_ack_pending",
     "ack_wait",
@@ -98,8 +98,8 @@ MESSAGES = (
             "deliver_policy": Arg(
                 choice(DELIVER_POLICIES, _one_of(DELIVER_POLICIES)), "all", VALUE, "where a new consumer starts"
             ),
-            "opt_start_seq": Arg(integer(1), None, DEFAULT, "first sequence (deliver_policy by_start_sequence)"),
-            "opt_start_time": Arg(_instant_text, None, DEFAULT, "first time (deliver_policy by_start_time)"),
+            "start_seq": Arg(integer(1), None, DEFAULT, "first sequence (deliver_policy by_start_sequence)"),
+            "start_time": Arg(_instant_text, None, DEFAULT, "first time (deliver_policy by_start_time)"),
             "ack_policy": Arg(
                 choice(ACK_POLICIES, _one_of(ACK_POLICIES)), "explicit", VALUE, "explicit (default) or all"
             ),
@@ -112,7 +112,7 @@ MESSAGES = (
             "batch_window": Arg(seconds(allow_zero=True), 0.0, VALUE, "seconds a batch waits for more; default 0"),
             "dead_letter_stream": Arg(stream_name, None, DEFAULT, "stream receiving rejected messages"),
             "dead_letter_subject": Arg(check_publish_subject, None, DEFAULT, "their subject in it"),
-            "subjects": Arg(_subjects, None, DEFAULT, "this watcher's own narrowing (client side); default all"),
+            "event_subjects": Arg(_subjects, None, DEFAULT, "this watcher's own narrowing (client side); default all"),
             "decode": Arg(
                 choice(DECODINGS, _one_of(DECODINGS)), "auto", VALUE, "payload decoding: auto, json, text or base64"
             ),

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_provider_jetstream.core.arguments import DEFAULT, REFUSE, REQUIRED, VALUE, Arg, Args, Rule, exclusive
-from airflow_provider_jetstream.core.arguments.names import consumer_name, reading_filter
+from airflow_provider_jetstream.core.arguments.names import consumer_name, reading_filter, subject_list
 from airflow_provider_jetstream.core.arguments.values import boolean, choice, integer, json_map, optional, seconds
 from airflow_provider_jetstream.core.consume.matching import ACK_MODES
 from airflow_provider_jetstream.core.errors import SpecError
@@ -113,12 +113,13 @@ def dotted_path(value: Any, field: str) -> str:
 
 
 def _none_reads_alone(values: Mapping[str, Any], prefix: str) -> None:
-    if values.get("ack") == "none" and values.get("consumer"):
+    if values.get("ack_mode") == "none" and values.get("consumer"):
         raise SpecError(
             f"{prefix}consumer",
             values["consumer"],
-            "with ack='none' the sensor reads with a consumer of its own from where it started (a durable consumer "
-            "would deliver every unacknowledged message again): leave consumer unset, or use ack='on_match'",
+            "with ack_mode='none' the sensor reads with a consumer of its own from where it started (a durable "
+            "consumer would deliver every unacknowledged message again): leave consumer unset, or use "
+            "ack_mode='on_match'",
         )
 
 
@@ -144,14 +145,14 @@ AWAIT_MESSAGE = Args(
             "the user's durable pull consumer (ack_policy explicit); default: the task's own, created",
             templated=True,
         ),
-        "filter_subject": Arg(
-            optional(reading_filter),
+        "filter_subjects": Arg(
+            optional(subject_list(reading_filter)),
             None,
             REFUSE,
             "subjects the task's own consumer delivers; default all",
             templated=True,
         ),
-        "ack": Arg(choice(ACK_MODES), "all_seen", VALUE, "all_seen (default), on_match or none", templated=True),
+        "ack_mode": Arg(choice(ACK_MODES), "all_seen", VALUE, "all_seen (default), on_match or none", templated=True),
         "deliver_policy": Arg(
             choice(("new", "all", "last", "last_per_subject")),
             "new",
@@ -162,11 +163,11 @@ AWAIT_MESSAGE = Args(
         "max_wait": Arg(seconds(), 5.0, VALUE, "seconds one look (a poke) waits for messages; default 5"),
     },
     [
-        Rule(("ack", "consumer"), _none_reads_alone, "ack='none' reads with a consumer of its own"),
+        Rule(("ack_mode", "consumer"), _none_reads_alone, "ack_mode='none' reads with a consumer of its own"),
         exclusive(
             "consumer",
-            "filter_subject",
-            "the user's consumer delivers what its own filter says: give filter_subject only without consumer",
+            "filter_subjects",
+            "the user's consumer delivers what its own filter says: give filter_subjects only without consumer",
         ),
     ],
 )
