@@ -134,7 +134,7 @@ def test_nothing_in_the_package_imports_the_repository_stack() -> None:
 CORE_FLOORS = (
     {"errors", "tasks"},  # every exception, and the one classification of errors; awaiting that keeps cancellations
     {"arguments", "protocol", "sync"},  # the argument layer and its parsers, the wire protocol, the sync bridge
-    {"connection"},  # connecting
+    {"connection", "wire"},  # connecting; frames read below nats-py's message objects
     {"api"},  # the one JetStream API speaker
     {"manage", "publish", "read"},  # declaring, publishing, reading ranges
     {"consume", "status"},  # durable consumption, status checks and the wait loop

@@ -26,10 +26,10 @@ from airflow_provider_jetstream.core.errors import (
     JetStreamNotFoundError,
 )
 from airflow_provider_jetstream.core.protocol import AckReply, parse_ack_reply
-from airflow_provider_jetstream.core.read.delivery import AckHandle, Delivery, Reopen, SettleRoute, make_delivery
+from airflow_provider_jetstream.core.read.delivery import Delivery, make_delivery
 from airflow_provider_jetstream.core.read.ordered import OrderedConsumer
 from airflow_provider_jetstream.core.read.pull import PullSubscription
-from airflow_provider_jetstream.core.read.settle import Settler
+from airflow_provider_jetstream.core.read.settle import AckHandle, Reopen, Settler, SettleRoute
 
 #: Seconds past a request's ``max_wait`` its ending status may take to arrive before the batch counts as over.
 STATUS_GRACE = 2.0

@@ -14,12 +14,8 @@ Airflow-free: Spark executors import it.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
-
-from nats.aio.client import Client
 
 from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
@@ -32,44 +28,8 @@ from airflow_provider_jetstream.core.protocol import (
     parse_ack_reply,
     parse_header_block,
 )
-from airflow_provider_jetstream.core.read.settle import Settler
+from airflow_provider_jetstream.core.read.settle import AckHandle, Settler, SettleRoute
 from airflow_provider_jetstream.core.sync import run_sync
-
-#: How to reach the account again when the delivering connection is closed: the hook's ``aconnect``.
-Reopen = Callable[[], AbstractAsyncContextManager[Client]]
-
-
-@dataclass(frozen=True)
-class SettleRoute:
-    """Where the settles of one reading go: the delivering connection's settler, how to reach the account once
-    that connection is closed, and how long a settle may wait for its confirmation (``timeout`` seconds per
-    attempt, asked again across a failover within ``failover`` seconds)."""
-
-    settler: Settler
-    reopen: Reopen | None
-    timeout: float
-    failover: float
-
-
-class AckHandle:
-    """Where a delivery's verdict goes (its ack reply subject, the reading's :class:`SettleRoute`), the verdict
-    sent and whether the consumer confirmed it.
-
-    A message is settled once: the first ``ack``, ``nak`` or ``term`` is sent, any later one is not
-    (``in_progress`` may be sent any number of times before).
-    """
-
-    __slots__ = ("confirmed", "reply", "route", "verdict", "what")
-
-    def __init__(self, reply: str, route: SettleRoute, what: str) -> None:
-        self.reply = reply
-        self.route = route
-        #: The message in words, for errors: ``message 42 of consumer 'c' on stream 's' in domain 'hub'``.
-        self.what = what
-        #: ``ack``, ``nak`` or ``term`` once settled; None before.
-        self.verdict: str | None = None
-        #: The consumer answered the verdict (it took it).
-        self.confirmed = False
 
 
 @dataclass(slots=True)

@@ -8,7 +8,7 @@ pulls it). :class:`OrderedConsumer` keeps the order: a delivery whose consumer s
 delivered than arrived; the reader then :meth:`~OrderedConsumer.resume` s from the next stream sequence it
 needs, with a new consumer and a fresh inbox (late frames of the old one are dropped). It resumes too when the
 server says the consumer is gone or nothing can serve the pull now (after the subscription's pause), and
-when requests stall. :meth:`~OrderedConsumer.resumed` tells how many times in a row, and gives up after
+when requests stall. It counts the resumes in a row, and gives up after
 ``max_resumes`` of them, except on a cluster's connection while a failover may last (the API's ``failover``
 seconds): a stream leader killed with the reader's consumer on it is made again once a new leader is elected.
 """

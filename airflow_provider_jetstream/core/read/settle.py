@@ -23,8 +23,9 @@ import contextlib
 import itertools
 import threading
 import time
-from collections.abc import Collection
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Collection
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 
 from nats.aio.client import Client
 from nats.aio.subscription import Subscription
@@ -35,11 +36,44 @@ from airflow_provider_jetstream.core.protocol import NO_RESPONDERS, parse_header
 from airflow_provider_jetstream.core.tasks import wait_task
 from airflow_provider_jetstream.core.wire.intake import subscribe_frames
 
-if TYPE_CHECKING:
-    from airflow_provider_jetstream.core.read.delivery import AckHandle
-
 #: Unconfirmed messages named in an error, at most.
 _NAMED = 5
+
+#: How to reach the account again when the delivering connection is closed: the hook's ``aconnect``.
+Reopen = Callable[[], AbstractAsyncContextManager[Client]]
+
+
+@dataclass(frozen=True)
+class SettleRoute:
+    """Where the settles of one reading go: the delivering connection's settler, how to reach the account once
+    that connection is closed, and how long a settle may wait for its confirmation (``timeout`` seconds per
+    attempt, asked again across a failover within ``failover`` seconds)."""
+
+    settler: Settler
+    reopen: Reopen | None
+    timeout: float
+    failover: float
+
+
+class AckHandle:
+    """Where a delivery's verdict goes (its ack reply subject, the reading's :class:`SettleRoute`), the verdict
+    sent and whether the consumer confirmed it.
+
+    A message is settled once: the first ``ack``, ``nak`` or ``term`` is sent, any later one is not
+    (``in_progress`` may be sent any number of times before).
+    """
+
+    __slots__ = ("confirmed", "reply", "route", "verdict", "what")
+
+    def __init__(self, reply: str, route: SettleRoute, what: str) -> None:
+        self.reply = reply
+        self.route = route
+        #: The message in words, for errors: ``message 42 of consumer 'c' on stream 's' in domain 'hub'``.
+        self.what = what
+        #: ``ack``, ``nak`` or ``term`` once settled; None before.
+        self.verdict: str | None = None
+        #: The consumer answered the verdict (it took it).
+        self.confirmed = False
 
 
 class _Sent:
