@@ -19,6 +19,7 @@ through it (the vectorised reader finds the same ack reply fields in bulk,
   max bytes, consumer is push based, ``423`` pin id mismatch, any other code: the same request would be
   refused again).
 - A **header block** is ``NATS/1.0[ <code>[ <description>]]\\r\\n<name>: <value>\\r\\n...``; a name may repeat.
+  The names of the headers the package writes or reads are declared here, once (``*_HEADER``, :data:`KV_OPERATION`).
 - A **publish ack** is the JSON ``{"stream", "seq"[, "domain", "duplicate"]}`` (the commit of an atomic batch
   adds ``"batch"``, its id, and ``"count"``, its messages); anything else is not one.
 - A **store probe** is a publish every stream listening on its subject refuses before storing it (its
@@ -89,6 +90,29 @@ STATUS = "Status"
 DESCRIPTION = "Description"
 #: The status of a request nothing answered: no JetStream there, or no stream for a published subject.
 NO_RESPONDERS = "503"
+
+#: A message's id: a stream stores an id once within its duplicate window.
+MSG_ID_HEADER = "Nats-Msg-Id"
+#: The stream that must store a message (any other refuses it, 10060).
+EXPECTED_STREAM_HEADER = "Nats-Expected-Stream"
+#: The id the stream's last message must have (any other: "wrong last msg ID", 10070).
+EXPECTED_LAST_MSG_ID_HEADER = "Nats-Expected-Last-Msg-Id"
+#: The sequence the subject's last message must have: a KV compare-and-set (any other: 10071).
+EXPECTED_LAST_SUBJECT_SEQUENCE_HEADER = "Nats-Expected-Last-Subject-Sequence"
+#: ``sub``: the message replaces every earlier one of its subject (a KV purge, an object's meta).
+ROLLUP_HEADER = "Nats-Rollup"
+#: An atomic batch's id, each message's place in it (1, 2, ...), and ``1`` on its last message, the commit.
+BATCH_ID_HEADER = "Nats-Batch-Id"
+BATCH_SEQUENCE_HEADER = "Nats-Batch-Sequence"
+BATCH_COMMIT_HEADER = "Nats-Batch-Commit"
+#: A KV entry's operation: none (or ``PUT``) for a value, ``DEL`` or ``PURGE`` for a delete or purge marker.
+KV_OPERATION = "KV-Operation"
+#: A pull status's messages of the request it did not deliver.
+PENDING_MESSAGES_HEADER = "Nats-Pending-Messages"
+#: A heartbeat's last stream sequence the consumer delivered.
+LAST_STREAM_HEADER = "Nats-Last-Stream"
+#: A push consumer's heartbeat while it waits for flow control: the subject to answer for it to go on.
+CONSUMER_STALLED_HEADER = "Nats-Consumer-Stalled"
 
 
 def parse_header_block(raw: bytes) -> tuple[str | None, str, dict[str, list[str]]]:
@@ -206,13 +230,13 @@ def pull_status(headers: Mapping[str, str] | None) -> PullStatus | None:
     assert headers is not None
     description = str(headers.get(DESCRIPTION, "")).strip()
     text = description.lower()
-    unfilled = _int(headers.get("Nats-Pending-Messages"))
+    unfilled = _int(headers.get(PENDING_MESSAGES_HEADER))
 
     def status(outcome: str, **more: Any) -> PullStatus:
         return PullStatus(outcome, code, description, unfilled=unfilled, **more)
 
     if code == "100":
-        return status(HEARTBEAT, last_stream_seq=_int(headers.get("Nats-Last-Stream")))
+        return status(HEARTBEAT, last_stream_seq=_int(headers.get(LAST_STREAM_HEADER)))
     if code in ("404", "408"):
         return status(REQUEST_DONE)
     if code == NO_RESPONDERS:
@@ -290,7 +314,7 @@ def parse_pub_ack(data: bytes) -> PubAck:
 
 
 #: ``Nats-Expected-Stream`` of a store probe: a stream name has no dots, so every stream refuses it unstored.
-STORE_PROBE_HEADERS = {"Nats-Expected-Stream": "store.probe"}
+STORE_PROBE_HEADERS = {EXPECTED_STREAM_HEADER: "store.probe"}
 #: JetStream's refusal "expected stream does not match".
 EXPECTED_STREAM_MISMATCH = 10060
 

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_jetstream.core.api import Backoff
 from airflow_provider_jetstream.core.protocol import FATAL, HEARTBEAT, REQUEST_DONE, RESUME, RETRY_AFTER
 from airflow_provider_jetstream.core.read.pull import STALL_HEARTBEATS, PullRequests
+from airflow_provider_jetstream.core.resend import Backoff
 from tests.support.fakes import FakeClient
 
 SUBJECT = "$JS.leaf.API.CONSUMER.MSG.NEXT.ORDERS.reader"
