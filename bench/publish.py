@@ -43,10 +43,10 @@ from typing import TypeVar
 from hub import CONN_ID, connect, hub_topology
 
 from airflow_provider_jetstream.core.api import JetStreamApi
-from airflow_provider_jetstream.core.publish.atomic import EXPECTED_STREAM_HEADER
+from airflow_provider_jetstream.core.protocol import EXPECTED_STREAM_HEADER, MSG_ID_HEADER
 from airflow_provider_jetstream.core.publish.blocks import Block
 from airflow_provider_jetstream.core.publish.fast_ingest import batch_target, publish_batches
-from airflow_provider_jetstream.core.publish.summary import MSG_ID_HEADER, PublishSummary
+from airflow_provider_jetstream.core.publish.summary import PublishSummary
 from bench.spark_read import CpuMeter, spark_session
 
 PAYLOAD = b"x" * 100

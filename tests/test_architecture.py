@@ -135,6 +135,7 @@ CORE_FLOORS = (
     {"errors", "tasks"},  # every exception, and the one classification of errors; awaiting that keeps cancellations
     {"arguments", "protocol", "sync"},  # the argument layer and its parsers, the wire protocol, the sync bridge
     {"connection", "wire"},  # connecting; frames read below nats-py's message objects
+    {"resend"},  # the one resend rule: what is sent again, on which answers, after what pause, for how long
     {"api"},  # the one JetStream API speaker
     {"manage", "publish", "read"},  # declaring, publishing, reading ranges
     {"consume", "status"},  # durable consumption, status checks and the wait loop

@@ -5,30 +5,26 @@ level, newer config fields) and sends every field of its config classes (servers
 unknown ones). Management, reconcile and status checks need the exact JSON both ways: this is the
 one place that speaks it, on nats-py's public request API.
 
-It is also the one retry rule across a clustered JetStream's failover (:func:`retry_failover`): a stream
-whose leader died answers nothing, or 503 "JetStream system temporarily unavailable", until a new
-leader is elected (a few seconds); reads and consumer creates (:data:`RETRIED`) are asked again after
-a growing pause (:class:`Backoff`) within :attr:`JetStreamApi.failover` seconds, and the KV writes of
-:mod:`~airflow_provider_jetstream.core.manage.buckets` go through the same rule.
+A stream whose leader died answers nothing, or 503 "JetStream system temporarily unavailable", until a new
+leader is elected (a few seconds): reads and consumer creates are asked again across that failover by the
+one resend rule (:func:`~airflow_provider_jetstream.core.resend.retry_failover`, within
+:attr:`JetStreamApi.failover` seconds).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
 
 import nats.errors
 from nats.aio.client import Client
 
 from airflow_provider_jetstream.core.arguments.names import domain_of
-from airflow_provider_jetstream.core.connection.client import refusal_since
+from airflow_provider_jetstream.core.connection.client import clustered, home_domain, refusal_since
 from airflow_provider_jetstream.core.errors import (
-    WAIT,
     JetStreamApiError,
     JetStreamDomainUnavailableError,
     JetStreamError,
@@ -38,12 +34,18 @@ from airflow_provider_jetstream.core.errors import (
     JetStreamPermissionError,
     JetStreamPublishError,
     JetStreamTimeoutError,
-    disposition,
 )
 from airflow_provider_jetstream.core.protocol import PubAck, parse_pub_ack
+from airflow_provider_jetstream.core.resend import (
+    FAILOVER_WAIT,
+    IDEMPOTENT_REQUESTS,
+    # Backoff and during_failover: for the read side only (core/read/exact.py, core/status/kv_key.py and
+    # core/consume/durable.py import them from here) until it is rewritten on the resend rule. Remove then.
+    Backoff,  # noqa: F401
+    during_failover,  # noqa: F401
+    retry_failover,
+)
 from airflow_provider_jetstream.core.tasks import wait_task
-
-T = TypeVar("T")
 
 STREAM_NOT_FOUND = 10059
 NO_MESSAGE_FOUND = 10037
@@ -54,24 +56,6 @@ NOT_CLUSTERED = 10074
 #: "JetStream system temporarily unavailable" (code 503): a clustered JetStream without a leader for the
 #: stream, or without a quorum of its meta layer.
 CLUSTER_NOT_AVAILABLE = 10008
-
-#: The requests asked again across a failover (:func:`retry_failover`): reads, and consumer creates
-#: (a consumer of a given name and config is created once, whatever the number of asks).
-RETRIED = (
-    "INFO",
-    "STREAM.INFO.",
-    "STREAM.NAMES",
-    "STREAM.LIST",
-    "STREAM.MSG.GET.",
-    "CONSUMER.INFO.",
-    "CONSUMER.NAMES.",
-    "CONSUMER.LIST.",
-    "CONSUMER.CREATE.",
-    "CONSUMER.DURABLE.CREATE.",
-)
-#: Seconds a request goes on being asked again across a failover, by default: a leader election takes a
-#: few seconds (:attr:`JetStreamApi.failover`).
-FAILOVER_WAIT = 20.0
 
 log = logging.getLogger(__name__)
 
@@ -86,24 +70,11 @@ def is_imported_prefix(prefix: str | None) -> bool:
 FAILOVER_WORDS = "a node is down or an election is under way"
 
 
-def clustered(nc: Client) -> bool:
-    """The connection knows more than one server (listed, or discovered from a cluster's INFO): nodes of
-    a cluster, where a node may die and a stream's leader move."""
-    with contextlib.suppress(Exception):
-        return len(nc.servers) > 1
-    return False
-
-
-def home_domain(nc: Client) -> str | None:
-    """The JetStream domain of the server the connection is on (its INFO says), None when unknown."""
-    info = getattr(nc, "_server_info", None)
-    return info.get("domain") or None if isinstance(info, dict) else None
-
-
 def unavailable_hint(prefix: str, cluster: bool = False, home: str | None = None) -> str:
     """What it may mean that no JetStream answered at ``prefix``, in words. ``cluster``: the connection's
-    servers are nodes of a cluster (:func:`clustered`), where a dead node or an election is the likely
-    cause; ``home``: the domain of the server the connection is on (:func:`home_domain`): asking it, a
+    servers are nodes of a cluster (:func:`~airflow_provider_jetstream.core.connection.client.clustered`),
+    where a dead node or an election is the likely cause; ``home``: the domain of the server the connection is
+    on (:func:`~airflow_provider_jetstream.core.connection.client.home_domain`): asking it, a
     leaf cannot be the cause. Defaults: False, None."""
     if is_imported_prefix(prefix):
         return "is the API exported and imported into this account (and the exporting JetStream up)?"
@@ -162,64 +133,6 @@ def operation_of(suffix: str) -> str:
     return ".".join(tokens[:index]) if index is not None else suffix
 
 
-class Backoff:
-    """The one retry pause: ``first`` seconds, doubling at each retry up to ``cap``; :meth:`reset` once the
-    server serves again (the pull path after a retry-after, :func:`retry_failover`).
-
-    :param first: the first pause, seconds. Default 1. :param cap: the longest pause, seconds. Default 30.
-    """
-
-    def __init__(self, first: float = 1.0, cap: float = 30.0) -> None:
-        self.first = min(first, cap)
-        self.cap = cap
-        self._next = self.first
-
-    def next(self) -> float:
-        """The pause before this retry (and double it for the next)."""
-        delay = self._next
-        self._next = min(self._next * 2, self.cap)
-        return delay
-
-    def reset(self) -> None:
-        self._next = self.first
-
-
-def during_failover(error: BaseException, nc: Client) -> bool:
-    """Whether ``error`` may be a failover that asking again after the election fixes: a clustered
-    JetStream said it has no leader (always), or, on a connection to a cluster (:func:`clustered`),
-    nobody answered (no responders, a timeout, a reconnect: a request that reached a node as it died).
-    Refusals never are."""
-    if isinstance(error, JetStreamNoLeaderError):
-        return True
-    return disposition(error) == WAIT and clustered(nc)
-
-
-async def retry_failover(
-    call: Callable[[], Awaitable[T]], nc: Client, *, within: float, what: str, unanswered_too: bool = False
-) -> T:
-    """The one retry rule across a failover: ``call()``; while it fails :func:`during_failover` and
-    ``within`` seconds have not passed, pause (:class:`Backoff`, 0.25 s doubling up to 2 s) and call
-    again. The last error otherwise. ``what`` names the call in the log.
-
-    :param unanswered_too: also ask again when nobody answers on a connection to one server (a question
-        to another domain through a leaf link, whose far side may be electing a leader). Default False.
-    """
-    deadline = time.monotonic() + within
-    backoff = Backoff(first=0.25, cap=2.0)
-    attempt = 1
-    while True:
-        try:
-            return await call()
-        except Exception as err:
-            pause = backoff.next()
-            again = during_failover(err, nc) or (unanswered_too and disposition(err) == WAIT)
-            if not again or time.monotonic() + pause > deadline:
-                raise
-            log.info("%s: %s; asking again in %.2fs (attempt %d)", what, err, pause, attempt + 1)
-        await asyncio.sleep(pause)
-        attempt += 1
-
-
 def describe_prefix(prefix: str) -> str:
     """Words for a JetStream target: ``domain 'leaf'``, ``API prefix 'JS.acc@hub.API'``..."""
     if prefix == "$JS.API":
@@ -248,8 +161,10 @@ class JetStreamApi:
     :param nc: a connected client. :param prefix: the API prefix. Default ``$JS.API``.
     :param timeout: seconds each request waits for its answer. Default 5.
     :param target: the target in words. Default: from the prefix (:func:`describe_prefix`).
-    :param failover: seconds the requests of :data:`RETRIED` (and KV writes) go on being asked again across
-        a failover (:func:`retry_failover`); 0: asked once. Default :data:`FAILOVER_WAIT`, at least ``timeout``.
+    :param failover: seconds the requests of
+        :data:`~airflow_provider_jetstream.core.resend.IDEMPOTENT_REQUESTS` (and KV and object writes) go on
+        being asked again across a failover (:func:`~airflow_provider_jetstream.core.resend.retry_failover`);
+        0: asked once. Default :data:`~airflow_provider_jetstream.core.resend.FAILOVER_WAIT`, at least ``timeout``.
     """
 
     def __init__(
@@ -306,9 +221,10 @@ class JetStreamApi:
 
     async def request(self, suffix: str, body: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The reply to one request, as JSON; an error reply raises :class:`JetStreamApiError`, a clustered
-        JetStream without a leader :class:`JetStreamNoLeaderError`. The requests of :data:`RETRIED` are
-        asked again across a failover (:func:`retry_failover`, within :attr:`failover` seconds)."""
-        if self.failover <= 0 or not suffix.startswith(RETRIED):
+        JetStream without a leader :class:`JetStreamNoLeaderError`. Reads and consumer creates are asked again
+        across a failover (:func:`~airflow_provider_jetstream.core.resend.retry_failover`, within
+        :attr:`failover` seconds)."""
+        if self.failover <= 0 or not suffix.startswith(IDEMPOTENT_REQUESTS):
             return await self._request_once(suffix, body)
         return await retry_failover(
             lambda: self._request_once(suffix, body), self.nc, within=self.failover, what=f"{self.target}: {suffix}"

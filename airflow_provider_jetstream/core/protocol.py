@@ -19,6 +19,7 @@ through it (the vectorised reader finds the same ack reply fields in bulk,
   max bytes, consumer is push based, ``423`` pin id mismatch, any other code: the same request would be
   refused again).
 - A **header block** is ``NATS/1.0[ <code>[ <description>]]\\r\\n<name>: <value>\\r\\n...``; a name may repeat.
+  The names of the headers the package writes or reads are declared here, once (``*_HEADER``, :data:`KV_OPERATION`).
 - A **publish ack** is the JSON ``{"stream", "seq"[, "domain", "duplicate"]}`` (the commit of an atomic batch
   adds ``"batch"``, its id, and ``"count"``, its messages); anything else is not one.
 - A **settle** is what a consumer is told of a delivered message, sent to its ack reply subject: :data:`ACK`,
@@ -112,20 +113,9 @@ def settle_verb(body: bytes) -> str:
 
 STATUS = "Status"
 DESCRIPTION = "Description"
-#: A pull status: the messages of the request it did not deliver.
-PENDING_MESSAGES = "Nats-Pending-Messages"
-#: An idle heartbeat: the last stream and consumer sequences the consumer delivered.
-LAST_STREAM = "Nats-Last-Stream"
-LAST_CONSUMER = "Nats-Last-Consumer"
-#: A push consumer's heartbeat: the flow-control subject to answer.
-CONSUMER_STALLED = "Nats-Consumer-Stalled"
-#: A message's id: a stream stores one id once within its duplicate window.
-MSG_ID = "Nats-Msg-Id"
-#: The stream that must store a published message.
-EXPECTED_STREAM = "Nats-Expected-Stream"
 #: What a dead-letter copy adds to the message's headers: why, and where it came from.
-DLQ_REASON = "Airflow-DLQ-Reason"
-DLQ_ORIGIN = {
+DLQ_REASON_HEADER = "Airflow-DLQ-Reason"
+DLQ_ORIGIN_HEADERS = {
     "stream": "Airflow-DLQ-Stream",
     "domain": "Airflow-DLQ-Domain",
     "consumer": "Airflow-DLQ-Consumer",
@@ -136,6 +126,30 @@ DLQ_ORIGIN = {
 }
 #: The status of a request nothing answered: no JetStream there, or no stream for a published subject.
 NO_RESPONDERS = "503"
+
+#: A message's id: a stream stores an id once within its duplicate window.
+MSG_ID_HEADER = "Nats-Msg-Id"
+#: The stream that must store a message (any other refuses it, 10060).
+EXPECTED_STREAM_HEADER = "Nats-Expected-Stream"
+#: The id the stream's last message must have (any other: "wrong last msg ID", 10070).
+EXPECTED_LAST_MSG_ID_HEADER = "Nats-Expected-Last-Msg-Id"
+#: The sequence the subject's last message must have: a KV compare-and-set (any other: 10071).
+EXPECTED_LAST_SUBJECT_SEQUENCE_HEADER = "Nats-Expected-Last-Subject-Sequence"
+#: ``sub``: the message replaces every earlier one of its subject (a KV purge, an object's meta).
+ROLLUP_HEADER = "Nats-Rollup"
+#: An atomic batch's id, each message's place in it (1, 2, ...), and ``1`` on its last message, the commit.
+BATCH_ID_HEADER = "Nats-Batch-Id"
+BATCH_SEQUENCE_HEADER = "Nats-Batch-Sequence"
+BATCH_COMMIT_HEADER = "Nats-Batch-Commit"
+#: A KV entry's operation: none (or ``PUT``) for a value, ``DEL`` or ``PURGE`` for a delete or purge marker.
+KV_OPERATION = "KV-Operation"
+#: A pull status's messages of the request it did not deliver.
+PENDING_MESSAGES_HEADER = "Nats-Pending-Messages"
+#: An idle heartbeat's last stream and consumer sequences the consumer delivered.
+LAST_STREAM_HEADER = "Nats-Last-Stream"
+LAST_CONSUMER_HEADER = "Nats-Last-Consumer"
+#: A push consumer's heartbeat while it waits for flow control: the subject to answer for it to go on.
+CONSUMER_STALLED_HEADER = "Nats-Consumer-Stalled"
 
 
 def parse_header_block(raw: bytes) -> tuple[str | None, str, dict[str, list[str]]]:
@@ -255,13 +269,13 @@ def pull_status(headers: Mapping[str, str] | None) -> PullStatus | None:
     assert headers is not None
     description = str(headers.get(DESCRIPTION, "")).strip()
     text = description.lower()
-    unfilled = _int(headers.get(PENDING_MESSAGES))
+    unfilled = _int(headers.get(PENDING_MESSAGES_HEADER))
 
     def status(outcome: str, **more: Any) -> PullStatus:
         return PullStatus(outcome, code, description, unfilled=unfilled, **more)
 
     if code == "100":
-        last = _int(headers.get(LAST_STREAM)), _int(headers.get(LAST_CONSUMER))
+        last = _int(headers.get(LAST_STREAM_HEADER)), _int(headers.get(LAST_CONSUMER_HEADER))
         return status(HEARTBEAT, last_stream_seq=last[0], last_consumer_seq=last[1])
     if code in ("404", "408"):
         return status(REQUEST_DONE)
@@ -340,7 +354,7 @@ def parse_pub_ack(data: bytes) -> PubAck:
 
 
 #: ``Nats-Expected-Stream`` of a store probe: a stream name has no dots, so every stream refuses it unstored.
-STORE_PROBE_HEADERS = {EXPECTED_STREAM: "store.probe"}
+STORE_PROBE_HEADERS = {EXPECTED_STREAM_HEADER: "store.probe"}
 #: JetStream's refusal "expected stream does not match".
 EXPECTED_STREAM_MISMATCH = 10060
 

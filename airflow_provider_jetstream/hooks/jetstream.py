@@ -20,6 +20,7 @@ from typing import Any
 
 from airflow_provider_jetstream.core.api import domain_of
 from airflow_provider_jetstream.core.manage.buckets import KvEntry, kv_delete, kv_get, kv_put
+from airflow_provider_jetstream.core.protocol import EXPECTED_STREAM_HEADER
 from airflow_provider_jetstream.core.publish.engine import JetStreamPublishError, ack_problems, publish_messages
 from airflow_provider_jetstream.core.publish.fast_ingest import batch_target
 from airflow_provider_jetstream.core.publish.messages import outgoing
@@ -329,13 +330,13 @@ class JetStreamHook(JetStreamMessagesHook):
         check_publish_subject(subject, "subject", prefixes)
         base = dict(headers or {})
         if expected_stream:
-            base["Nats-Expected-Stream"] = expected_stream
+            base[EXPECTED_STREAM_HEADER] = expected_stream
         logger = logger or self.log
         what = f"publish to {subject!r}"
         async with self.aapi(domain, api_prefix, timeout=timeout) as api:
             guard = await self.double_store_guard(api, [subject], what, allow_double_store, logger, peer_domains)
             await guard()
-            batch = await batch_target(api, subject) if fast_ingest is not False else None
+            mode = await batch_target(api, subject) if fast_ingest is not False else None
             summary = await publish_messages(
                 api.nc,
                 outgoing(subject, messages, base or None, msg_id),
@@ -343,7 +344,7 @@ class JetStreamHook(JetStreamMessagesHook):
                 ack_timeout=ack_timeout,
                 api_prefixes=prefixes,
                 what=what,
-                batch=batch,
+                mode=mode,
             )
         target_domain = domain_of(target_prefix)
         problems = ack_problems(summary, target_domain=target_domain, expected_stream=expected_stream)

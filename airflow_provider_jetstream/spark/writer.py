@@ -14,8 +14,8 @@ connection's). With one ``subject`` for every row whose stream has ``allow_batch
 2.14+), the rows go in fast-ingest batches (one ack per flow window, the same guarantees; option
 ``fastIngest=false``: an ack per row).
 
-With ``atomic=true`` each task's rows go as **one atomic batch**
-(:mod:`~airflow_provider_jetstream.core.publish.atomic`): stored all together or not at all. The stream
+With ``atomic=true`` each task's rows go as **one atomic batch** (the engine's atomic mode,
+:mod:`~airflow_provider_jetstream.core.publish.atomic`): stored all together or not at all. The stream
 (option ``stream``, else the one storing ``subject``) must have ``allow_atomic`` on nats-server 2.12+:
 otherwise the write is refused on the driver before any task runs (and each task checks again before it
 sends). A task with more rows than one batch takes (1000, the server's limit) is refused before it sends
@@ -42,16 +42,12 @@ from airflow_provider_jetstream.core.api import JetStreamApi, describe_prefix
 from airflow_provider_jetstream.core.arguments.names import domain_of
 from airflow_provider_jetstream.core.connection.client import open_connection, release
 from airflow_provider_jetstream.core.errors import JetStreamError
-from airflow_provider_jetstream.core.publish.atomic import MAX_BATCH, AtomicTarget, atomic_target, publish_atomic
-from airflow_provider_jetstream.core.publish.blocks import Item, expand
-from airflow_provider_jetstream.core.publish.engine import (
-    MSG_ID_HEADER,
-    Block,
-    Outgoing,
-    ack_problems,
-    publish_messages,
-)
+from airflow_provider_jetstream.core.protocol import EXPECTED_STREAM_HEADER, MSG_ID_HEADER
+from airflow_provider_jetstream.core.publish.atomic import MAX_BATCH, AtomicBatches, AtomicTarget, atomic_target
+from airflow_provider_jetstream.core.publish.blocks import Block, Item
+from airflow_provider_jetstream.core.publish.engine import PublishMode, publish_messages
 from airflow_provider_jetstream.core.publish.fast_ingest import batch_target
+from airflow_provider_jetstream.core.publish.summary import Outgoing, ack_problems
 from airflow_provider_jetstream.core.sync import iterate_blocking, run_sync
 from airflow_provider_jetstream.spark.options import WriteOptions
 
@@ -113,7 +109,7 @@ def _msg_ids(column: pa.Array | pa.ChunkedArray, opts: WriteOptions) -> list[str
 def _items(batches: Iterator[pa.RecordBatch], opts: WriteOptions) -> Iterator[Item]:
     """What each record batch publishes: with one ``subject``, a :class:`Block` of its rows (framed in bulk by
     fast ingest); with a subject column, the ``(subject, payload, headers)`` of each row."""
-    expected = {"Nats-Expected-Stream": opts.stream} if opts.stream else {}
+    expected = {EXPECTED_STREAM_HEADER: opts.stream} if opts.stream else {}
     for batch in batches:
         count = batch.num_rows
         if not count:
@@ -156,9 +152,13 @@ def _rows(
         yield subject, payloads[row], hdrs or None
 
 
-async def _atomic_target(nc: Any, opts: WriteOptions) -> AtomicTarget:
+def _api(nc: Any, opts: WriteOptions) -> JetStreamApi:
+    """The JetStream API the write aims at."""
+    return JetStreamApi(nc, opts.api_prefix, timeout=opts.connection.connect_timeout)
+
+
+async def _atomic_target(api: JetStreamApi, opts: WriteOptions) -> AtomicTarget:
     """The stream taking the write's atomic batches; refused (naming the option) when there is none."""
-    api = JetStreamApi(nc, opts.api_prefix, timeout=opts.connection.connect_timeout)
     return await atomic_target(api, stream=opts.stream, subject=opts.subject, what="jetstream option atomic='true'")
 
 
@@ -172,7 +172,7 @@ def check_atomic(opts: WriteOptions) -> str:
     async def check() -> str:
         nc = await open_connection(opts.connection)
         try:
-            return (await _atomic_target(nc, opts)).stream
+            return (await _atomic_target(_api(nc, opts), opts)).stream
         finally:
             await release(nc, drain=False)
 
@@ -205,17 +205,14 @@ class JetStreamWriter(DataSourceArrowWriter):
                 else "jetstream option subject"
             )
             api_prefixes = [opts.api_prefix, opts.connection.api_prefix]
+            api = _api(nc, opts)
+            mode: PublishMode
             if opts.atomic:
                 # The task's rows in one atomic batch: all stored or none.
-                summary = await publish_atomic(
-                    nc,
-                    await _atomic_target(nc, opts),
-                    expand(_items(batches, opts)),
+                what = "jetstream write (atomic='true': a task's rows in one atomic batch)"
+                mode = AtomicBatches(
+                    await _atomic_target(api, opts),
                     whole=True,
-                    ack_timeout=ACK_TIMEOUT,
-                    api_prefixes=api_prefixes,
-                    what="jetstream write (atomic='true': a task's rows in one atomic batch)",
-                    subject_field=subject_field,
                     too_many_hint=(
                         f"; repartition so that no task writes more than {MAX_BATCH} rows "
                         "(df.repartition(n) with n above rows / 1000), or write with atomic='false'"
@@ -223,19 +220,19 @@ class JetStreamWriter(DataSourceArrowWriter):
                 )
             else:
                 # One subject for every row: fast-ingest batches when its stream allows them.
-                api = JetStreamApi(nc, opts.api_prefix, timeout=opts.connection.connect_timeout)
+                what = "jetstream write"
                 one_subject = opts.subject and not opts.subject_column
-                batch = await batch_target(api, opts.subject) if opts.fast_ingest and one_subject else None
-                summary = await publish_messages(
-                    nc,
-                    _items(batches, opts),
-                    max_in_flight=opts.max_in_flight,
-                    ack_timeout=ACK_TIMEOUT,
-                    api_prefixes=api_prefixes,
-                    what="jetstream write",
-                    batch=batch,
-                    subject_field=subject_field,
-                )
+                mode = await batch_target(api, opts.subject) if opts.fast_ingest and one_subject else None
+            summary = await publish_messages(
+                nc,
+                _items(batches, opts),
+                max_in_flight=opts.max_in_flight,
+                ack_timeout=ACK_TIMEOUT,
+                api_prefixes=api_prefixes,
+                what=what,
+                subject_field=subject_field,
+                mode=mode,
+            )
         except nats.errors.Error as err:
             raise JetStreamError(f"jetstream write: {type(err).__name__}: {err}") from None
         finally:

@@ -26,8 +26,10 @@ from nats.js.api import AckPolicy, ConsumerConfig
 
 from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.errors import JetStreamConfigError, JetStreamPublishError
-from airflow_provider_jetstream.core.publish.atomic import atomic_target, publish_atomic
-from airflow_provider_jetstream.core.publish.summary import MSG_ID_HEADER, PublishSummary
+from airflow_provider_jetstream.core.protocol import MSG_ID_HEADER
+from airflow_provider_jetstream.core.publish.atomic import AtomicBatches, atomic_target
+from airflow_provider_jetstream.core.publish.engine import publish_messages
+from airflow_provider_jetstream.core.publish.summary import PublishSummary
 from airflow_provider_jetstream.testing.servers import USERS, NatsServer
 from tests.support.atomic_publisher import messages as publisher_messages
 from tests.support.management import uid
@@ -68,11 +70,12 @@ def _stream(server: NatsServer, **config: Any) -> tuple[str, str]:
 
 
 def _publish(server: NatsServer, subject: str, messages: Iterable[tuple[str, bytes, Any]], **options: Any) -> Any:
-    """``publish_atomic`` of ``messages`` to the stream storing ``subject``: its summary."""
+    """``messages`` published in atomic batches (``options``: :class:`AtomicBatches`' own) to the stream storing
+    ``subject``: its summary."""
 
     async def go(nc: Any) -> PublishSummary:
         target = await atomic_target(JetStreamApi(nc), stream=None, subject=subject, what="test publish")
-        return await publish_atomic(nc, target, messages, **options)
+        return await publish_messages(nc, messages, mode=AtomicBatches(target, **options))
 
     return _js(server, go)
 

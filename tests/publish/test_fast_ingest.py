@@ -25,7 +25,8 @@ from nats.js.api import AckPolicy, ConsumerConfig
 
 from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.errors import JetStreamPublishError
-from airflow_provider_jetstream.core.publish.engine import MSG_ID_HEADER, publish_messages
+from airflow_provider_jetstream.core.protocol import MSG_ID_HEADER
+from airflow_provider_jetstream.core.publish.engine import publish_messages
 from airflow_provider_jetstream.core.publish.fast_ingest import BatchTarget
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.testing.servers import USERS, NatsServer

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from airflow_provider_jetstream.core.protocol import MSG_ID_HEADER
 from airflow_provider_jetstream.core.publish.blocks import Block
 from airflow_provider_jetstream.core.publish.frames import FLUSH_FRAMES, FrameBuffer
-from airflow_provider_jetstream.core.publish.summary import MSG_ID_HEADER
 from airflow_provider_jetstream.testing.servers import USERS, NatsServer
 from tests.support.waiting import scaled
 

@@ -2,7 +2,7 @@
 
 ``python -m tests.support.atomic_publisher URL USER PASSWORD SUBJECT COUNT TAG`` publishes COUNT messages
 (payload: the index, padded to 1 KB) with the ids ``TAG/<index>`` through
-:func:`~airflow_provider_jetstream.core.publish.atomic.publish_atomic`, in batches of 1000, and prints its
+:func:`~airflow_provider_jetstream.core.publish.engine.publish_messages` in atomic batches of 1000, and prints its
 tally.
 """
 
@@ -14,8 +14,9 @@ import sys
 import nats
 
 from airflow_provider_jetstream.core.api import JetStreamApi
-from airflow_provider_jetstream.core.publish.atomic import atomic_target, publish_atomic
-from airflow_provider_jetstream.core.publish.summary import MSG_ID_HEADER
+from airflow_provider_jetstream.core.protocol import MSG_ID_HEADER
+from airflow_provider_jetstream.core.publish.atomic import AtomicBatches, atomic_target
+from airflow_provider_jetstream.core.publish.engine import publish_messages
 
 
 def messages(subject: str, count: int, tag: str) -> list[tuple[str, bytes, dict[str, str]]]:
@@ -26,7 +27,7 @@ def messages(subject: str, count: int, tag: str) -> list[tuple[str, bytes, dict[
 async def main(url: str, user: str, password: str, subject: str, count: int, tag: str) -> None:
     nc = await nats.connect(url, user=user, password=password)
     target = await atomic_target(JetStreamApi(nc), stream=None, subject=subject, what="atomic publisher")
-    summary = await publish_atomic(nc, target, messages(subject, count, tag))
+    summary = await publish_messages(nc, messages(subject, count, tag), mode=AtomicBatches(target))
     print(summary.counts(), "batches", summary.batches, flush=True)
     await nc.close()
 

@@ -13,7 +13,8 @@ import sys
 import nats
 
 from airflow_provider_jetstream.core.api import JetStreamApi
-from airflow_provider_jetstream.core.publish.engine import MSG_ID_HEADER, publish_messages
+from airflow_provider_jetstream.core.protocol import MSG_ID_HEADER
+from airflow_provider_jetstream.core.publish.engine import publish_messages
 from airflow_provider_jetstream.core.publish.fast_ingest import batch_target
 
 
@@ -22,7 +23,7 @@ async def main(url: str, user: str, password: str, subject: str, count: int, tag
     target = await batch_target(JetStreamApi(nc), subject)
     assert target is not None, f"no stream with allow_batched stores {subject!r}"
     messages = ((subject, str(i).encode(), {MSG_ID_HEADER: f"{tag}/{i}"}) for i in range(count))
-    summary = await publish_messages(nc, messages, batch=target)
+    summary = await publish_messages(nc, messages, mode=target)
     print(summary.counts(), "batches", summary.batches, flush=True)
     await nc.close()
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_jetstream.core.api import Backoff, JetStreamApi
+from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.protocol import (
     FATAL,
     HEARTBEAT,
@@ -21,6 +21,7 @@ from airflow_provider_jetstream.core.protocol import (
     pull_status,
 )
 from airflow_provider_jetstream.core.read.pull import STALL_HEARTBEATS, PullSubscription
+from airflow_provider_jetstream.core.resend import Backoff
 from tests.support.fakes import FakeClient
 
 SUBJECT = "$JS.leaf.API.CONSUMER.MSG.NEXT.ORDERS.reader"

@@ -67,6 +67,20 @@ def refusal_since(nc: Client, since: float, subject: str | None = None, prefix: 
     return None
 
 
+def clustered(nc: Client) -> bool:
+    """The connection knows more than one server (listed, or discovered from a cluster's INFO): nodes of
+    a cluster, where a node may die and a stream's leader move."""
+    with contextlib.suppress(Exception):
+        return len(nc.servers) > 1
+    return False
+
+
+def home_domain(nc: Client) -> str | None:
+    """The JetStream domain of the server the connection is on (its INFO says), None when unknown."""
+    info = getattr(nc, "_server_info", None)
+    return info.get("domain") or None if isinstance(info, dict) else None
+
+
 class TlsOnlyTransport(TcpTransport):
     """nats-py's TCP transport that refuses to send a single byte before TLS is established.
 

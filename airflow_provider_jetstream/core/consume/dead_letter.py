@@ -6,7 +6,7 @@ import nats.errors
 from nats.aio.client import Client
 
 from airflow_provider_jetstream.core.errors import JetStreamError, JetStreamPublishError
-from airflow_provider_jetstream.core.protocol import DLQ_ORIGIN, DLQ_REASON, EXPECTED_STREAM, MSG_ID, parse_pub_ack
+from airflow_provider_jetstream.core.protocol import DLQ_ORIGIN_HEADERS, DLQ_REASON_HEADER, EXPECTED_STREAM_HEADER, MSG_ID_HEADER, parse_pub_ack
 from airflow_provider_jetstream.core.read.delivery import Delivery
 from airflow_provider_jetstream.core.tasks import wait_task
 
@@ -38,10 +38,10 @@ async def dead_letter(
         "delivered": str(delivery.delivered),
         "timestamp": delivery.timestamp,
     }
-    headers.update({DLQ_ORIGIN[key]: value for key, value in origin.items()})
-    headers[DLQ_REASON] = reason
-    headers[MSG_ID] = f"{delivery.domain or '_'}/{delivery.stream}/{delivery.seq}"
-    headers[EXPECTED_STREAM] = dead_letter_stream
+    headers.update({DLQ_ORIGIN_HEADERS[key]: value for key, value in origin.items()})
+    headers[DLQ_REASON_HEADER] = reason
+    headers[MSG_ID_HEADER] = f"{delivery.domain or '_'}/{delivery.stream}/{delivery.seq}"
+    headers[EXPECTED_STREAM_HEADER] = dead_letter_stream
     try:
         answer = await wait_task(nc.request(subject, delivery.data, timeout=timeout, headers=headers))
     except nats.errors.NoRespondersError:

@@ -30,11 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_jetstream.core.api import (
-    WRONG_LAST_SEQUENCE,
-    JetStreamApi,
-    retry_failover,
-)
+from airflow_provider_jetstream.core.api import WRONG_LAST_SEQUENCE, JetStreamApi
 from airflow_provider_jetstream.core.arguments.names import (
     bucket_name,
     domain_of,
@@ -50,17 +46,19 @@ from airflow_provider_jetstream.core.errors import (
 from airflow_provider_jetstream.core.manage.reconcile import ReconcileResult, reconcile_stream
 from airflow_provider_jetstream.core.manage.specs import KeyValueSpec, describe_source
 from airflow_provider_jetstream.core.manage.specs.kv import KV_STREAM_PREFIX, SPEC_NAMES, kv_stream_name, kv_subjects
-from airflow_provider_jetstream.core.protocol import headers_from_api
+from airflow_provider_jetstream.core.protocol import (
+    EXPECTED_LAST_SUBJECT_SEQUENCE_HEADER,
+    KV_OPERATION,
+    MSG_ID_HEADER,
+    ROLLUP_HEADER,
+    headers_from_api,
+)
+from airflow_provider_jetstream.core.resend import retry_failover
 
 log = logging.getLogger(__name__)
 
-KV_OPERATION = "KV-Operation"
 #: The ``KV-Operation`` of a delete and a purge marker: the key holds no value.
 REMOVED = ("DEL", "PURGE")
-EXPECTED_LAST_SUBJECT_SEQUENCE = "Nats-Expected-Last-Subject-Sequence"
-ROLLUP = "Nats-Rollup"
-#: The id a write carries, so that asking it again (across a failover) stores it once.
-MSG_ID = "Nats-Msg-Id"
 
 
 @dataclass(frozen=True)
@@ -271,7 +269,7 @@ async def _write(
     expected_revision: int | None,
 ) -> tuple[int, WriteTarget]:
     """Store one write, exactly once: it carries a ``Nats-Msg-Id`` of its own and is asked again across a
-    failover (the API's one retry rule, :func:`~airflow_provider_jetstream.core.api.retry_failover`, within
+    failover (the one resend rule, :func:`~airflow_provider_jetstream.core.resend.retry_failover`, within
     ``api.failover`` seconds). An ask whose answer was lost may have been stored: the server acks its copy
     as a duplicate, or (a compare-and-set asked again after its revision moved) the key's latest entry
     carries that id: either way the write's revision is returned, never a second revision nor a conflict."""
@@ -279,8 +277,8 @@ async def _write(
     config = await bucket_config(api, bucket)
     target = write_target(bucket, key, api.prefix, config)
     if expected_revision is not None:
-        headers[EXPECTED_LAST_SUBJECT_SEQUENCE] = str(int(expected_revision))
-    headers[MSG_ID] = msg_id = f"kv-{uuid.uuid4().hex}"
+        headers[EXPECTED_LAST_SUBJECT_SEQUENCE_HEADER] = str(int(expected_revision))
+    headers[MSG_ID_HEADER] = msg_id = f"kv-{uuid.uuid4().hex}"
     where = f"bucket {bucket!r} key {key!r} in {api.target}"
     unanswered = False  # an earlier ask got no answer: it may have been stored
 
@@ -334,7 +332,7 @@ async def _stored_by(api: JetStreamApi, bucket: str, key: str, msg_id: str) -> i
     """The revision of ``key``'s latest entry if that entry is the write ``msg_id`` (None otherwise)."""
     layout = await bucket_layout_of(api, bucket)
     message = await api.last_msg(layout.stream, layout.key_prefix + key)
-    if message is not None and msg_id in (headers_from_api(message).get(MSG_ID) or []):
+    if message is not None and msg_id in (headers_from_api(message).get(MSG_ID_HEADER) or []):
         return int(message["seq"])
     return None
 
@@ -357,7 +355,7 @@ async def kv_delete(
     api: JetStreamApi, bucket: str, key: str, *, purge: bool = False, expected_revision: int | None = None
 ) -> int:
     """Delete ``key`` (a delete marker; ``purge`` also drops its history); the marker's revision."""
-    headers = {KV_OPERATION: "PURGE", ROLLUP: "sub"} if purge else {KV_OPERATION: "DEL"}
+    headers = {KV_OPERATION: "PURGE", ROLLUP_HEADER: "sub"} if purge else {KV_OPERATION: "DEL"}
     revision, target = await _write(api, bucket, key, b"", headers, expected_revision)
     log.info(
         "%s %s (bucket %r in %s) -> revision %d",

@@ -50,7 +50,7 @@ from typing import Any
 from nats.aio.client import Client
 from nats.nuid import NUID
 
-from airflow_provider_jetstream.core.api import JetStreamApi, describe_prefix, parse_reply, retry_failover
+from airflow_provider_jetstream.core.api import JetStreamApi, describe_prefix, parse_reply
 from airflow_provider_jetstream.core.arguments.names import domain_of
 from airflow_provider_jetstream.core.connection.client import refusal_since
 from airflow_provider_jetstream.core.errors import (
@@ -65,6 +65,7 @@ from airflow_provider_jetstream.core.errors import (
     JetStreamTimeoutError,
 )
 from airflow_provider_jetstream.core.protocol import STORE_PROBE_HEADERS, probe_refusal
+from airflow_provider_jetstream.core.resend import retry_failover
 from airflow_provider_jetstream.core.tasks import wait_task
 
 log = logging.getLogger(__name__)

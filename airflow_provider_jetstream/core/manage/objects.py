@@ -10,7 +10,7 @@ prefix) through the one API speaker (:class:`~airflow_provider_jetstream.core.ap
 - writes are published on ``$O.b...`` as every client publishes them (the server maps no domain prefix
   for object subjects, unlike KV's ``$JS.<domain>.API.$KV.``): they reach the bucket's stream wherever it
   listens in the connected account (a leaf's, through the hub), each with a ``Nats-Msg-Id``, asked again
-  across a failover (:func:`~airflow_provider_jetstream.core.api.retry_failover`), and each ack checked to
+  across a failover (:func:`~airflow_provider_jetstream.core.resend.retry_failover`), and each ack checked to
   come from ``OBJ_b`` in the target domain; before the first chunk the double-store guard's store probe
   refuses the put if a bucket of that name in another reachable domain would store it too; the meta message is
   written last, so a reader never sees an object whose chunks are not all stored, and the replaced object's
@@ -43,11 +43,7 @@ from typing import Any
 
 from nats.nuid import NUID
 
-from airflow_provider_jetstream.core.api import (
-    JetStreamApi,
-    describe_prefix,
-    retry_failover,
-)
+from airflow_provider_jetstream.core.api import JetStreamApi, describe_prefix
 from airflow_provider_jetstream.core.arguments.names import object_bucket_name, object_name
 from airflow_provider_jetstream.core.errors import (
     JetStreamConfigError,
@@ -65,14 +61,14 @@ from airflow_provider_jetstream.core.manage.specs.objects import (
     object_stream_name,
     object_subjects,
 )
+from airflow_provider_jetstream.core.protocol import MSG_ID_HEADER, ROLLUP_HEADER
+from airflow_provider_jetstream.core.resend import retry_failover
 
 log = logging.getLogger(__name__)
 
 #: The chunk size of every official client, bytes (at most the server's ``max_payload``).
 CHUNK_SIZE = 128 * 1024
 DIGEST_TYPE = "SHA-256="
-ROLLUP = "Nats-Rollup"
-MSG_ID = "Nats-Msg-Id"
 _NUID = NUID()
 
 
@@ -265,7 +261,7 @@ async def _metas(api: JetStreamApi, layout: ObjectLayout, seq: int) -> AsyncIter
 async def _store(api: JetStreamApi, layout: ObjectLayout, subject: str, payload: bytes, headers: dict[str, str]) -> int:
     """Store one message of the bucket through its domain, once (its own ``Nats-Msg-Id``, asked again across a
     failover); its stream sequence. The ack must name the bucket's stream in the target domain."""
-    headers = {**headers, MSG_ID: f"obj-{_NUID.next().decode()}"}
+    headers = {**headers, MSG_ID_HEADER: f"obj-{_NUID.next().decode()}"}
     target = subject
     where = f"bucket {layout.bucket!r} in {api.target}"
 
@@ -349,7 +345,7 @@ async def put_object(
         if headers:
             meta["headers"] = {key: [value] for key, value in headers.items()}
         payload = json.dumps(meta, separators=(",", ":")).encode()
-        revision = await _store(api, layout, meta_subject(layout.subjects_of, name), payload, {ROLLUP: "sub"})
+        revision = await _store(api, layout, meta_subject(layout.subjects_of, name), payload, {ROLLUP_HEADER: "sub"})
     except BaseException:
         with contextlib.suppress(Exception):
             await _purge_chunks(api, layout, nuid)
@@ -449,7 +445,7 @@ async def delete_object(api: JetStreamApi, bucket: str, name: str, *, missing_ok
         "deleted": True,
     }
     payload = json.dumps(meta, separators=(",", ":")).encode()
-    await _store(api, layout, meta_subject(layout.subjects_of, name), payload, {ROLLUP: "sub"})
+    await _store(api, layout, meta_subject(layout.subjects_of, name), payload, {ROLLUP_HEADER: "sub"})
     await _purge_chunks(api, layout, info.nuid)
     log.info("deleted object %r of bucket %r in %s", name, bucket, api.target)
     return info

@@ -1,5 +1,5 @@
-"""Atomic batch publishing (nats-server 2.12+, a stream with ``allow_atomic``): a batch's messages are all
-stored, or none of them.
+"""The publish engine's atomic mode (nats-server 2.12+, a stream with ``allow_atomic``): a batch's messages are
+all stored, or none of them.
 
 The protocol of ADR-50 as the server implements it: every message of a batch carries ``Nats-Batch-Id``
 (at most 64 characters) and ``Nats-Batch-Sequence`` (1, 2, ...); the last one also ``Nats-Batch-Commit:
@@ -14,9 +14,9 @@ refuses the batch costs one message), and stops sending at the first refusal.
 
 The server's limits (nats-server 2.12 to 2.15, unless its ``jetstream { limits { ... } }`` say otherwise):
 at most :data:`MAX_BATCH` (1000) messages per batch (more is refused, err_code 10199, nothing stored), 50
-batches being staged per stream and 1000 per server (more: "too many inflight", 10210, sent again here
-after a pause, :class:`~airflow_provider_jetstream.core.api.Backoff`), and a batch idle for 10 s is dropped
-(a sender that died mid-batch stored nothing).
+batches being staged per stream and 1000 per server (more: "too many inflight", 10210, sent again after a
+pause, by the resend rule: :func:`~airflow_provider_jetstream.core.resend.nothing_stores_now`), and a batch
+idle for 10 s is dropped (a sender that died mid-batch stored nothing).
 
 Duplicates: inside an atomic batch a ``Nats-Msg-Id`` the stream already has refuses the **whole** batch
 (10201, "atomic publish batch contains duplicate message id"), without saying which message; so does an id
@@ -31,9 +31,10 @@ land together or not at all). A commit left unanswered (the connection or the se
 as a new batch, when every message has an id (were the first one committed, the second finds the
 duplicates); without ids it is a failure: it may have been stored whole, or not at all.
 
-More messages than one batch takes: :func:`publish_atomic` sends them in consecutive batches, each atomic
-on its own (a failure may leave the first batches stored), or, with ``whole``, refuses them before any is
-sent: messages that must land together are never split into batches that land apart.
+More messages than one batch takes: the engine's atomic mode (:class:`AtomicBatches`, given to
+:func:`~airflow_provider_jetstream.core.publish.engine.publish_messages`) sends them in consecutive batches,
+each atomic on its own (a failure may leave the first batches stored), or, with ``whole``, refuses them
+before any is sent: messages that must land together are never split into batches that land apart.
 
 Airflow-free: Spark executors import it.
 """
@@ -42,7 +43,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -51,19 +51,23 @@ from typing import Any
 import nats.errors
 from nats.aio.client import Client
 
-from airflow_provider_jetstream.core.api import Backoff, JetStreamApi, describe_prefix
-from airflow_provider_jetstream.core.arguments.values import seconds
+from airflow_provider_jetstream.core.api import JetStreamApi, describe_prefix
 from airflow_provider_jetstream.core.errors import JetStreamConfigError, JetStreamPublishError
-from airflow_provider_jetstream.core.protocol import PubAck, is_no_responders, parse_pub_ack
-from airflow_provider_jetstream.core.publish.subjects import SubjectGuard
-from airflow_provider_jetstream.core.publish.summary import MSG_ID_HEADER, Outgoing, PublishSummary, failure_reason
+from airflow_provider_jetstream.core.protocol import (
+    BATCH_COMMIT_HEADER,
+    BATCH_ID_HEADER,
+    BATCH_SEQUENCE_HEADER,
+    EXPECTED_LAST_MSG_ID_HEADER,
+    EXPECTED_STREAM_HEADER,
+    MSG_ID_HEADER,
+    PubAck,
+    is_no_responders,
+    parse_pub_ack,
+)
+from airflow_provider_jetstream.core.publish.summary import Outgoing, PublishSummary, failure_reason
+from airflow_provider_jetstream.core.resend import ResendWindow, may_resend, nothing_stores_now, repeat
 from airflow_provider_jetstream.core.tasks import wait_task
 
-BATCH_ID_HEADER = "Nats-Batch-Id"
-BATCH_SEQUENCE_HEADER = "Nats-Batch-Sequence"
-BATCH_COMMIT_HEADER = "Nats-Batch-Commit"
-EXPECTED_STREAM_HEADER = "Nats-Expected-Stream"
-EXPECTED_LAST_MSG_ID_HEADER = "Nats-Expected-Last-Msg-Id"
 #: Most messages per atomic batch: the server's default limit (its ``max_batch_size`` may lower it: the
 #: server then refuses a larger batch, nothing stored, and says its limit).
 MAX_BATCH = 1000
@@ -71,12 +75,8 @@ MAX_BATCH = 1000
 ATOMIC_API_LEVEL = 2
 #: "atomic publish batch contains duplicate message id": the stream has one of the batch's ids.
 DUPLICATE_MSG_ID = 10201
-#: "atomic publish too many inflight": the stream or the server stages too many batches now.
-TOO_MANY_INFLIGHT = 10210
 #: "wrong last msg ID": the answer to a probe (:func:`_probe`) whose ``Nats-Msg-Id`` the stream has not.
 WRONG_LAST_MSG_ID = 10070
-#: The HTTP-like code of "nothing could store it now" (a stream without a leader).
-UNAVAILABLE = 503
 #: Probes of ``Nats-Msg-Id`` sent at once.
 PROBES_AT_ONCE = 256
 
@@ -90,6 +90,31 @@ class AtomicTarget:
     api: JetStreamApi
     stream: str
     domain: str | None
+
+
+@dataclass(frozen=True)
+class AtomicBatches:
+    """The publish engine's atomic mode (``mode`` of
+    :func:`~airflow_provider_jetstream.core.publish.engine.publish_messages`): the messages in atomic batches
+    of at most ``max_batch`` to ``target`` (from :func:`atomic_target`), in order, each stored whole or not
+    at all.
+
+    :param target: the stream that takes the batches.
+    :param max_batch: most messages per batch (1..). Default :data:`MAX_BATCH` (the server's default limit).
+    :param whole: every message in **one** batch: more than ``max_batch`` messages are refused before any is
+        sent (never split). Default False: consecutive batches of ``max_batch``, each atomic on its own.
+    :param too_many_hint: words ending the refusal of more than ``max_batch`` messages with ``whole``.
+        Default: none.
+    """
+
+    target: AtomicTarget
+    max_batch: int = MAX_BATCH
+    whole: bool = False
+    too_many_hint: str = ""
+
+    def __post_init__(self) -> None:
+        if self.max_batch < 1:
+            raise ValueError(f"max_batch must be 1 or more, got {self.max_batch}")
 
 
 async def atomic_target(api: JetStreamApi, *, stream: str | None, subject: str | None, what: str) -> AtomicTarget:
@@ -239,49 +264,46 @@ async def _send(nc: Client, items: list[Item], ack_timeout: float) -> _Answer:
 
 
 def _has_id(item: Item) -> bool:
-    return bool((item[1][2] or {}).get(MSG_ID_HEADER))
+    return may_resend(item[1][2])
 
 
-async def _probe(nc: Client, target: AtomicTarget, items: list[Item], ack_timeout: float) -> list[Any]:
+async def _probe(nc: Client, target: AtomicTarget, items: list[Item], window: ResendWindow) -> list[Any]:
     """Whether the stream has each item's ``Nats-Msg-Id``, asked without storing anything: an ordinary
     publish (empty) with that id and a ``Nats-Expected-Last-Msg-Id`` no stream has. The server checks the
     id first: it answers a duplicate with its ack (``duplicate``, the stored sequence), any other message
-    with "wrong last msg ID" (10070, not stored). Per item: the :class:`PubAck` of a duplicate, None (the
-    stream has not the id), or the error of a probe refused for another reason or not answered."""
-    window = asyncio.Semaphore(PROBES_AT_ONCE)
-    deadline = time.monotonic() + ack_timeout
+    with "wrong last msg ID" (10070, not stored). Per item, within ``window``: the :class:`PubAck` of a
+    duplicate, None (the stream has not the id), or the error of a probe refused for another reason or not
+    answered (a probe nothing could store now is asked again, by the resend rule)."""
+    at_once = asyncio.Semaphore(PROBES_AT_ONCE)
     never = f"atomic probe {uuid.uuid4().hex}"
 
     async def one(item: Item) -> Any:
         subject, _, headers = item[1]
         probe = {MSG_ID_HEADER: (headers or {})[MSG_ID_HEADER], EXPECTED_LAST_MSG_ID_HEADER: never}
         probe[EXPECTED_STREAM_HEADER] = target.stream
-        backoff = Backoff(first=0.25, cap=2.0)
-        async with window:
-            while True:
-                try:
-                    reply = await wait_task(
-                        nc.request(subject, b"", timeout=max(0.1, deadline - time.monotonic()), headers=probe)
-                    )
-                except (nats.errors.Error, asyncio.TimeoutError) as err:
-                    return JetStreamPublishError(f"no answer to a probe of its Nats-Msg-Id: {type(err).__name__}")
-                refusal = _refusal(reply, staged_ok=False)
-                if refusal is None:
-                    ack = parse_pub_ack(reply.data)
-                    return ack if ack.duplicate else JetStreamPublishError(f"a probe was stored: {reply.data!r}")
-                if refusal.err_code == WRONG_LAST_MSG_ID:
-                    return None
-                if not _busy(refusal) or time.monotonic() + backoff.first >= deadline:
-                    return refusal
-                await asyncio.sleep(min(backoff.next(), max(0.0, deadline - time.monotonic())))
+
+        async def ask() -> Any:
+            try:
+                reply = await wait_task(nc.request(subject, b"", timeout=max(0.1, window.left()), headers=probe))
+            except (nats.errors.Error, asyncio.TimeoutError) as err:
+                return JetStreamPublishError(f"no answer to a probe of its Nats-Msg-Id: {type(err).__name__}")
+            refusal = _refusal(reply, staged_ok=False)
+            if refusal is None:
+                ack = parse_pub_ack(reply.data)
+                return ack if ack.duplicate else JetStreamPublishError(f"a probe was stored: {reply.data!r}")
+            if refusal.err_code == WRONG_LAST_MSG_ID:
+                return None
+            if nothing_stores_now(refusal):
+                raise refusal
+            return refusal
+
+        async with at_once:
+            try:
+                return await repeat(ask, again=nothing_stores_now, within=window.left(), what="atomic batch probe")
+            except JetStreamPublishError as refusal:
+                return refusal
 
     return list(await asyncio.gather(*(one(item) for item in items)))
-
-
-def _busy(refusal: JetStreamPublishError | None) -> bool:
-    """A batch refused as a whole because the server cannot take it now: too many batches being staged,
-    or no leader for the stream. Nothing was stored; the same messages may go again after a pause."""
-    return refusal is not None and (refusal.err_code == TOO_MANY_INFLIGHT or refusal.status == UNAVAILABLE)
 
 
 def _without_repeats(items: list[Item]) -> tuple[list[Item], list[Item]]:
@@ -301,24 +323,38 @@ async def _publish_batch(
     nc: Client, target: AtomicTarget, items: list[Item], summary: PublishSummary, ack_timeout: float, what: str
 ) -> None:
     """Store ``items`` as one atomic batch (all or none), tallied in ``summary``: stored, duplicates (ids the
-    stream has, and repeats of an id inside the batch), or failed with the server's reason."""
+    stream has, and repeats of an id inside the batch), or failed with the server's reason. Within
+    ``ack_timeout`` seconds, by the resend rule: a batch refused because nothing could store it now goes
+    again after a pause; a batch left unanswered goes again at once as a new batch when that is safe; after
+    a refused duplicate id, the messages the stream has not go again at once."""
 
     def duplicates(count: int) -> None:
         if count:
             summary.batch_acknowledged(target.stream, target.domain, 0, count, 0)
 
     pending, repeats = _without_repeats(items)
-    deadline = time.monotonic() + ack_timeout
-    backoff = Backoff(first=0.25, cap=2.0)
-    while pending:
+    window = ResendWindow(ack_timeout)
+    answer = _Answer()
+
+    async def send() -> None:
+        nonlocal answer
         summary.batches += 1
-        answer = await _send(nc, pending, max(0.1, deadline - time.monotonic()))
+        answer = await _send(nc, pending, max(0.1, window.left()))
         summary.replies += answer.replies
+        if answer.refusal is not None and nothing_stores_now(answer.refusal):
+            raise answer.refusal
+
+    while pending:
+        try:
+            await repeat(send, again=nothing_stores_now, within=window.left(), what=f"{what}: atomic batch")
+        except JetStreamPublishError as err:
+            if err is not answer.refusal:
+                raise
         if answer.ack is not None:
             ack = answer.ack
             summary.batch_acknowledged(ack.stream, ack.domain, ack.seq, len(pending), len(pending))
             break
-        late = time.monotonic() >= deadline
+        late = window.closed()
         refusal, refused_index = answer.refusal, None
         if refusal is None:
             if not late and (not answer.committed or all(_has_id(item) for item in pending)):
@@ -331,12 +367,9 @@ async def _publish_batch(
             )
             summary.failures.extend((index, error) for index, _ in pending + repeats)
             raise JetStreamPublishError(f"{what}: {error}; {summary.counts()}; nothing more was sent")
-        if _busy(refusal) and not late:
-            await asyncio.sleep(min(backoff.next(), max(0.0, deadline - time.monotonic())))
-            continue  # refused as a whole, nothing stored: the same messages again after a pause
         if refusal.err_code == DUPLICATE_MSG_ID and not late:
             with_ids = [item for item in pending if _has_id(item)]
-            probes = await _probe(nc, target, with_ids, max(0.1, deadline - time.monotonic()))
+            probes = await _probe(nc, target, with_ids, window)
             summary.replies += len(probes)
             probed = list(zip(with_ids, probes, strict=True))
             have = {item[0] for item, probe in probed if isinstance(probe, PubAck)}
@@ -362,62 +395,46 @@ async def _publish_batch(
     duplicates(len(repeats))
 
 
-async def publish_atomic(
+async def publish_atomic_batches(
     nc: Client,
-    target: AtomicTarget,
+    mode: AtomicBatches,
     messages: Iterable[Outgoing],
+    summary: PublishSummary,
     *,
-    max_batch: int = MAX_BATCH,
-    whole: bool = False,
-    ack_timeout: float = 30.0,
-    api_prefixes: Iterable[str | None] = (),
-    what: str = "atomic publish",
-    subject_field: str = "subject",
-    too_many_hint: str = "",
-) -> PublishSummary:
-    """Publish ``messages`` to ``target`` (from :func:`atomic_target`) in atomic batches of at most
-    ``max_batch`` messages, in order: each batch is stored whole or not at all. The summary counts them
-    exactly: stored, duplicates (ids the stream had), failed (every message of a refused batch, with the
-    server's reason).
+    check: Callable[[str], Any],
+    ack_timeout: float,
+    what: str,
+) -> None:
+    """The engine's atomic mode: ``messages`` in atomic batches of ``mode`` (see :class:`AtomicBatches`), in
+    order, tallied in ``summary`` exactly: stored, duplicates (ids the stream had), failed (every message of
+    a refused batch, with the server's reason).
 
-    :param max_batch: most messages per batch (1..), default :data:`MAX_BATCH` (the server's default limit).
-    :param whole: every message in **one** batch: more than ``max_batch`` messages are refused before any
-        is sent (never split). Default False: consecutive batches of ``max_batch``, each atomic on its own.
-    :param ack_timeout: seconds a batch may take to be answered (sends again and probes included). Default 30.
-    :param api_prefixes: the account's JetStream API prefixes: subjects under them are refused.
-    :param what: words for errors (``jetstream write``). :param subject_field: how a refused subject is named.
-    :param too_many_hint: words ending the refusal of more than ``max_batch`` messages with ``whole``.
+    :param check: the subject check every message passes before its batch is sent.
+    :param ack_timeout: seconds a batch may take to be answered (sends again and probes included).
+    :param what: words for errors (``jetstream write``).
     :raises UnsafeSubjectError: a subject is reserved or not literal (that batch and the rest are not sent).
     :raises JetStreamPublishError: ``whole`` and more than ``max_batch`` messages (nothing sent), or a commit
         unanswered that cannot be sent again (nothing more is sent); the error gives the exact counts.
     """
-    ack_timeout = seconds()(ack_timeout, "ack_timeout")
-    if max_batch < 1:
-        raise ValueError(f"max_batch must be 1 or more, got {max_batch}")
-    check = SubjectGuard(api_prefixes, subject_field)
-    summary = PublishSummary()
-    started = time.perf_counter()
+    max_batch, whole = mode.max_batch, mode.whole
     numbered = enumerate(messages)
-    try:
-        while True:
-            batch: list[Item] = []
-            for item in numbered:
-                batch.append(item)
-                if len(batch) > max_batch or (not whole and len(batch) == max_batch):
-                    break
-            if whole and len(batch) > max_batch:
-                raise JetStreamPublishError(
-                    f"{what}: more than {max_batch} messages for one atomic batch: a batch takes at most {max_batch} "
-                    "messages (the server's limit), and these must land together, so they are not split; "
-                    f"nothing was sent{too_many_hint}"
-                )
-            if not batch:
-                return summary
-            for _, (subject, _, _) in batch:
-                check(subject)
-            summary.count += len(batch)
-            await _publish_batch(nc, target, batch, summary, ack_timeout, what)
-            if whole or len(batch) < max_batch:
-                return summary
-    finally:
-        summary.seconds = time.perf_counter() - started
+    while True:
+        batch: list[Item] = []
+        for item in numbered:
+            batch.append(item)
+            if len(batch) > max_batch or (not whole and len(batch) == max_batch):
+                break
+        if whole and len(batch) > max_batch:
+            raise JetStreamPublishError(
+                f"{what}: more than {max_batch} messages for one atomic batch: a batch takes at most {max_batch} "
+                "messages (the server's limit), and these must land together, so they are not split; "
+                f"nothing was sent{mode.too_many_hint}"
+            )
+        if not batch:
+            return
+        for _, (subject, _, _) in batch:
+            check(subject)
+        summary.count += len(batch)
+        await _publish_batch(nc, mode.target, batch, summary, ack_timeout, what)
+        if whole or len(batch) < max_batch:
+            return

@@ -14,7 +14,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_jetstream.core.publish.summary import MSG_ID_HEADER, Outgoing
+from airflow_provider_jetstream.core.protocol import MSG_ID_HEADER
+from airflow_provider_jetstream.core.publish.summary import Outgoing
 
 
 @dataclass(frozen=True)

@@ -1,18 +1,29 @@
-"""The one publish engine: bounded in-flight JetStream publishes, every ack checked.
+"""The one publish engine: every publish goes through :func:`publish_messages`, in one of three modes, every
+ack checked.
 
-Used by :class:`~airflow_provider_jetstream.operators.publish.JetStreamPublishOperator` and the
-Spark writer (:mod:`airflow_provider_jetstream.spark.writer`). One reply subscription takes every
-ack (reply subject ``<inbox>.<index>``); a semaphore bounds the messages in flight. Lighter per
-message than nats-py's ``publish_async`` (no future, token or callback per message).
+Used by :class:`~airflow_provider_jetstream.operators.publish.JetStreamPublishOperator` (through the hook's
+``publish``) and the Spark writer (:mod:`airflow_provider_jetstream.spark.writer`). The ``mode`` says how the
+messages go; each mode's protocol is a part of the engine in a module of its own:
+
+- **per message** (None, here): one reply subscription takes every ack (reply subject ``<inbox>.<index>``);
+  a semaphore bounds the messages in flight. Lighter per message than nats-py's ``publish_async`` (no
+  future, token or callback per message);
+- **fast-ingest batches** (a :class:`~airflow_provider_jetstream.core.publish.fast_ingest.BatchTarget`, from
+  :func:`~airflow_provider_jetstream.core.publish.fast_ingest.batch_target`): one ack per flow window
+  (:mod:`~airflow_provider_jetstream.core.publish.fast_ingest`); what the server does not take in batches
+  goes per message;
+- **atomic batches** (:class:`~airflow_provider_jetstream.core.publish.atomic.AtomicBatches`): each batch
+  stored whole or not at all (:mod:`~airflow_provider_jetstream.core.publish.atomic`).
 
 Before a message is sent its subject passes
 :func:`~airflow_provider_jetstream.core.publish.subjects.check_publish_subject` (no reserved subject
 spaces, no wildcards). After the last ack, :func:`ack_problems` says what went
 wrong: refused messages, and messages stored by a stream or in a domain other than the one aimed at.
 
-Messages with a ``Nats-Msg-Id`` that get no ack, or an answer saying nothing could store them now
-(a stream's leader being elected, a cluster node gone), are published again with the same id until
-``ack_timeout``: the stream stores an id once, so a message whose ack was lost comes back as a
+What is sent again, when and after what pause is the one resend rule's
+(:mod:`~airflow_provider_jetstream.core.resend`): only messages with a ``Nats-Msg-Id``, when they get no ack
+or an answer saying nothing could store them now (a stream's leader being elected, a cluster node gone),
+until ``ack_timeout``: the stream stores an id once, so a message whose ack was lost comes back as a
 duplicate. Without an id nothing is sent twice.
 
 Airflow-free: Spark executors import it.
@@ -31,42 +42,44 @@ import nats.errors
 import nats.js.errors
 from nats.aio.client import Client
 
-from airflow_provider_jetstream.core.api import clustered
 from airflow_provider_jetstream.core.arguments.values import seconds
+from airflow_provider_jetstream.core.connection.client import clustered
 from airflow_provider_jetstream.core.errors import JetStreamPublishError
 from airflow_provider_jetstream.core.protocol import is_no_responders, parse_pub_ack
-from airflow_provider_jetstream.core.publish.blocks import Block, Item, numbered, one_by_one
+from airflow_provider_jetstream.core.publish.atomic import AtomicBatches, publish_atomic_batches
+from airflow_provider_jetstream.core.publish.blocks import Block, Item, expand, numbered, one_by_one
 from airflow_provider_jetstream.core.publish.fast_ingest import BatchTarget, Numbered, publish_batches
 from airflow_provider_jetstream.core.publish.subjects import SubjectGuard
 from airflow_provider_jetstream.core.publish.summary import (
-    MSG_ID_HEADER,
-    NOT_REPUBLISHED,
     Outgoing,
     PublishSummary,
     ack_problems,
     failure_reason,
 )
+from airflow_provider_jetstream.core.resend import (
+    NOT_REPUBLISHED,
+    may_resend,
+    nothing_stores_now,
+    pause_after,
+    resend_after,
+)
 
 __all__ = [
-    "MSG_ID_HEADER",
-    "NOT_REPUBLISHED",
     "BatchTarget",
     "Block",
     "JetStreamPublishError",
     "Outgoing",
+    "PublishMode",
     "PublishSummary",
     "ack_problems",
     "failure_reason",
     "publish_messages",
 ]
 
-#: A publish answered with this HTTP-like error code found nothing to store it now (a stream without
-#: a leader, JetStream being elected): it may be sent again.
-UNAVAILABLE = 503
-#: Seconds an answer may take before an unacknowledged message with a ``Nats-Msg-Id`` is sent again, at
-#: least (more when acks are slower: :data:`_RESEND_LATENCIES` times the recent ack latency).
-RESEND_AFTER = 1.0
-_RESEND_LATENCIES = 4.0
+#: How a publish sends its messages: None each on its own; a
+#: :class:`~airflow_provider_jetstream.core.publish.fast_ingest.BatchTarget` in fast-ingest batches to that
+#: stream; an :class:`~airflow_provider_jetstream.core.publish.atomic.AtomicBatches` in atomic batches.
+PublishMode = BatchTarget | AtomicBatches | None
 #: Seconds between two looks at the unacknowledged messages.
 _TICK = 0.1
 
@@ -86,13 +99,6 @@ class _Flight:
     again_at: float | None = None
 
 
-def _retryable(err: JetStreamPublishError | None, no_responders: bool, clustered: bool) -> bool:
-    """Whether an answer other than an ack means "nothing could store it now" (sent again if it has an id):
-    a 503, or no responders on a connection to a cluster (a stream's interest moving between nodes). On one
-    server no responders means no stream listens: a failure at once."""
-    return (no_responders and clustered) or (err is not None and err.status == UNAVAILABLE)
-
-
 async def publish_messages(
     nc: Client,
     messages: Iterable[Item],
@@ -103,27 +109,32 @@ async def publish_messages(
     what: str = "publish",
     subject_field: str = "subject",
     batch: BatchTarget | None = None,
+    mode: PublishMode = None,
 ) -> PublishSummary:
-    """Publish ``messages``, at most ``max_in_flight`` unacknowledged; the acks' summary.
+    """Publish ``messages`` in the way ``mode`` says, every ack checked; the acks' summary.
 
-    With ``batch`` (a stream taking fast-ingest batches, found by
-    :func:`~airflow_provider_jetstream.core.publish.fast_ingest.batch_target`), the messages go in
-    fast-ingest batches, one ack per flow window (:mod:`~airflow_provider_jetstream.core.publish.fast_ingest`);
-    a server that answers the first message as an ordinary publish (before 2.14) or cannot take a
-    batch now gets the rest one by one, as without ``batch``. The guarantees are the same.
+    ``mode`` None: each message on its own, at most ``max_in_flight`` unacknowledged. A
+    :class:`~airflow_provider_jetstream.core.publish.fast_ingest.BatchTarget` (a stream taking fast-ingest
+    batches, found by :func:`~airflow_provider_jetstream.core.publish.fast_ingest.batch_target`): fast-ingest
+    batches, one ack per flow window (:mod:`~airflow_provider_jetstream.core.publish.fast_ingest`); a server
+    that answers the first message as an ordinary publish (before 2.14) or cannot take a batch now gets the
+    rest one by one. The guarantees are the same. An
+    :class:`~airflow_provider_jetstream.core.publish.atomic.AtomicBatches`: atomic batches, each stored whole
+    or not at all (:mod:`~airflow_provider_jetstream.core.publish.atomic`; ``max_in_flight`` does not apply,
+    ``ack_timeout`` is each batch's).
 
     A message with a ``Nats-Msg-Id`` header that gets no ack (the stream's leader died, the server
     the connection used went away), or an answer saying nothing could store it now (503; no
     responders on a connection to a cluster), is published again with the same id until it is
-    acknowledged or ``ack_timeout`` has passed since it was first sent: the stream stores an id once
-    within its duplicate window, so a message stored by an attempt whose ack was lost is acknowledged
-    as a duplicate. A message
-    without an id is never sent again (:data:`NOT_REPUBLISHED`). Refusals (a limit, a wrong expected
-    stream...) are failures, with the server's reason.
+    acknowledged or ``ack_timeout`` has passed since it was first sent (the resend rule,
+    :mod:`~airflow_provider_jetstream.core.resend`): the stream stores an id once within its duplicate
+    window, so a message stored by an attempt whose ack was lost is acknowledged as a duplicate. A message
+    without an id is never sent again (:data:`~airflow_provider_jetstream.core.resend.NOT_REPUBLISHED`).
+    Refusals (a limit, a wrong expected stream...) are failures, with the server's reason.
 
     :param nc: a connected client.
     :param messages: ``(subject, payload, headers)`` tuples, or :class:`Block` s of many messages to one
-        subject (framed in bulk by fast ingest; one by one otherwise); an iterator streams large volumes.
+        subject (framed in bulk by fast ingest; taken apart otherwise); an iterator streams large volumes.
     :param max_in_flight: most messages sent but not yet acknowledged. Default 4000.
     :param ack_timeout: seconds a message may stay unacknowledged after it was first sent (republished
         meanwhile if it has a ``Nats-Msg-Id``) before the publish stops and fails; keep it below the
@@ -131,21 +142,32 @@ async def publish_messages(
     :param api_prefixes: the account's JetStream API prefixes: subjects under them are refused.
     :param what: words for errors (``publish to 'orders.x'``, ``jetstream write``).
     :param subject_field: how a refused subject is named in the error.
-    :param batch: the stream of every message's subject when it takes fast-ingest batches. Default
-        None: one by one.
+    :param batch: the fast-ingest mode's earlier name: ``batch=target`` is ``mode=target``. Default None.
+    :param mode: how the messages go (:data:`PublishMode`). Default None: each on its own.
     :raises UnsafeSubjectError: a subject is reserved or not literal (nothing more is sent).
     :raises JetStreamPublishError: a message was not acknowledged within ``ack_timeout`` (nothing more
-        is sent); the error gives the exact counts (stored, duplicates, failed with their reasons).
+        is sent), or, in atomic batches, more messages than one batch takes that must land together
+        (nothing is sent); the error gives the exact counts (stored, duplicates, failed with their reasons).
     """
     ack_timeout = seconds()(ack_timeout, "ack_timeout")
+    if batch is not None:
+        if mode is not None:
+            raise ValueError(
+                "batch is not allowed with mode: batch is the fast-ingest mode's earlier name, give mode alone"
+            )
+        mode = batch
     check = SubjectGuard(api_prefixes, subject_field)
     summary = PublishSummary()
     started = time.perf_counter()
     items: Numbered | None = None
     try:
-        if batch is not None:
+        if isinstance(mode, AtomicBatches):
+            await publish_atomic_batches(
+                nc, mode, expand(messages), summary, check=check, ack_timeout=ack_timeout, what=what
+            )
+        elif mode is not None:
             items = await publish_batches(
-                nc, batch, iter(messages), summary, check=check, ack_timeout=ack_timeout, what=what
+                nc, mode, iter(messages), summary, check=check, ack_timeout=ack_timeout, what=what
             )
         else:
             items = numbered(messages)
@@ -192,27 +214,27 @@ async def _one_by_one(
         flight = pending.get(index)
         if flight is None:
             return  # settled already (the ack of an earlier attempt, or after it was given up)
-        no_responders = is_no_responders(msg.headers)
-        refusal: JetStreamPublishError | None = None
-        if not no_responders:
+        error: BaseException
+        if is_no_responders(msg.headers):
+            error = nats.js.errors.NoStreamResponseError()
+        else:
             try:
                 ack = parse_pub_ack(msg.data)
             except JetStreamPublishError as err:
-                refusal = err
+                error = err
             else:
                 state["latency"] = 0.9 * state["latency"] + 0.1 * (now() - flight.last)
                 summary.acknowledged(ack)
                 summary.replies += 1
                 settle(index)
                 return
-        error = nats.js.errors.NoStreamResponseError() if no_responders else refusal
-        if _retryable(refusal, no_responders, to_cluster) and flight.can_repeat:
-            flight.error = error
-            flight.again_at = now() + min(0.25 * flight.attempts, 1.0)
-            redo.add(index)
-            return
-        if _retryable(refusal, no_responders, to_cluster):
-            error = JetStreamPublishError(f"{failure_reason(error)}; {NOT_REPUBLISHED}")  # type: ignore[arg-type]
+        if nothing_stores_now(error, cluster=to_cluster):
+            if flight.can_repeat:
+                flight.error = error
+                flight.again_at = now() + pause_after(flight.attempts)
+                redo.add(index)
+                return
+            error = JetStreamPublishError(f"{failure_reason(error)}; {NOT_REPUBLISHED}")
         settle(index, error)
 
     async def resend(index: int, flight: _Flight, t: float) -> None:
@@ -236,8 +258,8 @@ async def _one_by_one(
                     redo.discard(index)
                 if flight is not None and flight.again_at is not None and t >= flight.again_at:
                     await resend(index, flight, t)
-            resend_after = max(RESEND_AFTER, _RESEND_LATENCIES * state["latency"])
-            young = min(resend_after, ack_timeout)
+            due_after = resend_after(state["latency"])
+            young = min(due_after, ack_timeout)
             for index, flight in list(pending.items()):
                 if t - flight.first < young:
                     break  # in first-send order: the later ones are younger still
@@ -248,7 +270,7 @@ async def _one_by_one(
                     sent = f"sent {flight.attempts} times" if flight.can_repeat else NOT_REPUBLISHED
                     state["expired"] += 1
                     settle(index, JetStreamPublishError(f"{why} ({sent})"))
-                elif flight.can_repeat and flight.again_at is None and t >= flight.last + resend_after:
+                elif flight.can_repeat and flight.again_at is None and t >= flight.last + due_after:
                     await resend(index, flight, t)
             if state["expired"]:
                 # Stop: the sender sends nothing more, and what is still unacknowledged is not waited for.
@@ -268,7 +290,7 @@ async def _one_by_one(
             if state["expired"]:
                 break
             t = now()
-            pending[index] = _Flight((subject, payload, headers), t, t, bool(headers and headers.get(MSG_ID_HEADER)))
+            pending[index] = _Flight((subject, payload, headers), t, t, may_resend(headers))
             settled.clear()
             await publish(subject, payload, reply=f"{inbox}{index}", headers=headers or None)
             summary.count = max(summary.count, index + 1)

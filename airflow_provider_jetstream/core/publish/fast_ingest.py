@@ -1,4 +1,4 @@
-"""Fast-ingest batch publishing (nats-server 2.14+, a stream with ``allow_batched``): one ack per flow window.
+"""The publish engine's fast-ingest mode (nats-server 2.14+, a stream with ``allow_batched``): one ack per flow window.
 
 nats-py lacks it; this is the protocol of ADR-50 as the server implements it. Each message of a batch
 is published with the reply subject ``<inbox>.<flow>.fail.<batch seq>.<op>.$FI``: the inbox's last
@@ -17,8 +17,9 @@ and answered with an ordinary PubAck. The first reply's shape says which; anythi
 hands the messages left to the per-message engine (:func:`publish_batches` returns them).
 
 A batch that ends early (a gap, a refused message, a batch the server lost): messages with a
-``Nats-Msg-Id`` after the last one persisted are sent again in a new batch (the stream skips an id it
-stored already, silently); without an id they are failures (:data:`NOT_REPUBLISHED`), the same
+``Nats-Msg-Id`` after the last one persisted are sent again in a new batch, after the resend rule's pause
+(:mod:`~airflow_provider_jetstream.core.resend`; the stream skips an id it stored already, silently); without
+an id they are failures (:data:`~airflow_provider_jetstream.core.resend.NOT_REPUBLISHED`), the same
 guarantee as the per-message engine. A refused message is a failure with the server's reason, and
 the messages after it go one by one (a refusal, such as a wrong expected stream, may hold for all).
 
@@ -44,17 +45,12 @@ import nats.errors
 from nats.aio.client import Client
 
 from airflow_provider_jetstream.core.api import JetStreamApi
-from airflow_provider_jetstream.core.errors import JetStreamError, JetStreamPublishError
+from airflow_provider_jetstream.core.errors import UNAVAILABLE, JetStreamError, JetStreamPublishError
 from airflow_provider_jetstream.core.protocol import is_no_responders, parse_pub_ack
 from airflow_provider_jetstream.core.publish.blocks import Block, Item, Sent, numbered
 from airflow_provider_jetstream.core.publish.frames import FrameBuffer
-from airflow_provider_jetstream.core.publish.summary import (
-    MSG_ID_HEADER,
-    NOT_REPUBLISHED,
-    Outgoing,
-    PublishSummary,
-    failure_reason,
-)
+from airflow_provider_jetstream.core.publish.summary import Outgoing, PublishSummary, failure_reason
+from airflow_provider_jetstream.core.resend import NOT_REPUBLISHED, ResendWindow, may_resend, nothing_stores_now
 from airflow_provider_jetstream.core.tasks import wait_task
 
 OP_START, OP_APPEND, OP_COMMIT, OP_EOB, OP_PING = range(5)
@@ -67,12 +63,6 @@ MAX_OUTSTANDING = 2
 NOT_NOW = (10205, 10211)
 #: Server codes of a malformed batch (invalid pattern, invalid batch id): this client's fault.
 MALFORMED = (10206, 10207)
-#: Server code of a batch it no longer knows (restarted, or 10 s without a message): sent again.
-UNKNOWN_BATCH = 10208
-#: The HTTP-like code of "nothing could store it now".
-UNAVAILABLE = 503
-#: Seconds before a batch sends again what an ended one left (a server refusing batches is not hammered).
-_PAUSE = 0.1
 
 #: Messages and blocks with the index of their (first) message.
 Numbered = Iterator[tuple[int, Item]]
@@ -206,10 +196,6 @@ def _refusal(body: dict[str, Any]) -> JetStreamPublishError:
     return JetStreamPublishError(f"not a fast-ingest reply: {body!r}")
 
 
-def _can_repeat(message: Outgoing) -> bool:
-    return bool(message[2] and message[2].get(MSG_ID_HEADER))
-
-
 async def _last_seq(target: BatchTarget) -> int | None:
     """The stream's last sequence, None when it cannot be read now."""
     try:
@@ -248,6 +234,9 @@ async def publish_batches(
     again: deque[tuple[int, Item]] = deque()  # sent again first, in the next batch
     held: deque[tuple[int, Item]] = deque()  # not sent yet: the rest of a block an ended batch stopped in
     progress = asyncio.get_running_loop().time()
+    # Sending again what an ended batch left goes on while the batches make progress: the window opens again
+    # whenever one did.
+    resends = ResendWindow(ack_timeout)
     taken = [0]  # messages taken from ``messages``
 
     def take() -> tuple[int, Item] | None:
@@ -271,7 +260,7 @@ async def publish_batches(
     def unsettled(sent: Sent, reason: str) -> None:
         """Messages of an ended batch past its last persisted one: sent again with an id, else failures."""
         for _, index, message in sent.messages():
-            if _can_repeat(message):
+            if may_resend(message[2]):
                 again.append((index, message))
                 summary.republished += 1
             else:
@@ -282,17 +271,14 @@ async def publish_batches(
         item = take()
         if item is None:
             return None
-        if repeating:
-            # Sending again what an ended batch left: while the batches make progress.
-            if asyncio.get_running_loop().time() - progress >= ack_timeout:
-                again.appendleft(item)
-                for index, _ in again:
-                    summary.failures.append((index, JetStreamPublishError(f"no ack within {ack_timeout:g}s")))
-                raise JetStreamPublishError(
-                    f"{what}: fast-ingest batches made no progress within {ack_timeout:g}s; "
-                    f"{summary.counts()}: {summary.reasons()}; nothing more was sent"
-                )
-            await asyncio.sleep(_PAUSE)
+        if repeating and not await resends.pause():
+            again.appendleft(item)
+            for index, _ in again:
+                summary.failures.append((index, JetStreamPublishError(f"no ack within {ack_timeout:g}s")))
+            raise JetStreamPublishError(
+                f"{what}: fast-ingest batches made no progress within {ack_timeout:g}s; "
+                f"{summary.counts()}: {summary.reasons()}; nothing more was sent"
+            )
         batch = _Batch(nc, target.subject, flow, max_outstanding, progress)
         frames = FrameBuffer(nc)
         await batch.open()
@@ -365,6 +351,8 @@ async def publish_batches(
                 await frames.flush()  # what was counted as sent is sent, also when a message was refused
             await batch.close()
         summary.replies += batch.replies
+        if batch.progress > progress:
+            resends.restart()
         progress = batch.progress
         final = batch.final
         if final is None:
@@ -387,7 +375,7 @@ async def publish_batches(
             if refusal.err_code in NOT_NOW:
                 unsettled(sent, failure_reason(refusal))
                 return rest()
-            if refusal.err_code != UNKNOWN_BATCH and refusal.status != UNAVAILABLE and sent:
+            if not nothing_stores_now(refusal) and sent:
                 # Refused the message after the last persisted one (a header check on message 1).
                 index, _ = sent.pop_first()
                 summary.failures.append((index, refusal))
@@ -420,14 +408,14 @@ def _fall_back(
     summary.replies += 1 if batch.first is not None else 0
     first = batch.first
     if first is None:
-        if _can_repeat(message):
+        if may_resend(message[2]):
             summary.republished += 1
             return rest((index, message))
         summary.failures.append((index, JetStreamPublishError(f"no ack within {ack_timeout:g}s; {NOT_REPUBLISHED}")))
         return rest()
     if isinstance(first.get("error"), dict):
         refusal = _refusal(first)
-        if refusal.err_code in NOT_NOW or refusal.status == UNAVAILABLE:
+        if refusal.err_code in NOT_NOW or nothing_stores_now(refusal):
             return rest((index, message))
         summary.failures.append((index, refusal))
         return rest()

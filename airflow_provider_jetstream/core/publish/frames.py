@@ -27,8 +27,8 @@ from collections.abc import Mapping, Sequence
 import nats.errors
 from nats.aio.client import Client
 
+from airflow_provider_jetstream.core.protocol import MSG_ID_HEADER
 from airflow_provider_jetstream.core.publish.blocks import Block
-from airflow_provider_jetstream.core.publish.summary import MSG_ID_HEADER
 
 #: The first line of a header block.
 HEADER_LINE = "NATS/1.0\r\n"

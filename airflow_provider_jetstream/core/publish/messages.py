@@ -1,6 +1,6 @@
 """The messages of a publish: each payload's bytes, the shared headers and its ``Nats-Msg-Id`` from a template.
 
-A list or tuple of messages goes as blocks (:class:`~airflow_provider_jetstream.core.publish.summary.Block`),
+A list or tuple of messages goes as blocks (:class:`~airflow_provider_jetstream.core.publish.blocks.Block`),
 which fast ingest frames in bulk; other iterables one message at a time, as they come.
 """
 
@@ -10,10 +10,9 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from airflow_provider_jetstream.core.arguments.values import value_bytes
+from airflow_provider_jetstream.core.protocol import MSG_ID_HEADER
 from airflow_provider_jetstream.core.publish.blocks import Block, Item
-from airflow_provider_jetstream.core.publish.summary import MSG_ID_HEADER
 
-__all__ = ["INDEX", "MSG_ID_HEADER", "msg_id_parts", "outgoing"]
 #: The placeholder of a message's index in a ``msg_id`` template.
 INDEX = "{index}"
 #: Messages per block of a list of messages.

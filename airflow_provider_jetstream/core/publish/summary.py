@@ -1,7 +1,7 @@
 """What a publish sends and what its acks said: the message tuple, ``PublishSummary`` and ``ack_problems``.
 
-Shared by the per-message engine (:mod:`~airflow_provider_jetstream.core.publish.engine`), the fast-ingest
-batches (:mod:`~airflow_provider_jetstream.core.publish.fast_ingest`) and the atomic batches
+Shared by the publish engine's three modes: per message (:mod:`~airflow_provider_jetstream.core.publish.engine`),
+fast-ingest batches (:mod:`~airflow_provider_jetstream.core.publish.fast_ingest`) and atomic batches
 (:mod:`~airflow_provider_jetstream.core.publish.atomic`): one tally, one reading of what went wrong,
 whichever way the messages went.
 """
@@ -18,15 +18,6 @@ from airflow_provider_jetstream.core.protocol import PubAck
 
 #: One message to publish: ``(subject, payload, headers or None)``.
 Outgoing = tuple[str, bytes, "dict[str, str] | None"]
-
-MSG_ID_HEADER = "Nats-Msg-Id"
-
-
-#: Why a message without a ``Nats-Msg-Id`` is never sent again.
-NOT_REPUBLISHED = (
-    "not republished: it has no Nats-Msg-Id, and a message sent again without one may be stored twice "
-    "(give msg_id to make a publish safe to repeat)"
-)
 
 
 @dataclass

@@ -15,7 +15,7 @@ from typing import Any
 
 import nats.errors
 
-from airflow_provider_jetstream.core.api import FAILOVER_WAIT, NOT_CLUSTERED, JetStreamApi, retry_failover
+from airflow_provider_jetstream.core.api import NOT_CLUSTERED, JetStreamApi
 from airflow_provider_jetstream.core.connection.client import open_connection, release
 from airflow_provider_jetstream.core.errors import (
     WAIT,
@@ -30,6 +30,7 @@ from airflow_provider_jetstream.core.errors import (
 from airflow_provider_jetstream.core.manage.buckets import kv_get, kv_put, reconcile_bucket
 from airflow_provider_jetstream.core.manage.specs import KeyValueSpec
 from airflow_provider_jetstream.core.read.identity import IDENTITY_KEY
+from airflow_provider_jetstream.core.resend import FAILOVER_WAIT, retry_failover
 from airflow_provider_jetstream.core.sync import run_sync
 
 log = logging.getLogger("stream_to_parquet")

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from airflow_provider_jetstream.core.protocol import ACK_PREFIX, CONSUMER_STALLED, status_headers
+from airflow_provider_jetstream.core.protocol import ACK_PREFIX, CONSUMER_STALLED_HEADER, status_headers
 from airflow_provider_jetstream.core.read.exact import RangePull
 from airflow_provider_jetstream.core.read.vectorised.columns import DataFrames, headers_to_map, to_columns
 from airflow_provider_jetstream.core.read.vectorised.tap import install
@@ -140,7 +140,7 @@ class VectorisedRangePull(RangePull):
 
     def on_other(self, subject: bytes, reply: bytes, header: bytes, payload: bytes) -> None:
         headers = status_headers(header) if header else {}
-        stalled = headers.get(CONSUMER_STALLED)
+        stalled = headers.get(CONSUMER_STALLED_HEADER)
         if (reply and not reply.startswith(_ACK)) or stalled:
             # Flow control (a push consumer's, never a pull request's): answer it and go on.
             task = asyncio.ensure_future(self.nc.publish(stalled or reply.decode(), b""))
