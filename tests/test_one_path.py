@@ -18,19 +18,6 @@ PROTOCOL_MODULE = "airflow_provider_jetstream.core.protocol"
 #: The harness that starts nats-server processes for users' tests: its loops poll the processes it started
 #: until they are ready, they send nothing again.
 HARNESS = "testing/"
-#: The read and consume side keeps its own pauses and header names until it moves onto the rule; each
-#: module is listed here until then, and a listed module that no longer breaks a rule fails
-#: :func:`test_the_modules_still_to_move_are_the_ones_that_break_a_rule` (take it off then).
-STILL_TO_MOVE = {
-    "core/consume/dead_letter.py",
-    "core/consume/deliveries.py",
-    "core/consume/durable.py",
-    "core/consume/fetch.py",
-    "core/read/exact.py",
-    "core/read/vectorised/reader.py",
-    "core/status/kv_key.py",
-    "triggers/kv_events.py",
-}
 #: A constant's name that says it paces or repeats a send.
 RESEND_NAME = re.compile(r"RESEND|RETR(Y|IES)|BACKOFF|PAUSE|FAILOVER|AGAIN")
 #: A string that is a header name (``Nats-Msg-Id``, ``KV-Operation``...).
@@ -152,19 +139,12 @@ def test_only_the_resend_rule_decides_what_is_sent_again_and_after_what_pause() 
     """No module but ``core/resend.py`` makes a ``Backoff``, keeps a retry constant or runs a loop of "try,
     pause, try again"; every caller imports the rule from there (the publish engine and its fast-ingest and
     atomic modes, the API's requests, KV and object writes, the Spark checkpoint)."""
-    found = offenders("resend")
-    assert {module: why for module, why in found.items() if module not in STILL_TO_MOVE} == {}
+    assert offenders("resend") == {}
 
 
 def test_header_names_are_declared_once_in_the_protocol_module() -> None:
     """Every header name the package writes or reads is a constant of ``core/protocol.py``, imported from there."""
-    found = offenders("headers")
-    assert {module: why for module, why in found.items() if module not in STILL_TO_MOVE} == {}
-
-
-def test_the_modules_still_to_move_are_the_ones_that_break_a_rule() -> None:
-    breaking = set(offenders("resend")) | set(offenders("headers"))
-    assert sorted(STILL_TO_MOVE - breaking) == []
+    assert offenders("headers") == {}
 
 
 def test_the_checks_find_what_they_look_for() -> None:

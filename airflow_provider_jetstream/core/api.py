@@ -41,8 +41,6 @@ from airflow_provider_jetstream.core.resend import (
     IDEMPOTENT_REQUESTS,
     # Backoff and during_failover: for the read side only (core/read/exact.py, core/status/kv_key.py and
     # core/consume/durable.py import them from here) until it is rewritten on the resend rule. Remove then.
-    Backoff,  # noqa: F401
-    during_failover,  # noqa: F401
     retry_failover,
 )
 from airflow_provider_jetstream.core.tasks import wait_task

@@ -17,7 +17,12 @@ message, fast-ingest and atomic batches, :mod:`~airflow_provider_jetstream.core.
   it now (:func:`nothing_stores_now`); a message with an id that gets no answer at all is sent again
   after :func:`resend_after` seconds.
 - **After what pause.** :data:`FIRST_PAUSE` seconds, doubling up to :data:`LONGEST_PAUSE`
-  (:func:`pause_after`, :class:`ResendWindow`).
+  (:func:`pause_after`, :class:`ResendWindow`). A reader pulls again (or makes its consumer again) after
+  :func:`pull_pauses`: :data:`FIRST_PULL_PAUSE`, doubling up to the pull request's expiry (a relinked leaf is
+  heard from soon).
+- **Settles.** A verdict sent to a consumer (an ack, a nak, a term, in progress) goes again when it was not
+  answered, or, on a cluster's connection, answered "no responders" (a consumer leader being elected)
+  (:func:`may_settle_again`): a consumer answers a verdict it took already too, so one sent twice does no harm.
 - **For how long.** Within a window (:class:`ResendWindow`): :data:`FAILOVER_WAIT` seconds for requests
   and writes across a failover (a leader election takes a few seconds), the publish's ``ack_timeout`` for
   messages. :func:`repeat` is the one loop: call, and while the answer says so and the window is open,
@@ -61,6 +66,9 @@ LONGEST_PAUSE = 2.0
 #: more when acks are slower: :data:`ACK_LATENCIES` times the recent ack latency (:func:`resend_after`).
 RESEND_AFTER = 1.0
 ACK_LATENCIES = 4.0
+#: Seconds of the first pause before a reader pulls again after the server could not serve a pull (or makes its
+#: consumer again); each next pause doubles, up to the pull's own cap (:func:`pull_pauses`).
+FIRST_PULL_PAUSE = 1.0
 #: "atomic publish too many inflight": the stream or the server stages too many atomic batches now.
 TOO_MANY_INFLIGHT = 10210
 #: A fast-ingest batch the server no longer knows (restarted, or 10 s without a message).
@@ -149,6 +157,21 @@ class Backoff:
 
     def reset(self) -> None:
         self._next = self.first
+
+
+def pull_pauses(cap: float) -> Backoff:
+    """The pauses of a reader that pulls again after the server could not serve a pull ("retry after": no
+    JetStream answered, a server shutting down, too many waiting requests) or makes its consumer again:
+    :data:`FIRST_PULL_PAUSE` seconds, doubling up to ``cap`` (the pull request's expiry), from the first again
+    once messages flow."""
+    return Backoff(FIRST_PULL_PAUSE, cap)
+
+
+def may_settle_again(*, refused: bool, nc: Client) -> bool:
+    """Whether a verdict sent to a consumer and not confirmed goes again: when nobody answered it at all, or,
+    on a connection to a cluster, when it was answered "no responders" (``refused``: a consumer leader being
+    elected). On one server "no responders" means nobody takes that consumer's verdicts: the consumer is gone."""
+    return not refused or clustered(nc)
 
 
 class ResendWindow:

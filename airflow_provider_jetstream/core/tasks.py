@@ -75,6 +75,16 @@ def _retrieve(task: asyncio.Future[Any]) -> None:
         task.exception()
 
 
+async def wait_event(event: asyncio.Event, timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for ``event`` to be set: whether it was (no ``TimeoutError``; a
+    cancellation goes through)."""
+    try:
+        await wait_task(event.wait(), max(0.0, timeout))
+    except asyncio.TimeoutError:
+        return False
+    return True
+
+
 async def next_item(queue: asyncio.Queue[T], timeout: float) -> T:
     """The queue's next item: at once when one is waiting, else within ``timeout`` seconds (else
     ``asyncio.TimeoutError``), through :func:`wait_task`."""

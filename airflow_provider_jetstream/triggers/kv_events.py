@@ -7,9 +7,10 @@ from typing import Any
 
 from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.consume.deliveries import decode_payload
-from airflow_provider_jetstream.core.manage.buckets import KV_OPERATION, bucket_layout_of, key_of
+from airflow_provider_jetstream.core.manage.buckets import bucket_layout_of, key_of
 from airflow_provider_jetstream.core.manage.specs.consumer import ConsumerSpec
 from airflow_provider_jetstream.core.manage.specs.kv import kv_stream_name
+from airflow_provider_jetstream.core.protocol import KV_OPERATION
 from airflow_provider_jetstream.core.read.delivery import Delivery
 from airflow_provider_jetstream.core.signatures.events import INITIAL, KV_EVENTS
 from airflow_provider_jetstream.triggers.message_producer import JetStreamSharedStreamProducer

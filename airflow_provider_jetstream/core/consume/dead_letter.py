@@ -6,7 +6,13 @@ import nats.errors
 from nats.aio.client import Client
 
 from airflow_provider_jetstream.core.errors import JetStreamError, JetStreamPublishError
-from airflow_provider_jetstream.core.protocol import DLQ_ORIGIN_HEADERS, DLQ_REASON_HEADER, EXPECTED_STREAM_HEADER, MSG_ID_HEADER, parse_pub_ack
+from airflow_provider_jetstream.core.protocol import (
+    DLQ_ORIGIN_HEADERS,
+    DLQ_REASON_HEADER,
+    EXPECTED_STREAM_HEADER,
+    MSG_ID_HEADER,
+    parse_pub_ack,
+)
 from airflow_provider_jetstream.core.read.delivery import Delivery
 from airflow_provider_jetstream.core.tasks import wait_task
 

@@ -407,27 +407,30 @@ class DurablePuller:
         return nak_body(self.redelivery_delay(ticket.delivered) if verdict == "fail" else self.idle_delay)
 
     async def _renew(self) -> None:
-        """``+WPI`` every unsettled message every ``ack_wait / 3`` seconds (with ``ack_all``, every held
-        one but the failed ones, and retry moving the floor)."""
+        """Every ``ack_wait / 3`` seconds, keep the unsettled messages alive (:meth:`_keep_alive`)."""
         period = max(0.1, self.ack_wait / 3)
         while True:
             await asyncio.sleep(period)
-            if not self.in_flight or not self.nc.is_connected:
-                continue
-            with contextlib.suppress(nats.errors.Error):
-                renewed = 0
-                for ticket in list(self.in_flight.values()):
-                    if self.floor is not None and not self.floor.renews(ticket):
-                        continue
-                    await self.nc.publish(ticket.reply, IN_PROGRESS)
-                    renewed += 1
-                self.counts["wpi"] += renewed
-                if self.floor is not None:
-                    try:
-                        await self.floor.advance()
-                        await self.nc.flush()
-                    except JetStreamError as err:
-                        log.warning("%s > %s: cannot ack the floor now: %s", self.stream, self.consumer, err)
+            if self.in_flight and self.nc.is_connected:
+                await self._keep_alive()
+
+    async def _keep_alive(self) -> None:
+        """``+WPI`` every unsettled message (with ``ack_all``, every held one but the failed ones, and move the
+        floor if it can move now); a connection lost meanwhile leaves it to the next period."""
+        with contextlib.suppress(nats.errors.Error):
+            renewed = 0
+            for ticket in list(self.in_flight.values()):
+                if self.floor is not None and not self.floor.renews(ticket):
+                    continue
+                await self.nc.publish(ticket.reply, IN_PROGRESS)
+                renewed += 1
+            self.counts["wpi"] += renewed
+            if self.floor is not None:
+                try:
+                    await self.floor.advance()
+                    await self.nc.flush()
+                except JetStreamError as err:
+                    log.warning("%s > %s: cannot ack the floor now: %s", self.stream, self.consumer, err)
 
     async def stop(self) -> None:
         """Stop renewing; ``-NAK`` what is still unsettled so it comes back at once (best effort).

@@ -19,7 +19,7 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from airflow_provider_jetstream.core.api import JetStreamApi, domain_of, retry_failover
+from airflow_provider_jetstream.core.api import JetStreamApi, domain_of
 from airflow_provider_jetstream.core.errors import (
     JetStreamConfigError,
     JetStreamDomainUnavailableError,
@@ -30,6 +30,7 @@ from airflow_provider_jetstream.core.read.delivery import Delivery, make_deliver
 from airflow_provider_jetstream.core.read.ordered import OrderedConsumer
 from airflow_provider_jetstream.core.read.pull import PullSubscription
 from airflow_provider_jetstream.core.read.settle import AckHandle, Reopen, Settler, SettleRoute
+from airflow_provider_jetstream.core.resend import retry_failover
 
 #: Seconds past a request's ``max_wait`` its ending status may take to arrive before the batch counts as over.
 STATUS_GRACE = 2.0
@@ -189,7 +190,7 @@ class Reading:
 
         A pull a clustered JetStream answers "no leader" (503) before any message, as a node leading the
         consumer dies, is sent again after the election (the one retry rule,
-        :func:`~airflow_provider_jetstream.core.api.retry_failover`, within the API's ``failover`` seconds);
+        :func:`~airflow_provider_jetstream.core.resend.retry_failover`, within the API's ``failover`` seconds);
         an ordered read goes on with a new consumer. Raises :class:`JetStreamDomainUnavailableError` when no
         JetStream answered the pull, :class:`JetStreamNotFoundError` when the durable consumer was deleted, and
         :class:`~airflow_provider_jetstream.core.errors.JetStreamError` when the server refused it.

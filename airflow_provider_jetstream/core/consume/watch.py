@@ -22,9 +22,9 @@ import datetime as dt
 from collections.abc import AsyncIterator, Sequence
 
 from airflow_provider_jetstream.core.api import JetStreamApi
-from airflow_provider_jetstream.core.manage.buckets import KV_OPERATION, KvEntry, bucket_layout_of
+from airflow_provider_jetstream.core.manage.buckets import KvEntry, bucket_layout_of
 from airflow_provider_jetstream.core.manage.objects import ObjectInfo, layout_of, meta_subject
-from airflow_provider_jetstream.core.protocol import AckReply, parse_header_block
+from airflow_provider_jetstream.core.protocol import KV_OPERATION, AckReply, parse_header_block
 from airflow_provider_jetstream.core.read.ordered import OrderedConsumer
 
 #: One message of a watch: its ack reply's metadata, subject, raw header block and payload.

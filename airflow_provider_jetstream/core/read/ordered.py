@@ -20,16 +20,9 @@ import datetime as dt
 import time
 from collections.abc import Callable, Sequence
 
-from airflow_provider_jetstream.core.api import (
-    Backoff,
-    JetStreamApi,
-    clustered,
-    during_failover,
-    hint_for,
-    home_domain,
-    no_leader_error,
-)
+from airflow_provider_jetstream.core.api import JetStreamApi, hint_for, no_leader_error
 from airflow_provider_jetstream.core.arguments.names import domain_of
+from airflow_provider_jetstream.core.connection.client import clustered, home_domain
 from airflow_provider_jetstream.core.errors import JetStreamDomainUnavailableError, JetStreamError
 from airflow_provider_jetstream.core.protocol import AckReply, parse_ack_reply
 from airflow_provider_jetstream.core.read.pull import (
@@ -38,6 +31,7 @@ from airflow_provider_jetstream.core.read.pull import (
     create_ephemeral_consumer,
     discard_consumer,
 )
+from airflow_provider_jetstream.core.resend import during_failover, pull_pauses
 
 #: ``on_message(meta, reply, subject, headers, payload)``: one delivery in order (``reply`` decoded).
 OrderedMessage = Callable[[AckReply, str, bytes, bytes, bytes], None]
@@ -98,7 +92,7 @@ class OrderedConsumer:
         self.broken: str | None = None
         self._resumes = 0
         self._streak_since = 0.0
-        self._pause = Backoff(first=1.0, cap=max(1.0, 3 * (heartbeat or expires)))
+        self._pause = pull_pauses(max(1.0, 3 * (heartbeat or expires)))
 
     @property
     def consumer(self) -> str | None:

@@ -16,8 +16,9 @@ await-message match (:mod:`~airflow_provider_jetstream.core.consume.durable`). I
   :func:`~airflow_provider_jetstream.core.protocol.pull_status`), into state the reader's loop acts on:
   :attr:`~PullSubscription.failure` (the same request would be refused again), :attr:`~PullSubscription.gone`
   (the consumer was deleted), :attr:`~PullSubscription.retry_at` (nothing can serve the pull now: pull again
-  after a pause of the one resend rule's :class:`~airflow_provider_jetstream.core.api.Backoff`, doubling up to
-  the request's expiry and starting over once data flows), :attr:`~PullSubscription.request_over` (the request
+  after a pause of the one resend rule, doubling up to
+  the request's expiry and starting over once data flows, :func:`~airflow_provider_jetstream.core.resend.pull_pauses`),
+  :attr:`~PullSubscription.request_over` (the request
   ended), the last heartbeat's sequences, and whether requests have stalled (no sign of the server for three
   heartbeats while messages are owed: a reconnect loses pull requests).
 
@@ -40,15 +41,9 @@ from typing import Any, NamedTuple
 import nats.errors
 from nats.aio.subscription import Subscription
 
-from airflow_provider_jetstream.core.api import (
-    STREAM_NOT_FOUND,
-    Backoff,
-    JetStreamApi,
-    JetStreamApiError,
-    clustered,
-    hint_for,
-)
+from airflow_provider_jetstream.core.api import STREAM_NOT_FOUND, JetStreamApi, JetStreamApiError, hint_for
 from airflow_provider_jetstream.core.arguments.durations import parse_instant
+from airflow_provider_jetstream.core.connection.client import clustered
 from airflow_provider_jetstream.core.errors import (
     JetStreamConnectionError,
     JetStreamDomainUnavailableError,
@@ -66,7 +61,8 @@ from airflow_provider_jetstream.core.protocol import (
     pull_status,
     status_headers,
 )
-from airflow_provider_jetstream.core.tasks import wait_task
+from airflow_provider_jetstream.core.resend import pull_pauses
+from airflow_provider_jetstream.core.tasks import wait_event
 from airflow_provider_jetstream.core.wire.intake import FrameHandler, subscribe_frames, unsubscribe_frames
 
 #: Heartbeats without any sign of the server after which owed messages count as lost.
@@ -130,7 +126,7 @@ class PullSubscription:
         #: ``time.monotonic()`` of the last request sent, and of the last sign of the server.
         self.sent_at = 0.0
         self.last_sign = time.monotonic()
-        self.backoff = Backoff(first=1.0, cap=pause_cap or expires)
+        self.backoff = pull_pauses(pause_cap or expires)
         #: Set by :meth:`react` only. The server refused a request as it would refuse it again.
         self.failure: JetStreamError | None = None
         #: The consumer was deleted (its status), until the reader :meth:`clear` s it.
@@ -286,10 +282,7 @@ class PullSubscription:
     async def wait(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for a message or a status; False when none came."""
         self.changed.clear()
-        with contextlib.suppress(asyncio.TimeoutError):
-            await wait_task(self.changed.wait(), max(0.0, timeout))
-            return True
-        return False
+        return await wait_event(self.changed, timeout)
 
 
 class EphemeralConsumer(NamedTuple):

@@ -8,9 +8,10 @@ twice does no harm. :class:`Settler` keeps one inbox per connection for those an
 its answer, and :meth:`Settler.confirm` waits for the answers of what was sent: a settle not answered within
 its ``timeout`` is sent again, and one answered "no responders" (nobody takes acks for that consumer now) is
 sent again after a pause on a cluster's connection (a consumer leader being elected) within its ``failover``
-seconds; what is still not confirmed then raises :class:`~airflow_provider_jetstream.core.errors.JetStreamAckError`
-naming each message. Synchronous code in another thread hands settles over with :meth:`Settler.submit`: they
-are sent by the connection's loop in bulk, and confirmed by the same barrier.
+seconds (the one resend rule, :func:`~airflow_provider_jetstream.core.resend.may_settle_again`); what is still
+not confirmed then raises :class:`~airflow_provider_jetstream.core.errors.JetStreamAckError` naming each
+message. Synchronous code in another thread hands settles over with :meth:`Settler.submit`: they are sent by
+the connection's loop in bulk, and confirmed by the same barrier.
 
 Airflow-free: Spark executors import it.
 """
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import itertools
 import threading
 import time
@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from nats.aio.client import Client
 from nats.aio.subscription import Subscription
 
-from airflow_provider_jetstream.core.api import Backoff, clustered
 from airflow_provider_jetstream.core.errors import JetStreamAckError
 from airflow_provider_jetstream.core.protocol import NO_RESPONDERS, parse_header_block, settle_verb
-from airflow_provider_jetstream.core.tasks import wait_task
+from airflow_provider_jetstream.core.resend import may_settle_again, pause_after
+from airflow_provider_jetstream.core.tasks import wait_event
 from airflow_provider_jetstream.core.wire.intake import subscribe_frames
 
 #: Unconfirmed messages named in an error, at most.
@@ -196,7 +196,7 @@ class Settler:
                 await asyncio.shield(self._draining)
             else:
                 await asyncio.sleep(0)  # submitted from another thread: its drain starts on this loop
-        backoff = Backoff(first=0.25, cap=2.0)
+        rounds = 0  # rounds of verdicts sent again after "no responders"
         failed: list[tuple[_Sent, str]] = []
         while True:
             pending = [(t, s) for t, s in self.waiting.items() if handles is None or s.handle in handles]
@@ -210,7 +210,7 @@ class Settler:
                 if not sent.refused and now - sent.last < route.timeout:
                     left = sent.last + route.timeout - now
                     wait = left if wait is None else min(wait, left)
-                elif sent.refused and not clustered(self.nc):
+                elif not may_settle_again(refused=sent.refused, nc=self.nc):
                     failed.append((sent, "nobody takes its settles (the consumer was deleted?)"))
                     del self.waiting[token]
                 elif now - sent.first >= route.failover:
@@ -219,14 +219,14 @@ class Settler:
                 else:
                     again.append((token, sent))
             if again:
-                if any(sent.refused for _, sent in again):
-                    await asyncio.sleep(backoff.next())  # a consumer leader being elected
+                if any(sent.refused for _, sent in again):  # a consumer leader being elected
+                    rounds += 1
+                    await asyncio.sleep(pause_after(rounds))
                 await self._send_again(again)
                 continue
             if wait is not None:
                 self.answered.clear()
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await wait_task(self.answered.wait(), wait)
+                await wait_event(self.answered, wait)
         if failed:
             named = "; ".join(f"{settle_verb(s.body)} of {s.handle.what}: {why}" for s, why in failed[:_NAMED])
             more = f" (and {len(failed) - _NAMED} more)" if len(failed) > _NAMED else ""
