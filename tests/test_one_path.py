@@ -1,5 +1,6 @@
-"""One home for each reaction, read from the package's syntax trees: the one resend rule (``core/resend.py``)
-and header names declared once (``core/protocol.py``)."""
+"""One home for each reaction, read from the package's syntax trees: the one resend rule (``core/resend.py``),
+header names and settles declared once (``core/protocol.py``), the server's pull statuses read in one place and
+every pull request sent by the one pull subscription (``core/read/pull.py``)."""
 
 from __future__ import annotations
 
@@ -18,10 +19,16 @@ PROTOCOL_MODULE = "airflow_provider_jetstream.core.protocol"
 #: The harness that starts nats-server processes for users' tests: its loops poll the processes it started
 #: until they are ready, they send nothing again.
 HARNESS = "testing/"
+#: The one reading of the server's statuses to a pull, the names it reads them with, and the pull request's subject.
+STATUS_HANDLER = "core/read/pull.py"
+STATUS_NAMES = {"pull_status", "HEARTBEAT", "REQUEST_DONE", "RETRY_AFTER", "RESUME", "FATAL"}
+PULL_REQUEST = "CONSUMER.MSG.NEXT"
+#: What a consumer is told of a delivered message (its settles).
+SETTLE_BODY = re.compile(rb"^(\+ACK|-NAK|\+TERM|\+WPI|\+NXT)")
 #: A constant's name that says it paces or repeats a send.
 RESEND_NAME = re.compile(r"RESEND|RETR(Y|IES)|BACKOFF|PAUSE|FAILOVER|AGAIN")
-#: A string that is a header name (``Nats-Msg-Id``, ``KV-Operation``...).
-HEADER_NAME = re.compile(r"(Nats|KV)-[A-Za-z]+(-[A-Za-z]+)*")
+#: A string that is a header name (``Nats-Msg-Id``, ``KV-Operation``, ``Airflow-DLQ-Reason``...).
+HEADER_NAME = re.compile(r"(Nats|KV|Airflow-DLQ)-[A-Za-z]+(-[A-Za-z]+)*")
 
 
 def modules() -> Iterator[tuple[str, ast.Module]]:
@@ -129,8 +136,17 @@ def header_offences(tree: ast.Module) -> list[str]:
     return found + imports_of(tree, headers, PROTOCOL_MODULE)
 
 
+def settle_offences(tree: ast.Module) -> list[str]:
+    """Settles spelled out (``+ACK``, ``-NAK``...) instead of taken from the protocol module."""
+    return [
+        f"line {node.lineno}: spells out the settle {node.value!r}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, bytes) and SETTLE_BODY.match(node.value)
+    ]
+
+
 def offenders(rule: str) -> dict[str, list[str]]:
-    check = resend_offences if rule == "resend" else header_offences
+    check = {"resend": resend_offences, "headers": header_offences, "settles": settle_offences}[rule]
     home = RESEND if rule == "resend" else PROTOCOL
     return {relative: found for relative, tree in modules() if relative != home and (found := check(tree))}
 
@@ -145,6 +161,26 @@ def test_only_the_resend_rule_decides_what_is_sent_again_and_after_what_pause() 
 def test_header_names_are_declared_once_in_the_protocol_module() -> None:
     """Every header name the package writes or reads is a constant of ``core/protocol.py``, imported from there."""
     assert offenders("headers") == {}
+
+
+def test_settles_are_spelled_only_in_the_protocol_module() -> None:
+    assert offenders("settles") == {}
+
+
+def test_only_the_pull_subscription_reads_the_servers_statuses_and_sends_pull_requests() -> None:
+    """Every reader (exact ranges, ordered reads, fetch and consume, the durable puller, the watches) acts on what
+    the pull subscription read; none imports the statuses' outcomes, and none spells a pull request's subject
+    (the test topology's account exports name it: configuration, not a reader)."""
+    readers, spelled = set(), set()
+    for relative, tree in modules():
+        for node in ast.walk(tree):
+            imported = {alias.name for alias in node.names} if isinstance(node, ast.ImportFrom) else set()
+            if getattr(node, "module", None) == PROTOCOL_MODULE and STATUS_NAMES & imported:
+                readers.add(relative)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and PULL_REQUEST in node.value:
+                spelled.add(relative)
+    assert readers == {STATUS_HANDLER}
+    assert spelled == {STATUS_HANDLER}
 
 
 def test_the_checks_find_what_they_look_for() -> None:
