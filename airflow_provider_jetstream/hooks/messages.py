@@ -19,11 +19,10 @@ from airflow_provider_jetstream.core.consume.fetch import ReadingConsumer, fetch
 from airflow_provider_jetstream.core.signatures.consume import CONSUME, FETCH
 from airflow_provider_jetstream.core.signatures.shared import REQUEST
 from airflow_provider_jetstream.core.sync import iterate_held
-from airflow_provider_jetstream.hooks.base import blocking, checked
-from airflow_provider_jetstream.hooks.objects import JetStreamObjectsHook
+from airflow_provider_jetstream.hooks.base import JetStreamBaseHook, blocking, checked
 
 
-class JetStreamMessagesHook(JetStreamObjectsHook):
+class JetStreamMessagesHook(JetStreamBaseHook):
     """Fetch and consume messages (see :class:`~airflow_provider_jetstream.hooks.jetstream.JetStreamHook`)."""
 
     def settle_sender(self) -> Send:
@@ -51,7 +50,7 @@ class JetStreamMessagesHook(JetStreamObjectsHook):
         durable one, checked, or an ephemeral one deleted on exit): what fetching and the consume operator use."""
         domain, api_prefix, timeout = where
         async with contextlib.AsyncExitStack() as stack:
-            api = await stack.enter_async_context(self.aapi(domain, api_prefix, timeout=timeout))
+            api = await stack.enter_async_context(self.aapi(domain, api_prefix, request_timeout=timeout))
             reading = await stack.enter_async_context(
                 reading_consumer(
                     api, stream, consumer, filter_subject=filter_subject, start_seq=start_seq, start_time=start_time
@@ -96,7 +95,7 @@ class JetStreamMessagesHook(JetStreamObjectsHook):
         no_wait: bool = False,
         domain: str | None = None,
         api_prefix: str | None = None,
-        timeout: float | None = None,
+        request_timeout: float | None = None,
     ) -> list[Delivery]:
         """Up to ``batch`` messages of ``stream``, waiting up to ``max_wait`` seconds (default 5) for the batch
         to fill: one pull request, in any domain or API prefix. With ``no_wait`` (default False) it returns at
@@ -117,7 +116,7 @@ class JetStreamMessagesHook(JetStreamObjectsHook):
         :param all_header_values: read every value of repeated headers (one lookup per message with
             headers). Default True.
         """
-        where = (domain, api_prefix, timeout)
+        where = (domain, api_prefix, request_timeout)
         async with self._open_reading(stream, consumer, filter_subject, start_seq, start_time, where) as (api, reading):
             return await self._fetch_batch(api, stream, reading, batch, max_wait, all_header_values, no_wait)
 
@@ -138,14 +137,14 @@ class JetStreamMessagesHook(JetStreamObjectsHook):
         stop_when_empty: bool = False,
         domain: str | None = None,
         api_prefix: str | None = None,
-        timeout: float | None = None,
+        request_timeout: float | None = None,
     ) -> AsyncIterator[Delivery]:
         """The messages of ``stream`` one by one, fetched ``batch`` at a time (one batch held in memory), for
         as long as the caller iterates (with ``stop_when_empty``: until a pull brings nothing within
         ``max_wait``). Arguments and messages as :meth:`afetch`; an ephemeral read keeps one consumer for
         the whole iteration and deletes it when the iteration ends. Settle the messages while iterating:
         the connection is open until then."""
-        where = (domain, api_prefix, timeout)
+        where = (domain, api_prefix, request_timeout)
         async with self._open_reading(stream, consumer, filter_subject, start_seq, start_time, where) as (api, reading):
             while True:
                 deliveries = await self._fetch_batch(api, stream, reading, batch, max_wait, all_header_values)

@@ -1,9 +1,9 @@
 """``JetStreamKeyValueTrigger``: a KV watch (no polling) until a key is present, in any domain.
 
 Each entry the watch delivers is judged by :func:`airflow_provider_jetstream.core.status.kv_key.judge_entry`,
-the key check the sensor's poke and :meth:`JetStreamHook.acheck_key` make: a key counts as present
+the key check the sensor's poke and :meth:`JetStreamKeyValueHook.acheck_key` make: a key counts as present
 when its latest entry is a value (a deleted or purged key is absent); optionally the value must
-equal ``value`` or the revision reach ``min_revision``.
+equal ``value`` or the revision be above ``after_revision``.
 """
 
 from __future__ import annotations
@@ -14,16 +14,16 @@ from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.signatures.waits import KEY_TRIGGER
 from airflow_provider_jetstream.core.status.kv_key import KeyCheck, judge_entry, watch_key
 from airflow_provider_jetstream.core.status.waiting import WaitOutcome, wait_until_final
-from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
+from airflow_provider_jetstream.hooks.kv import JetStreamKeyValueHook, lowest_revision
 from airflow_provider_jetstream.triggers.base import JetStreamWaitTrigger
 
 
 class JetStreamKeyValueTrigger(JetStreamWaitTrigger):
-    """Fires when a KV key is present (and equals ``value`` / reaches ``min_revision``), in any domain.
+    """Fires when a KV key is present (and equals ``value`` / is above ``after_revision``), in any domain.
 
     Watches the key (a consumer of its own on the bucket's stream, pulled through the one pull engine,
     starting with the key's latest entry) over the triggerer's one shared NATS connection: no polling.
-    When the key stays silent for ``rewatch_interval`` the watch is re-armed, so a watch lost with a restarted leaf is
+    When the key stays silent for ``poll_interval`` the watch is re-armed, so a watch lost with a restarted leaf is
     replaced; while the domain does not answer (a leaf that is offline, or a wrong domain name) it
     retries at that interval too, up to ``unreachable_timeout``. Fires ``{"status": "success",
     "entry": {...}}``, or ``{"status": "error", "reason": ..., "message": ...}`` when the bucket does
@@ -36,8 +36,9 @@ class JetStreamKeyValueTrigger(JetStreamWaitTrigger):
     :param domain: JetStream domain of the bucket. Default: the connection's.
     :param api_prefix: JetStream API prefix instead of a domain. Default: the connection's.
     :param value: value (UTF-8 text) the key must hold; None (default) accepts any value.
-    :param min_revision: revision the key must reach; None (default) accepts any.
-    :param rewatch_interval: seconds of silence after which the watch is re-armed. Default 60.
+    :param after_revision: only a revision above this one counts; None (default) accepts any.
+    :param poll_interval: seconds of silence after which the watch is re-armed (it watches: no polling).
+        Default 60.
     :param unreachable_timeout: how long (seconds, or text like ``"10m"``) the domain may go without
         answering before the trigger fails; None (default): no bound (the sensor's timeout applies).
     :param state: what the sensor's checks so far left (``{"unreachable_since": epoch seconds}``).
@@ -46,8 +47,9 @@ class JetStreamKeyValueTrigger(JetStreamWaitTrigger):
     released when ``run()`` returns, is cancelled or is closed: ``cleanup()`` has nothing left to do.
     """
 
-    fields = ("bucket", "key", "value", "min_revision", "rewatch_interval")
+    fields = ("bucket", "key", "value", "after_revision", "poll_interval")
     arguments = KEY_TRIGGER
+    hook_class = JetStreamKeyValueHook
     event_key = "entry"
 
     def __init__(
@@ -58,8 +60,8 @@ class JetStreamKeyValueTrigger(JetStreamWaitTrigger):
         domain: str | None = None,
         api_prefix: str | None = None,
         value: str | None = None,
-        min_revision: int | None = None,
-        rewatch_interval: float = 60.0,
+        after_revision: int | None = None,
+        poll_interval: float = 60.0,
         unreachable_timeout: float | str | None = None,
         state: dict[str, Any] | None = None,
     ) -> None:
@@ -70,8 +72,8 @@ class JetStreamKeyValueTrigger(JetStreamWaitTrigger):
             domain=domain,
             api_prefix=api_prefix,
             value=value,
-            min_revision=min_revision,
-            rewatch_interval=rewatch_interval,
+            after_revision=after_revision,
+            poll_interval=poll_interval,
             unreachable_timeout=unreachable_timeout,
             state=state,
         )
@@ -80,32 +82,32 @@ class JetStreamKeyValueTrigger(JetStreamWaitTrigger):
     def what(self) -> str:
         return f"KV {self.bucket!r} key {self.key!r}"
 
-    async def check(self, hook: JetStreamHook) -> KeyCheck:
+    async def check(self, hook: JetStreamKeyValueHook) -> KeyCheck:
         """One read of the key (a sensor's poke); the trigger itself watches instead (:meth:`wait`)."""
-        check = await hook.acheck_key(self.bucket, self.key, value=self.value, min_revision=self.min_revision)
+        check = await hook.acheck_key(self.bucket, self.key, value=self.value, after_revision=self.after_revision)
         state = "done" if check.done else "waiting"
         self.log.info("KV %r in %s: %s: %s", self.bucket, check.target, state, check.reason)
         return check
 
-    async def wait(self, hook: JetStreamHook) -> WaitOutcome:
-        """Watch the key (no polling), re-armed after ``rewatch_interval`` of silence, and after that long
+    async def wait(self, hook: JetStreamKeyValueHook) -> WaitOutcome:
+        """Watch the key (no polling), re-armed after ``poll_interval`` of silence, and after that long
         when the domain did not answer: the shared wait loop with the watch as its check."""
         async with hook.aapi() as api:
-            return await wait_until_final(lambda: self.step(hook, lambda: self._watch(api)), self.rewatch_interval)
+            return await wait_until_final(lambda: self.step(hook, lambda: self._watch(api)), self.poll_interval)
 
     async def _watch(self, api: JetStreamApi) -> KeyCheck:
-        """Watch until the key satisfies the trigger, or ``rewatch_interval`` passes without a change."""
+        """Watch until the key satisfies the trigger, or ``poll_interval`` passes without a change."""
         target = api.target
         seen = False
-        async for entry in watch_key(api, self.bucket, self.key, quiet_after=self.rewatch_interval):
+        async for entry in watch_key(api, self.bucket, self.key, quiet_after=self.poll_interval):
             if entry is None:  # what is stored has been delivered
                 if not seen:
                     self.log.info("KV %r in %s: key %r is absent; watching", self.bucket, target, self.key)
                 continue
             seen = True
-            check = judge_entry(self.bucket, self.key, target, entry, self.value, self.min_revision)
+            check = judge_entry(self.bucket, self.key, target, entry, self.value, lowest_revision(self.after_revision))
             self.log.info("KV %r in %s: %s: %s", self.bucket, target, "done" if check.done else "waiting", check.reason)
             if check.done:
                 return check
-        unchanged = f"key {self.key!r} unchanged for {self.rewatch_interval:g}s; watching again"
+        unchanged = f"key {self.key!r} unchanged for {self.poll_interval:g}s; watching again"
         return KeyCheck(self.bucket, self.key, target, False, unchanged)

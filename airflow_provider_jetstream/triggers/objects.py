@@ -6,13 +6,13 @@ from typing import Any
 
 from airflow_provider_jetstream.core.signatures.objects import OBJECT_TRIGGER
 from airflow_provider_jetstream.core.status.object_check import ObjectCheck
-from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
+from airflow_provider_jetstream.hooks.objects import JetStreamObjectStoreHook
 from airflow_provider_jetstream.triggers.base import JetStreamWaitTrigger
 
 
 class JetStreamObjectTrigger(JetStreamWaitTrigger):
-    """Fires when object ``name`` of ``bucket`` is present (not deleted) and, with ``min_revision``, its revision
-    (the sequence of its meta message) is above it: a put after the one seen. Checks the object's meta every
+    """Fires when object ``object_name`` of ``bucket`` is present (not deleted) and, with ``after_revision``, its
+    revision (the sequence of its meta message) is above it: a put after the one seen. Checks the object's meta every
     ``poll_interval`` seconds (one request each) over the triggerer's one shared NATS connection, mirror buckets
     of other domains included; while the domain does not answer it goes on asking, up to ``unreachable_timeout``.
     Fires ``{"status": "success", "object": {...}}`` (the object's info), or ``{"status": "error", ...}`` when the
@@ -20,28 +20,29 @@ class JetStreamObjectTrigger(JetStreamWaitTrigger):
 
     :param jetstream_conn_id: Airflow connection id (the connection is resolved in the triggerer).
     :param bucket: object store bucket name.
-    :param name: the object's name.
+    :param object_name: the object's name.
     :param domain: JetStream domain of the bucket. Default: the connection's.
     :param api_prefix: JetStream API prefix instead of a domain. Default: the connection's.
-    :param min_revision: revision the object must exceed; None (default): any revision.
+    :param after_revision: revision the object must exceed; None (default): any revision.
     :param poll_interval: seconds between checks. Default 5.
     :param unreachable_timeout: how long (seconds, or text like ``"10m"``) the domain may go without answering
         before the trigger fails; None (default): no bound (the sensor's timeout applies).
     :param state: what the sensor's checks so far left.
     """
 
-    fields = ("bucket", "name", "min_revision", "poll_interval")
+    fields = ("bucket", "object_name", "after_revision", "poll_interval")
     arguments = OBJECT_TRIGGER
+    hook_class = JetStreamObjectStoreHook
     event_key = "object"
 
     def __init__(
         self,
         jetstream_conn_id: str,
         bucket: str,
-        name: str,
+        object_name: str,
         domain: str | None = None,
         api_prefix: str | None = None,
-        min_revision: int | None = None,
+        after_revision: int | None = None,
         poll_interval: float = 5.0,
         unreachable_timeout: float | str | None = None,
         state: dict[str, Any] | None = None,
@@ -49,10 +50,10 @@ class JetStreamObjectTrigger(JetStreamWaitTrigger):
         super().__init__(
             jetstream_conn_id=jetstream_conn_id,
             bucket=bucket,
-            name=name,
+            object_name=object_name,
             domain=domain,
             api_prefix=api_prefix,
-            min_revision=min_revision,
+            after_revision=after_revision,
             poll_interval=poll_interval,
             unreachable_timeout=unreachable_timeout,
             state=state,
@@ -60,10 +61,10 @@ class JetStreamObjectTrigger(JetStreamWaitTrigger):
 
     @property
     def what(self) -> str:
-        return f"object store {self.bucket!r} object {self.name!r}"
+        return f"object store {self.bucket!r} object {self.object_name!r}"
 
-    async def check(self, hook: JetStreamHook) -> ObjectCheck:
-        check = await hook.acheck_object(self.bucket, self.name, min_revision=self.min_revision)
+    async def check(self, hook: JetStreamObjectStoreHook) -> ObjectCheck:
+        check = await hook.acheck_object(self.bucket, self.object_name, after_revision=self.after_revision)
         state = "done" if check.done else "waiting"
         self.log.info("object store %r in %s: %s: %s", self.bucket, check.target, state, check.reason)
         return check
