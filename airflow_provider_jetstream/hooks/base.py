@@ -332,7 +332,7 @@ class JetStreamBaseHook(BaseHook):
             reasons = await asyncio.gather(*(probe(nc, domain) for domain in domains))
         return dict(zip(domains, reasons, strict=True))
 
-    async def double_store_guard(
+    async def _double_store_guard(
         self,
         api: JetStreamApi,
         subjects: list[str],

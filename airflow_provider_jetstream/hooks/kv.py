@@ -66,7 +66,7 @@ class JetStreamKeyValueHook(JetStreamBaseHook):
         stream = spec.stream_spec()
         subjects = [] if stream.is_mirror else [kv_subjects(spec.bucket)]
         async with self.aapi(domain, api_prefix, request_timeout=request_timeout) as api:
-            guard = await self.double_store_guard(
+            guard = await self._double_store_guard(
                 api,
                 subjects,
                 f"bucket {spec.bucket!r}",

@@ -78,7 +78,7 @@ class JetStreamObjectStoreHook(JetStreamBaseHook):
         stream = spec.stream_spec()
         subjects = [] if stream.is_mirror else object_subjects(spec.bucket)
         async with self.aapi(domain, api_prefix, request_timeout=request_timeout) as api:
-            guard = await self.double_store_guard(
+            guard = await self._double_store_guard(
                 api, subjects, f"object store {spec.bucket!r}", allow_double_store, logger, peer_domains, stream
             )
             result = await reconcile_object_store(

@@ -81,7 +81,7 @@ class JetStreamPublishHook(JetStreamBaseHook):
         logger = logger or self.log
         what = f"publish to {subject!r}"
         async with self.aapi(domain, api_prefix, request_timeout=request_timeout) as api:
-            guard = await self.double_store_guard(api, [subject], what, allow_double_store, logger, peer_domains)
+            guard = await self._double_store_guard(api, [subject], what, allow_double_store, logger, peer_domains)
             await guard()
             batch = await batch_target(api, subject) if fast_ingest is not False else None
             summary = await publish_messages(

@@ -72,7 +72,7 @@ class JetStreamStreamsHook(JetStreamBaseHook):
         spec: StreamSpec = stream  # type: ignore[assignment]  # checked: a StreamSpec
         logger = logger or self.log
         async with self.aapi(domain, api_prefix, request_timeout=request_timeout) as api:
-            guard = await self.double_store_guard(
+            guard = await self._double_store_guard(
                 api,
                 spec.listen_subjects(),
                 f"stream {spec.name!r}",

@@ -65,7 +65,8 @@ class Retired:
     :param meaning: what it named, in words (the glossary's and the CHANGELOG's "old" column).
     :param why: for a removal, why; for a rename, what changed besides the name (or nothing).
     :param where: the surfaces it was retired on, as patterns of their names (``JetStreamHook.a*``: a hook
-        method, a class name, ``spark read``, ``stream_to_parquet``), for a name that still names
+        method, ``JetStream*Hook.*consumer_lag`` one and its blocking twin, a class name, ``spark read``,
+        ``stream_to_parquet``), for a name that still names
         something else elsewhere. Empty: wherever ``new`` is taken (a removal: everywhere).
     :param output: a key of what the provider returns (XCom, events, messages): nothing takes it, so
         nothing refuses it; it is listed for the reader.
@@ -105,12 +106,12 @@ def _renamed(olds: str, news: str, meaning: str, why: str = "", where: tuple[str
     return [Retired(o, n, meaning, why, where) for o, n in zip(old_names, new_names, strict=True)]
 
 
-#: Hook methods (their qualified names: ``JetStreamStatusHook.aconsumer_lag``).
+#: Hook methods (their qualified names: ``JetStreamStatusHook.aconsumer_lag``; ``*consumer_lag``: both twins).
 HOOK_METHODS = ("JetStream*Hook.*",)
-_CONSUMER_LAG = ("JetStream*Hook.aconsumer_lag", "JetStreamConsumerLagSensor", "JetStreamConsumerLagTrigger")
+_CONSUMER_LAG = ("JetStream*Hook.*consumer_lag", "JetStreamConsumerLagSensor", "JetStreamConsumerLagTrigger")
 _REPLICATION = (
-    "JetStream*Hook.areplication_status",
-    "JetStream*Hook.aretention_headroom",
+    "JetStream*Hook.*replication_status",
+    "JetStream*Hook.*retention_headroom",
     "JetStreamReplicationLagSensor",
     "JetStreamRetentionHeadroomSensor",
     "JetStreamReplicationLagTrigger",
@@ -118,16 +119,16 @@ _REPLICATION = (
 
 #: Every retired name of the public surfaces, in the order the CHANGELOG and the glossary list them.
 RETIRED: tuple[Retired, ...] = (
-    Retired("name", "consumer", "a consumer", where=("JetStream*Hook.adelete_consumer", "JetStreamDeleteConsumer*")),
+    Retired("name", "consumer", "a consumer", where=("JetStream*Hook.*delete_consumer", "JetStreamDeleteConsumer*")),
     Retired("name", "stream", "a stream"),
     Retired("name", "object_name", "an object"),
-    Retired("spec", "stream", "what ensure_stream declares", where=("JetStream*Hook.aensure_stream",)),
-    Retired("spec", "consumer", "what ensure_consumer declares", where=("JetStream*Hook.aensure_consumer",)),
+    Retired("spec", "stream", "what ensure_stream declares", where=("JetStream*Hook.*ensure_stream",)),
+    Retired("spec", "consumer", "what ensure_consumer declares", where=("JetStream*Hook.*ensure_consumer",)),
     Retired(
         "spec",
         "bucket",
         "what ensure_key_value and ensure_object_store declare",
-        where=("JetStream*Hook.aensure_key_value", "JetStream*Hook.aensure_object_store"),
+        where=("JetStream*Hook.*ensure_key_value", "JetStream*Hook.*ensure_object_store"),
     ),
     *_renamed(
         "source_stream source_domain source_api_prefix",
