@@ -95,8 +95,8 @@ def test_ensure_consumer_and_consumer_lag(hub_conn, raw) -> None:
     raw.publish(name, [b"a", b"b", b"c"], server="leaf")
     # The consumer counts stored messages asynchronously: read once it has counted all three.
     lag = wait_until(lambda: hook.consumer_lag(name, "dur"), lambda check: check.info["num_pending"] == 3)
-    assert not lag.done and "unprocessed (num_pending) 3 > max_pending 0" in lag.reason
-    within = asyncio.run(hook.aconsumer_lag(name, "dur", max_pending=3))
+    assert not lag.done and "unprocessed (num_pending) 3 > max_unprocessed 0" in lag.reason
+    within = asyncio.run(hook.aconsumer_lag(name, "dur", max_unprocessed=3))
     assert within.done and within.target == "domain 'leaf'"
     assert within.to_xcom()["num_pending"] == 3 and within.to_xcom()["delivered"]["stream_seq"] == 0
 
@@ -152,7 +152,7 @@ def test_replication_status_is_the_exact_check(hub_conn, raw) -> None:
     with pytest.raises(JetStreamConfigError, match="has no mirror and no sources"):
         hook.replication_status(name, domain="leaf")  # the origin itself copies nothing
     with pytest.raises(JetStreamConfigError, match="has no mirror or source named 'other'"):
-        hook.replication_status(aggregate, sources=["other"])
+        hook.replication_status(aggregate, origins=["other"])
 
 
 # -- KV --------------------------------------------------------------------------------------------
@@ -172,7 +172,7 @@ def test_kv_put_get_delete_in_the_leaf_and_through_a_hub_mirror(hub_conn, raw) -
         hook.kv_put(bucket, "site.a", "late", domain="leaf", expected_revision=first)
     assert asyncio.run(hook.akv_get(bucket, "site.a", domain="leaf")).value == b"text"
     assert hook.check_key(bucket, "site.a", domain="leaf", value="text").done
-    assert not asyncio.run(hook.acheck_key(bucket, "site.a", domain="leaf", min_revision=second + 1)).done
+    assert not asyncio.run(hook.acheck_key(bucket, "site.a", domain="leaf", after_revision=second)).done
 
     # A hub mirror as nats.go lays it out: read through the hub, written to its origin in the leaf.
     copy = f"{bucket}-copy"
@@ -238,20 +238,20 @@ def test_publish_checks_every_ack(hub_conn, raw) -> None:
 # -- refused before anything is sent ---------------------------------------------------------------
 
 BAD_CALLS: list[tuple[str, tuple[Any, ...], dict[str, Any], str]] = [
-    ("ensure_stream", ({"name": "bad name"},), {}, "spec.name='bad name' is not allowed"),
+    ("ensure_stream", ({"name": "bad name"},), {}, "stream.name='bad name' is not allowed"),
     ("ensure_stream", ({"name": "s", "subjets": ["s"]},), {}, "did you mean 'subjects'"),
     ("ensure_stream", ({"name": "s"},), {"if_exists": "replace"}, "if_exists='replace' is not allowed"),
     ("ensure_stream", ({"name": "s"},), {"dry_run": "yes"}, "dry_run='yes' is not allowed"),
     ("ensure_stream", ({"name": "s"},), {"peer_domains": "leaf"}, "peer_domains='leaf' is not allowed"),
     ("ensure_stream", ({"name": "s"},), {"domain": "leaf", "api_prefix": "JS.acc@hub.API"}, "both given"),
-    ("ensure_stream", ({"name": "s"},), {"timeout": 0}, "timeout=0"),
+    ("ensure_stream", ({"name": "s"},), {"request_timeout": 0}, "request_timeout=0"),
     ("ensure_consumer", ("bad stream", {"name": "d"}), {}, "stream='bad stream' is not allowed"),
-    ("ensure_consumer", ("s", {"name": "d", "ack_wait": "soon"}), {}, "spec.ack_wait='soon'"),
-    ("ensure_key_value", ({"bucket": "b", "history": 0},), {}, "spec.history=0"),
-    ("stream_info", ("a.b",), {}, "name='a.b' is not allowed"),
-    ("consumer_lag", ("s", "c"), {"max_pending": -1}, "max_pending=-1 is not allowed"),
+    ("ensure_consumer", ("s", {"name": "d", "ack_wait": "soon"}), {}, "consumer.ack_wait='soon'"),
+    ("ensure_key_value", ({"bucket": "b", "history": 0},), {}, "bucket.history=0"),
+    ("stream_info", ("a.b",), {}, "stream='a.b' is not allowed"),
+    ("consumer_lag", ("s", "c"), {"max_unprocessed": -1}, "max_unprocessed=-1 is not allowed"),
     ("replication_status", ("s",), {"verify_origin": "maybe"}, "verify_origin='maybe' is not allowed"),
-    ("replication_status", ("s",), {"sources": []}, "sources=[] is not allowed"),
+    ("replication_status", ("s",), {"origins": []}, "origins=[] is not allowed"),
     ("kv_get", ("b", "bad key"), {}, "key='bad key' is not allowed"),
     ("check_key", ("bad bucket", "k"), {}, "bucket='bad bucket' is not allowed"),
     ("kv_put", ("b", "k", {1, 2}), {}, "value={1, 2} is not allowed"),

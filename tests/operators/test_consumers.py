@@ -111,7 +111,7 @@ def test_created_consumer_is_pullable(hub_conn, hub_leaf, stream) -> None:
 def test_delete_consumer_and_validation(hub_conn, raw, stream) -> None:
     consumer(hub_conn, stream, {"name": "gone"})
     op = JetStreamDeleteConsumerOperator(
-        task_id="d", jetstream_conn_id=hub_conn, domain="leaf", stream=stream, name="gone"
+        task_id="d", jetstream_conn_id=hub_conn, domain="leaf", stream=stream, consumer="gone"
     )
     assert op.execute({})["deleted"] is True and op.execute({})["deleted"] is False
     with pytest.raises(SpecErrors, match="push consumers are not managed here"):

@@ -136,9 +136,9 @@ def test_mirror_and_sourced_stream_across_domains(hub_conn, raw) -> None:
         task_id="m",
         jetstream_conn_id=hub_conn,
         domain="hub",
-        name=uid("backup"),
-        source_stream=origin,
-        source_domain="leaf",
+        stream=uid("backup"),
+        origin=origin,
+        origin_domain="leaf",
         stream_overrides={"max_age": "1d"},
     ).execute({})
     assert mirror["action"] == "created" and mirror["domain"] == "hub"
@@ -149,7 +149,7 @@ def test_mirror_and_sourced_stream_across_domains(hub_conn, raw) -> None:
         task_id="s",
         jetstream_conn_id=hub_conn,
         domain="hub",
-        name=agg,
+        stream=agg,
         sources=[{"name": origin, "domain": "leaf"}, {"name": other, "domain": "leaf"}],
     ).execute({})
     assert sourced["action"] == "created"
@@ -160,7 +160,7 @@ def test_mirror_and_sourced_stream_across_domains(hub_conn, raw) -> None:
         task_id="s2",
         jetstream_conn_id=hub_conn,
         domain="hub",
-        name=agg,
+        stream=agg,
         sources=[{"name": origin, "domain": "leaf", "filter_subject": origin}],
     ).execute({})
     assert changed["action"] == "updated" and list(changed["changes"]) == ["sources"]
@@ -171,7 +171,7 @@ def test_mirror_and_sourced_stream_across_domains(hub_conn, raw) -> None:
         task_id="s3",
         jetstream_conn_id=hub_conn,
         domain="hub",
-        name=agg,
+        stream=agg,
         sources=[{"name": origin, "domain": "leaf", "filter_subject": origin}],
     ).execute({})
     assert again["action"] == "unchanged" and again["requests"] == 1
@@ -179,8 +179,8 @@ def test_mirror_and_sourced_stream_across_domains(hub_conn, raw) -> None:
         task_id="s4",
         jetstream_conn_id=hub_conn,
         domain="hub",
-        name=agg,
-        prune_sources=True,
+        stream=agg,
+        options={"prune_sources": True},
         sources=[{"name": origin, "domain": "leaf", "filter_subject": origin}],
     ).execute({})
     assert pruned["action"] == "updated" and "removes" in pruned["changes"]["sources"]["note"]
@@ -287,16 +287,16 @@ def test_delete_and_purge(hub_conn, raw) -> None:
     raw.publish(f"{name}.a", [b"1", b"2", b"3"], server="leaf")
     raw.publish(f"{name}.b", [b"1", b"2"], server="leaf")
     purged = JetStreamPurgeStreamOperator(
-        task_id="p", jetstream_conn_id=hub_conn, domain="leaf", name=name, subject=f"{name}.a", keep=1
+        task_id="p", jetstream_conn_id=hub_conn, domain="leaf", stream=name, subject=f"{name}.a", keep=1
     ).execute({})
     assert purged["purged"] == 2 and raw.info("leaf", name)["state"]["messages"] == 3
-    with pytest.raises(SpecErrors, match="give keep or up_to_sequence"):
-        JetStreamPurgeStreamOperator(task_id="p2", name=name, keep=1, up_to_sequence=3)
-    delete = JetStreamDeleteStreamOperator(task_id="d", jetstream_conn_id=hub_conn, domain="leaf", name=name)
+    with pytest.raises(SpecErrors, match="give keep or up_to_seq"):
+        JetStreamPurgeStreamOperator(task_id="p2", stream=name, keep=1, up_to_seq=3)
+    delete = JetStreamDeleteStreamOperator(task_id="d", jetstream_conn_id=hub_conn, domain="leaf", stream=name)
     assert delete.execute({})["deleted"] is True
     assert delete.execute({})["deleted"] is False
     strict = JetStreamDeleteStreamOperator(
-        task_id="d2", jetstream_conn_id=hub_conn, domain="leaf", name=name, ignore_missing=False
+        task_id="d2", jetstream_conn_id=hub_conn, domain="leaf", stream=name, ignore_missing=False
     )
     with pytest.raises(JetStreamApiError, match="stream not found"):
         strict.execute({})

@@ -205,11 +205,11 @@ LITERAL: list[tuple[str, Callable[[], Any], str]] = [
         r"stream\.duplicate_window=1e\+30 is not allowed: use a duration of at most 292 years",
     ),
     (
-        "spark job: starting_sequence after end_sequence",
+        "spark job: start_seq after end_seq",
         lambda: JetStreamSparkSubmitOperator(
-            task_id="j", stream="s", output_path="/tmp/o", checkpoint_bucket="b", starting_sequence=10, end_sequence=5
+            task_id="j", stream="s", output_path="/tmp/o", checkpoint_bucket="b", start_seq=10, end_seq=5
         ),
-        r"starting_sequence='10' is not allowed: use at most end_sequence=5",
+        r"start_seq='10' is not allowed: use at most end_seq=5",
     ),
 ]
 

@@ -10,7 +10,7 @@ from tests.support.management import uid
 
 
 def _purge(conn: str, name: str, **kwargs) -> dict:
-    return JetStreamPurgeStreamOperator(task_id=uid("purge"), jetstream_conn_id=conn, name=name, **kwargs).execute({})
+    return JetStreamPurgeStreamOperator(task_id=uid("purge"), jetstream_conn_id=conn, stream=name, **kwargs).execute({})
 
 
 def test_a_purge_past_the_last_sequence_is_refused_and_the_numbering_stays(hub_conn, raw) -> None:
@@ -28,7 +28,7 @@ def test_a_purge_past_the_last_sequence_is_refused_and_the_numbering_stays(hub_c
     assert raw.publish(f"{name}.a", [b"7"], server="leaf")[0]["seq"] == 7
     # A templated bound is checked once rendered, the same way.
     op = JetStreamPurgeStreamOperator(
-        task_id=uid("purge"), jetstream_conn_id=hub_conn, name=name, domain="leaf", up_to_sequence="{{ 9 }}"
+        task_id=uid("purge"), jetstream_conn_id=hub_conn, stream=name, domain="leaf", up_to_seq="{{ 9 }}"
     )
     op.render_template_fields({})
     with pytest.raises(JetStreamConfigError, match="use at most 8"):

@@ -99,7 +99,7 @@ def test_rescheduled_sensor_confirms_an_error_within_one_poke(hub_leaf, hub_conn
         jetstream_conn_id=hub_conn,
         domain="hub",
         stream=aggregate,
-        error_grace="1s",
+        options={"error_grace": "1s"},
         mode="reschedule",
         poke_interval=0.3,
         soft_fail=soft_fail,
@@ -136,7 +136,7 @@ def test_bad_arguments_are_refused_when_the_dag_is_parsed(kwargs, message) -> No
 
 
 def test_durations_may_be_templated_and_are_checked_once_rendered() -> None:
-    sensor = JetStreamReplicationLagSensor(task_id="t", stream="agg", max_inactive="{{ params.silence }}")
+    sensor = JetStreamReplicationLagSensor(task_id="t", stream="agg", options={"max_inactive": "{{ params.silence }}"})
     sensor.max_inactive = "45s"  # what rendering the template gives
     sensor.validate()
     assert sensor.max_inactive_seconds == 45.0 and sensor.new_watch().max_inactive == 45.0
@@ -151,7 +151,7 @@ def test_durations_may_be_templated_and_are_checked_once_rendered() -> None:
 )
 def test_templates_inside_lists_are_left_for_rendering(sources) -> None:
     """issue #10: the template detector looks inside lists and dicts."""
-    sensor = JetStreamReplicationLagSensor(task_id="t", stream="agg", sources=sources)
+    sensor = JetStreamReplicationLagSensor(task_id="t", stream="agg", origins=sources)
     sensor.sources = ["orders"]  # what rendering gives
     sensor.validate()
 
@@ -168,9 +168,9 @@ def test_the_trigger_refuses_bad_policies_too() -> None:
     from airflow_provider_jetstream.triggers.replication_lag import JetStreamReplicationLagTrigger
 
     with pytest.raises(JetStreamConfigError, match="max_inactive=0 is not allowed"):
-        JetStreamReplicationLagTrigger("c", "agg", max_inactive=0)
+        JetStreamReplicationLagTrigger("c", "agg", options={"max_inactive": 0})
     with pytest.raises(JetStreamConfigError, match="verify_origin='yes' is not allowed"):
-        JetStreamReplicationLagTrigger("c", "agg", verify_origin="yes")
+        JetStreamReplicationLagTrigger("c", "agg", options={"verify_origin": "yes"})
 
 
 def test_rescheduled_sensor_keeps_its_state_across_pokes_in_airflow(airflow_db, hub_leaf, hub_conn) -> None:

@@ -148,7 +148,7 @@ def family_options(cls: type[Options], doc: str, without: Sequence[str] = ()) ->
     def parse(value: Any, field: str, *, text: bool = False) -> Options:
         options = family(value, field, text=text)
         for name in without:
-            if getattr(options, name) != cls.arguments.args[name].default:
+            if getattr(options, name) != cls.arguments.args[name].default_value(name):
                 raise SpecError(f"{field}.{name}", getattr(options, name), "this operator does not take it")
         return options
 
