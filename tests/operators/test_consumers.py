@@ -70,7 +70,7 @@ def test_consumer_reconcile_outcomes(hub_conn, raw, stream) -> None:
     assert skipped["skipped"] and "max_deliver" in skipped["drift"]
     with pytest.raises(ReconcileError, match="if_exists='fail'"):
         consumer(hub_conn, stream, spec, if_exists="fail")
-    planned = consumer(hub_conn, stream, {"name": "other"}, dry_run=True)
+    planned = consumer(hub_conn, stream, {"name": "other"}, options={"dry_run": True})
     assert planned["action"] == "planned" and "error" in raw.api("leaf", f"CONSUMER.INFO.{stream}.other")
 
 

@@ -246,9 +246,9 @@ def test_reconcile_refuses_data_loss_and_a_double_store(hub_conn, raw: Raw) -> N
     with pytest.raises(ReconcileError, match=r"max_bytes: 10000000 -> 1000"):
         store(hub_conn, {"bucket": bucket, "max_bytes": 1000})
     assert raw.info("leaf", f"OBJ_{bucket}")["config"]["max_bytes"] == 10_000_000
-    assert store(hub_conn, {"bucket": bucket, "max_bytes": 1000}, allow_data_loss=True)["action"] == "updated"
+    assert store(hub_conn, {"bucket": bucket, "max_bytes": 1000}, options={"allow_data_loss": True})["action"] == "updated"
     with pytest.raises(DoubleStoreError):
-        store(hub_conn, bucket, domain="hub", peer_domains=["leaf"])
+        store(hub_conn, bucket, domain="hub", options={"peer_domains": ["leaf"]})
     assert raw.info("hub", f"OBJ_{bucket}") is None
 
 
@@ -419,7 +419,7 @@ def test_a_bucket_name_a_reachable_leaf_stores_is_refused_before_anything_is_wri
         hook.stream_info(f"OBJ_{files}", domain="leaf-b")
 
     # Made anyway (the opt-in): every put to it is refused before its first chunk.
-    assert store(via_hub, files, domain="leaf-b", allow_double_store=True)["action"] == "created"
+    assert store(via_hub, files, domain="leaf-b", options={"allow_double_store": True})["action"] == "created"
     random_file(tmp_path / "b.bin", 50_000)
     with pytest.raises(DoubleStoreError, match=rf"put to object store bucket '{files}' in domain 'leaf-b'.*'leaf-a'"):
         put(via_hub, files, "b.bin", tmp_path / "b.bin", domain="leaf-b")
