@@ -170,11 +170,11 @@ class EnsureLeafDurableSource(_LeafStep, JetStreamCreateDurableSourceOperator):
     def leaf_arguments(leaf: str) -> dict[str, Any]:
         return {
             "domain": HUB_DOMAIN,
-            "name": AGGREGATE_STREAM,
+            "stream": AGGREGATE_STREAM,
             "origin": leaf_stream_spec(leaf),
             "origin_domain": leaf,
-            "subject_transforms": leaf_subject_transforms(leaf),
             "stream_overrides": AGGREGATE_OVERRIDES,
+            "options": {"subject_transforms": leaf_subject_transforms(leaf)},
         }
 
 
@@ -325,9 +325,9 @@ with DAG(
         task_id="ensure_leaf_commands_mirror",
         jetstream_conn_id=NATS_CONN_ID,
         map_index_template="{{ task.leaf }}",
-        name=COMMANDS_STREAM,
-        source_stream=COMMANDS_STREAM,
-        source_domain=HUB_DOMAIN,
+        stream=COMMANDS_STREAM,
+        origin=COMMANDS_STREAM,
+        origin_domain=HUB_DOMAIN,
     ).expand_kwargs(leaves)
 
     hub_commands = JetStreamCreateStreamOperator(
@@ -353,9 +353,9 @@ with DAG(
         task_id="wait_replicated",
         domain=HUB_DOMAIN,
         stream=AGGREGATE_STREAM,
+        # Explicit: ask each origin for its last sequence (verify_origin), and go on without the leaves that are
+        # away (or wait for them, per run): see "A leaf that is away" in the DAG docs.
         options={"max_lag": 0, "max_inactive": "{{ params.max_inactive }}", "verify_origin": "auto"},
-        # Explicit: ask each origin for its last sequence, and go on without the leaves that are away
-        # (or wait for them, per run): see "A leaf that is away" in the DAG docs.,
         unreachable_origins="{{ params.unreachable_origins }}",
         deferrable=True,
         poke_interval=2,

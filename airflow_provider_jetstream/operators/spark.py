@@ -44,6 +44,8 @@ except ImportError as err:  # the optional [spark] extra: the Spark provider, py
         "install 'airflow-provider-jetstream[spark]'"
     ) from err
 
+__all__ = ["JetStreamSparkSubmitHook", "JetStreamSparkSubmitOperator", "SparkJobOptions"]
+
 #: A line of spark-submit output that states an error: a log record at level ERROR (the packaged
 #: job logs its failure so), a Python exception line (``pkg.SomeError: ...``) or a JVM one.
 ERROR_LINE = re.compile(

@@ -27,10 +27,27 @@ from airflow_provider_jetstream.core.manage.specs import StreamSpec
 from airflow_provider_jetstream.core.signatures.durable import create_durable_source
 from airflow_provider_jetstream.core.signatures.operations import DELETE_STREAM, ENSURE_STREAM, PURGE
 from airflow_provider_jetstream.core.signatures.operator_only import CREATE_SOURCED, create_mirror
-from airflow_provider_jetstream.core.signatures.options import DurableSourceOptions, MirrorOptions, family_options
+from airflow_provider_jetstream.core.signatures.options import (
+    DeclareOptions,
+    DurableSourceOptions,
+    MirrorOptions,
+    family_options,
+)
 from airflow_provider_jetstream.core.signatures.shared import OPERATOR
 from airflow_provider_jetstream.hooks.streams import JetStreamStreamsHook
 from airflow_provider_jetstream.operators.base import JetStreamBaseOperator, ReconcileOperator, declare_arguments
+
+__all__ = [
+    "DeclareOptions",
+    "DurableSourceOptions",
+    "JetStreamCreateDurableSourceOperator",
+    "JetStreamCreateMirrorOperator",
+    "JetStreamCreateSourcedStreamOperator",
+    "JetStreamCreateStreamOperator",
+    "JetStreamDeleteStreamOperator",
+    "JetStreamPurgeStreamOperator",
+    "MirrorOptions",
+]
 
 #: The declare options a stream operator takes (all of :class:`DeclareOptions`: ``ensure_stream`` takes each).
 _STREAM_DECLARE = declare_arguments()

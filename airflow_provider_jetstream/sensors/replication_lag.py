@@ -14,6 +14,8 @@ from airflow_provider_jetstream.sensors.base import BaseJetStreamSensor
 from airflow_provider_jetstream.triggers.replication_lag import JetStreamReplicationLagTrigger
 from airflow_provider_jetstream.utils.notes import leave_note
 
+__all__ = ["JetStreamReplicationLagSensor", "ReplicationOptions"]
+
 
 class JetStreamReplicationLagSensor(BaseJetStreamSensor):
     """Wait until a stream's mirror, or every (named) source, has caught up with its origin.

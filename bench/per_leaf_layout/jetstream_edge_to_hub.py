@@ -231,9 +231,9 @@ with DAG(
         mirror = EnsureLeafMirror(
             task_id=f"ensure_{task_suffix(leaf)}_commands_mirror",
             domain=leaf,
-            name=COMMANDS_STREAM,
-            source_stream=COMMANDS_STREAM,
-            source_domain=HUB_DOMAIN,
+            stream=COMMANDS_STREAM,
+            origin=COMMANDS_STREAM,
+            origin_domain=HUB_DOMAIN,
         )
         gate >> [stream, mirror]
         leaf_streams.append(stream)
@@ -262,9 +262,9 @@ with DAG(
         task_id="wait_replicated",
         domain=HUB_DOMAIN,
         stream=AGGREGATE_STREAM,
+        # Explicit: ask each origin for its last sequence (verify_origin), and go on without the leaves that are
+        # away (or wait for them, per run): see "A leaf that is away" in the DAG docs.
         options={"max_lag": 0, "max_inactive": "{{ params.max_inactive }}", "verify_origin": "auto"},
-        # Explicit: ask each origin for its last sequence, and go on without the leaves that are away
-        # (or wait for them, per run): see "A leaf that is away" in the DAG docs.,
         unreachable_origins="{{ params.unreachable_origins }}",
         deferrable=True,
         poke_interval=2,

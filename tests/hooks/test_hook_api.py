@@ -1,6 +1,6 @@
-"""JetStreamHook's TaskFlow methods against real servers: each sync and async, in the leaf domain and the
+"""The hooks' TaskFlow methods against real servers: each sync and async, in the leaf domain and the
 hub, missing objects, refused changes (the core's errors, not Airflow's), bad input refused before
-anything is sent, one shared connection per event loop."""
+anything is sent, one shared connection per event loop, for JetStreamHook and the role hooks alike."""
 
 from __future__ import annotations
 
@@ -18,7 +18,12 @@ from airflow_provider_jetstream.core.manage.double_store import DoubleStoreError
 from airflow_provider_jetstream.core.manage.reconcile import ReconcileError
 from airflow_provider_jetstream.core.publish.engine import JetStreamPublishError
 from airflow_provider_jetstream.core.status.replication import ReplicationWatch
+from airflow_provider_jetstream.hooks.consumers import JetStreamConsumersHook
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
+from airflow_provider_jetstream.hooks.kv import JetStreamKeyValueHook
+from airflow_provider_jetstream.hooks.publish import JetStreamPublishHook
+from airflow_provider_jetstream.hooks.status import JetStreamStatusHook
+from airflow_provider_jetstream.hooks.streams import JetStreamStreamsHook
 from tests.support.management import QuietServer, Raw, uid
 from tests.support.waiting import wait_until
 
@@ -307,6 +312,42 @@ def test_async_methods_share_one_connection_per_event_loop(quiet_server: QuietSe
     assert quiet_server.traffic()[0] == connections_before + 1
     assert (info["config"]["name"], ensured["action"], published["stored"]) == (name, "unchanged", 2)
     assert lag.to_xcom()["num_pending"] in (0, 1, 2)  # read before, during or after the publish
+
+
+def test_role_hooks_work_alone_and_share_one_connection_per_event_loop(
+    quiet_server: QuietServer, quiet_conn: str
+) -> None:
+    """Each role is a hook of its own (what an operator uses); roles in one event loop share one connection."""
+    streams, consumers = JetStreamStreamsHook(quiet_conn), JetStreamConsumersHook(quiet_conn)
+    kv, publisher, status = (
+        JetStreamKeyValueHook(quiet_conn),
+        JetStreamPublishHook(quiet_conn),
+        JetStreamStatusHook(quiet_conn),
+    )
+    name, bucket = uid("role"), uid("rolekv")
+    assert streams.ensure_stream({"name": name, "subjects": [name]})["action"] == "created"
+    assert consumers.ensure_consumer(name, {"name": "dur"})["action"] == "created"
+    assert kv.ensure_key_value(bucket)["action"] == "created"
+    for hook in (streams, consumers, kv, publisher, status):
+        hook.get_conn_config()  # every role's settings loaded: the calls below join one connection
+    connections_before = quiet_server.traffic()[0]
+
+    async def together() -> list[Any]:
+        return await asyncio.gather(
+            streams.astream_info(name),
+            publisher.apublish(name, ["a", "b"]),
+            kv.akv_put(bucket, "k", "v"),
+            status.aconsumer_lag(name, "dur", max_unprocessed=10),
+        )
+
+    info, published, revision, lag = asyncio.run(together())
+    assert quiet_server.traffic()[0] == connections_before + 1
+    assert (info["config"]["name"], published["stored"], revision) == (name, 2, 1) and lag.done
+    # A role hook has only its role's methods; JetStreamHook has every role's, and role() moves between them.
+    assert not hasattr(streams, "publish") and not hasattr(publisher, "ensure_stream")
+    assert streams.role(JetStreamConsumersHook).delete_consumer(name, "dur")["deleted"] is True
+    combined = JetStreamHook(quiet_conn)
+    assert combined.role(JetStreamStatusHook) is combined
 
 
 def test_blocking_methods_refuse_inside_a_running_event_loop(quiet_conn: str) -> None:

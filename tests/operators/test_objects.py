@@ -246,7 +246,9 @@ def test_reconcile_refuses_data_loss_and_a_double_store(hub_conn, raw: Raw) -> N
     with pytest.raises(ReconcileError, match=r"max_bytes: 10000000 -> 1000"):
         store(hub_conn, {"bucket": bucket, "max_bytes": 1000})
     assert raw.info("leaf", f"OBJ_{bucket}")["config"]["max_bytes"] == 10_000_000
-    assert store(hub_conn, {"bucket": bucket, "max_bytes": 1000}, options={"allow_data_loss": True})["action"] == "updated"
+    assert (
+        store(hub_conn, {"bucket": bucket, "max_bytes": 1000}, options={"allow_data_loss": True})["action"] == "updated"
+    )
     with pytest.raises(DoubleStoreError):
         store(hub_conn, bucket, domain="hub", options={"peer_domains": ["leaf"]})
     assert raw.info("hub", f"OBJ_{bucket}") is None

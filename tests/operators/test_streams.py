@@ -275,10 +275,18 @@ def test_double_store_refused_unless_opted_in(hub_conn, raw) -> None:
     assert "use different subjects in each domain or use different accounts in each domain" in text
     assert "allow_double_store=True" in text
     assert raw.info("leaf", name) is None
-    assert create(hub_conn, {"name": name, "subjects": [subject]}, options={"allow_double_store": True})["action"] == "created"
+    assert (
+        create(hub_conn, {"name": name, "subjects": [subject]}, options={"allow_double_store": True})["action"]
+        == "created"
+    )
     # Wildcards overlap too; and connected through the leaf, the hub is found via peer_domains.
     with pytest.raises(DoubleStoreError):
-        create(hub_conn, {"name": uid(), "subjects": [f"{subject}.>", "*"]}, domain="hub", options={"peer_domains": ["leaf"]})
+        create(
+            hub_conn,
+            {"name": uid(), "subjects": [f"{subject}.>", "*"]},
+            domain="hub",
+            options={"peer_domains": ["leaf"]},
+        )
 
 
 def test_delete_and_purge(hub_conn, raw) -> None:
