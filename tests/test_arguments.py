@@ -236,6 +236,29 @@ def test_text_forms_are_accepted_only_where_the_value_may_be_text() -> None:
     assert op.checked_arguments()["options"].dry_run is True
 
 
+def test_typed_options_are_checked_when_parsed_and_their_templates_once_rendered() -> None:
+    with pytest.raises(SpecErrors, match=r"deliver_prefix='a b' is not allowed"):
+        streams.JetStreamCreateMirrorOperator(task_id="m", stream="c", origin="o", options={"deliver_prefix": "a b"})
+    # A field of the class or of a dict holding Jinja waits for rendering, as a templated argument does.
+    for options in (
+        streams.MirrorOptions(deliver_prefix="{{ params.p }}", dry_run=True),
+        {"deliver_prefix": "{{ params.p }}", "dry_run": True},
+    ):
+        op = streams.JetStreamCreateMirrorOperator(
+            task_id="m", stream="c", origin="o", origin_api_prefix="JS.acc@hub.API", options=options
+        )
+        op.render_template_fields({"params": {"p": "deliver.acc.c"}})
+        checked = op.checked_arguments()
+        assert checked["options"].dry_run is True
+        assert checked["spec"].values["mirror"]["external"] == {"api": "JS.acc@hub.API", "deliver": "deliver.acc.c"}
+    op = streams.JetStreamCreateMirrorOperator(
+        task_id="m", stream="c", origin="o", options={"deliver_prefix": "{{ p }}"}
+    )
+    op.render_template_fields({"p": "a b"})
+    with pytest.raises(SpecErrors, match=r"deliver_prefix='a b' is not allowed"):
+        op.checked_arguments()
+
+
 # -- every public argument is declared ------------------------------------------------------------
 
 OPERATORS = [

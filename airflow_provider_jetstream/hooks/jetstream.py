@@ -34,17 +34,6 @@ from airflow_provider_jetstream.hooks.publish import JetStreamPublishHook
 from airflow_provider_jetstream.hooks.status import JetStreamStatusHook
 from airflow_provider_jetstream.hooks.streams import JetStreamStreamsHook
 
-#: The role hooks, each usable alone; :class:`JetStreamHook` combines them.
-ROLES = (
-    JetStreamStreamsHook,
-    JetStreamConsumersHook,
-    JetStreamKeyValueHook,
-    JetStreamObjectStoreHook,
-    JetStreamPublishHook,
-    JetStreamStatusHook,
-    JetStreamMessagesHook,
-)
-
 
 class JetStreamHook(
     JetStreamStreamsHook,
@@ -71,5 +60,8 @@ class JetStreamHook(
         connection's. ``domain`` and ``api_prefix`` exclude each other.
     """
 
+
+#: The role hooks, each usable alone: what :class:`JetStreamHook` combines.
+ROLES: tuple[type, ...] = JetStreamHook.__bases__
 
 __all__ = ["ROLES", "JetStreamHook"]

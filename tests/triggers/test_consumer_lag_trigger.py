@@ -29,11 +29,11 @@ def test_trigger_fires_only_after_the_last_ack(hub_leaf, hub_conn) -> None:
         sub = await nc.jetstream().pull_subscribe_bind("worker", stream)
         msgs = await sub.fetch(5, timeout=5)
         # Each check the trigger makes is logged with the counts it saw: it judged this state and waits on.
-        await logs.wait_for("waiting: outstanding acks (num_ack_pending) 5 > max_ack_pending 0")
+        await logs.wait_for("waiting: outstanding acks (num_ack_pending) 5 > max_outstanding_acks 0")
         states.append("fetched:" + ("fired" if fired.done() else "waiting"))
         for msg in msgs[:-1]:
             await msg.ack_sync()
-        await logs.wait_for("waiting: outstanding acks (num_ack_pending) 1 > max_ack_pending 0")
+        await logs.wait_for("waiting: outstanding acks (num_ack_pending) 1 > max_outstanding_acks 0")
         states.append("4 acked:" + ("fired" if fired.done() else "waiting"))
         await msgs[-1].ack_sync()
         event = await fired
