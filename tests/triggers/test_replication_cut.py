@@ -73,17 +73,15 @@ def test_no_checker_says_caught_up_while_the_leaf_is_cut_off(make_topology, jets
     origin = unique("cut")
     aggregate, mirror = asyncio.run(leaf_origin_and_hub_copies(topology, origin, BEFORE))
 
-    def sensor(
-        stream: str, max_inactive: int, deferrable: bool = False, **options: Any
-    ) -> JetStreamReplicationLagSensor:
+    def sensor(stream: str, max_inactive: int, **kwargs: Any) -> JetStreamReplicationLagSensor:
         return JetStreamReplicationLagSensor(
             task_id="replicated",
             jetstream_conn_id=conn_id,
             domain="hub",
             stream=stream,
-            options={"max_inactive": max_inactive, **options},
+            options={"max_inactive": max_inactive, "verify_origin": kwargs.pop("verify_origin", "auto")},
             poke_interval=INTERVAL,
-            deferrable=deferrable,
+            **kwargs,
         )
 
     # Caught up before the cut, exactly: the probe reaches the leaf, the copies hold its last sequence.
