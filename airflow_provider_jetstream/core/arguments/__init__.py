@@ -10,8 +10,10 @@ argument. Every refusal has one form: ``field=value is not allowed: what is allo
 reported at once as :class:`~airflow_provider_jetstream.core.errors.SpecErrors`.
 
 The parsers live in :mod:`.values` (booleans, numbers, seconds, choices, lists), :mod:`.names`
-(names, subjects, domains, API prefixes, headers) and :mod:`.durations`; the declarations, one
-signature per operation, in :mod:`airflow_provider_jetstream.core.signatures`. Airflow-free: Spark
+(names, subjects, domains, API prefixes, headers) and :mod:`.durations`; the names no surface takes any
+more, each refused naming its replacement (:meth:`Args.refuse_retired`), in :mod:`.retired`; the base of
+typed options (an operator's advanced tuning as one ``options`` argument) in :mod:`.options`; the
+declarations, one signature per operation, in :mod:`airflow_provider_jetstream.core.signatures`. Airflow-free: Spark
 executors and the packaged Spark job import it.
 """
 
