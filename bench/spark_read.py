@@ -286,7 +286,7 @@ def packaged_job(spark, count: int, workdir: Path, reader: str, run: str) -> flo
 
     argv = ["--stream", STREAM, "--domain", "leaf", "--output-path", str(workdir / "parquet" / run)]
     argv += ["--checkpoint-bucket", "bench", "--checkpoint-key", f"bench.{run}", "--reader", reader]
-    argv += ["--end-sequence", str(count)]
+    argv += ["--end-seq", str(count)]
     started = time.perf_counter()
     result = StreamToParquetJob(spark, parse_args(argv)).run()
     elapsed = time.perf_counter() - started

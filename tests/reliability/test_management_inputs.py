@@ -364,15 +364,14 @@ def test_guard_refuses_what_it_cannot_verify(tmp_path: Path, jetstream_conn: Cal
         limited = jetstream_conn(host=f"127.0.0.1:{topology.hub.port}", login="lim", password="lim")
         name = uid("hubside")
 
-        def create(**kwargs: Any) -> dict:
+        def create(**options: Any) -> dict:
             return JetStreamCreateStreamOperator(
                 task_id=uid("t"),
                 jetstream_conn_id=limited,
                 domain="hub",
                 stream={"name": name, "subjects": [subject]},
-                options={"peer_domains": ["leaf"]},
+                options={"peer_domains": ["leaf"], **options},
                 request_timeout=3,  # the denied request gets no reply: it waits this out
-                **kwargs,
             ).execute({})
 
         # The leaf cannot be asked (permissions): before, that counted as "no overlap", unlogged.

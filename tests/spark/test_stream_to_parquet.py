@@ -97,7 +97,7 @@ def test_a_run_killed_at_any_step_then_rerun_leaves_every_message_exactly_once(
     stream = make_stream("leaf")
     bucket, output = _bucket(), tmp_path / "out"
     publish_many(stream, 300)
-    _job(spark, stream, output, bucket, "--end-sequence", "100").run()
+    _job(spark, stream, output, bucket, "--end-seq", "100").run()
 
     crashing = _job(spark, stream, output, bucket)
 

@@ -64,10 +64,10 @@ class Retired:
     :param new: the name that replaced it, or None: removed (``why`` says why).
     :param meaning: what it named, in words (the glossary's and the CHANGELOG's "old" column).
     :param why: for a removal, why; for a rename, what changed besides the name (or nothing).
-    :param where: the surfaces it was retired on, as patterns of their names (``JetStreamHook.a*``: a hook
-        method, ``JetStream*Hook.*consumer_lag`` one and its blocking twin, a class name, ``spark read``,
-        ``stream_to_parquet``), for a name that still names
-        something else elsewhere. Empty: wherever ``new`` is taken (a removal: everywhere).
+    :param where: the surfaces it was retired on, as patterns of their names (a hook method's qualified name,
+        ``JetStream*Hook.*consumer_lag`` for one and its blocking twin; a class name; ``spark read``,
+        ``spark write``; ``stream_to_parquet``), for a name that still names something else elsewhere.
+        Empty: wherever ``new`` is taken (a removal: everywhere).
     :param output: a key of what the provider returns (XCom, events, messages): nothing takes it, so
         nothing refuses it; it is listed for the reader.
     """
