@@ -136,7 +136,7 @@ def operator_run(conn_id: str, subject: str, n: int, tag: str, fast_ingest: bool
         subject=subject,
         messages=[PAYLOAD] * n,
         msg_id=f"{tag}/{{index}}",
-        fast_ingest=fast_ingest,
+        options={"fast_ingest": fast_ingest},
     )
     started = time.perf_counter()
     result = op.execute({})
@@ -150,7 +150,7 @@ def spark_write(spark, subject: str, stream: str, n: int, tag: str, fast_ingest:
     """``n`` rows written by two Spark tasks, timed until the write returns (every row acknowledged)."""
     rows = spark.range(n).selectExpr(f"concat('{tag}/', id) AS id", "repeat('x', 100) AS data").coalesce(2)
     started = time.perf_counter()
-    rows.write.format("jetstream").option("subject", subject).option("stream", stream).option(
+    rows.write.format("jetstream").option("subject", subject).option("expectedStream", stream).option(
         "msgIdColumn", "id"
     ).option("fastIngest", str(fast_ingest).lower()).mode("append").save()
     return n / (time.perf_counter() - started)

@@ -264,10 +264,10 @@ async def setup_origins(topology, m: int, quiet) -> float:
     spec = {"name": origins_name(m), "sources": sources, "max_age": "30d", "storage": "file"}
     started = time.monotonic()
     async with hook.aconnect():
-        await hook.aensure_stream(spec, domain=HUB, allow_double_store=True, logger=quiet, timeout=30)
+        await hook.aensure_stream(spec, domain=HUB, allow_double_store=True, logger=quiet, request_timeout=30)
         deadline = time.monotonic() + 600
         while True:
-            check = await hook.areplication_status(origins_name(m), domain=HUB, max_inactive=30, timeout=30)
+            check = await hook.areplication_status(origins_name(m), domain=HUB, max_inactive=30, request_timeout=30)
             if check.caught_up and all(v.check == "exact" for v in check.verdicts):
                 return time.monotonic() - started
             if time.monotonic() > deadline:
@@ -408,9 +408,7 @@ async def run_trigger(n: int, stream: str, window: float, ports: dict) -> dict:
         jetstream_conn_id="nats_hub",
         domain=HUB,
         stream=stream,
-        max_lag=0,
-        max_inactive="30s",
-        verify_origin="auto",
+        options={"max_lag": 0, "max_inactive": "30s", "verify_origin": "auto"},
         unreachable_origins="proceed",
         deferrable=True,
         poke_interval=2,

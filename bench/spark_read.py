@@ -272,7 +272,7 @@ def spark_count(spark, count: int, reader: str, leaf_port: int | None = None) ->
         return frame.option("servers", servers).option("user", user).option("password", password)
 
     started = time.perf_counter()
-    counted = make().option("includeHeaders", "false").option("endingSequence", str(count)).load().count()
+    counted = make().option("includeHeaders", "false").option("endSeq", str(count)).load().count()
     elapsed = time.perf_counter() - started
     if counted != count:
         raise SystemExit(f"Spark counted {counted} messages, not {count}")
@@ -284,9 +284,9 @@ def packaged_job(spark, count: int, workdir: Path, reader: str, run: str) -> flo
     in a hub KV bucket (a new key and output directory per run, so each run copies 1..count)."""
     from airflow_provider_jetstream.spark.jobs.stream_to_parquet import StreamToParquetJob, parse_args
 
-    argv = ["--stream", STREAM, "--domain", "leaf", "--output", str(workdir / "parquet" / run)]
+    argv = ["--stream", STREAM, "--domain", "leaf", "--output-path", str(workdir / "parquet" / run)]
     argv += ["--checkpoint-bucket", "bench", "--checkpoint-key", f"bench.{run}", "--reader", reader]
-    argv += ["--end-sequence", str(count)]
+    argv += ["--end-seq", str(count)]
     started = time.perf_counter()
     result = StreamToParquetJob(spark, parse_args(argv)).run()
     elapsed = time.perf_counter() - started

@@ -117,7 +117,7 @@ async def run_variant(variant: str, count: int, poll_interval: float, window: fl
             )
         else:
             trigger = JetStreamReplicationLagTrigger(
-                conn_id, MIRRORS[domain], domain=domain, max_inactive=0, poll_interval=poll_interval
+                conn_id, MIRRORS[domain], domain=domain, options={"max_inactive": 0}, poll_interval=poll_interval
             )
         classpath, kwargs = trigger.serialize()  # as the triggerer gets them: rebuilt from JSON
         module, _, name = classpath.rpartition(".")

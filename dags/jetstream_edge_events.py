@@ -149,7 +149,7 @@ with DAG(
     hub_stream = JetStreamCreateSourcedStreamOperator(
         task_id="ensure_hub_announcements",
         domain=HUB_DOMAIN,
-        name=HUB_ANNOUNCEMENTS,
+        stream=HUB_ANNOUNCEMENTS,
         sources=[{"name": LEAF_ANNOUNCEMENTS, "domain": leaf} for leaf in LEAF_DOMAINS],
         stream_overrides={"max_age": "30d"},
     )

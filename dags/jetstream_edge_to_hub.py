@@ -170,11 +170,11 @@ class EnsureLeafDurableSource(_LeafStep, JetStreamCreateDurableSourceOperator):
     def leaf_arguments(leaf: str) -> dict[str, Any]:
         return {
             "domain": HUB_DOMAIN,
-            "name": AGGREGATE_STREAM,
+            "stream": AGGREGATE_STREAM,
             "origin": leaf_stream_spec(leaf),
             "origin_domain": leaf,
-            "subject_transforms": leaf_subject_transforms(leaf),
             "stream_overrides": AGGREGATE_OVERRIDES,
+            "options": {"subject_transforms": leaf_subject_transforms(leaf)},
         }
 
 
@@ -247,7 +247,7 @@ with DAG(
         checked_at = dt.datetime.now(dt.timezone.utc)
 
         async def check() -> tuple[dict[str, str | None], dict[str, float]]:
-            reasons = await hook.aprobe_domains(leaves, timeout=PROBE_TIMEOUT_SECONDS)
+            reasons = await hook.aprobe_domains(leaves, request_timeout=PROBE_TIMEOUT_SECONDS)
             last_contact: dict[str, float] = {}
             if any(reasons.values()):
                 # The hub's last contact with each leaf's readings: when the leaf went away, if known (the
@@ -325,9 +325,9 @@ with DAG(
         task_id="ensure_leaf_commands_mirror",
         jetstream_conn_id=NATS_CONN_ID,
         map_index_template="{{ task.leaf }}",
-        name=COMMANDS_STREAM,
-        source_stream=COMMANDS_STREAM,
-        source_domain=HUB_DOMAIN,
+        stream=COMMANDS_STREAM,
+        origin=COMMANDS_STREAM,
+        origin_domain=HUB_DOMAIN,
     ).expand_kwargs(leaves)
 
     hub_commands = JetStreamCreateStreamOperator(
@@ -339,7 +339,7 @@ with DAG(
     aggregate = JetStreamCreateSourcedStreamOperator(
         task_id="ensure_hub_aggregate",
         domain=HUB_DOMAIN,
-        name=AGGREGATE_STREAM,
+        stream=AGGREGATE_STREAM,
         sources=hub_aggregate_sources(probe),
         stream_overrides=AGGREGATE_OVERRIDES,
         trigger_rule="none_failed",
@@ -353,11 +353,9 @@ with DAG(
         task_id="wait_replicated",
         domain=HUB_DOMAIN,
         stream=AGGREGATE_STREAM,
-        max_lag=0,
-        max_inactive="{{ params.max_inactive }}",
-        # Explicit: ask each origin for its last sequence, and go on without the leaves that are away
-        # (or wait for them, per run): see "A leaf that is away" in the DAG docs.
-        verify_origin="auto",
+        # Explicit: ask each origin for its last sequence (verify_origin), and go on without the leaves that are
+        # away (or wait for them, per run): see "A leaf that is away" in the DAG docs.
+        options={"max_lag": 0, "max_inactive": "{{ params.max_inactive }}", "verify_origin": "auto"},
         unreachable_origins="{{ params.unreachable_origins }}",
         deferrable=True,
         poke_interval=2,
@@ -372,7 +370,7 @@ with DAG(
         min_time_to_loss="{{ params.min_time_to_loss }}",
         low_headroom="{{ params.low_headroom }}",
         unreachable_origins="proceed",
-        max_inactive="{{ params.max_inactive }}",
+        options={"max_inactive": "{{ params.max_inactive }}"},
         deferrable=True,
         poke_interval=2,
         timeout=60 * 30,
@@ -380,13 +378,12 @@ with DAG(
     )
     to_parquet = JetStreamSparkSubmitOperator(
         task_id="readings_to_parquet",
-        conn_id=SPARK_CONN_ID,
+        spark_conn_id=SPARK_CONN_ID,
         domain=HUB_DOMAIN,
         stream=AGGREGATE_STREAM,
         checkpoint_bucket=PIPELINE_BUCKET,
-        checkpoint_key=CHECKPOINT_KEY,
+        options={"checkpoint_key": CHECKPOINT_KEY, "partition_by": ["subject", "date"]},
         output_path="{{ params.output_dir }}/readings",
-        partition_by=["subject", "date"],
     )
     # No logical date in manual and REST runs by default: only what every run has.
     mark_run = JetStreamKeyValuePutOperator(

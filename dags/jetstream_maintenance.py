@@ -50,8 +50,8 @@ with DAG(
     purge = JetStreamPurgeStreamOperator(
         task_id="purge_processed",
         domain=HUB_DOMAIN,
-        name=AGGREGATE_STREAM,
-        up_to_sequence="{{ ti.xcom_pull(task_ids='read_checkpoint') }}",
+        stream=AGGREGATE_STREAM,
+        up_to_seq="{{ ti.xcom_pull(task_ids='read_checkpoint') }}",
     )
 
     @task(trigger_rule="none_failed")

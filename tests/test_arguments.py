@@ -123,26 +123,26 @@ def test_a_required_argument_has_no_default() -> None:
 
 
 def test_narrowing_arguments_of_a_purge_are_refused_empty() -> None:
-    for name in ("subject", "keep", "up_to_sequence"):
+    for name in ("subject", "keep", "up_to_seq"):
         with pytest.raises(SpecErrors, match=f"^{name}='' is not allowed"):
-            PURGE.check({"name": "s", name: ""})
+            PURGE.check({"stream": "s", name: ""})
         with pytest.raises(SpecErrors, match=f"^{name}=None is not allowed"):
-            PURGE.check({"name": "s", name: None}, rendered={name})
+            PURGE.check({"stream": "s", name: None}, rendered={name})
     with pytest.raises(SpecErrors, match="domain='' is not a JetStream domain name"):
         REQUEST.check({"domain": ""})
-    assert PURGE.check({"name": "s"}) == {"name": "s", "subject": None, "keep": None, "up_to_sequence": None}
+    assert PURGE.check({"stream": "s"}) == {"stream": "s", "subject": None, "keep": None, "up_to_seq": None}
 
 
 # -- rules, skipping, all errors at once ----------------------------------------------------------
 
 
 def test_rules_wait_for_every_value_they_involve() -> None:
-    waiting = PURGE.check({"name": "s", "keep": "{{ params.keep }}", "up_to_sequence": 3}, skip=is_resolved_at_run_time)
-    assert waiting["keep"] == "{{ params.keep }}" and waiting["up_to_sequence"] == 3
-    with pytest.raises(SpecErrors, match=r"^keep=1 and up_to_sequence=3 were both given: give keep or up_to_sequence"):
-        PURGE.check({"name": "s", "keep": 1, "up_to_sequence": 3})
+    waiting = PURGE.check({"stream": "s", "keep": "{{ params.keep }}", "up_to_seq": 3}, skip=is_resolved_at_run_time)
+    assert waiting["keep"] == "{{ params.keep }}" and waiting["up_to_seq"] == 3
+    with pytest.raises(SpecErrors, match=r"^keep=1 and up_to_seq=3 were both given: give keep or up_to_seq"):
+        PURGE.check({"stream": "s", "keep": 1, "up_to_seq": 3})
     with pytest.raises(SpecErrors) as err:  # a rule over a refused value is not checked: one error, not two
-        PURGE.check({"name": "s", "keep": -1, "up_to_sequence": 3})
+        PURGE.check({"stream": "s", "keep": -1, "up_to_seq": 3})
     assert [e.path for e in err.value.errors] == ["keep"]
 
 
@@ -153,17 +153,17 @@ def test_rules_can_derive_values() -> None:
 
 def test_every_refusal_is_reported_at_once() -> None:
     with pytest.raises(SpecErrors) as err:
-        (PURGE + REQUEST).check({"name": "a b", "subject": "a..b", "keep": -1, "timeout": 0, "domain": "x.y"})
-    assert sorted(e.path for e in err.value.errors) == ["domain", "keep", "name", "subject", "timeout"]
+        (PURGE + REQUEST).check({"stream": "a b", "subject": "a..b", "keep": -1, "request_timeout": 0, "domain": "x.y"})
+    assert sorted(e.path for e in err.value.errors) == ["domain", "keep", "request_timeout", "stream", "subject"]
     assert str(err.value).startswith("5 invalid fields:\n  ")
     with pytest.raises(SpecErrors) as at_parse:
-        streams.JetStreamPurgeStreamOperator(task_id="t", name="a b", keep=-1, request_timeout=0)
-    assert sorted(e.path for e in at_parse.value.errors) == ["keep", "name", "request_timeout"]
+        streams.JetStreamPurgeStreamOperator(task_id="t", stream="a b", keep=-1, request_timeout=0)
+    assert sorted(e.path for e in at_parse.value.errors) == ["keep", "request_timeout", "stream"]
 
 
 def test_unknown_argument_names_are_a_programming_error() -> None:
     with pytest.raises(TypeError, match="no argument 'kep'"):
-        PURGE.check({"name": "s", "kep": 1})
+        PURGE.check({"stream": "s", "kep": 1})
 
 
 def test_rules_must_name_declared_arguments() -> None:
@@ -224,14 +224,39 @@ def test_text_forms_are_accepted_only_where_the_value_may_be_text() -> None:
     # A hook method is called from Python: a string is a mistake there, and so it is in an operator's
     # literal argument; only a value that came from a template is text.
     with pytest.raises(SpecErrors, match="dry_run='yes' is not allowed: use true or false"):
-        JetStreamHook.aensure_stream.arguments.check({"spec": {"name": "s"}, "dry_run": "yes"})
-    with pytest.raises(SpecErrors, match="dry_run='yes' is not allowed: use true or false"):
-        streams.JetStreamCreateStreamOperator(task_id="t", stream={"name": "s"}, dry_run="yes")
+        JetStreamHook.aensure_stream.arguments.check({"stream": {"name": "s"}, "dry_run": "yes"})
+    with pytest.raises(SpecErrors, match=r"options.dry_run='yes' is not allowed: use true or false"):
+        streams.JetStreamCreateStreamOperator(task_id="t", stream={"name": "s"}, options={"dry_run": "yes"})
     with pytest.raises(SpecErrors, match="purge='yes' is not allowed: use true or false"):
         kv.JetStreamKeyValueDeleteOperator(task_id="t", bucket="b", key="k", purge="yes")
-    op = streams.JetStreamCreateStreamOperator(task_id="t", stream={"name": "s"}, dry_run="{{ params.dry }}")
+    op = streams.JetStreamCreateStreamOperator(
+        task_id="t", stream={"name": "s"}, options={"dry_run": "{{ params.dry }}"}
+    )
     op.render_template_fields({"params": {"dry": "yes"}})
-    assert op.checked_arguments()["dry_run"] is True
+    assert op.checked_arguments()["options"].dry_run is True
+
+
+def test_typed_options_are_checked_when_parsed_and_their_templates_once_rendered() -> None:
+    with pytest.raises(SpecErrors, match=r"deliver_prefix='a b' is not allowed"):
+        streams.JetStreamCreateMirrorOperator(task_id="m", stream="c", origin="o", options={"deliver_prefix": "a b"})
+    # A field of the class or of a dict holding Jinja waits for rendering, as a templated argument does.
+    for options in (
+        streams.MirrorOptions(deliver_prefix="{{ params.p }}", dry_run=True),
+        {"deliver_prefix": "{{ params.p }}", "dry_run": True},
+    ):
+        op = streams.JetStreamCreateMirrorOperator(
+            task_id="m", stream="c", origin="o", origin_api_prefix="JS.acc@hub.API", options=options
+        )
+        op.render_template_fields({"params": {"p": "deliver.acc.c"}})
+        checked = op.checked_arguments()
+        assert checked["options"].dry_run is True
+        assert checked["spec"].values["mirror"]["external"] == {"api": "JS.acc@hub.API", "deliver": "deliver.acc.c"}
+    op = streams.JetStreamCreateMirrorOperator(
+        task_id="m", stream="c", origin="o", options={"deliver_prefix": "{{ p }}"}
+    )
+    op.render_template_fields({"p": "a b"})
+    with pytest.raises(SpecErrors, match=r"deliver_prefix='a b' is not allowed"):
+        op.checked_arguments()
 
 
 # -- every public argument is declared ------------------------------------------------------------
@@ -328,8 +353,8 @@ def test_every_trigger_argument_is_declared(cls: type) -> None:
 
 def test_a_sensor_and_its_trigger_share_the_declarations() -> None:
     assert (
-        JetStreamConsumerLagSensor.arguments.args["max_pending"]
-        is JetStreamConsumerLagTrigger.arguments.args["max_pending"]
+        JetStreamConsumerLagSensor.arguments.args["max_unprocessed"]
+        is JetStreamConsumerLagTrigger.arguments.args["max_unprocessed"]
     )
     assert JetStreamHook.aconsumer_lag.arguments.args["stream"] is JetStreamConsumerLagSensor.arguments.args["stream"]
     assert KV_EVENTS.args["ack_wait"] is MESSAGES.args["ack_wait"]
@@ -339,7 +364,7 @@ def test_a_sensor_and_its_trigger_share_the_declarations() -> None:
 
 
 def test_literal_values_are_checked_when_parsed_templated_ones_once_rendered() -> None:
-    op = streams.JetStreamPurgeStreamOperator(task_id="p", name="s", keep="{{ params.keep }}")
+    op = streams.JetStreamPurgeStreamOperator(task_id="p", stream="s", keep="{{ params.keep }}")
     op.render_template_fields({"params": {"keep": -1}})
     assert op.keep == "-1"  # rendering does not raise: the UI shows the refused value
     with pytest.raises(SpecErrors, match=re.escape(REFUSED["purge_negative_keep"])):
@@ -354,7 +379,7 @@ def test_checked_values_are_what_execute_passes_on() -> None:
     op = kv.JetStreamKeyValueDeleteOperator(task_id="d", bucket="b", key="k", purge="{{ params.p }}")
     op.render_template_fields({"params": {"p": "true"}})
     args = op.checked_arguments()
-    assert args["purge"] is True and args["request_timeout"] == 5.0 and args["domain"] is None
+    assert args["purge"] is True and args["request_timeout"] is None and args["domain"] is None
 
 
 @pytest.mark.usefixtures("airflow_db")

@@ -16,8 +16,8 @@ def as_number(name: str, value: object, *, minimum: float, integer: bool = False
 
 
 def test_integers_in_text_are_exact_beyond_a_floats_precision() -> None:
-    assert as_number("endingSequence", "9007199254740993", minimum=1, integer=True) == 9007199254740993
-    assert as_number("endingSequence", " 18446744073709551615 ", minimum=1, integer=True) == 2**64 - 1
+    assert as_number("endSeq", "9007199254740993", minimum=1, integer=True) == 9007199254740993
+    assert as_number("endSeq", " 18446744073709551615 ", minimum=1, integer=True) == 2**64 - 1
     assert as_number("n", "1e3", minimum=1, integer=True) == 1000
 
 

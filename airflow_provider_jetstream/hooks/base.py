@@ -1,8 +1,11 @@
 """``JetStreamBaseHook``: NATS connections and JetStream contexts from an Airflow ``jetstream`` connection.
 
-The connection half of :class:`~airflow_provider_jetstream.hooks.jetstream.JetStreamHook` (which adds
-the streams, checks, KV and publish methods): settings, one shared NATS connection per event loop
-and connection id, JetStream contexts and API clients for any domain, the one sync bridge.
+What every role hook stands on (streams, consumers, KV, object stores, publishing, status checks,
+messages: one class each, one level above this one; :class:`~airflow_provider_jetstream.hooks.jetstream.JetStreamHook`
+combines them): settings, one shared NATS connection per event loop and connection id, JetStream contexts
+and API clients for any domain, the double-store guard the declaring and publishing roles share, the one
+sync bridge, and how a hook method checks its arguments (:func:`checked`) and gets its blocking twin
+(:func:`blocking`).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import logging
 import os
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import nats.errors
@@ -38,6 +41,8 @@ from airflow_provider_jetstream.core.errors import (
     JetStreamPermissionError,
     SpecError,
 )
+from airflow_provider_jetstream.core.manage.double_store import guard_double_store
+from airflow_provider_jetstream.core.manage.specs import StreamSpec
 from airflow_provider_jetstream.core.read.settle import Settler
 from airflow_provider_jetstream.core.signatures.operations import ACCOUNT_INFO, API, HOOK, JETSTREAM, PROBE_DOMAINS
 from airflow_provider_jetstream.core.sync import hold, run_sync
@@ -47,12 +52,15 @@ P = ParamSpec("P")
 H = TypeVar("H", bound="JetStreamBaseHook")
 M = TypeVar("M", bound=Callable[..., Any])
 log = logging.getLogger(__name__)
+#: Where a hook method that changes something logs what it did.
+Logger = logging.Logger | logging.LoggerAdapter
 
 
 def checked(signature: Args) -> Callable[[M], M]:
     """A hook method whose arguments are checked with ``signature`` (its operation's one declaration)
     when it is called, before anything is sent; its body gets the checked values. A refusal raises
-    :class:`~airflow_provider_jetstream.core.errors.SpecErrors` naming every bad argument."""
+    :class:`~airflow_provider_jetstream.core.errors.SpecErrors` naming every bad argument; a retired name
+    (``timeout=5``) is refused naming its replacement (``request_timeout``)."""
 
     def decorate(method: M) -> M:
         call = inspect.signature(method)
@@ -60,6 +68,9 @@ def checked(signature: Args) -> Callable[[M], M]:
 
         @functools.wraps(method)
         def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+            unknown = {name: value for name, value in kwargs.items() if name not in call.parameters}
+            if unknown:
+                signature.refuse_retired(unknown, method.__qualname__)
             bound = call.bind(self, *args, **kwargs)
             values = signature.check({name: bound.arguments[name] for name in names if name in bound.arguments})
             return method(self, **{name: values[name] for name in names})
@@ -111,6 +122,16 @@ class JetStreamBaseHook(BaseHook):
         self.domain = args["domain"]
         self.api_prefix = args["api_prefix"]
         self._config: JetStreamConnectionConfig | None = None
+
+    def role(self, hook_class: type[H]) -> H:
+        """This hook in another role (``self.role(JetStreamConsumersHook)``): the same connection id, target
+        and connection settings; in one event loop both use the one shared NATS connection. This hook itself
+        when it has that role already (a :class:`~airflow_provider_jetstream.hooks.jetstream.JetStreamHook`)."""
+        if isinstance(self, hook_class):
+            return self
+        other = hook_class(self.jetstream_conn_id, domain=self.domain, api_prefix=self.api_prefix)
+        other._config = self._config
+        return other
 
     # -- connection settings -------------------------------------------------------------------
 
@@ -261,15 +282,15 @@ class JetStreamBaseHook(BaseHook):
     @checked(API)
     @contextlib.asynccontextmanager
     async def aapi(
-        self, domain: str | None = None, api_prefix: str | None = None, *, timeout: float | None = None
+        self, domain: str | None = None, api_prefix: str | None = None, *, request_timeout: float | None = None
     ) -> AsyncIterator[JetStreamApi]:
         """The JetStream JSON API of a domain or API prefix (default: the hook's, then the connection's)
-        on the shared connection. Each request waits up to ``timeout`` seconds (default: the
+        on the shared connection. Each request waits up to ``request_timeout`` seconds (default: the
         connection's ``connect_timeout``). The target is checked before connecting.
         """
         config = await self.aget_conn_config()
         prefix = self.resolve_api_prefix(domain, api_prefix)
-        wait = config.connect_timeout if timeout is None else timeout
+        wait = config.connect_timeout if request_timeout is None else request_timeout
         async with self.aconnect() as nc:
             yield JetStreamApi(nc, prefix, timeout=wait, target=describe_prefix(prefix))
 
@@ -289,17 +310,19 @@ class JetStreamBaseHook(BaseHook):
             raise self._no_jetstream(domain, api_prefix) from err
 
     @checked(PROBE_DOMAINS)
-    async def aprobe_domains(self, domains: Sequence[str], timeout: float | None = None) -> dict[str, str | None]:
+    async def aprobe_domains(
+        self, domains: Sequence[str], request_timeout: float | None = None
+    ) -> dict[str, str | None]:
         """Which of these JetStream domains answer through this connection right now.
 
         Asks every domain's JetStream for its account info at once and returns ``{domain: None}``
-        for each that answered within ``timeout`` seconds (default: the connection's
+        for each that answered within ``request_timeout`` seconds (default: the connection's
         ``connect_timeout``) and ``{domain: reason}`` for each that did not. A leaf cut off from the
         hub gets "no responders" at once, so the check is short. An unreachable domain is a result,
         not an error; a failure to reach the connection's own servers still raises.
         """
         config = await self.aget_conn_config()
-        wait = config.connect_timeout if timeout is None else timeout
+        wait = config.connect_timeout if request_timeout is None else request_timeout
 
         async def probe(nc: Client, domain: str) -> str | None:
             try:
@@ -313,6 +336,39 @@ class JetStreamBaseHook(BaseHook):
         async with self.aconnect() as nc:
             reasons = await asyncio.gather(*(probe(nc, domain) for domain in domains))
         return dict(zip(domains, reasons, strict=True))
+
+    async def _double_store_guard(
+        self,
+        api: JetStreamApi,
+        subjects: list[str],
+        what: str,
+        allow: bool,
+        logger: Logger,
+        peers: Sequence[str],
+        stream: StreamSpec | None = None,
+        bucket: str | None = None,
+    ) -> Callable[[], Awaitable[Any]]:
+        """The double-store check run before a write or a create (every role that writes uses this one): no
+        other known domain (the connection's, those the spec's mirror and sources name, ``peers``) stores these
+        subjects too. Returns the check, to run once the write is decided."""
+        config = await self.aget_conn_config()
+        named = stream.origin_domains() if stream is not None else []
+        domains = [d for d in dict.fromkeys([config.domain, *named, *peers]) if d]
+
+        async def guard() -> Any:
+            return await guard_double_store(
+                api.nc,
+                target_prefix=api.prefix,
+                subjects=subjects,
+                what=what,
+                bucket=bucket,
+                peer_domains=domains,
+                allow=allow,
+                timeout=api.timeout,
+                logger=logger,
+            )
+
+        return guard
 
     def _no_jetstream(
         self, domain: str | None, api_prefix: str | None

@@ -14,14 +14,13 @@ from collections.abc import AsyncIterator, Iterator
 
 from airflow_provider_jetstream.core.consume.fetch import Reading
 from airflow_provider_jetstream.core.read.delivery import Delivery
-from airflow_provider_jetstream.core.signatures.consume import CONSUME, FETCH, REQUEST_TIMEOUT
-from airflow_provider_jetstream.core.signatures.shared import TARGET
+from airflow_provider_jetstream.core.signatures.consume import CONSUME, FETCH
+from airflow_provider_jetstream.core.signatures.shared import REQUEST
 from airflow_provider_jetstream.core.sync import iterate_held
-from airflow_provider_jetstream.hooks.base import blocking, checked
-from airflow_provider_jetstream.hooks.objects import JetStreamObjectsHook
+from airflow_provider_jetstream.hooks.base import JetStreamBaseHook, blocking, checked
 
 
-class JetStreamMessagesHook(JetStreamObjectsHook):
+class JetStreamMessagesHook(JetStreamBaseHook):
     """Fetch and consume messages (see :class:`~airflow_provider_jetstream.hooks.jetstream.JetStreamHook`).
 
     Each message is a :class:`~airflow_provider_jetstream.core.read.delivery.Delivery`: ``subject``, ``seq``,
@@ -47,7 +46,7 @@ class JetStreamMessagesHook(JetStreamObjectsHook):
         """The open :class:`Reading` of ``stream`` in ``where`` (domain, API prefix, request timeout); its settles
         confirmed and an ephemeral consumer deleted when the block ends."""
         domain, api_prefix, request_timeout = where
-        async with self.aapi(domain, api_prefix, timeout=request_timeout) as api:
+        async with self.aapi(domain, api_prefix, request_timeout=request_timeout) as api:
             reading = Reading(
                 api, stream, consumer, filter_subjects=filter_subjects or (), start_seq=start_seq,
                 start_time=start_time, reopen=self.aconnect,
@@ -58,7 +57,7 @@ class JetStreamMessagesHook(JetStreamObjectsHook):
             finally:
                 await reading.close()
 
-    @checked(FETCH + TARGET + REQUEST_TIMEOUT)
+    @checked(FETCH + REQUEST)
     async def afetch(
         self,
         stream: str,
@@ -91,7 +90,7 @@ class JetStreamMessagesHook(JetStreamObjectsHook):
 
     fetch = blocking(afetch)
 
-    @checked(CONSUME + TARGET + REQUEST_TIMEOUT)
+    @checked(CONSUME + REQUEST)
     async def _batches(
         self,
         stream: str,

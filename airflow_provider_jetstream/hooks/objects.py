@@ -1,9 +1,9 @@
-"""``JetStreamObjectsHook``: object store buckets and objects in any domain (sync and async).
+"""``JetStreamObjectStoreHook``: the object store role: buckets and objects in any domain (sync and async).
 
-The object store layer of :class:`~airflow_provider_jetstream.hooks.jetstream.JetStreamHook`: declaring buckets
-(mirrors and sources across domains included) on the one reconcile ladder, and putting, getting, listing and
-deleting objects through :mod:`airflow_provider_jetstream.core.manage.objects` (files streamed one chunk at a
-time, SHA-256 digests verified).
+Declaring buckets (mirrors and sources across domains included) on the one reconcile ladder, and putting,
+getting, listing, deleting, checking and watching objects through
+:mod:`airflow_provider_jetstream.core.manage.objects` (files streamed one chunk at a time, SHA-256 digests
+verified). Usable alone, or as part of :class:`~airflow_provider_jetstream.hooks.jetstream.JetStreamHook`.
 """
 
 from __future__ import annotations
@@ -34,18 +34,17 @@ from airflow_provider_jetstream.core.signatures.objects import (
 )
 from airflow_provider_jetstream.core.signatures.shared import LOG, REQUEST
 from airflow_provider_jetstream.core.status.object_check import ObjectCheck, check_object
-from airflow_provider_jetstream.hooks.base import blocking, checked
-from airflow_provider_jetstream.hooks.streams import JetStreamStreamsHook, Logger
+from airflow_provider_jetstream.hooks.base import JetStreamBaseHook, Logger, blocking, checked
 
 
-class JetStreamObjectsHook(JetStreamStreamsHook):
+class JetStreamObjectStoreHook(JetStreamBaseHook):
     """Object store buckets and objects as the object store operators and sensor use them (see
-    :class:`~airflow_provider_jetstream.hooks.jetstream.JetStreamHook`, which adds checks, KV and publish)."""
+    :class:`~airflow_provider_jetstream.hooks.base.JetStreamBaseHook` for the connection arguments)."""
 
     @checked(ENSURE_OBJECT_STORE + REQUEST + LOG)
     async def aensure_object_store(
         self,
-        spec: ObjectStoreSpec | dict[str, Any] | str,
+        bucket: ObjectStoreSpec | dict[str, Any] | str,
         *,
         if_exists: str = "update",
         dry_run: bool = False,
@@ -55,15 +54,15 @@ class JetStreamObjectsHook(JetStreamStreamsHook):
         peer_domains: list[str] | None = None,
         domain: str | None = None,
         api_prefix: str | None = None,
-        timeout: float | None = None,
+        request_timeout: float | None = None,
         logger: Logger | None = None,
     ) -> dict[str, Any]:
         """Create or update an object store bucket, the stream ``OBJ_<bucket>`` laid out as nats.go and nats.js
         make it (a mirror or source of another domain's bucket included), as
         ``JetStreamCreateObjectStoreOperator`` does; returns its XCom dict (``action``, ``changes``, ...).
 
-        :param spec: a bucket name, an :class:`ObjectStoreSpec` or its dict: ``{"bucket": "files", "ttl": "7d",
-            "max_bytes": -1, "storage": "file", "replicas": 1, "compression": True}``, or a copy:
+        :param bucket: the bucket to declare: its name, an :class:`ObjectStoreSpec` or its dict: ``{"bucket":
+            "files", "ttl": "7d", "max_bytes": -1, "storage": "file", "replicas": 1, "compression": True}``, or a copy:
             ``{"bucket": "files-leaf", "mirror": {"bucket": "files", "domain": "leaf"}}``.
         :param if_exists: ``"update"`` (default) | ``"skip"`` | ``"fail"`` | ``"recreate"`` (only this deletes).
         :param dry_run: plan only, change nothing. Default False.
@@ -74,17 +73,17 @@ class JetStreamObjectsHook(JetStreamStreamsHook):
             domain of this account, or a domain cannot be checked. Default False.
         :param peer_domains: more domains for that check, besides the connection's own.
         """
-        bucket: ObjectStoreSpec = spec  # type: ignore[assignment]  # checked: an ObjectStoreSpec
+        spec: ObjectStoreSpec = bucket  # type: ignore[assignment]  # checked: an ObjectStoreSpec
         logger = logger or self.log
-        stream = bucket.stream_spec()
-        subjects = [] if stream.is_mirror else object_subjects(bucket.bucket)
-        async with self.aapi(domain, api_prefix, timeout=timeout) as api:
-            guard = await self.double_store_guard(
-                api, subjects, f"object store {bucket.bucket!r}", allow_double_store, logger, peer_domains, stream
+        stream = spec.stream_spec()
+        subjects = [] if stream.is_mirror else object_subjects(spec.bucket)
+        async with self.aapi(domain, api_prefix, request_timeout=request_timeout) as api:
+            guard = await self._double_store_guard(
+                api, subjects, f"object store {spec.bucket!r}", allow_double_store, logger, peer_domains, stream
             )
             result = await reconcile_object_store(
                 api,
-                bucket,
+                spec,
                 if_exists=if_exists,
                 dry_run=dry_run,
                 prune_sources=prune_sources,
@@ -100,17 +99,17 @@ class JetStreamObjectsHook(JetStreamStreamsHook):
     async def aput_object(
         self,
         bucket: str,
-        name: str,
-        source: str,
+        object_name: str,
+        local_path: str,
         *,
         description: str | None = None,
         headers: dict[str, str] | None = None,
         chunk_size: int = 128 * 1024,
         domain: str | None = None,
         api_prefix: str | None = None,
-        timeout: float | None = None,
+        request_timeout: float | None = None,
     ) -> ObjectInfo:
-        """Store the local file ``source`` as object ``name`` of ``bucket`` in the target domain, one chunk in
+        """Store the file ``local_path`` as object ``object_name`` of ``bucket`` in the target domain, one chunk in
         memory at a time (replacing an object of that name once the new one is stored); its
         :class:`ObjectInfo` (``size``, ``chunks``, ``digest``, ``revision``). A mirror bucket takes no writes.
 
@@ -118,9 +117,9 @@ class JetStreamObjectsHook(JetStreamStreamsHook):
         :param headers: headers recorded in the object's meta. Default None.
         :param chunk_size: bytes per chunk, at most the server's ``max_payload``. Default 128 KiB.
         """
-        async with self.aapi(domain, api_prefix, timeout=timeout) as api:
+        async with self.aapi(domain, api_prefix, request_timeout=request_timeout) as api:
             return await put_object(
-                api, bucket, name, source, description=description, headers=headers, chunk_size=chunk_size
+                api, bucket, object_name, local_path, description=description, headers=headers, chunk_size=chunk_size
             )
 
     put_object = blocking(aput_object)
@@ -129,19 +128,19 @@ class JetStreamObjectsHook(JetStreamStreamsHook):
     async def aget_object(
         self,
         bucket: str,
-        name: str,
-        destination: str,
+        object_name: str,
+        local_path: str,
         *,
         domain: str | None = None,
         api_prefix: str | None = None,
-        timeout: float | None = None,
+        request_timeout: float | None = None,
     ) -> ObjectInfo:
-        """Write object ``name`` of ``bucket`` (a mirror of another domain's bucket included) to the local file
-        ``destination``, one chunk in memory at a time; the file appears only once its size and SHA-256 digest
+        """Write object ``object_name`` of ``bucket`` (a mirror of another domain's bucket included) to the file
+        ``local_path``, one chunk in memory at a time; the file appears only once its size and SHA-256 digest
         are verified (:class:`ObjectDigestError` otherwise). :class:`JetStreamNotFoundError` if there is no
         such object."""
-        async with self.aapi(domain, api_prefix, timeout=timeout) as api:
-            return await get_object(api, bucket, name, destination)
+        async with self.aapi(domain, api_prefix, request_timeout=request_timeout) as api:
+            return await get_object(api, bucket, object_name, local_path)
 
     get_object = blocking(aget_object)
 
@@ -149,17 +148,17 @@ class JetStreamObjectsHook(JetStreamStreamsHook):
     async def aobject_info(
         self,
         bucket: str,
-        name: str,
+        object_name: str,
         *,
         show_deleted: bool = False,
         domain: str | None = None,
         api_prefix: str | None = None,
-        timeout: float | None = None,
+        request_timeout: float | None = None,
     ) -> ObjectInfo | None:
-        """The :class:`ObjectInfo` of object ``name`` of ``bucket``; None when there is none (or it is deleted,
+        """The :class:`ObjectInfo` of object ``object_name`` of ``bucket``; None when there is none (or it is deleted,
         unless ``show_deleted``). :class:`JetStreamNotFoundError` if the bucket does not exist."""
-        async with self.aapi(domain, api_prefix, timeout=timeout) as api:
-            return await object_info(api, bucket, name, show_deleted=show_deleted)
+        async with self.aapi(domain, api_prefix, request_timeout=request_timeout) as api:
+            return await object_info(api, bucket, object_name, show_deleted=show_deleted)
 
     object_info = blocking(aobject_info)
 
@@ -171,10 +170,10 @@ class JetStreamObjectsHook(JetStreamStreamsHook):
         show_deleted: bool = False,
         domain: str | None = None,
         api_prefix: str | None = None,
-        timeout: float | None = None,
+        request_timeout: float | None = None,
     ) -> list[ObjectInfo]:
         """Every object of ``bucket`` (deleted ones too with ``show_deleted``), in the order of their last change."""
-        async with self.aapi(domain, api_prefix, timeout=timeout) as api:
+        async with self.aapi(domain, api_prefix, request_timeout=request_timeout) as api:
             return await list_objects(api, bucket, show_deleted=show_deleted)
 
     list_objects = blocking(alist_objects)
@@ -183,17 +182,17 @@ class JetStreamObjectsHook(JetStreamStreamsHook):
     async def adelete_object(
         self,
         bucket: str,
-        name: str,
+        object_name: str,
         *,
         ignore_missing: bool = False,
         domain: str | None = None,
         api_prefix: str | None = None,
-        timeout: float | None = None,
+        request_timeout: float | None = None,
     ) -> ObjectInfo | None:
-        """Delete object ``name`` of ``bucket`` (a deleted meta, then its chunks purged); the deleted object's
+        """Delete object ``object_name`` of ``bucket`` (a deleted meta, then its chunks purged); the deleted object's
         info. A missing object is :class:`JetStreamNotFoundError`, or None with ``ignore_missing``."""
-        async with self.aapi(domain, api_prefix, timeout=timeout) as api:
-            return await delete_object(api, bucket, name, missing_ok=ignore_missing)
+        async with self.aapi(domain, api_prefix, request_timeout=request_timeout) as api:
+            return await delete_object(api, bucket, object_name, missing_ok=ignore_missing)
 
     delete_object = blocking(adelete_object)
 
@@ -201,18 +200,18 @@ class JetStreamObjectsHook(JetStreamStreamsHook):
     async def acheck_object(
         self,
         bucket: str,
-        name: str,
+        object_name: str,
         *,
-        min_revision: int | None = None,
+        after_revision: int | None = None,
         domain: str | None = None,
         api_prefix: str | None = None,
-        timeout: float | None = None,
+        request_timeout: float | None = None,
     ) -> ObjectCheck:
-        """The object check of ``JetStreamObjectSensor``: ``.done`` when object ``name`` of ``bucket`` is present
-        (not deleted) and, with ``min_revision``, its revision is above it (a put after the one seen);
+        """The object check of ``JetStreamObjectSensor``: ``.done`` when object ``object_name`` of ``bucket`` is
+        present (not deleted) and, with ``after_revision``, its revision is above it (a put after the one seen);
         ``.reason`` says why not; ``.to_xcom()`` gives the object's info."""
-        async with self.aapi(domain, api_prefix, timeout=timeout) as api:
-            return await check_object(api, bucket, name, min_revision)
+        async with self.aapi(domain, api_prefix, request_timeout=request_timeout) as api:
+            return await check_object(api, bucket, object_name, after_revision)
 
     check_object = blocking(acheck_object)
 
@@ -221,17 +220,17 @@ class JetStreamObjectsHook(JetStreamStreamsHook):
         self,
         bucket: str,
         *,
-        after_revision: int = 0,
+        after_revision: int | None = None,
         domain: str | None = None,
         api_prefix: str | None = None,
-        timeout: float | None = None,
+        request_timeout: float | None = None,
     ) -> AsyncIterator[ObjectInfo]:
-        """Every put and delete (``.deleted``) of an object of ``bucket`` after ``after_revision`` (default 0:
-        all that are stored), as it comes, until the caller stops iterating: an ordered consumer of the
-        bucket's meta subjects, the server sending each change as it is stored (no polling). A change a later
-        one of the same object replaced before it was read is not seen (one meta per object). Async only: no
-        blocking twin."""
-        async with self.aapi(domain, api_prefix, timeout=timeout) as api:
-            async for info in watch_objects(api, bucket, after_revision=after_revision):
+        """Every put and delete (``.deleted``) of an object of ``bucket`` after ``after_revision`` (default None:
+        all that are stored), as it comes, until the caller stops iterating: an ordered consumer of the bucket's
+        meta subjects, the server sending each change as it is stored (no polling). A change a later one of the
+        same object replaced before it was read is not seen (one meta per object). Async only: no blocking
+        twin."""
+        async with self.aapi(domain, api_prefix, request_timeout=request_timeout) as api:
+            async for info in watch_objects(api, bucket, after_revision=after_revision or 0):
                 if info is not None:
                     yield info

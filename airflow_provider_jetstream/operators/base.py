@@ -1,8 +1,10 @@
 """What every operator of this provider shares: connection arguments, reconcile options, refusals that fail at once.
 
 Each operator declares its signature (``arguments``, :mod:`airflow_provider_jetstream.core.signatures.operations`);
-:class:`~airflow_provider_jetstream.utils.arguments.CheckedArguments` checks literal values when the DAG
-is parsed and the rest once rendered, and ``execute`` passes the checked values to the hook.
+:class:`~airflow_provider_jetstream.utils.arguments.CheckedArguments` refuses a retired name naming its
+replacement, checks literal values when the DAG is parsed and the rest once rendered, and ``execute`` passes
+the checked values to the role hook it uses (``hook_class``). Advanced tuning is one ``options`` argument per
+operator family (:mod:`airflow_provider_jetstream.core.signatures.options`).
 
 A refusal (:class:`airflow_provider_jetstream.core.errors.JetStreamRefusalError`: a bad argument or
 spec, a change the reconcile rules refuse, a double store, rejected credentials, a failed
@@ -31,10 +33,12 @@ from airflow_provider_jetstream.assets.lineage import (
 )
 from airflow_provider_jetstream.core.arguments import Args
 from airflow_provider_jetstream.core.arguments.names import domain_of
+from airflow_provider_jetstream.core.arguments.options import Options
 from airflow_provider_jetstream.core.errors import is_refusal
 from airflow_provider_jetstream.core.manage.specs import StreamSpec
-from airflow_provider_jetstream.core.signatures.operations import ENSURE_STREAM
-from airflow_provider_jetstream.core.signatures.shared import OPERATOR
+from airflow_provider_jetstream.core.signatures.options import DeclareOptions, family_options
+from airflow_provider_jetstream.core.signatures.shared import IF_EXISTS_ARG, OPERATOR
+from airflow_provider_jetstream.hooks.base import JetStreamBaseHook
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.utils.arguments import CheckedArguments
 
@@ -127,7 +131,9 @@ T = TypeVar("T")
 CHANGED = ("created", "updated", "recreated")
 
 
-def stream_locations(hook: JetStreamHook, streams: Sequence[tuple[str, str | None]], timeout: float) -> list[Location]:
+def stream_locations(
+    hook: JetStreamBaseHook, streams: Sequence[tuple[str, str | None]], timeout: float
+) -> list[Location]:
     """The lineage locations of ``(stream, API prefix)`` pairs (prefix None: the hook's target), the
     domain of each prefix taken from the prefix or, for ``$JS.API`` and imports, from the server."""
     server = server_of(hook.get_conn_config())
@@ -153,12 +159,15 @@ class JetStreamBaseOperator(FailFastOnRefusal, CheckedArguments, OperatorLineage
     :param jetstream_conn_id: Airflow connection (type ``jetstream``). Default ``jetstream_default``.
     :param domain: JetStream domain to act in (``$JS.<domain>.API``). Default: the connection's.
     :param api_prefix: an imported JetStream API prefix (``JS.acc@hub.API``), instead of ``domain``.
-    :param request_timeout: seconds to wait for each JetStream API answer. Default 5.
+    :param request_timeout: seconds to wait for each JetStream API answer. Default None: the connection's
+        ``connect_timeout``.
     """
 
     arguments: Args = OPERATOR
     template_fields: Sequence[str] = OPERATOR.template_fields()
     ui_color = "#34b27d"
+    #: The role hook the operator works with (every role: :class:`JetStreamHook`).
+    hook_class: type[JetStreamBaseHook] = JetStreamHook
 
     def __init__(
         self,
@@ -166,7 +175,7 @@ class JetStreamBaseOperator(FailFastOnRefusal, CheckedArguments, OperatorLineage
         jetstream_conn_id: str = JetStreamHook.default_conn_name,
         domain: str | None = None,
         api_prefix: str | None = None,
-        request_timeout: float = 5.0,
+        request_timeout: float | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -175,10 +184,10 @@ class JetStreamBaseOperator(FailFastOnRefusal, CheckedArguments, OperatorLineage
         self.domain = domain
         self.api_prefix = api_prefix
 
-    def get_hook(self) -> JetStreamHook:
-        """The hook for the checked connection id, domain and API prefix."""
+    def get_hook(self) -> Any:
+        """The operator's role hook (``hook_class``) for the checked connection id, domain and API prefix."""
         args = self.checked_arguments()
-        return JetStreamHook(args["jetstream_conn_id"], domain=args["domain"], api_prefix=args["api_prefix"])
+        return self.hook_class(args["jetstream_conn_id"], domain=args["domain"], api_prefix=args["api_prefix"])
 
     def record_stream_lineage(
         self,
@@ -220,44 +229,47 @@ class JetStreamBaseOperator(FailFastOnRefusal, CheckedArguments, OperatorLineage
         )
 
     def request_seconds(self) -> float:
-        """The checked ``request_timeout``: seconds to wait for each JetStream API answer."""
-        return self.checked_arguments()["request_timeout"]
+        """Seconds to wait for each JetStream API answer: the checked ``request_timeout``, else the connection's
+        ``connect_timeout``."""
+        timeout = self.checked_arguments()["request_timeout"]
+        return timeout if timeout is not None else self.get_hook().get_conn_config().connect_timeout
+
+
+def declare_arguments(options: type[DeclareOptions] = DeclareOptions, without: Sequence[str] = ()) -> Args:
+    """What a declaring operator takes besides its object: ``if_exists``, and ``options`` of ``options``'s class
+    (the fields ``without`` refused: they do not apply to it)."""
+    doc = f"{options.__name__} or a dict of its fields: dry run, the guards of a change; default: every default"
+    return Args("declare", {"if_exists": IF_EXISTS_ARG, "options": family_options(options, doc, without)})
 
 
 class ReconcileOperator(JetStreamBaseOperator):
-    """What the "create" operators share: the reconcile options and the double-store check's."""
+    """What the declaring operators share: ``if_exists`` and their typed options (:class:`DeclareOptions`: a
+    dry run, the double-store check, what a change may discard)."""
 
-    #: The reconcile options of declaring a stream (the operation's own arguments come on top).
-    reconcile_arguments = ENSURE_STREAM.without("spec")
-    arguments: Args = OPERATOR + reconcile_arguments
+    arguments: Args = OPERATOR + declare_arguments()
     template_fields: Sequence[str] = arguments.template_fields()
+    #: The options fields the operator's hook method takes (the others are refused by its ``options``).
+    declare_fields: Sequence[str] = tuple(DeclareOptions.arguments.args)
 
     def __init__(
         self,
         *,
         if_exists: str = "update",
-        dry_run: bool = False,
-        prune_sources: bool = False,
-        allow_data_loss: bool = False,
-        allow_double_store: bool = False,
-        peer_domains: list[str] | None = None,
+        options: Options | dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.if_exists = if_exists
-        self.dry_run = dry_run
-        self.prune_sources = prune_sources
-        self.allow_data_loss = allow_data_loss
-        self.allow_double_store = allow_double_store
-        self.peer_domains = peer_domains
+        self.options = options
 
     def reconcile_kwargs(self) -> dict[str, Any]:
         """The keyword arguments of the hook's ``ensure_*`` methods, from the checked operator arguments."""
         args = self.checked_arguments()
-        options = ("if_exists", "dry_run", "prune_sources", "allow_data_loss", "allow_double_store", "peer_domains")
+        options = args["options"]
         return {
-            **{name: args[name] for name in options},
-            "timeout": args["request_timeout"],
+            "if_exists": args["if_exists"],
+            **{name: getattr(options, name) for name in self.declare_fields},
+            "request_timeout": args["request_timeout"],
             "logger": self.log,
         }
 
@@ -267,5 +279,6 @@ __all__ = [
     "JetStreamBaseOperator",
     "ReconcileOperator",
     "as_task_failure",
+    "declare_arguments",
     "fail_fast_on_refusal",
 ]

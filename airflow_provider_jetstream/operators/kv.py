@@ -7,7 +7,7 @@ buckets included (under the origin's ``$KV.<origin>.`` prefix, ADR-8). nats-py's
 :func:`airflow_provider_jetstream.core.manage.buckets.kv_get` reads all three. Puts and deletes address the
 bucket's domain (``$JS.<domain>.API.$KV.<bucket>.<key>``, as nats.go does), so a write aimed at
 domain X cannot land in a same-named bucket of domain Y; a mirror's writes go to its origin.
-The work is :class:`~airflow_provider_jetstream.hooks.jetstream.JetStreamHook`'s (``ensure_key_value``,
+The work is :class:`~airflow_provider_jetstream.hooks.kv.JetStreamKeyValueHook`'s (``ensure_key_value``,
 ``kv_put``, ``kv_delete``).
 
 Lineage: a bucket is its stream ``KV_<bucket>`` (:mod:`airflow_provider_jetstream.assets.lineage`):
@@ -24,31 +24,31 @@ from airflow_provider_jetstream.core.arguments import Args
 from airflow_provider_jetstream.core.manage.specs.kv import kv_stream_name
 from airflow_provider_jetstream.core.signatures.operations import ENSURE_BUCKET, KV_DELETE, KV_PUT
 from airflow_provider_jetstream.core.signatures.shared import OPERATOR
-from airflow_provider_jetstream.operators.base import JetStreamBaseOperator, ReconcileOperator
+from airflow_provider_jetstream.hooks.kv import JetStreamKeyValueHook
+from airflow_provider_jetstream.operators.base import JetStreamBaseOperator, ReconcileOperator, declare_arguments
 
 
 class JetStreamCreateKeyValueOperator(ReconcileOperator):
     """Create or update a KV bucket, including a mirror or sources in other domains or accounts.
 
-    :param bucket: a name, or a spec: ``{"bucket": "config", "history": 5, "ttl": "1h",
+    :param bucket: the bucket to declare: its name, or its spec: ``{"bucket": "config", "history": 5, "ttl": "1h",
         "max_value_size": 1024, "max_bytes": -1, "storage": "file", "replicas": 1, "placement": {...},
         "compression": true, "mirror": {"bucket": "config", "domain": "leaf"}}`` or
         ``"sources": [{"bucket": "config", "domain": "leaf"}, ...]``.
     :param if_exists: ``update`` | ``skip`` | ``fail`` | ``recreate``. A mirror cannot be changed
         in place; a mirror bucket made by releases before the nats.go layout fails with the exact
         migration recipe (``recreate`` re-mirrors everything the origin still holds).
-    :param dry_run: log the plan, change nothing.
-    :param allow_data_loss: apply a change that discards stored data in place (``history``,
-        ``max_bytes`` or ``ttl`` lowered, or set where there was none), or lowers its durability
-        (``replicas`` lowered). Default False: refused, naming
-        each field ``old -> new``. An existing bucket's fields the spec does not name are never changed.
-    :param allow_double_store: create even if a bucket of this name takes writes in another
-        connected domain of this account, or if a domain cannot be checked. Default False: refused,
-        quoting the NATS docs' advice.
-    :param peer_domains: more domains for that check, besides the connection's own.
+    :param options: :class:`~airflow_provider_jetstream.core.signatures.options.DeclareOptions` or a dict of its
+        fields: ``dry_run`` (log the plan, change nothing), ``prune_sources``, ``allow_data_loss`` (apply a change
+        that discards stored data in place: ``history``, ``max_bytes`` or ``ttl`` lowered, or set where there was
+        none, or ``replicas`` lowered; refused by default, naming each field ``old -> new``; an existing bucket's
+        fields the spec does not name are never changed), ``allow_double_store`` (create even if a bucket of
+        this name takes writes in another connected domain of this account, or a domain cannot be checked;
+        refused by default, quoting the NATS docs' advice), ``peer_domains`` (more domains for that check).
     """
 
-    arguments: Args = OPERATOR + ENSURE_BUCKET.renamed(spec="bucket")
+    hook_class = JetStreamKeyValueHook
+    arguments: Args = OPERATOR + Args("create bucket", {"bucket": ENSURE_BUCKET.args["bucket"]}) + declare_arguments()
     template_fields: Sequence[str] = arguments.template_fields()
     template_fields_renderers = {"bucket": "json"}
 
@@ -66,6 +66,8 @@ class JetStreamCreateKeyValueOperator(ReconcileOperator):
 
 class _KeyOperator(JetStreamBaseOperator):
     """A write to one key: bucket and key names, and an optional compare-and-set revision."""
+
+    hook_class = JetStreamKeyValueHook
 
     def __init__(self, *, bucket: str, key: str, expected_revision: int | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -106,7 +108,7 @@ class JetStreamKeyValuePutOperator(_KeyOperator):
             args["key"],
             args["value"],
             expected_revision=args["expected_revision"],
-            timeout=args["request_timeout"],
+            request_timeout=args["request_timeout"],
         )
         self.record_key_lineage(context, revision)
         return revision
@@ -129,7 +131,7 @@ class JetStreamKeyValueDeleteOperator(_KeyOperator):
             args["key"],
             purge=args["purge"],
             expected_revision=args["expected_revision"],
-            timeout=args["request_timeout"],
+            request_timeout=args["request_timeout"],
         )
         self.record_key_lineage(context, revision)
         return revision

@@ -4,8 +4,8 @@ Buckets are ``OBJ_<bucket>`` streams built by the object store conventions exact
 build them (:mod:`airflow_provider_jetstream.core.manage.specs.objects`); objects are written and read as
 they write and read them (:mod:`airflow_provider_jetstream.core.manage.objects`), in any domain, files
 streamed one chunk at a time and SHA-256 digests verified. The work is
-:class:`~airflow_provider_jetstream.hooks.jetstream.JetStreamHook`'s (``ensure_object_store``, ``put_object``,
-``get_object``, ``delete_object``).
+:class:`~airflow_provider_jetstream.hooks.objects.JetStreamObjectStoreHook`'s (``ensure_object_store``,
+``put_object``, ``get_object``, ``delete_object``).
 
 Lineage: a bucket is its stream ``OBJ_<bucket>`` (``jetstream://<server>/<domain>/OBJ_<bucket>``,
 :mod:`airflow_provider_jetstream.assets.lineage`): the create operator writes it and reads the origins of its
@@ -26,26 +26,31 @@ from airflow_provider_jetstream.core.signatures.objects import (
     PUT_OBJECT,
 )
 from airflow_provider_jetstream.core.signatures.shared import OPERATOR
-from airflow_provider_jetstream.operators.base import JetStreamBaseOperator, ReconcileOperator
+from airflow_provider_jetstream.hooks.objects import JetStreamObjectStoreHook
+from airflow_provider_jetstream.operators.base import JetStreamBaseOperator, ReconcileOperator, declare_arguments
 
 
 class JetStreamCreateObjectStoreOperator(ReconcileOperator):
     """Create or update an object store bucket, including a mirror or sources of other domains' buckets.
 
-    :param bucket: a name, or a spec: ``{"bucket": "files", "description": "...", "ttl": "7d", "max_bytes": -1,
+    :param bucket: the bucket to declare: its name, or its spec: ``{"bucket": "files", "description": "...",
+        "ttl": "7d", "max_bytes": -1,
         "storage": "file", "replicas": 1, "placement": {...}, "compression": True, "metadata": {...}}``, or a
         copy: ``"mirror": {"bucket": "files", "domain": "leaf"}`` / ``"sources": [{"bucket": ..., "domain": ...}]``
         (the origin's subjects renamed into this bucket's, so every client opens the copy by its name).
     :param if_exists: ``update`` | ``skip`` | ``fail`` | ``recreate`` (only this deletes a bucket).
-    :param dry_run: log the plan, change nothing.
-    :param allow_data_loss: apply in place a lower ``max_bytes`` or ``ttl`` (or one set where there was none), or
-        fewer ``replicas``. Default False: refused, naming each field ``old -> new``.
-    :param allow_double_store: create even if a bucket of this name takes writes in another connected domain of
-        this account, or if a domain cannot be checked. Default False: refused.
-    :param peer_domains: more domains for that check, besides the connection's own.
+    :param options: :class:`~airflow_provider_jetstream.core.signatures.options.DeclareOptions` or a dict of its
+        fields: ``dry_run`` (log the plan, change nothing), ``prune_sources``, ``allow_data_loss`` (apply in place
+        a lower ``max_bytes`` or ``ttl``, or one set where there was none, or fewer ``replicas``; refused by
+        default, naming each field ``old -> new``), ``allow_double_store`` (create even if a bucket of this name
+        takes writes in another connected domain of this account, or a domain cannot be checked; refused by
+        default), ``peer_domains`` (more domains for that check).
     """
 
-    arguments: Args = OPERATOR + ENSURE_OBJECT_STORE.renamed(spec="bucket")
+    hook_class = JetStreamObjectStoreHook
+    arguments: Args = (
+        OPERATOR + Args("create object store", {"bucket": ENSURE_OBJECT_STORE.args["bucket"]}) + declare_arguments()
+    )
     template_fields: Sequence[str] = arguments.template_fields()
     template_fields_renderers = {"bucket": "json"}
 
@@ -64,17 +69,19 @@ class JetStreamCreateObjectStoreOperator(ReconcileOperator):
 class _ObjectOperator(JetStreamBaseOperator):
     """One object of one bucket."""
 
-    def __init__(self, *, bucket: str, name: str, **kwargs: Any) -> None:
+    hook_class = JetStreamObjectStoreHook
+
+    def __init__(self, *, bucket: str, object_name: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.bucket = bucket
-        self.name = name
+        self.object_name = object_name
 
     def record_object_lineage(self, context: Any, info: dict[str, Any] | None, written: bool) -> None:
         """The bucket's stream ``OBJ_<bucket>`` is written (an asset event with the object's name and revision)
         or read."""
         args = self.checked_arguments()
         stream = [(object_stream_name(args["bucket"]), None)]
-        extra = {"object": args["name"], "revision": (info or {}).get("revision")}
+        extra = {"object": args["object_name"], "revision": (info or {}).get("revision")}
         if written:
             self.record_stream_lineage(context, stream, extra=extra)
         else:
@@ -86,7 +93,9 @@ class JetStreamPutObjectOperator(_ObjectOperator):
     object of that name is replaced once the new one is stored). XCom: the object's info (``name``, ``size``,
     ``chunks``, ``digest``, ``revision``, ...).
 
-    :param source: the local file to store (on the worker). An empty rendered value is refused.
+    :param bucket: the object store bucket's name.
+    :param object_name: the object's name in it.
+    :param local_path: the file to store, on the machine the task runs on. An empty rendered value is refused.
     :param description: the object's description. Default None.
     :param headers: headers recorded in the object's meta (name -> text). Default None.
     :param chunk_size: bytes per chunk. Default 128 KiB, as every official client.
@@ -98,14 +107,14 @@ class JetStreamPutObjectOperator(_ObjectOperator):
     def __init__(
         self,
         *,
-        source: str,
+        local_path: str,
         description: str | None = None,
         headers: dict[str, str] | None = None,
         chunk_size: int = 128 * 1024,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.source = source
+        self.local_path = local_path
         self.description = description
         self.headers = headers
         self.chunk_size = chunk_size
@@ -115,12 +124,12 @@ class JetStreamPutObjectOperator(_ObjectOperator):
         args = self.checked_arguments()
         info = self.get_hook().put_object(
             args["bucket"],
-            args["name"],
-            args["source"],
+            args["object_name"],
+            args["local_path"],
             description=args["description"],
             headers=args["headers"],
             chunk_size=args["chunk_size"],
-            timeout=args["request_timeout"],
+            request_timeout=args["request_timeout"],
         )
         result = info.to_xcom()
         self.record_object_lineage(context, result, written=True)
@@ -132,23 +141,25 @@ class JetStreamGetObjectOperator(_ObjectOperator):
     memory at a time; the file appears only once its size and SHA-256 digest are verified. XCom: the object's
     info and ``path``.
 
-    :param destination: the local file to write (on the worker), in an existing directory. An empty rendered
-        value is refused.
+    :param bucket: the object store bucket's name.
+    :param object_name: the object's name in it.
+    :param local_path: the file to write, on the machine the task runs on, in an existing directory. An empty
+        rendered value is refused.
     """
 
     arguments: Args = OPERATOR + GET_OBJECT
     template_fields: Sequence[str] = arguments.template_fields()
 
-    def __init__(self, *, destination: str, **kwargs: Any) -> None:
+    def __init__(self, *, local_path: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.destination = destination
+        self.local_path = local_path
 
     def execute(self, context: Any) -> dict[str, Any]:
         args = self.checked_arguments()
         info = self.get_hook().get_object(
-            args["bucket"], args["name"], args["destination"], timeout=args["request_timeout"]
+            args["bucket"], args["object_name"], args["local_path"], request_timeout=args["request_timeout"]
         )
-        result = {**info.to_xcom(), "path": args["destination"]}
+        result = {**info.to_xcom(), "path": args["local_path"]}
         self.record_object_lineage(context, result, written=False)
         return result
 
@@ -157,6 +168,8 @@ class JetStreamDeleteObjectOperator(_ObjectOperator):
     """Delete an object of a bucket (a deleted meta, then its chunks purged), as the official clients do. XCom:
     the deleted object's info, or None when it was missing and ``ignore_missing``.
 
+    :param bucket: the object store bucket's name.
+    :param object_name: the object's name in it.
     :param ignore_missing: a missing object is success. Default False: the task fails.
     """
 
@@ -171,7 +184,10 @@ class JetStreamDeleteObjectOperator(_ObjectOperator):
     def execute(self, context: Any) -> dict[str, Any] | None:
         args = self.checked_arguments()
         info = self.get_hook().delete_object(
-            args["bucket"], args["name"], ignore_missing=args["ignore_missing"], timeout=args["request_timeout"]
+            args["bucket"],
+            args["object_name"],
+            ignore_missing=args["ignore_missing"],
+            request_timeout=args["request_timeout"],
         )
         result = info.to_xcom() if info is not None else None
         if result is not None:

@@ -3,9 +3,10 @@
 Each message carries a ``Nats-Msg-Id`` derived from ``msg_id`` (templated; by default
 ``<dag_id>/<run_id>/<task_id>/<map_index>/<index>``), so a retried task stores nothing twice within
 the stream's duplicate window: the retry's acks come back ``duplicate`` and are counted as such.
-The work is :meth:`JetStreamHook.publish <airflow_provider_jetstream.hooks.jetstream.JetStreamHook.apublish>`:
-the shared engine :mod:`airflow_provider_jetstream.core.publish.engine` (the Spark writer's too), which
-refuses reserved subjects before sending and checks every ack.
+The work is :meth:`JetStreamPublishHook.publish
+<airflow_provider_jetstream.hooks.publish.JetStreamPublishHook.apublish>`: the shared engine
+:mod:`airflow_provider_jetstream.core.publish.engine` (the Spark writer's too), which refuses reserved
+subjects before sending and checks every ack. Its tuning is :class:`PublishOptions` (``options=``).
 
 Lineage (:mod:`airflow_provider_jetstream.assets.lineage`): the OpenLineage output is the stream that
 stored the messages, in the domain its PubAcks name; unless ``outlets`` are given, the operator's
@@ -19,24 +20,28 @@ from typing import Any
 
 from airflow_provider_jetstream.assets.lineage import server_of, stream_location
 from airflow_provider_jetstream.core.arguments import Args
+from airflow_provider_jetstream.core.arguments.options import options_arg
 from airflow_provider_jetstream.core.publish.messages import INDEX
 from airflow_provider_jetstream.core.signatures.operations import PUBLISH, SUBJECT_OUTSIDE_API
-from airflow_provider_jetstream.core.signatures.operator_only import PUBLISH_FROM_CALLABLE, PUBLISHED_MESSAGES
+from airflow_provider_jetstream.core.signatures.operator_only import PUBLISH_FROM_FUNCTION, PUBLISHED_MESSAGES
+from airflow_provider_jetstream.core.signatures.options import PublishOptions
 from airflow_provider_jetstream.core.signatures.shared import OPERATOR
+from airflow_provider_jetstream.hooks.publish import JetStreamPublishHook
 from airflow_provider_jetstream.operators.base import JetStreamBaseOperator
 
-__all__ = ["JetStreamPublishOperator"]
+__all__ = ["JetStreamPublishOperator", "PublishOptions"]
 
 DEFAULT_MSG_ID = "{{ dag.dag_id }}/{{ run_id }}/{{ task.task_id }}/{{ ti.map_index }}/" + INDEX
 
 #: The publish operation, with the operator's own defaults (a message id per run, no ``messages`` when a
-#: callable makes them) and its message callable.
+#: function returns them), its tuning in ``options``.
 _PUBLISH = Args(
     "publish",
     {
-        **PUBLISH.args,
+        **PUBLISH.without(*PublishOptions.arguments.args).args,
         "messages": PUBLISH.args["messages"].but(default=None),
         "msg_id": PUBLISH.args["msg_id"].but(default=DEFAULT_MSG_ID),
+        "options": options_arg(PublishOptions, "PublishOptions or a dict of its fields; default: every default"),
     },
 )
 
@@ -49,25 +54,29 @@ class JetStreamPublishOperator(JetStreamBaseOperator):
         and this operator's ``api_prefix``): a message to ``$JS.API.STREAM.DELETE.x`` would delete a
         stream. Checked when the DAG is parsed, and once rendered before anything is sent.
     :param messages: the payloads: bytes, str, or JSON-serializable values (an XComArg works too).
-    :param messages_callable: instead of ``messages``, a callable returning an iterable (a generator
-        streams large volumes); called with ``op_kwargs``.
+    :param messages_function: instead of ``messages``, a function returning an iterable (a generator
+        streams large volumes); called with ``messages_function_kwargs``.
+    :param messages_function_kwargs: its keyword arguments (templated).
     :param headers: headers on every message: a mapping of header names to strings.
     :param msg_id: template of each message's ``Nats-Msg-Id``; ``{index}`` is the message's index
         (appended if missing). Default ``<dag_id>/<run_id>/<task_id>/<map_index>/{index}``; ``None``
         sends none (no deduplication); ``""`` (also rendered) is refused.
-    :param max_in_flight: most messages published but not yet acked. Default 4000.
     :param expected_stream: the stream that must store them (``Nats-Expected-Stream``).
-    :param fast_ingest: publish in fast-ingest batches, one ack per flow window: None (default) when the
-        stream storing ``subject`` has ``allow_batched`` (nats-server 2.14+), False never.
+    :param options: :class:`~airflow_provider_jetstream.core.signatures.options.PublishOptions` or a dict of
+        its fields: ``max_in_flight`` (most messages published and not yet acked; default 4000), ``ack_timeout``
+        (seconds a message may wait for its ack; default 30), ``fast_ingest`` (fast-ingest batches, one ack per
+        flow window: None, the default, when the stream storing ``subject`` has ``allow_batched``, nats-server
+        2.14+; False never), ``allow_double_store``, ``peer_domains``.
     :param domain: the domain whose stream must store them: every ack is checked, and before
         publishing, the double-store guard refuses a subject that streams in other connected domains
-        of this account also store (``allow_double_store=True`` publishes anyway).
+        of this account also store (``options={"allow_double_store": True}`` publishes anyway).
 
     XCom: ``{"count", "stored", "duplicates", "first_seq", "last_seq", "stream", "domain", "rate", "batches",
     "acks"}`` (``batches``: fast-ingest batches sent; ``acks``: acks received).
     """
 
-    arguments: Args = (OPERATOR + _PUBLISH + PUBLISH_FROM_CALLABLE).ruled(PUBLISHED_MESSAGES, SUBJECT_OUTSIDE_API)
+    hook_class = JetStreamPublishHook
+    arguments: Args = (OPERATOR + _PUBLISH + PUBLISH_FROM_FUNCTION).ruled(PUBLISHED_MESSAGES, SUBJECT_OUTSIDE_API)
     template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(
@@ -75,41 +84,33 @@ class JetStreamPublishOperator(JetStreamBaseOperator):
         *,
         subject: str,
         messages: Any = None,
-        messages_callable: Callable[..., Iterable[Any]] | None = None,
-        op_kwargs: dict[str, Any] | None = None,
+        messages_function: Callable[..., Iterable[Any]] | None = None,
+        messages_function_kwargs: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
         msg_id: str | None = DEFAULT_MSG_ID,
-        max_in_flight: int = 4000,
-        ack_timeout: float = 30.0,
         expected_stream: str | None = None,
-        allow_double_store: bool = False,
-        peer_domains: list[str] | None = None,
-        fast_ingest: bool | None = None,
+        options: PublishOptions | dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.subject = subject
         self.messages = messages
-        self.messages_callable = messages_callable
-        self.op_kwargs = op_kwargs
+        self.messages_function = messages_function
+        self.messages_function_kwargs = messages_function_kwargs
         self.headers = headers
         self.msg_id = msg_id
-        self.max_in_flight = max_in_flight
-        self.ack_timeout = ack_timeout
         self.expected_stream = expected_stream
-        self.allow_double_store = allow_double_store
-        self.peer_domains = peer_domains
-        self.fast_ingest = fast_ingest
+        self.options = options
         self.declare_lineage_outlet()
 
     def _messages(self, args: dict[str, Any]) -> Iterable[Any]:
-        if args["messages_callable"] is not None:
-            return self._called(args["messages_callable"], args["op_kwargs"] or {})
+        if args["messages_function"] is not None:
+            return self._called(args["messages_function"], args["messages_function_kwargs"] or {})
         return args["messages"]
 
     @staticmethod
     def _called(make: Callable[..., Iterable[Any]], kwargs: dict[str, Any]) -> Iterator[Any]:
-        """The callable's messages, called only once the hook starts sending (after its checks)."""
+        """The function's messages, called only once the hook starts sending (after its checks)."""
         yield from make(**kwargs)
 
     def execute(self, context: Any) -> dict[str, Any]:
@@ -120,12 +121,8 @@ class JetStreamPublishOperator(JetStreamBaseOperator):
             headers=args["headers"],
             msg_id=args["msg_id"],
             expected_stream=args["expected_stream"],
-            max_in_flight=args["max_in_flight"],
-            ack_timeout=args["ack_timeout"],
-            allow_double_store=args["allow_double_store"],
-            peer_domains=args["peer_domains"],
-            fast_ingest=args["fast_ingest"],
-            timeout=args["request_timeout"],
+            **args["options"].as_kwargs(),
+            request_timeout=args["request_timeout"],
             logger=self.log,
         )
         self._record_publish_lineage(context, result)
@@ -134,7 +131,8 @@ class JetStreamPublishOperator(JetStreamBaseOperator):
     def _record_publish_lineage(self, context: Any, result: dict[str, Any]) -> None:
         """Output: the stream the PubAcks name, in the domain they name (``_`` when the acks carry none:
         a server without a domain). Stored in several streams of several domains (a double store forced
-        with ``allow_double_store``), the acks' stream/domain pairs are not in the summary: not recorded."""
+        with ``options={"allow_double_store": True}``), the acks' stream/domain pairs are not in the summary: not
+        recorded."""
         streams, domain = result.get("stream"), result.get("domain")
         streams = [streams] if isinstance(streams, str) else list(streams or [])
         if not streams or isinstance(domain, list):

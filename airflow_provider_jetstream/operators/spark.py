@@ -27,7 +27,9 @@ from airflow_provider_jetstream.assets.lineage import OperatorLineageMixin, path
 from airflow_provider_jetstream.core.arguments import Args
 from airflow_provider_jetstream.core.errors import JetStreamConfigError, JetStreamError
 from airflow_provider_jetstream.core.read.identity import IDENTITY_KEY, stream_created
-from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
+from airflow_provider_jetstream.hooks.base import JetStreamBaseHook
+from airflow_provider_jetstream.hooks.kv import JetStreamKeyValueHook
+from airflow_provider_jetstream.hooks.streams import JetStreamStreamsHook
 from airflow_provider_jetstream.operators.base import FailFastOnRefusal, stream_locations
 from airflow_provider_jetstream.utils.arguments import CheckedArguments
 
@@ -35,12 +37,14 @@ try:
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-    from airflow_provider_jetstream.spark.job_args import FLAGS, JOB, SUBMIT
+    from airflow_provider_jetstream.spark.job_args import FLAGS, JOB, SUBMIT, SparkJobOptions, job_arguments
 except ImportError as err:  # the optional [spark] extra: the Spark provider, pyspark and pyarrow
     raise AirflowOptionalProviderFeatureException(
         f"JetStreamSparkSubmitOperator needs the Spark provider, pyspark and pyarrow ({err}): "
         "install 'airflow-provider-jetstream[spark]'"
     ) from err
+
+__all__ = ["JetStreamSparkSubmitHook", "JetStreamSparkSubmitOperator", "SparkJobOptions"]
 
 #: A line of spark-submit output that states an error: a log record at level ERROR (the packaged
 #: job logs its failure so), a Python exception line (``pkg.SomeError: ...``) or a JVM one.
@@ -114,7 +118,7 @@ class JetStreamSparkSubmitHook(SparkSubmitHook):
                 # SparkSubmitHook would quietly submit to yarn instead: refuse.
                 raise JetStreamConfigError(
                     f"Spark connection {conn_id!r} could not be loaded ({type(err).__name__}); define it, e.g. "
-                    '{"conn_type": "spark", "host": "local[*]"}, or pass conn_id=None for a local master'
+                    '{"conn_type": "spark", "host": "local[*]"}, or pass spark_conn_id=None for a local master'
                 ) from None
         self._spark_connection = connection
         return connection
@@ -173,31 +177,27 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, CheckedArguments, Operator
     :param api_prefix: JetStream API prefix of the stream, instead of ``domain``.
     :param output_path: Parquet output directory (packaged job). Templated.
     :param checkpoint_bucket: KV bucket of the checkpoint (packaged job); created if missing.
-    :param checkpoint_key: KV key. Default ``stream_to_parquet.<stream>``. Templated.
-    :param checkpoint_domain: JetStream domain of the KV bucket. Default: the connection's.
-    :param checkpoint_replicas: replicas of the checkpoint bucket when the job creates it (an existing
-        bucket keeps its own). Default: the cluster's size up to 3 (1 on a single server).
-    :param filter_subject: subject or comma list of subjects to copy. Default: all.
-    :param end_sequence: last sequence to copy. Default: the stream's last at the start. Templated.
-    :param starting_sequence: first run only: ``earliest`` (default) or a sequence number.
+    :param filter_subjects: subject or comma list of subjects to copy. Default: all.
+    :param start_seq: first run only: ``earliest`` (default) or a sequence number.
+    :param end_seq: last sequence to copy. Default: the stream's last at the start. Templated.
     :param start_time: first run only: start at the first message stored at or after this time (RFC 3339 with
-        a zone, or a timezone-aware datetime), instead of ``starting_sequence``. Templated.
-    :param end_time: copy only messages stored before this time, instead of ``end_sequence``: with
+        a zone, or a timezone-aware datetime), instead of ``start_seq``. Templated.
+    :param end_time: copy only messages stored before this time, instead of ``end_seq``: with
         ``start_time``, exactly the window ``[start_time, end_time)``. While messages may still reach the window
         (nothing stored at or after ``end_time`` yet and the stream's clock not past it, or a mirror), the job
         copies what is stored and then fails, so the task's retries copy the rest. Templated, e.g.
         ``"{{ data_interval_end }}"``.
-    :param partition_by: Parquet partition columns among stream, domain, subject, date. Default
-        ``("date",)``.
-    :param min_partitions: Spark partitions to read with. Default: Spark's default parallelism.
-    :param fail_on_data_loss: fail when sequences of the range are gone, or when the stream was deleted and
-        created again since the checkpoint (False: skip the gone ones; copy a recreated stream from its first
-        sequence). Default True.
     :param application: another spark-submit application instead of the packaged job; it gets the
         same connection environment (``spark.read.format("jetstream")`` without ``servers``).
-    :param conn_id: Airflow Spark connection. Default None: a local master (``local_master``),
+    :param spark_conn_id: Airflow Spark connection. Default None: a local master (``options.local_master``),
         without any connection. A named connection that cannot be loaded fails the task.
-    :param local_master: master when ``conn_id`` is None. Default ``local[*]``.
+    :param options: :class:`~airflow_provider_jetstream.spark.job_args.SparkJobOptions` or a dict of its fields:
+        ``checkpoint_key`` (default ``stream_to_parquet.<stream>``, templated), ``checkpoint_domain`` (default:
+        the connection's), ``checkpoint_replicas`` (when the job creates the bucket; default the cluster's size
+        up to 3), ``partition_by`` (among stream, domain, subject, date; default ``("date",)``),
+        ``min_partitions`` (default: Spark's default parallelism), ``fail_on_data_loss`` (fail when sequences
+        of the range are gone or the stream was recreated since the checkpoint; default True), ``local_master``
+        (the master without ``spark_conn_id``; default ``local[*]``).
     :param kwargs: every other ``SparkSubmitOperator`` argument (conf, executor_memory, ...).
         ``env_vars`` reach the spark-submit process, where the driver runs (client mode), on every
         master: never a ``--conf`` on the command line. ``deploy_mode='cluster'`` is refused.
@@ -214,60 +214,50 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, CheckedArguments, Operator
     template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, *SUBMIT.template_fields())
     #: The job's arguments become its command line: their text forms are accepted.
     text_arguments = True
-    #: SparkSubmitOperator keeps ``application`` (the packaged job's path when None) and ``conn_id`` itself.
-    argument_attributes = {"application": "_custom_application", "conn_id": "_spark_conn_id"}
+    #: SparkSubmitOperator keeps ``application`` itself (the packaged job's path when None).
+    argument_attributes = {"application": "_custom_application"}
+    #: What goes on to ``SparkSubmitOperator`` as it is (its ``conn_id`` is ``spark_conn_id`` here).
+    other_arguments = frozenset(inspect.signature(SparkSubmitOperator.__init__).parameters) - {"self", "conn_id"}
 
     def __init__(
         self,
         *,
-        jetstream_conn_id: str = JetStreamHook.default_conn_name,
+        jetstream_conn_id: str = JetStreamBaseHook.default_conn_name,
         stream: str | None = None,
         domain: str | None = None,
         api_prefix: str | None = None,
         output_path: str | None = None,
         checkpoint_bucket: str | None = None,
-        checkpoint_key: str | None = None,
-        checkpoint_domain: str | None = None,
-        checkpoint_replicas: int | None = None,
-        filter_subject: str | None = None,
-        end_sequence: int | str | None = None,
-        starting_sequence: int | str | None = None,
+        filter_subjects: str | Sequence[str] | None = None,
+        start_seq: int | str | None = None,
+        end_seq: int | str | None = None,
         start_time: Any = None,
         end_time: Any = None,
-        partition_by: Sequence[str] | None = None,
-        min_partitions: int | None = None,
-        fail_on_data_loss: bool | None = None,
         application: str | None = None,
-        conn_id: str | None = None,
-        local_master: str = DEFAULT_LOCAL_MASTER,
+        spark_conn_id: str | None = None,
+        options: SparkJobOptions | dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(application=application or PACKAGED_JOB, conn_id=conn_id, **kwargs)  # type: ignore[arg-type]
+        super().__init__(application=application or PACKAGED_JOB, conn_id=spark_conn_id, **kwargs)  # type: ignore[arg-type]
         self.jetstream_conn_id = jetstream_conn_id
         self.stream = stream
         self.domain = domain
         self.api_prefix = api_prefix
         self.output_path = output_path
         self.checkpoint_bucket = checkpoint_bucket
-        self.checkpoint_key = checkpoint_key
-        self.checkpoint_domain = checkpoint_domain
-        self.checkpoint_replicas = checkpoint_replicas
-        self.filter_subject = filter_subject
-        self.end_sequence = end_sequence
-        self.starting_sequence = starting_sequence
+        self.filter_subjects = filter_subjects
+        self.start_seq = start_seq
+        self.end_seq = end_seq
         self.start_time = start_time
         self.end_time = end_time
-        self.partition_by = partition_by
-        self.min_partitions = min_partitions
-        self.fail_on_data_loss = fail_on_data_loss
-        self.local_master = local_master
+        self.spark_conn_id = spark_conn_id
+        self.options = options
         self._custom_application = application
-        self._spark_conn_id = conn_id
         self._packaged = application is None
         self._secret_env: dict[str, str] = {}
         # For the hook: SparkSubmitOperator's arguments that are SparkSubmitHook's too, as given.
         self._spark_arguments = {
-            name: value for name, value in {**kwargs, "conn_id": conn_id}.items() if name in _HOOK_PARAMETERS
+            name: value for name, value in {**kwargs, "conn_id": spark_conn_id}.items() if name in _HOOK_PARAMETERS
         }
         self._found_spark_binary: str | None = None
         if self._packaged:
@@ -279,8 +269,7 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, CheckedArguments, Operator
         Every argument given, and the partitioning and data-loss rule always (the job's defaults when not
         given), so the command line says how the output is laid out.
         """
-        args = self.checked_arguments()
-        given = {name: args[name] for name in JOB.args}
+        given = job_arguments(self.checked_arguments())
         for name in ("partition_by", "fail_on_data_loss"):
             if given[name] is None:
                 given[name] = JOB.args[name].default_value(name)
@@ -315,7 +304,7 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, CheckedArguments, Operator
                     covered["stream_last_seq"],
                 )
                 return covered
-        config = JetStreamHook(args["jetstream_conn_id"]).get_conn_config()  # registers secrets for masking
+        config = JetStreamBaseHook(args["jetstream_conn_id"]).get_conn_config()  # registers secrets for masking
         env = connection_env(config)
         python = sys.executable
         user_env = self.env_vars or {}
@@ -347,7 +336,7 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, CheckedArguments, Operator
 
     def _checkpoint_place(self) -> tuple[str, str]:
         args = self.checked_arguments()
-        return args["checkpoint_bucket"], args["checkpoint_key"] or f"stream_to_parquet.{args['stream']}"
+        return args["checkpoint_bucket"], args["options"].checkpoint_key or f"stream_to_parquet.{args['stream']}"
 
     def job_result(self, result: dict[str, Any] | None) -> dict[str, Any]:
         """The XCom of a packaged job's run: ``outcome`` (``written``, ``already committed``, ``nothing new``),
@@ -372,11 +361,11 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, CheckedArguments, Operator
     def covered(self) -> dict[str, Any] | None:
         """The skip's XCom when the packaged job has nothing to do, else None (run it).
 
-        Skips only when all of these hold: the checkpoint (KV ``checkpoint_bucket``/``checkpoint_key`` in
-        ``checkpoint_domain``, else the connection's domain: where the job keeps it) names this stream and
+        Skips only when all of these hold: the checkpoint (KV ``checkpoint_bucket``/``options.checkpoint_key`` in
+        ``options.checkpoint_domain``, else the connection's domain: where the job keeps it) names this stream and
         output, holds no unfinished claim, and records the identity (``created``) of the stream as it is now
         (a stream deleted and created again is not covered); and its sequence is at least the stream's last
-        sequence. The range the job would read is then empty, whatever its ``filter_subject`` or ``end_sequence``.
+        sequence. The range the job would read is then empty, whatever its ``filter_subjects`` or ``end_seq``.
         With ``end_time`` it never skips: only the job knows whether the window is closed (a checkpoint at the
         stream's last sequence may still lack messages the window has yet to receive). Skip relies on the
         stream as it is: messages still on their way into it (an aggregate catching up
@@ -387,10 +376,11 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, CheckedArguments, Operator
         if args.get("end_time") is not None:
             return None
         bucket, key = self._checkpoint_place()
-        hook = JetStreamHook(args["jetstream_conn_id"])
+        hook = JetStreamKeyValueHook(args["jetstream_conn_id"])
         try:
-            entry = hook.kv_get(bucket, key, domain=args["checkpoint_domain"])
-            info = hook.stream_info(args["stream"], domain=args["domain"], api_prefix=args["api_prefix"])
+            entry = hook.kv_get(bucket, key, domain=args["options"].checkpoint_domain)
+            streams = hook.role(JetStreamStreamsHook)
+            info = streams.stream_info(args["stream"], domain=args["domain"], api_prefix=args["api_prefix"])
             kept = json.loads(entry.value or b"{}") if entry is not None else {}
         except (JetStreamError, ValueError) as err:
             self.log.info("checkpoint not read before the job (%s): the job decides", err)
@@ -424,7 +414,7 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, CheckedArguments, Operator
         """Input: the stream read; output (and asset event): the Parquet directory. Logged if it fails."""
         try:
             args = self.checked_arguments()
-            hook = JetStreamHook(args["jetstream_conn_id"], domain=args["domain"], api_prefix=args["api_prefix"])
+            hook = JetStreamBaseHook(args["jetstream_conn_id"], domain=args["domain"], api_prefix=args["api_prefix"])
             config = hook.get_conn_config()
             inputs = stream_locations(hook, [(args["stream"], None)], config.connect_timeout)
             self.record_lineage(context, inputs, [path_location(args["output_path"])])
@@ -438,5 +428,5 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, CheckedArguments, Operator
         arguments.update({name: getattr(self, name) for name in self.template_fields if name in _HOOK_PARAMETERS})
         if self._found_spark_binary:
             arguments["spark_binary"] = self._found_spark_binary
-        local_master = self.checked_arguments()["local_master"]
+        local_master = self.checked_arguments()["options"].local_master
         return JetStreamSparkSubmitHook(secret_env=self._secret_env, local_master=local_master, **arguments)

@@ -1,11 +1,13 @@
 """Operators that manage streams declaratively: create/update (plain, mirror, sourced), delete, purge.
 
 Every "create" operator reconciles (see :mod:`airflow_provider_jetstream.core.manage.reconcile`):
-``if_exists`` is ``"update"`` (default), ``"skip"``, ``"fail"`` or ``"recreate"``; ``dry_run=True``
-logs the plan and changes nothing. Specs are plain dicts, validated when the DAG is parsed (or,
-when they hold Jinja templates, before any request once rendered). Each returns an XCom dict:
-``{"action": "created|updated|unchanged|recreated|planned", "changes": {...}, "domain": ...,
-"name": ..., "state": {...}}``.
+``if_exists`` is ``"update"`` (default), ``"skip"``, ``"fail"`` or ``"recreate"``; its ``options``
+(:class:`~airflow_provider_jetstream.core.signatures.options.DeclareOptions`, or a dict) hold the dry run
+(``{"dry_run": True}`` logs the plan and changes nothing) and the guards of a change. Specs are plain dicts,
+validated when the DAG is parsed (or, when they hold Jinja templates, before any request once rendered). Each
+returns an XCom dict: ``{"action": "created|updated|unchanged|recreated|planned", "changes": {...}, "domain":
+..., "name": ..., "state": {...}}``. The work is
+:class:`~airflow_provider_jetstream.hooks.streams.JetStreamStreamsHook`'s.
 
 Lineage (:mod:`airflow_provider_jetstream.assets.lineage`): a create operator's OpenLineage output is
 the declared stream, its inputs the origins of its mirror and sources; unless ``outlets`` are given,
@@ -16,24 +18,45 @@ or recreated. Delete and purge report the stream as an OpenLineage output with a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow_provider_jetstream.core.arguments import Args
+from airflow_provider_jetstream.core.arguments.options import Options
 from airflow_provider_jetstream.core.manage.specs import StreamSpec
-from airflow_provider_jetstream.core.signatures.durable import ENSURE_DURABLE_SOURCE
-from airflow_provider_jetstream.core.signatures.operations import (
-    DELETE_STREAM,
-    ENSURE_STREAM,
-    PURGE,
+from airflow_provider_jetstream.core.signatures.durable import create_durable_source
+from airflow_provider_jetstream.core.signatures.operations import DELETE_STREAM, ENSURE_STREAM, PURGE
+from airflow_provider_jetstream.core.signatures.operator_only import CREATE_SOURCED, create_mirror
+from airflow_provider_jetstream.core.signatures.options import (
+    DeclareOptions,
+    DurableSourceOptions,
+    MirrorOptions,
+    family_options,
 )
-from airflow_provider_jetstream.core.signatures.operator_only import CREATE_MIRROR, CREATE_SOURCED
 from airflow_provider_jetstream.core.signatures.shared import OPERATOR
-from airflow_provider_jetstream.operators.base import JetStreamBaseOperator, ReconcileOperator
+from airflow_provider_jetstream.hooks.streams import JetStreamStreamsHook
+from airflow_provider_jetstream.operators.base import JetStreamBaseOperator, ReconcileOperator, declare_arguments
+
+__all__ = [
+    "DeclareOptions",
+    "DurableSourceOptions",
+    "JetStreamCreateDurableSourceOperator",
+    "JetStreamCreateMirrorOperator",
+    "JetStreamCreateSourcedStreamOperator",
+    "JetStreamCreateStreamOperator",
+    "JetStreamDeleteStreamOperator",
+    "JetStreamPurgeStreamOperator",
+    "MirrorOptions",
+]
+
+#: The declare options a stream operator takes (all of :class:`DeclareOptions`: ``ensure_stream`` takes each).
+_STREAM_DECLARE = declare_arguments()
 
 
 class _DeclareStreamOperator(ReconcileOperator):
     """A "create" operator of streams: reconcile the spec its arguments declare (:meth:`spec`)."""
+
+    hook_class = JetStreamStreamsHook
 
     def spec(self) -> StreamSpec:
         """The checked spec of the stream to declare."""
@@ -49,22 +72,19 @@ class _DeclareStreamOperator(ReconcileOperator):
 class JetStreamCreateStreamOperator(_DeclareStreamOperator):
     """Create or update a stream from a spec dict (every StreamConfig field; see docs/management.md).
 
-    :param stream: the spec, e.g. ``{"name": "test", "subjects": ["test"], "max_age": "7d"}``.
+    :param stream: the stream to declare, its spec: ``{"name": "test", "subjects": ["test"], "max_age": "7d"}``.
         Sources and mirrors name their origin's ``domain`` or ``api_prefix`` (+ ``deliver_prefix``).
-    :param if_exists: ``update`` | ``skip`` | ``fail`` | ``recreate`` (only this deletes data).
-    :param dry_run: log the plan, change nothing; the XCom action is ``planned``.
-    :param prune_sources: remove sources the spec does not name. Default False: they are kept.
-    :param allow_data_loss: apply a change that discards stored data in place (``max_msgs``,
-        ``max_bytes``, ``max_age`` or ``max_msgs_per_subject`` lowered, or set where there was none), or
-        lowers its durability (``replicas`` lowered). Default False: refused, naming each field
-        ``old -> new`` (``dry_run=True`` shows the plan).
-    :param allow_double_store: create even if a stream of this account in another connected domain
-        listens on the same subjects (both would store every message), or if a domain cannot be
-        checked (no answer, an error reply). Default False: refused.
-    :param peer_domains: more domains for that check, besides the connection's own.
+    :param if_exists: ``update`` (default) | ``skip`` | ``fail`` | ``recreate`` (only this deletes data).
+    :param options: :class:`~airflow_provider_jetstream.core.signatures.options.DeclareOptions` or a dict of its
+        fields: ``dry_run`` (log the plan, change nothing; the XCom action is ``planned``), ``prune_sources``
+        (remove sources the spec does not name), ``allow_data_loss`` (apply in place a change that discards
+        stored data or lowers ``replicas``: refused by default, naming each field ``old -> new``),
+        ``allow_double_store`` (create even if a stream of this account in another connected domain listens on
+        the same subjects, or a domain cannot be checked: refused by default), ``peer_domains`` (more domains
+        for that check).
     """
 
-    arguments: Args = JetStreamBaseOperator.arguments + ENSURE_STREAM.renamed(spec="stream")
+    arguments: Args = OPERATOR + Args("create stream", {"stream": ENSURE_STREAM.args["stream"]}) + _STREAM_DECLARE
     template_fields: Sequence[str] = arguments.template_fields()
     template_fields_renderers = {"stream": "json"}
 
@@ -80,39 +100,49 @@ class JetStreamCreateStreamOperator(_DeclareStreamOperator):
 class JetStreamCreateMirrorOperator(_DeclareStreamOperator):
     """Create or update a mirror of a stream in another domain or account, in one task.
 
-    The seed's ``backup-test-leaf``: ``JetStreamCreateMirrorOperator(task_id=..., name="backup-test-leaf",
-    source_stream="test", source_domain="leaf", domain="hub")``. Across accounts, give
-    ``source_api_prefix="JS.acc@hub.API"`` and ``deliver_prefix=...`` instead of ``source_domain``.
+    The seed's ``backup-test-leaf``: ``JetStreamCreateMirrorOperator(task_id=..., stream="backup-test-leaf",
+    origin="test", origin_domain="leaf", domain="hub")``. Across accounts, give
+    ``origin_api_prefix="JS.acc@hub.API"`` and ``options={"deliver_prefix": ...}`` instead of ``origin_domain``.
 
+    :param stream: the mirror's name.
+    :param origin: the stream it copies.
+    :param origin_domain: the origin's JetStream domain.
+    :param origin_api_prefix: the origin's API prefix (another account), instead of ``origin_domain``.
+    :param filter_subjects: copy only messages on this subject filter (wildcards allowed; text or a list of one).
+    :param start_seq: first origin sequence to copy; 0 or None (default): from the first.
+    :param start_time: copy from the first message stored at or after this instant (with a time zone).
     :param stream_overrides: other stream fields (storage, max_age, replicas...).
+    :param if_exists: as :class:`JetStreamCreateStreamOperator`'s.
+    :param options: :class:`~airflow_provider_jetstream.core.signatures.options.MirrorOptions` or a dict: the
+        declare options, ``deliver_prefix`` (an imported origin's delivery prefix) and ``subject_transforms``.
     """
 
-    arguments: Args = ReconcileOperator.arguments + CREATE_MIRROR
+    arguments: Args = (
+        OPERATOR
+        + create_mirror(family_options(MirrorOptions, "MirrorOptions or a dict of its fields"))
+        + Args("declare", {"if_exists": _STREAM_DECLARE.args["if_exists"]})
+    )
     template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(
         self,
         *,
-        name: str,
-        source_stream: str,
-        source_domain: str | None = None,
-        source_api_prefix: str | None = None,
-        deliver_prefix: str | None = None,
-        filter_subject: str | None = None,
-        subject_transforms: list[dict[str, str]] | None = None,
+        stream: str,
+        origin: str,
+        origin_domain: str | None = None,
+        origin_api_prefix: str | None = None,
+        filter_subjects: str | list[str] | None = None,
         start_seq: int | None = None,
         start_time: Any = None,
         stream_overrides: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.name = name
-        self.source_stream = source_stream
-        self.source_domain = source_domain
-        self.source_api_prefix = source_api_prefix
-        self.deliver_prefix = deliver_prefix
-        self.filter_subject = filter_subject
-        self.subject_transforms = subject_transforms
+        self.stream = stream
+        self.origin = origin
+        self.origin_domain = origin_domain
+        self.origin_api_prefix = origin_api_prefix
+        self.filter_subjects = filter_subjects
         self.start_seq = start_seq
         self.start_time = start_time
         self.stream_overrides = stream_overrides
@@ -122,168 +152,169 @@ class JetStreamCreateMirrorOperator(_DeclareStreamOperator):
 class JetStreamCreateSourcedStreamOperator(_DeclareStreamOperator):
     """Create or update a stream that aggregates other streams (any domains/accounts), in one task.
 
-    The seed's ``aggregate-test-leaf``: ``sources=[{"name": "test", "domain": "leaf"}]``. Updating
-    one source keeps the others the server has (unless ``prune_sources=True``).
+    The seed's ``aggregate-test-leaf``: ``stream="aggregate-test-leaf", sources=[{"name": "test", "domain":
+    "leaf"}]``. Updating one source keeps the others the server has (unless ``options={"prune_sources": True}``).
 
-    :param sources: source specs: ``name``, ``domain`` | ``api_prefix`` (+ ``deliver_prefix``),
-        ``filter_subject`` | ``subject_transforms``, ``start_seq`` | ``start_time``.
+    :param stream: the stream's name.
+    :param sources: the stream's sources, each a spec: ``name``, ``domain`` | ``api_prefix`` (+
+        ``deliver_prefix``), ``filter_subject`` | ``subject_transforms``, ``start_seq`` | ``start_time``.
     :param subjects: subjects the stream also listens on (optional).
     :param stream_overrides: other stream fields.
+    :param if_exists, options: as :class:`JetStreamCreateStreamOperator`'s.
     """
 
-    arguments: Args = ReconcileOperator.arguments + CREATE_SOURCED
+    arguments: Args = OPERATOR + CREATE_SOURCED + _STREAM_DECLARE
     template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(
         self,
         *,
-        name: str,
+        stream: str,
         sources: list[dict[str, Any]],
         subjects: list[str] | None = None,
         stream_overrides: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.name = name
+        self.stream = stream
         self.sources = sources
         self.subjects = subjects
         self.stream_overrides = stream_overrides
         self.declare_lineage_outlet()
 
 
-class JetStreamCreateDurableSourceOperator(JetStreamBaseOperator):
+class JetStreamCreateDurableSourceOperator(ReconcileOperator):
     """Durable sourcing (nats-server 2.14+) in one task: a leaf's work-queue (or interest) stream, its
     flow-control consumer, and the hub stream's source of it through that consumer, so the leaf deletes
     only what the hub stored (see docs/management.md, "Durable sourcing").
 
-    ``JetStreamCreateDurableSourceOperator(task_id=..., domain="hub", name="readings-all",
+    ``JetStreamCreateDurableSourceOperator(task_id=..., domain="hub", stream="readings-all",
     origin={"name": "readings", "subjects": ["sensors.a.>"]}, origin_domain="leaf-a")``. Each object is
     reconciled (created, updated in place, unchanged); both domains must run nats-server 2.14+, checked
     before anything is sent. XCom: ``{"action", "origin", "consumer", "stream", "deliver_subject"}``.
 
-    :param name: the hub's copying stream (in ``domain``); its other sources are kept.
+    :param stream: the hub's copying stream (in ``domain``); its other sources are kept.
     :param origin: the leaf stream's spec; ``retention`` defaults to ``workqueue`` (or ``interest``).
     :param origin_domain: the leaf's JetStream domain.
-    :param consumer: more fields of the flow-control consumer (``name``: default ``sourcing-<name>``).
-    :param deliver_subject: where it pushes; default ``_sourcing.<name>.<origin_domain>.<origin>``.
-    :param subject_transforms: the source's subject transforms (``[{src, dest}]``), applied in the hub.
+    :param consumer: the flow-control consumer's fields (``name``: default ``sourcing-<stream>``).
     :param stream_overrides: other fields of the hub stream.
-    :param if_exists, dry_run, allow_data_loss, allow_double_store, peer_domains: as for the stream operators.
+    :param if_exists: as for the stream operators.
+    :param options: :class:`~airflow_provider_jetstream.core.signatures.options.DurableSourceOptions` or a dict:
+        the declare options (without ``prune_sources``), ``deliver_subject`` (where the consumer pushes; default
+        ``_sourcing.<stream>.<origin_domain>.<origin>``) and ``subject_transforms`` (``[{src, dest}]``, applied in
+        the hub).
     """
 
-    arguments: Args = OPERATOR + ENSURE_DURABLE_SOURCE
+    hook_class = JetStreamStreamsHook
+    arguments: Args = OPERATOR + create_durable_source(
+        declare_arguments(DurableSourceOptions, without=("prune_sources",))
+    )
     template_fields: Sequence[str] = arguments.template_fields()
     template_fields_renderers = {"origin": "json", "consumer": "json", "stream_overrides": "json"}
+    declare_fields = ("dry_run", "allow_data_loss", "allow_double_store", "peer_domains")
 
     def __init__(
         self,
         *,
-        name: str,
+        stream: str,
         origin: dict[str, Any],
         origin_domain: str,
-        consumer: dict[str, Any] | None = None,
-        deliver_subject: str | None = None,
-        subject_transforms: list[dict[str, str]] | None = None,
+        consumer: Mapping[str, Any] | None = None,
         stream_overrides: dict[str, Any] | None = None,
-        if_exists: str = "update",
-        dry_run: bool = False,
-        allow_data_loss: bool = False,
-        allow_double_store: bool = False,
-        peer_domains: list[str] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.name = name
+        self.stream = stream
         self.origin = origin
         self.origin_domain = origin_domain
         self.consumer = consumer
-        self.deliver_subject = deliver_subject
-        self.subject_transforms = subject_transforms
         self.stream_overrides = stream_overrides
-        self.if_exists = if_exists
-        self.dry_run = dry_run
-        self.allow_data_loss = allow_data_loss
-        self.allow_double_store = allow_double_store
-        self.peer_domains = peer_domains
         self.declare_lineage_outlet()
 
     def execute(self, context: Any) -> dict[str, Any]:
         args = self.checked_arguments()
-        names = ("origin", "origin_domain", "name", "consumer", "deliver_subject", "subject_transforms")
-        options = ("stream_overrides", "if_exists", "dry_run", "allow_data_loss", "allow_double_store")
+        options: Options = args["options"]
         result = self.get_hook().ensure_durable_source(
-            **{key: args[key] for key in (*names, *options, "peer_domains")},
-            timeout=args["request_timeout"],
-            logger=self.log,
+            **{key: args[key] for key in ("origin", "origin_domain", "stream", "consumer", "stream_overrides")},
+            deliver_subject=options.deliver_subject,  # type: ignore[attr-defined]
+            subject_transforms=options.subject_transforms,  # type: ignore[attr-defined]
+            **self.reconcile_kwargs(),
         )
         self.record_spec_lineage(context, args["durable_source"].copy, result["stream"])
         return result
 
 
 class JetStreamDeleteStreamOperator(JetStreamBaseOperator):
-    """Delete a stream and its data. XCom: ``{"deleted": bool, "name", "domain"}``.
+    """Delete a stream and its data. XCom: ``{"deleted": bool, "stream", "domain"}``.
 
+    :param stream: the stream's name.
     :param ignore_missing: a missing stream is success (``deleted: False``). Default True.
     """
 
+    hook_class = JetStreamStreamsHook
     arguments: Args = OPERATOR + DELETE_STREAM
     template_fields: Sequence[str] = arguments.template_fields()
 
-    def __init__(self, *, name: str, ignore_missing: bool = True, **kwargs: Any) -> None:
+    def __init__(self, *, stream: str, ignore_missing: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.name = name
+        self.stream = stream
         self.ignore_missing = ignore_missing
 
     def execute(self, context: Any) -> dict[str, Any]:
         args = self.checked_arguments()
         result = self.get_hook().delete_stream(
-            args["name"], ignore_missing=args["ignore_missing"], timeout=args["request_timeout"], logger=self.log
+            args["stream"],
+            ignore_missing=args["ignore_missing"],
+            request_timeout=args["request_timeout"],
+            logger=self.log,
         )
         if result["deleted"]:
-            self.record_lifecycle_lineage(context, args["name"], "DROP")
+            self.record_lifecycle_lineage(context, args["stream"], "DROP")
         return result
 
 
 class JetStreamPurgeStreamOperator(JetStreamBaseOperator):
-    """Purge messages from a stream. XCom: ``{"purged": n, "name", "domain"}``.
+    """Purge messages from a stream. XCom: ``{"purged": n, "stream", "domain"}``.
 
+    :param stream: the stream's name.
     :param subject: purge only messages on this subject (wildcards allowed).
     :param keep: keep this many newest messages (per subject when ``subject`` is given).
-    :param up_to_sequence: purge messages below this sequence (not with ``keep``); at most the
+    :param up_to_seq: purge messages below this sequence (not with ``keep``); at most the
         stream's last sequence + 1 (checked before purging: a later one would renumber the stream).
 
-    Each of ``subject``, ``keep``, ``up_to_sequence`` (and ``domain``, ``api_prefix``) narrows the
+    Each of ``subject``, ``keep``, ``up_to_seq`` (and ``domain``, ``api_prefix``) narrows the
     purge: one given empty (a template rendering ``""`` or None) is refused, never taken as "not
     given", which would purge more.
     """
 
+    hook_class = JetStreamStreamsHook
     arguments: Args = OPERATOR + PURGE
     template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(
         self,
         *,
-        name: str,
+        stream: str,
         subject: str | None = None,
         keep: int | None = None,
-        up_to_sequence: int | None = None,
+        up_to_seq: int | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.name = name
+        self.stream = stream
         self.subject = subject
         self.keep = keep
-        self.up_to_sequence = up_to_sequence
+        self.up_to_seq = up_to_seq
 
     def execute(self, context: Any) -> dict[str, Any]:
         args = self.checked_arguments()
         result = self.get_hook().purge_stream(
-            args["name"],
+            args["stream"],
             subject=args["subject"],
             keep=args["keep"],
-            up_to_sequence=args["up_to_sequence"],
-            timeout=args["request_timeout"],
+            up_to_seq=args["up_to_seq"],
+            request_timeout=args["request_timeout"],
             logger=self.log,
         )
-        self.record_lifecycle_lineage(context, args["name"], "TRUNCATE")
+        self.record_lifecycle_lineage(context, args["stream"], "TRUNCATE")
         return result

@@ -20,6 +20,7 @@ from airflow_provider_jetstream.core.arguments import Args
 from airflow_provider_jetstream.core.errors import REFUSE, RETRY, JetStreamConfigError, JetStreamError
 from airflow_provider_jetstream.core.signatures.waits import SENSOR
 from airflow_provider_jetstream.core.status.waiting import DONE, WAITING, WaitOutcome
+from airflow_provider_jetstream.hooks.base import JetStreamBaseHook
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.triggers.base import JetStreamWaitTrigger
 from airflow_provider_jetstream.utils.arguments import CheckedArguments
@@ -63,11 +64,13 @@ class BaseJetStreamSensor(CheckedArguments, BaseSensorOperator, abc.ABC):
     arguments: Args = SENSOR
     template_fields: Sequence[str] = SENSOR.template_fields()
     ui_color = "#27aae1"
+    #: The role hook the sensor's checks use (every role: :class:`JetStreamHook`).
+    hook_class: type[JetStreamBaseHook] = JetStreamHook
 
     def __init__(
         self,
         *,
-        jetstream_conn_id: str = JetStreamHook.default_conn_name,
+        jetstream_conn_id: str = JetStreamBaseHook.default_conn_name,
         domain: str | None = None,
         api_prefix: str | None = None,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
@@ -104,10 +107,10 @@ class BaseJetStreamSensor(CheckedArguments, BaseSensorOperator, abc.ABC):
 
     # -- shared plumbing ------------------------------------------------------------------------
 
-    def make_hook(self) -> JetStreamHook:
-        """The hook for the checked connection id, domain and API prefix."""
+    def make_hook(self) -> Any:
+        """The sensor's role hook (``hook_class``) for the checked connection id, domain and API prefix."""
         args = self.checked_arguments()
-        return JetStreamHook(args["jetstream_conn_id"], domain=args["domain"], api_prefix=args["api_prefix"])
+        return self.hook_class(args["jetstream_conn_id"], domain=args["domain"], api_prefix=args["api_prefix"])
 
     def fail(self, message: str) -> NoReturn:
         """Fail the task without retries, or skip it with ``soft_fail=True``."""

@@ -8,6 +8,7 @@ from typing import Any
 from airflow_provider_jetstream.core.arguments import Args
 from airflow_provider_jetstream.core.signatures.operations import CONSUMER_LAG
 from airflow_provider_jetstream.core.signatures.waits import SENSOR
+from airflow_provider_jetstream.hooks.status import JetStreamStatusHook
 from airflow_provider_jetstream.sensors.base import BaseJetStreamSensor
 from airflow_provider_jetstream.triggers.consumer_lag import JetStreamConsumerLagTrigger
 
@@ -15,8 +16,9 @@ from airflow_provider_jetstream.triggers.consumer_lag import JetStreamConsumerLa
 class JetStreamConsumerLagSensor(BaseJetStreamSensor):
     """Wait until a consumer has processed and acknowledged its messages.
 
-    Succeeds when the consumer's unprocessed count (``num_pending``) is at most ``max_pending``,
-    its outstanding acks (``num_ack_pending``) at most ``max_ack_pending`` and, if given, its
+    Succeeds when the consumer's messages not delivered yet (``num_pending``) are at most ``max_unprocessed``,
+    its messages delivered and not acknowledged (``num_ack_pending``) at most ``max_outstanding_acks`` and, if
+    given, its
     redelivered count at most ``max_redelivered``: the nats CLI's ``nats server check consumer
     --unprocessed-critical --outstanding-ack-critical``. Returns (XCom) the consumer's counts and
     its ``delivered`` and ``ack_floor`` sequences, and on a cluster the consumer's leader and replica
@@ -25,8 +27,8 @@ class JetStreamConsumerLagSensor(BaseJetStreamSensor):
 
     :param stream: stream of the consumer (templated).
     :param consumer: durable or named consumer (templated).
-    :param max_pending: most unprocessed messages. Default 0.
-    :param max_ack_pending: most delivered-but-unacknowledged messages. Default 0.
+    :param max_unprocessed: most messages not delivered yet. Default 0.
+    :param max_outstanding_acks: most messages delivered and not acknowledged. Default 0.
     :param max_redelivered: most redelivered messages; None (default) does not check.
 
     Also takes :class:`BaseJetStreamSensor`'s ``jetstream_conn_id``, ``domain``, ``api_prefix``,
@@ -34,6 +36,7 @@ class JetStreamConsumerLagSensor(BaseJetStreamSensor):
     ``soft_fail``...).
     """
 
+    hook_class = JetStreamStatusHook
     arguments: Args = SENSOR + CONSUMER_LAG
     template_fields: Sequence[str] = arguments.template_fields()
     event_key = "consumer"
@@ -43,16 +46,16 @@ class JetStreamConsumerLagSensor(BaseJetStreamSensor):
         *,
         stream: str,
         consumer: str,
-        max_pending: int = 0,
-        max_ack_pending: int = 0,
+        max_unprocessed: int = 0,
+        max_outstanding_acks: int = 0,
         max_redelivered: int | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.stream = stream
         self.consumer = consumer
-        self.max_pending = max_pending
-        self.max_ack_pending = max_ack_pending
+        self.max_unprocessed = max_unprocessed
+        self.max_outstanding_acks = max_outstanding_acks
         self.max_redelivered = max_redelivered
 
     def trigger(self) -> JetStreamConsumerLagTrigger:

@@ -8,12 +8,13 @@ from typing import Any
 from airflow_provider_jetstream.core.arguments import Args
 from airflow_provider_jetstream.core.signatures.operations import KEY_CHECK
 from airflow_provider_jetstream.core.signatures.waits import SENSOR
+from airflow_provider_jetstream.hooks.kv import JetStreamKeyValueHook
 from airflow_provider_jetstream.sensors.base import BaseJetStreamSensor
 from airflow_provider_jetstream.triggers.kv import JetStreamKeyValueTrigger
 
 
 class JetStreamKeyValueSensor(BaseJetStreamSensor):
-    """Wait until a key of a KV bucket holds a value (equal to ``value``, or at ``min_revision``).
+    """Wait until a key of a KV bucket holds a value (equal to ``value``, or at a revision above ``after_revision``).
 
     A deleted or purged key does not count as present. With ``domain="leaf"`` a sensor connected to
     the hub reads the leaf's bucket: a key of the same name in another domain's bucket does not
@@ -24,13 +25,15 @@ class JetStreamKeyValueSensor(BaseJetStreamSensor):
     :param bucket: KV bucket name (templated).
     :param key: key to wait for (templated).
     :param value: UTF-8 text the key must hold (templated); None (default) accepts any value.
-    :param min_revision: revision (stream sequence) the key must reach; None (default) accepts any.
+    :param after_revision: only a revision (stream sequence) above this one counts: a put after the one seen
+        (templated); None (default) accepts any. A template that renders empty is refused.
 
     Also takes :class:`BaseJetStreamSensor`'s ``jetstream_conn_id``, ``domain``, ``api_prefix``,
     ``deferrable``, ``unreachable_timeout`` and Airflow's sensor arguments (``poke_interval``, ``timeout``, ``mode``,
     ``soft_fail``...).
     """
 
+    hook_class = JetStreamKeyValueHook
     arguments: Args = SENSOR + KEY_CHECK
     template_fields: Sequence[str] = arguments.template_fields()
     event_key = "entry"
@@ -41,18 +44,18 @@ class JetStreamKeyValueSensor(BaseJetStreamSensor):
         bucket: str,
         key: str,
         value: str | None = None,
-        min_revision: int | None = None,
+        after_revision: int | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.bucket = bucket
         self.key = key
         self.value = value
-        self.min_revision = min_revision
+        self.after_revision = after_revision
 
     def trigger(self) -> JetStreamKeyValueTrigger:
         return JetStreamKeyValueTrigger(
             **self.trigger_arguments(JetStreamKeyValueTrigger),
-            rewatch_interval=max(self.poke_interval, 5.0),
+            poll_interval=max(self.poke_interval, 5.0),
             state=dict(self._state),
         )

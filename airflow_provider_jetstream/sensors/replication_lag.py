@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
 from typing import Any
 
 from airflow_provider_jetstream.core.arguments import Args
-from airflow_provider_jetstream.core.signatures.operations import REPLICATION
-from airflow_provider_jetstream.core.signatures.waits import SENSOR
+from airflow_provider_jetstream.core.signatures.options import ReplicationOptions
+from airflow_provider_jetstream.core.signatures.waits import REPLICATION_WATCHED, SENSOR
 from airflow_provider_jetstream.core.status.replication import ReplicationWatch
+from airflow_provider_jetstream.hooks.status import JetStreamStatusHook
 from airflow_provider_jetstream.sensors.base import BaseJetStreamSensor
 from airflow_provider_jetstream.triggers.replication_lag import JetStreamReplicationLagTrigger
 from airflow_provider_jetstream.utils.notes import leave_note
+
+__all__ = ["JetStreamReplicationLagSensor", "ReplicationOptions"]
 
 
 class JetStreamReplicationLagSensor(BaseJetStreamSensor):
@@ -25,7 +27,7 @@ class JetStreamReplicationLagSensor(BaseJetStreamSensor):
     is caught up when it holds that sequence, a source when its newest copy from that origin carries
     it (exact). An origin whose domain does not answer is never caught up (``unreachable_origins``
     says whether it holds the sensor back). Where this account cannot call an origin's API by design
-    (an imported prefix such as ``JS.acc@hub.API`` exporting only the consumer API), ``verify_origin``
+    (an imported prefix such as ``JS.acc@hub.API`` exporting only the consumer API), ``options.verify_origin``
     says what to do: ``"auto"`` falls back to the lag/active rule (``lag <= max_lag``, heard from
     within ``max_inactive``, no error: ``nats server check stream --lag-critical --seen-critical``),
     saying so in the table. Logs news only: the table when what it says changed (rows compared by origin,
@@ -45,30 +47,30 @@ class JetStreamReplicationLagSensor(BaseJetStreamSensor):
     (Airflow 3.3 lets no running task set its task instance note: the XCom and the log carry it).
 
     :param stream: the stream that mirrors or sources, in ``domain`` (templated).
-    :param max_lag: most messages an origin may be behind (lag/active rule). Default 0.
-    :param max_inactive: most time since the last contact with an origin (lag/active rule): seconds,
-        ``timedelta`` or text like ``"10s"``, ``"2m"``; must be > 0 (templated). Default ``"10s"``.
-    :param sources: names of the origin streams to watch (templated); None (default) watches the
+    :param origins: names of the origin streams to watch (templated); None (default) watches the
         mirror or every source.
-    :param error_grace: how long a replication error may last before the task fails (a source
-        created before its origin reports "stream not found" until the origin exists). Default ``"30s"``
-        (templated).
-    :param verify_origin: ``"auto"`` (default): probe every origin in its own domain, and where this
-        account cannot call the origin's API by design, use the lag/active rule for it;
-        ``"required"``: such an origin fails the task; ``"off"``: the lag/active rule only (no probe).
     :param unreachable_origins: ``"wait"`` (default, safe): an origin whose domain does not answer is
         never caught up, so the sensor waits for it; ``"proceed"``: succeed once every *reachable*
         origin is exactly caught up, listing the others in the XCom's ``"unreachable"`` (the data of
         an offline leaf is then not in the copy yet: the next run must pick it up).
     :param unreachable_timeout: how long an origin's domain (or the stream's own) may go without
         answering before the task fails (with ``"wait"``); None (default): until ``timeout``.
+    :param options: :class:`~airflow_provider_jetstream.core.signatures.options.ReplicationOptions` or a dict of
+        its fields (templated): ``max_lag`` (most messages an origin may be behind, lag/active rule; default 0),
+        ``max_inactive`` (most time since the last contact with an origin, lag/active rule: seconds, timedelta
+        or text like ``"2m"``; default 10 s), ``error_grace`` (how long a replication error may last before the
+        task fails: a source created before its origin reports "stream not found" until the origin exists;
+        default 30 s), ``verify_origin`` (``"auto"``, the default: probe every origin in its own domain, and
+        where this account cannot call the origin's API by design use the lag/active rule for it;
+        ``"required"``: such an origin fails the task; ``"off"``: the lag/active rule only).
 
     Also takes :class:`BaseJetStreamSensor`'s ``jetstream_conn_id``, ``domain``, ``api_prefix``,
     ``deferrable`` and Airflow's sensor arguments (``poke_interval``, ``timeout``, ``mode``,
     ``soft_fail``...).
     """
 
-    arguments: Args = SENSOR + REPLICATION
+    hook_class = JetStreamStatusHook
+    arguments: Args = SENSOR + REPLICATION_WATCHED
     template_fields: Sequence[str] = arguments.template_fields()
     event_key = "replication"
 
@@ -76,32 +78,26 @@ class JetStreamReplicationLagSensor(BaseJetStreamSensor):
         self,
         *,
         stream: str,
-        max_lag: int = 0,
-        max_inactive: float | str | timedelta = "10s",
-        sources: list[str] | None = None,
-        error_grace: float | str | timedelta = "30s",
-        verify_origin: str = "auto",
+        origins: list[str] | None = None,
         unreachable_origins: str = "wait",
+        options: ReplicationOptions | dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.stream = stream
-        self.sources = sources
-        self.max_lag = max_lag
-        self.max_inactive = max_inactive
-        self.error_grace = error_grace
-        self.verify_origin = verify_origin
+        self.origins = origins
         self.unreachable_origins = unreachable_origins
+        self.options = options
 
     @property
     def max_inactive_seconds(self) -> float:
-        """The checked ``max_inactive``, in seconds."""
-        return self.checked_arguments()["max_inactive"]
+        """The checked ``options.max_inactive``, in seconds."""
+        return self.checked_arguments()["options"].max_inactive
 
     @property
     def error_grace_seconds(self) -> float:
-        """The checked ``error_grace``, in seconds."""
-        return self.checked_arguments()["error_grace"]
+        """The checked ``options.error_grace``, in seconds."""
+        return self.checked_arguments()["options"].error_grace
 
     def new_watch(self) -> ReplicationWatch:
         """The watch the next poke's check uses: the rendered arguments and what earlier pokes left."""

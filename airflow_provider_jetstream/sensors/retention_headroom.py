@@ -7,8 +7,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_jetstream.core.arguments import Args
-from airflow_provider_jetstream.core.signatures.operations import REPLICATION
-from airflow_provider_jetstream.core.signatures.waits import HEADROOM_SENSOR, SENSOR
+from airflow_provider_jetstream.core.signatures.waits import HEADROOM_SENSOR, REPLICATION_WATCHED, SENSOR
 from airflow_provider_jetstream.sensors.replication_lag import JetStreamReplicationLagSensor
 from airflow_provider_jetstream.triggers.replication_lag import JetStreamReplicationLagTrigger
 
@@ -49,11 +48,11 @@ class JetStreamRetentionHeadroomSensor(JetStreamReplicationLagSensor):
     :param low_headroom: ``"fail"`` (default): a low origin fails the task (skipped with ``soft_fail=True``);
         ``"warn"``: log a warning and keep waiting (templated).
 
-    Also takes every argument of :class:`JetStreamReplicationLagSensor` (``stream``, ``sources``,
-    ``verify_origin``, ``unreachable_origins``, ``unreachable_timeout``...) and Airflow's sensor arguments.
+    Also takes every argument of :class:`JetStreamReplicationLagSensor` (``stream``, ``origins``,
+    ``unreachable_origins``, ``unreachable_timeout``, ``options``...) and Airflow's sensor arguments.
     """
 
-    arguments: Args = SENSOR + REPLICATION + HEADROOM_SENSOR
+    arguments: Args = SENSOR + REPLICATION_WATCHED + HEADROOM_SENSOR
     template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(

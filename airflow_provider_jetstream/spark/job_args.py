@@ -1,9 +1,11 @@
 """Arguments of the packaged ``stream_to_parquet`` Spark job, declared once: :data:`JOB`.
 
 ``JetStreamSparkSubmitOperator`` checks them when the DAG is parsed (values without templates) and
-again once rendered, before spark-submit starts; the job checks its command line (:data:`COMMAND_LINE`,
-the same declarations under their ``--flag`` names). Each error names the argument, the value and what
-is allowed. They become a command line, so their text forms (``"5"``, ``"true"``) are accepted.
+again once rendered, before spark-submit starts (:data:`SUBMIT`: the job's tuning grouped in
+:class:`SparkJobOptions`); the job checks its command line (:data:`COMMAND_LINE`, the same declarations
+under their ``--flag`` names, the glossary's words in kebab-case: ``start_seq`` is ``--start-seq``). Each
+error names the argument, the value and what is allowed; a retired flag or argument is refused naming its
+replacement. They become a command line, so their text forms (``"5"``, ``"true"``) are accepted.
 
 Airflow-free: the operator imports it at DAG parse time (with the ``spark`` extra), the job on the driver.
 """
@@ -11,6 +13,7 @@ Airflow-free: the operator imports it at DAG parse time (with the ``spark`` extr
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -23,6 +26,8 @@ from airflow_provider_jetstream.core.arguments.names import (
     stream_name,
     subject_text,
 )
+from airflow_provider_jetstream.core.arguments.options import Options, options_arg
+from airflow_provider_jetstream.core.arguments.retired import FLAG, flag
 from airflow_provider_jetstream.core.arguments.values import boolean, integer, non_empty_text, optional
 from airflow_provider_jetstream.core.errors import SpecError
 from airflow_provider_jetstream.core.read.settings import READER
@@ -75,7 +80,7 @@ def partition_columns(value: Any, field: str) -> tuple[str, ...]:
 _SEQUENCE = integer(1)
 
 
-def starting_sequence(value: Any, field: str) -> str:
+def start_position(value: Any, field: str) -> str:
     """``earliest`` or a sequence number >= 1 (as the command line's text)."""
     if isinstance(value, str) and value.strip().lower() == "earliest":
         return "earliest"
@@ -104,11 +109,9 @@ def _subjects(value: Any, field: str) -> str:
 
 
 def _starts_before_the_end(values: Mapping[str, Any], prefix: str) -> None:
-    start, end = values["starting_sequence"], values["end_sequence"]
+    start, end = values["start_seq"], values["end_seq"]
     if start not in (None, "earliest") and end is not None and int(start) > end:
-        raise SpecError(
-            f"{prefix}starting_sequence", start, f"use at most end_sequence={end}: the range would be empty"
-        )
+        raise SpecError(f"{prefix}start_seq", start, f"use at most end_seq={end}: the range would be empty")
 
 
 #: The packaged job's arguments (as the operator names them).
@@ -129,17 +132,17 @@ JOB = Args(
         ),
         "domain": DOMAIN.but(doc="JetStream domain of the stream; default: the connection's"),
         "api_prefix": API_PREFIX.but(doc="JetStream API prefix of the stream, instead of domain"),
-        "filter_subject": Arg(
+        "filter_subjects": Arg(
             _subjects, None, REFUSE, "subject or comma list of subjects; default all", templated=True
         ),
-        "end_sequence": Arg(
+        "end_seq": Arg(
             integer(1, hint=" (the last stream sequence to copy)"),
             None,
             REFUSE,
             "last sequence to copy; default: the stream's last at the start",
             templated=True,
         ),
-        "starting_sequence": Arg(starting_sequence, None, REFUSE, "first run only: 'earliest' (default) or a number"),
+        "start_seq": Arg(start_position, None, REFUSE, "first run only: 'earliest' (default) or a number"),
         "start_time": Arg(
             time_text,
             None,
@@ -168,9 +171,9 @@ JOB = Args(
     },
     [
         ONE_TARGET,
-        Rule(("starting_sequence", "end_sequence"), _starts_before_the_end, "starting_sequence <= end_sequence"),
-        exclusive("starting_sequence", "start_time", "give one"),
-        exclusive("end_sequence", "end_time", "give one"),
+        Rule(("start_seq", "end_seq"), _starts_before_the_end, "start_seq <= end_seq"),
+        exclusive("start_seq", "start_time", "give one"),
+        exclusive("end_seq", "end_time", "give one"),
         Rule(("start_time", "end_time"), _window_not_empty, "start_time < end_time"),
     ],
 )
@@ -193,8 +196,8 @@ def servers_without_credentials(value: Any, field: str) -> str:
     return text
 
 
-#: The names of the job's command-line flags, by argument.
-FLAGS = {name: "--" + ("output" if name == "output_path" else name.replace("_", "-")) for name in JOB.args}
+#: The names of the job's command-line flags, by argument: the glossary's words in kebab-case.
+FLAGS = {name: flag(name) for name in JOB.args}
 #: :data:`JOB` under the command line's flag names (``--partition-by``), as the job checks ``sys.argv``,
 #: and the flags only the command line has (the operator hands the connection over in the environment).
 COMMAND_LINE = JOB.renamed(**FLAGS) + Args(
@@ -211,6 +214,67 @@ COMMAND_LINE = JOB.renamed(**FLAGS) + Args(
 )
 
 
+def refuse_retired_flags(argv: list[str]) -> None:
+    """Refuse a retired flag (``--output``, ``--filter-subject``...) naming its replacement, before argparse would
+    call it unrecognized (each flag's value as given: ``--flag=value`` or the next word)."""
+    given: dict[str, Any] = {}
+    for index, word in enumerate(argv):
+        if word.startswith("--"):
+            name, _, value = word.partition("=")
+            given[name] = value if "=" in word else (argv[index + 1] if index + 1 < len(argv) else None)
+    unknown = {name: value for name, value in given.items() if name not in COMMAND_LINE.args}
+    COMMAND_LINE.refuse_retired(unknown, "stream_to_parquet", FLAG)
+
+
+#: The job's arguments the operator takes in its options (:class:`SparkJobOptions`): how the copy is kept and laid out.
+JOB_TUNING = ("checkpoint_key", "checkpoint_domain", "checkpoint_replicas", "partition_by", "min_partitions")
+JOB_TUNING += ("fail_on_data_loss",)
+
+
+@Options.declare
+@dataclass
+class SparkJobOptions(Options):
+    """Options of ``JetStreamSparkSubmitOperator``: the packaged job's tuning, and the master without a Spark
+    connection. Each None: the job's default.
+
+    :param checkpoint_key: the checkpoint's KV key. Default ``stream_to_parquet.<stream>``.
+    :param checkpoint_domain: the JetStream domain of the checkpoint's bucket. Default: the connection's.
+    :param checkpoint_replicas: replicas of the checkpoint bucket when the job creates it (an existing bucket keeps
+        its own). Default: the cluster's size up to 3 (1 on a single server).
+    :param partition_by: Parquet partition columns among ``stream``, ``domain``, ``subject``, ``date``. Default
+        ``("date",)``.
+    :param min_partitions: Spark partitions to read with. Default: Spark's default parallelism.
+    :param fail_on_data_loss: fail when sequences of the range are gone, or when the stream was deleted and
+        created again since the checkpoint (False: skip the gone ones; copy a recreated stream from its first
+        sequence). Default True.
+    :param local_master: the master when there is no ``spark_conn_id``. Default ``local[*]``.
+    """
+
+    arguments = Args(
+        "spark job options",
+        {
+            **{name: JOB.args[name].but(default=None) for name in JOB_TUNING},
+            "local_master": Arg(
+                non_empty_text, "local[*]", VALUE, "master when spark_conn_id is None; default 'local[*]'"
+            ),
+        },
+    )
+
+    checkpoint_key: str | None = None
+    checkpoint_domain: str | None = None
+    checkpoint_replicas: int | None = None
+    partition_by: Sequence[str] | None = None
+    min_partitions: int | None = None
+    fail_on_data_loss: bool | None = None
+    local_master: str = "local[*]"
+
+
+def _given(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The job's arguments among the operator's checked values (its tuning read from ``options``)."""
+    options = values["options"]
+    return {name: getattr(options, name) if name in JOB_TUNING else values[name] for name in JOB.args}
+
+
 def _packaged_job_needs(values: Mapping[str, Any], prefix: str) -> None:
     if values["application"] is None:
         missing = [name for name in ("stream", "output_path", "checkpoint_bucket") if values[name] is None]
@@ -225,34 +289,45 @@ def _packaged_job_needs(values: Mapping[str, Any], prefix: str) -> None:
 
 def _own_application_takes_none(values: Mapping[str, Any], prefix: str) -> None:
     application = values["application"]
-    ignored = [name for name in JOB.args if values[name] is not None]
+    given = _given(values)
+    ignored = [name for name in JOB.args if given[name] is not None]
     if application is not None and ignored:
         raise SpecError(
             ignored[0],
-            values[ignored[0]],
+            given[ignored[0]],
             message=f"JetStreamSparkSubmitOperator: {', '.join(ignored)} are arguments of the packaged "
             f"stream_to_parquet job; with application={application!r} they would be ignored: pass your job's own "
             "arguments in application_args",
         )
 
 
-#: ``JetStreamSparkSubmitOperator``'s arguments: the job's (each None: the job's default) and where it runs.
+#: ``JetStreamSparkSubmitOperator``'s arguments: the job's (each None: the job's default; its tuning in
+#: :class:`SparkJobOptions`) and where it runs.
 SUBMIT = Args(
     "spark submit",
     {
         "jetstream_conn_id": CONN_ID,
-        **{name: arg.but(default=None) for name, arg in JOB.args.items()},
+        **{name: arg.but(default=None) for name, arg in JOB.args.items() if name not in JOB_TUNING},
         "application": Arg(
             optional(non_empty_text), None, DEFAULT, "another spark-submit application instead of the packaged job"
         ),
-        "conn_id": Arg(
+        "spark_conn_id": Arg(
             optional(connection_id), None, DEFAULT, "Airflow Spark connection; default None: a local master"
         ),
-        "local_master": Arg(non_empty_text, "local[*]", VALUE, "master when conn_id is None; default 'local[*]'"),
+        "options": options_arg(SparkJobOptions, "SparkJobOptions or a dict of its fields; default: every default"),
     },
     [
         *JOB.rules,
         Rule(("application", "stream", "output_path", "checkpoint_bucket"), _packaged_job_needs, "the job's needs"),
-        Rule(("application", *JOB.args), _own_application_takes_none, "no job arguments with an application"),
+        Rule(
+            ("application", *(n for n in JOB.args if n not in JOB_TUNING), "options"),
+            _own_application_takes_none,
+            "no job arguments with an application",
+        ),
     ],
 )
+
+
+def job_arguments(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The packaged job's arguments from the operator's checked values (each None: the job's default)."""
+    return _given(values)

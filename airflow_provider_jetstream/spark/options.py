@@ -1,11 +1,12 @@
 """Options of the ``jetstream`` Spark data source: declared once (:data:`READ`, :data:`READ_STREAM`,
 :data:`WRITE`), parsed and checked on the driver.
 
-Each camelCase option is an :class:`~airflow_provider_jetstream.core.arguments.Arg` (most of them the
-declarations the operators use: a stream name, a domain, an API prefix); every bad option fails before
-any Spark task runs, with the option's name, the bad value and what is allowed (all of them at once),
-and an unknown option with the closest known name. The connection options are declared in
-:mod:`airflow_provider_jetstream.spark.connection`.
+Each option is an :class:`~airflow_provider_jetstream.core.arguments.Arg` named with the glossary's word
+in Spark's camelCase (``start_seq`` is ``startSeq``; most of them the declarations the operators use: a
+stream name, a domain, an API prefix); every bad option fails before any Spark task runs, with the option's
+name, the bad value and what is allowed (all of them at once), a retired option naming its replacement
+(``startingSequence``: renamed ``startSeq``), and an unknown option with the closest known name. The
+connection options are declared in :mod:`airflow_provider_jetstream.spark.connection`.
 
 Airflow-free: Spark drivers and executors import it.
 """
@@ -21,6 +22,7 @@ from typing import Any
 from airflow_provider_jetstream.core.arguments import DEFAULT, REFUSE, Arg, Args, Rule, exclusive, requires
 from airflow_provider_jetstream.core.arguments.durations import instant, parse_instant, seconds_of
 from airflow_provider_jetstream.core.arguments.names import stream_name, stream_names_text, subject_text
+from airflow_provider_jetstream.core.arguments.retired import CAMEL
 from airflow_provider_jetstream.core.arguments.values import Parser, boolean, integer, number, text
 from airflow_provider_jetstream.core.connection.fields import api_prefix_for
 from airflow_provider_jetstream.core.connection.settings import JetStreamConnectionConfig
@@ -88,22 +90,22 @@ def _time(value: Any, field: str) -> str:
 
 
 def _start_before_end(values: Mapping[str, Any], prefix: str) -> None:
-    start, end = values["startingSequence"], values["endingSequence"]
+    start, end = values["startSeq"], values["endSeq"]
     if isinstance(start, int) and isinstance(end, int) and start > end:
         raise SpecError(
-            "startingSequence",
+            "startSeq",
             start,
-            message=f"jetstream options startingSequence={start} and endingSequence={end}: the start is after the end",
+            message=f"jetstream options startSeq={start} and endSeq={end}: the start is after the end",
         )
 
 
 def _window_not_empty(values: Mapping[str, Any], prefix: str) -> None:
-    start, end = values["startingTime"], values["endingTime"]
+    start, end = values["startTime"], values["endTime"]
     if start is not None and end is not None and instant(end) <= instant(start):  # type: ignore[operator]
         raise SpecError(
-            f"{prefix}endingTime",
+            f"{prefix}endTime",
             end,
-            f"use a time after startingTime={start!r}: the window [startingTime, endingTime) would be empty",
+            f"use a time after startTime={start!r}: the window [startTime, endTime) would be empty",
         )
 
 
@@ -144,15 +146,15 @@ _READ = Args(
     {
         "stream": Arg(stream_names_text, None, REFUSE, "stream to read, or several separated by commas"),
         "path": Arg(stream_names_text, None, REFUSE, "same as stream (load('NAME'))"),
-        "filterSubject": Arg(subject_text, None, REFUSE, "subject or comma-separated subjects to read (one stream)"),
-        "startingSequence": Arg(
+        "filterSubjects": Arg(subject_text, None, REFUSE, "subject or comma-separated subjects to read (one stream)"),
+        "startSeq": Arg(
             _sequence_or("earliest", "latest"), None, DEFAULT, "earliest (default), latest (streaming only) or a number"
         ),
-        "startingTime": Arg(_time, None, REFUSE, "RFC 3339 time: start at the first message stored then or later"),
-        "endingSequence": Arg(_sequence_or("latest"), None, REFUSE, "latest or a sequence number (batch only)"),
-        "endingTime": Arg(_time, None, REFUSE, "RFC 3339 time: end before the first message stored then (batch)"),
+        "startTime": Arg(_time, None, REFUSE, "RFC 3339 time: start at the first message stored then or later"),
+        "endSeq": Arg(_sequence_or("latest"), None, REFUSE, "latest or a sequence number (batch only)"),
+        "endTime": Arg(_time, None, REFUSE, "RFC 3339 time: end before the first message stored then (batch)"),
         "failOnOpenWindow": Arg(
-            boolean, None, DEFAULT, "with endingTime: true (default) fails a window messages may still reach"
+            boolean, None, DEFAULT, "with endTime: true (default) fails a window messages may still reach"
         ),
         "minPartitions": Arg(integer(1), None, DEFAULT, "minimum number of Spark partitions"),
         "maxMessagesPerPartition": Arg(integer(1), None, DEFAULT, "split partitions larger than this many sequences"),
@@ -177,22 +179,22 @@ _READ = Args(
         "reader": READER,
     },
     [
-        exclusive("startingSequence", "startingTime", "give one"),
-        exclusive("endingSequence", "endingTime", "give one"),
-        Rule(("startingSequence", "endingSequence"), _start_before_end),
-        Rule(("startingTime", "endingTime"), _window_not_empty, "startingTime < endingTime"),
-        requires("failOnOpenWindow", "endingTime", "it says what a read up to endingTime does: give endingTime too"),
-        _one_stream_only("filterSubject", "a filter names one stream's subjects: read each stream on its own"),
-        _one_stream_only("startingSequence", "a sequence number names a message of one stream"),
-        _one_stream_only("endingSequence", "a sequence number names a message of one stream"),
+        exclusive("startSeq", "startTime", "give one"),
+        exclusive("endSeq", "endTime", "give one"),
+        Rule(("startSeq", "endSeq"), _start_before_end),
+        Rule(("startTime", "endTime"), _window_not_empty, "startTime < endTime"),
+        requires("failOnOpenWindow", "endTime", "it says what a read up to endTime does: give endTime too"),
+        _one_stream_only("filterSubjects", "a filter names one stream's subjects: read each stream on its own"),
+        _one_stream_only("startSeq", "a sequence number names a message of one stream"),
+        _one_stream_only("endSeq", "a sequence number names a message of one stream"),
     ],
 )
 #: A batch read's options (``spark.read``).
 READ = (_READ + _TARGET + CONNECTION).ruled(
     Rule(
-        ("startingSequence",),
-        lambda values, prefix: _latest_is_streaming(values["startingSequence"], prefix),
-        "startingSequence latest: streaming only",
+        ("startSeq",),
+        lambda values, prefix: _latest_is_streaming(values["startSeq"], prefix),
+        "startSeq latest: streaming only",
     ),
     _only("maxMessagesPerTrigger", "streaming", ""),
     _only("minMessagesPerTrigger", "streaming", ""),
@@ -213,8 +215,8 @@ def _one_stream_streaming(values: Mapping[str, Any], prefix: str) -> None:
 _AVAILABLE_NOW = ": a streaming query runs on; use Trigger.AvailableNow to stop at the data present at its start"
 #: A streaming read's options (``spark.readStream``).
 READ_STREAM = (_READ + _TARGET + CONNECTION).ruled(
-    _only("endingSequence", "batch", _AVAILABLE_NOW),
-    _only("endingTime", "batch", _AVAILABLE_NOW),
+    _only("endSeq", "batch", _AVAILABLE_NOW),
+    _only("endTime", "batch", _AVAILABLE_NOW),
     Rule(("stream", "path"), _one_stream_streaming, "one stream"),
     Rule(("minMessagesPerTrigger", "maxMessagesPerTrigger"), _min_at_most_max, "min <= max per trigger"),
     requires("maxTriggerDelay", "minMessagesPerTrigger", "it bounds the wait for minMessagesPerTrigger: give both"),
@@ -224,9 +226,9 @@ READ_STREAM = (_READ + _TARGET + CONNECTION).ruled(
 def _latest_is_streaming(starting: Any, prefix: str) -> None:
     if starting == "latest":
         raise SpecError(
-            "startingSequence",
+            "startSeq",
             starting,
-            message=f"{prefix}startingSequence='latest' is for streaming reads only: a batch read would be empty; "
+            message=f"{prefix}startSeq='latest' is for streaming reads only: a batch read would be empty; "
             "use earliest or a sequence number",
         )
 
@@ -243,8 +245,8 @@ WRITE = (
             "dataColumn": Arg(text, "data", DEFAULT, "column holding the payload (default: data)"),
             "headersColumn": Arg(text, None, DEFAULT, "column holding headers (default: headers, if present)"),
             "msgIdColumn": Arg(text, None, REFUSE, "column whose value becomes the Nats-Msg-Id header (deduplication)"),
-            "stream": Arg(
-                stream_name, None, REFUSE, "expected stream: the server refuses rows that would land in another one"
+            "expectedStream": Arg(
+                stream_name, None, REFUSE, "the stream that must store the rows: the server refuses others"
             ),
             "maxInFlight": Arg(integer(1), 1000, DEFAULT, "unacknowledged publishes per task at most"),
             "fastIngest": Arg(
@@ -271,13 +273,13 @@ WRITE = (
 
 #: Kafka source options people bring along, and their JetStream counterparts.
 _KAFKA_NAMES = {
-    "startingoffsets": "startingSequence",
-    "endingoffsets": "endingSequence",
+    "startingoffsets": "startSeq",
+    "endingoffsets": "endSeq",
     "maxoffsetspertrigger": "maxMessagesPerTrigger",
     "minoffsetspertrigger": "minMessagesPerTrigger",
-    "startingtimestamp": "startingTime",
-    "endingtimestamp": "endingTime",
-    "subscribe": "filterSubject",
+    "startingtimestamp": "startTime",
+    "endingtimestamp": "endTime",
+    "subscribe": "filterSubjects",
     "topic": "subject",
 }
 
@@ -292,9 +294,13 @@ def _closest(key: str, known: list[str]) -> str:
     return f" (did you mean {lowered[match[0]]!r}?)" if match else ""
 
 
-def _normalized(options: Mapping[str, str], allowed: list[str], what: str) -> dict[str, str]:
-    """Options keyed by their canonical (camelCase) name; unknown names fail with a suggestion."""
+def _normalized(options: Mapping[str, str], signature: Args, what: str) -> dict[str, str]:
+    """Options keyed by their canonical (camelCase) name; a retired name fails naming its replacement, an
+    unknown one with a suggestion."""
+    allowed = list(signature.args)
     by_lower = {name.lower(): name for name in allowed}
+    unknown = {key: value for key, value in options.items() if key.lower() not in by_lower}
+    signature.refuse_retired(unknown, f"spark {what}", CAMEL)
     result: dict[str, str] = {}
     for key, value in options.items():
         name = by_lower.get(key.lower())
@@ -318,10 +324,10 @@ def _api_prefix(args: Mapping[str, Any], connection: JetStreamConnectionConfig) 
 class ReadOptions:
     """The validated options of a read (batch or streaming).
 
-    ``starting_sequence`` is ``"earliest"``, ``"latest"`` or a number; ``starting_time`` and ``ending_time``
-    RFC 3339 strings (the window ``[starting_time, ending_time)``); ``ending_sequence`` ``"latest"`` or a
+    ``start_seq`` is ``"earliest"``, ``"latest"`` or a number; ``start_time`` and ``end_time``
+    RFC 3339 strings (the window ``[start_time, end_time)``); ``end_seq`` ``"latest"`` or a
     number. ``streams``: every stream read (a batch read may read several); ``stream`` is the first, the
-    one of :meth:`for_stream`'s options. ``fail_on_open_window``: a read up to ``ending_time`` fails
+    one of :meth:`for_stream`'s options. ``fail_on_open_window``: a read up to ``end_time`` fails
     while messages may still reach the window (default True). ``min_messages_per_trigger`` and
     ``max_trigger_delay`` (seconds): a micro-batch waits for that many new sequences, at most that long.
     """
@@ -330,9 +336,9 @@ class ReadOptions:
     stream: str
     api_prefix: str
     filter_subjects: tuple[str, ...]
-    starting_sequence: str | int
-    starting_time: str | None
-    ending_sequence: str | int
+    start_seq: str | int
+    start_time: str | None
+    end_seq: str | int
     min_partitions: int | None
     max_messages_per_partition: int | None
     max_messages_per_trigger: int | None
@@ -341,7 +347,7 @@ class ReadOptions:
     pull: PullSettings
     reader: str = "vectorised"
     streams: tuple[str, ...] = ()
-    ending_time: str | None = None
+    end_time: str | None = None
     fail_on_open_window: bool = True
     min_messages_per_trigger: int | None = None
     max_trigger_delay: float | None = None
@@ -353,7 +359,7 @@ class ReadOptions:
     @classmethod
     def parse(cls, options: Mapping[str, str], streaming: bool = False) -> ReadOptions:
         signature = READ_STREAM if streaming else READ
-        opts = _normalized(options, list(signature.args), "read")
+        opts = _normalized(options, signature, "read")
         args = signature.check(opts, text=True, prefix=OPTION)
         streams = args["stream"] or args["path"]
         if not streams:
@@ -374,11 +380,11 @@ class ReadOptions:
             stream=streams[0],
             streams=streams,
             api_prefix=_api_prefix(args, connection),
-            filter_subjects=args["filterSubject"] or (),
-            starting_sequence=args["startingSequence"] or "earliest",
-            starting_time=args["startingTime"],
-            ending_sequence=args["endingSequence"] or "latest",
-            ending_time=args["endingTime"],
+            filter_subjects=args["filterSubjects"] or (),
+            start_seq=args["startSeq"] or "earliest",
+            start_time=args["startTime"],
+            end_seq=args["endSeq"] or "latest",
+            end_time=args["endTime"],
             fail_on_open_window=args["failOnOpenWindow"] is not False,
             min_partitions=args["minPartitions"],
             max_messages_per_partition=args["maxMessagesPerPartition"],
@@ -398,7 +404,7 @@ class ReadOptions:
 class WriteOptions:
     """The validated options of a write. ``atomic``: each task's rows go as one atomic batch (all stored or
     none; default False: each row acknowledged on its own). ``fast_ingest``: fast-ingest batches where the
-    stream takes them (default True)."""
+    stream takes them (default True). ``expected_stream``: the stream that must store the rows."""
 
     connection: JetStreamConnectionConfig
     api_prefix: str
@@ -407,14 +413,14 @@ class WriteOptions:
     data_column: str
     headers_column: str | None
     msg_id_column: str | None
-    stream: str | None
+    expected_stream: str | None
     max_in_flight: int
     atomic: bool = False
     fast_ingest: bool = True
 
     @classmethod
     def parse(cls, options: Mapping[str, str], columns: list[str]) -> WriteOptions:
-        opts = _normalized(options, list(WRITE.args), "write")
+        opts = _normalized(options, WRITE, "write")
         args = WRITE.check(opts, text=True, prefix=OPTION)
         subject, subject_column = args["subject"], args["subjectColumn"]
         if subject is None and subject_column is None:
@@ -424,10 +430,10 @@ class WriteOptions:
                     f"column named 'subject' (columns: {', '.join(columns)})"
                 )
             subject_column = "subject"
-        if args["atomic"] and subject is None and args["stream"] is None:
+        if args["atomic"] and subject is None and args["expectedStream"] is None:
             raise JetStreamConfigError(
                 f"jetstream option atomic={opts['atomic']!r}: an atomic batch goes to one stream, and each row's "
-                f"subject comes from column {subject_column!r}: give the option stream (the stream with "
+                f"subject comes from column {subject_column!r}: give the option expectedStream (the stream with "
                 "allow_atomic), or the option subject, or atomic=false"
             )
 
@@ -452,7 +458,7 @@ class WriteOptions:
             data_column=column("dataColumn", args["dataColumn"]),  # type: ignore[arg-type]
             headers_column=column("headersColumn", headers_column),
             msg_id_column=column("msgIdColumn", args["msgIdColumn"]),
-            stream=args["stream"],
+            expected_stream=args["expectedStream"],
             max_in_flight=args["maxInFlight"],
             atomic=args["atomic"],
             fast_ingest=args["fastIngest"],

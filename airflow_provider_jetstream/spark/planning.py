@@ -4,10 +4,10 @@ Stream sequences are the offsets: a range ``[start, end]`` names exactly the mes
 reads, so the same options over the same stored data always give the same rows, and a retried
 task reads the same messages again.
 
-A time window ``[startingTime, endingTime)`` becomes such a range too: a stream's timestamps rise with its
+A time window ``[startTime, endTime)`` becomes such a range too: a stream's timestamps rise with its
 sequences, so the server's answer to "where does this time fall" (:mod:`airflow_provider_jetstream.core.read.seek`)
 is a sequence bound. The window is *closed* (no message of it can still be stored) once the stream
-holds a message stored at or after ``endingTime``, or once the server's clock has passed ``endingTime``
+holds a message stored at or after ``endTime``, or once the server's clock has passed ``endTime``
 on a stream that stamps its own messages (a mirror keeps its origin's stamps: only a later message closes
 its windows). See :func:`range_end`.
 
@@ -52,7 +52,7 @@ class StreamBounds:
 
 @dataclass(frozen=True)
 class RangeEnd:
-    """The last sequence of a read; ``closed`` False: the read ends at a time (``endingTime``) that messages
+    """The last sequence of a read; ``closed`` False: the read ends at a time (``endTime``) that messages
     may still reach (see :func:`range_end`), and ``last`` is the stream's last sequence when asked."""
 
     last: int
@@ -86,17 +86,17 @@ async def stream_bounds(nc: Client, options: ReadOptions) -> StreamBounds:
 
 
 async def resolve_start(nc: Client, options: ReadOptions, bounds: StreamBounds) -> int:
-    """The first sequence to read, from startingSequence / startingTime and what the stream holds."""
-    if options.starting_time is not None:
+    """The first sequence to read, from startSeq / startTime and what the stream holds."""
+    if options.start_time is not None:
         boundary = await time_boundary(
             nc,
             options.stream,
-            options.starting_time,
+            options.start_time,
             api_prefix=options.api_prefix,
             timeout=options.pull.request_timeout,
         )
         return boundary.first_at
-    starting = options.starting_sequence
+    starting = options.start_seq
     if starting == "earliest":
         return bounds.first
     if starting == "latest":
@@ -106,7 +106,7 @@ async def resolve_start(nc: Client, options: ReadOptions, bounds: StreamBounds) 
         gone = f"{starting}-{bounds.first - 1}" if bounds.first - 1 > starting else str(starting)
         if options.fail_on_data_loss:
             raise JetStreamDataLossError(
-                f"{target_name(options)}: startingSequence={starting} but the stream's first stored sequence is "
+                f"{target_name(options)}: startSeq={starting} but the stream's first stored sequence is "
                 f"{bounds.first}: sequences {gone} are gone. Set failOnDataLoss=false to start at {bounds.first}."
             )
         log.warning("%s: sequences %s are gone; starting at %d", target_name(options), gone, bounds.first)
@@ -115,35 +115,33 @@ async def resolve_start(nc: Client, options: ReadOptions, bounds: StreamBounds) 
 
 
 async def range_end(nc: Client, options: ReadOptions, bounds: StreamBounds) -> RangeEnd:
-    """The last sequence of a batch read: endingSequence (at most the stream's last), or the last stored before
-    endingTime; ``bounds`` must have been read before this call (its server time closes a window).
+    """The last sequence of a batch read: endSeq (at most the stream's last), or the last stored before
+    endTime; ``bounds`` must have been read before this call (its server time closes a window).
 
-    The window ``[startingTime, endingTime)`` holds every message stored at or after its start and before
+    The window ``[startTime, endTime)`` holds every message stored at or after its start and before
     its end (the server compares at nanoseconds; the ``timestamp`` column shows microseconds). It is closed
-    when the stream holds a message stored at or after ``endingTime`` (its sequence is higher than every
-    message of the window, so none can be added), or when the server's clock had passed ``endingTime`` when
+    when the stream holds a message stored at or after ``endTime`` (its sequence is higher than every
+    message of the window, so none can be added), or when the server's clock had passed ``endTime`` when
     ``bounds`` were read and the stream is not a mirror (it stamps what it stores, so a message it stores
     from then on is stamped later). Otherwise it is open: messages may still arrive (the end is in the
     future, a leaf cut off has not replicated them yet, a mirror's origin is ahead).
     """
-    if options.ending_time is None:
+    if options.end_time is None:
         return RangeEnd(resolve_end(options, bounds))
     boundary = await time_boundary(
-        nc, options.stream, options.ending_time, api_prefix=options.api_prefix, timeout=options.pull.request_timeout
+        nc, options.stream, options.end_time, api_prefix=options.api_prefix, timeout=options.pull.request_timeout
     )
     clock_past = (
-        not bounds.mirror
-        and bounds.server_time is not None
-        and instant(bounds.server_time) > instant(options.ending_time)  # type: ignore[operator]
+        not bounds.mirror and bounds.server_time is not None and instant(bounds.server_time) > instant(options.end_time)  # type: ignore[operator]
     )
     return RangeEnd(boundary.before, boundary.reached or clock_past)
 
 
 def open_window(options: ReadOptions, end: RangeEnd, bounds: StreamBounds) -> str:
-    """Why a read up to endingTime is not complete yet (``end`` not closed)."""
+    """Why a read up to endTime is not complete yet (``end`` not closed)."""
     why = "it is a mirror (its origin stamps its messages)" if bounds.mirror else "its clock has not passed it"
     return (
-        f"{target_name(options)}: the window before endingTime={options.ending_time} is still open: the stream "
+        f"{target_name(options)}: the window before endTime={options.end_time} is still open: the stream "
         f"holds no message stored at or after it (it holds sequences up to {end.last}) and {why}; messages of "
         "the window may still arrive (the end is ahead, or a leaf domain has not replicated them yet)"
     )
@@ -162,14 +160,14 @@ def check_window(options: ReadOptions, end: RangeEnd, bounds: StreamBounds) -> N
 
 
 def resolve_end(options: ReadOptions, bounds: StreamBounds) -> int:
-    """The last sequence of a read bounded by sequences: endingSequence, at most the stream's last sequence."""
-    ending = options.ending_sequence
+    """The last sequence of a read bounded by sequences: endSeq, at most the stream's last sequence."""
+    ending = options.end_seq
     if ending == "latest":
         return bounds.last
     assert isinstance(ending, int)
     if ending > bounds.last:
         log.warning(
-            "%s: endingSequence=%d is past the stream's last sequence %d; reading up to %d",
+            "%s: endSeq=%d is past the stream's last sequence %d; reading up to %d",
             target_name(options),
             ending,
             bounds.last,

@@ -16,7 +16,7 @@ connection's). With one ``subject`` for every row whose stream has ``allow_batch
 
 With ``atomic=true`` each task's rows go as **one atomic batch** (the engine's atomic mode,
 :mod:`~airflow_provider_jetstream.core.publish.atomic`): stored all together or not at all. The stream
-(option ``stream``, else the one storing ``subject``) must have ``allow_atomic`` on nats-server 2.12+:
+(option ``expectedStream``, else the one storing ``subject``) must have ``allow_atomic`` on nats-server 2.12+:
 otherwise the write is refused on the driver before any task runs (and each task checks again before it
 sends). A task with more rows than one batch takes (1000, the server's limit) is refused before it sends
 anything: its rows are never split into batches that could land apart. A task retried after a crash
@@ -109,7 +109,7 @@ def _msg_ids(column: pa.Array | pa.ChunkedArray, opts: WriteOptions) -> list[str
 def _items(batches: Iterator[pa.RecordBatch], opts: WriteOptions) -> Iterator[Item]:
     """What each record batch publishes: with one ``subject``, a :class:`Block` of its rows (framed in bulk by
     fast ingest); with a subject column, the ``(subject, payload, headers)`` of each row."""
-    expected = {EXPECTED_STREAM_HEADER: opts.stream} if opts.stream else {}
+    expected = {EXPECTED_STREAM_HEADER: opts.expected_stream} if opts.expected_stream else {}
     for batch in batches:
         count = batch.num_rows
         if not count:
@@ -159,7 +159,9 @@ def _api(nc: Any, opts: WriteOptions) -> JetStreamApi:
 
 async def _atomic_target(api: JetStreamApi, opts: WriteOptions) -> AtomicTarget:
     """The stream taking the write's atomic batches; refused (naming the option) when there is none."""
-    return await atomic_target(api, stream=opts.stream, subject=opts.subject, what="jetstream option atomic='true'")
+    return await atomic_target(
+        api, stream=opts.expected_stream, subject=opts.subject, what="jetstream option atomic='true'"
+    )
 
 
 def check_atomic(opts: WriteOptions) -> str:
@@ -237,7 +239,7 @@ class JetStreamWriter(DataSourceArrowWriter):
             raise JetStreamError(f"jetstream write: {type(err).__name__}: {err}") from None
         finally:
             await release(nc, drain=False)
-        problems = ack_problems(summary, target_domain=domain_of(opts.api_prefix), expected_stream=opts.stream)
+        problems = ack_problems(summary, target_domain=domain_of(opts.api_prefix), expected_stream=opts.expected_stream)
         if problems:
             raise JetStreamError(
                 f"jetstream write to {describe_prefix(opts.api_prefix)}: "

@@ -18,7 +18,8 @@ import nats.js.errors
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_jetstream.core.api import describe_prefix, unavailable_hint
-from airflow_provider_jetstream.core.arguments import Args
+from airflow_provider_jetstream.core.arguments import Args, refusing_retired
+from airflow_provider_jetstream.core.arguments.options import Options
 from airflow_provider_jetstream.core.signatures.waits import WAIT
 from airflow_provider_jetstream.core.status.waiting import (
     Reading,
@@ -28,13 +29,14 @@ from airflow_provider_jetstream.core.status.waiting import (
     wait_step,
     wait_until_final,
 )
+from airflow_provider_jetstream.hooks.base import JetStreamBaseHook
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 
 #: The arguments every waiting trigger takes, in the order of :class:`JetStreamWaitTrigger`'s constructor.
 SHARED = ("jetstream_conn_id", "domain", "api_prefix", "unreachable_timeout", "state")
 
 
-def no_answer_reason(hook: JetStreamHook, err: BaseException) -> str:
+def no_answer_reason(hook: JetStreamBaseHook, err: BaseException) -> str:
     """Why a check got no answer, in words (nats-py's 503 error prints as ``code=None``); the hint is the
     JetStream API's own (:func:`~airflow_provider_jetstream.core.api.unavailable_hint`)."""
     prefix = hook.resolve_api_prefix()
@@ -74,6 +76,16 @@ class JetStreamWaitTrigger(BaseTrigger, abc.ABC):
     event_state: bool = False
     #: Seconds between two checks (subclasses set it from their arguments).
     poll_interval: float = 5.0
+    #: The role hook the checks use (every role: :class:`JetStreamHook`).
+    hook_class: type[JetStreamBaseHook] = JetStreamHook
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A subclass's constructor refuses a retired name among its kwargs, naming its replacement (a trigger
+        serialized by an earlier release, or written by hand)."""
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is not None:
+            cls.__init__ = refusing_retired(init)  # type: ignore[method-assign]
 
     def __init__(self, **values: Any) -> None:
         """Check the constructor's kwargs (the shared ones and the subclass's own :attr:`fields`) with the
@@ -88,11 +100,15 @@ class JetStreamWaitTrigger(BaseTrigger, abc.ABC):
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         names = ("jetstream_conn_id", *self.fields, "domain", "api_prefix", "unreachable_timeout", "state")
-        return f"{type(self).__module__}.{type(self).__qualname__}", {name: getattr(self, name) for name in names}
+        kwargs = {name: getattr(self, name) for name in names}
+        # Typed options go as the JSON dict of their fields (the triggerer rebuilds them from it).
+        kwargs = {k: v.as_kwargs() if isinstance(v, Options) else v for k, v in kwargs.items()}
+        return f"{type(self).__module__}.{type(self).__qualname__}", kwargs
 
-    def new_hook(self) -> JetStreamHook:
-        """A hook for the trigger's connection and target (its checks share the triggerer's connection)."""
-        return JetStreamHook(self.jetstream_conn_id, domain=self.domain, api_prefix=self.api_prefix)
+    def new_hook(self) -> Any:
+        """The trigger's role hook (``hook_class``) for its connection and target (its checks share the
+        triggerer's connection)."""
+        return self.hook_class(self.jetstream_conn_id, domain=self.domain, api_prefix=self.api_prefix)
 
     # -- the condition -----------------------------------------------------------------------------
 
@@ -102,12 +118,12 @@ class JetStreamWaitTrigger(BaseTrigger, abc.ABC):
         """The condition's subject in messages: ``stream 'agg'``, ``consumer 's' > 'c'``..."""
 
     @abc.abstractmethod
-    async def check(self, hook: JetStreamHook) -> Reading:
+    async def check(self, hook: Any) -> Reading:
         """One reading of the condition; logs what it saw and why it is not done."""
 
     # -- the wait loop -----------------------------------------------------------------------------
 
-    async def step(self, hook: JetStreamHook, check: Callable[[], Awaitable[Reading]] | None = None) -> WaitOutcome:
+    async def step(self, hook: Any, check: Callable[[], Awaitable[Reading]] | None = None) -> WaitOutcome:
         """One check (``check``, default :meth:`check`) through the shared wait step; what it must
         remember for the next one is kept in :attr:`state`."""
         outcome = await wait_step(
@@ -123,11 +139,11 @@ class JetStreamWaitTrigger(BaseTrigger, abc.ABC):
             self.state["unreachable_since"] = self._unreachable.since
         return outcome
 
-    async def poke_step(self, hook: JetStreamHook) -> WaitOutcome:
+    async def poke_step(self, hook: Any) -> WaitOutcome:
         """The sensor's poke: one :meth:`step` (a trigger that holds something across steps releases it after)."""
         return await self.step(hook)
 
-    async def wait(self, hook: JetStreamHook) -> WaitOutcome:
+    async def wait(self, hook: Any) -> WaitOutcome:
         """Check every :attr:`poll_interval` seconds until done or failed (what ``run()`` awaits)."""
         return await wait_until_final(lambda: self.step(hook), self.poll_interval)
 

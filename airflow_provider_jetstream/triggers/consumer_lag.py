@@ -1,4 +1,4 @@
-"""``JetStreamConsumerLagTrigger``: polls :meth:`JetStreamHook.aconsumer_lag` until a consumer is within bounds.
+"""``JetStreamConsumerLagTrigger``: polls :meth:`JetStreamStatusHook.aconsumer_lag` until a consumer is within bounds.
 
 The check (shared with the sensor's poke and the hook) is
 :func:`airflow_provider_jetstream.core.status.consumer_lag.check_consumer_lag`: the nats CLI's ``nats server check
@@ -11,7 +11,7 @@ from typing import Any
 
 from airflow_provider_jetstream.core.signatures.waits import CONSUMER_LAG_TRIGGER
 from airflow_provider_jetstream.core.status.consumer_lag import ConsumerLagCheck
-from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
+from airflow_provider_jetstream.hooks.status import JetStreamStatusHook
 from airflow_provider_jetstream.triggers.base import JetStreamWaitTrigger
 
 
@@ -30,8 +30,8 @@ class JetStreamConsumerLagTrigger(JetStreamWaitTrigger):
     :param consumer: durable or named consumer.
     :param domain: JetStream domain of the stream. Default: the connection's.
     :param api_prefix: JetStream API prefix instead of a domain. Default: the connection's.
-    :param max_pending: most unprocessed messages. Default 0.
-    :param max_ack_pending: most delivered-but-unacknowledged messages. Default 0.
+    :param max_unprocessed: most messages not delivered yet. Default 0.
+    :param max_outstanding_acks: most messages delivered and not acknowledged. Default 0.
     :param max_redelivered: most redelivered messages; None (default) does not check.
     :param poll_interval: seconds between checks. Default 5.
     :param unreachable_timeout: how long (seconds, or text like ``"10m"``) the domain may go without
@@ -42,8 +42,9 @@ class JetStreamConsumerLagTrigger(JetStreamWaitTrigger):
     released when ``run()`` returns, is cancelled or is closed: ``cleanup()`` has nothing left to do.
     """
 
-    fields = ("stream", "consumer", "max_pending", "max_ack_pending", "max_redelivered", "poll_interval")
+    fields = ("stream", "consumer", "max_unprocessed", "max_outstanding_acks", "max_redelivered", "poll_interval")
     arguments = CONSUMER_LAG_TRIGGER
+    hook_class = JetStreamStatusHook
     event_key = "consumer"
 
     def __init__(
@@ -53,8 +54,8 @@ class JetStreamConsumerLagTrigger(JetStreamWaitTrigger):
         consumer: str,
         domain: str | None = None,
         api_prefix: str | None = None,
-        max_pending: int = 0,
-        max_ack_pending: int = 0,
+        max_unprocessed: int = 0,
+        max_outstanding_acks: int = 0,
         max_redelivered: int | None = None,
         poll_interval: float = 5.0,
         unreachable_timeout: float | str | None = None,
@@ -66,8 +67,8 @@ class JetStreamConsumerLagTrigger(JetStreamWaitTrigger):
             consumer=consumer,
             domain=domain,
             api_prefix=api_prefix,
-            max_pending=max_pending,
-            max_ack_pending=max_ack_pending,
+            max_unprocessed=max_unprocessed,
+            max_outstanding_acks=max_outstanding_acks,
             max_redelivered=max_redelivered,
             poll_interval=poll_interval,
             unreachable_timeout=unreachable_timeout,
@@ -78,12 +79,12 @@ class JetStreamConsumerLagTrigger(JetStreamWaitTrigger):
     def what(self) -> str:
         return f"consumer {self.stream!r} > {self.consumer!r}"
 
-    async def check(self, hook: JetStreamHook) -> ConsumerLagCheck:
+    async def check(self, hook: JetStreamStatusHook) -> ConsumerLagCheck:
         check = await hook.aconsumer_lag(
             self.stream,
             self.consumer,
-            max_pending=self.max_pending,
-            max_ack_pending=self.max_ack_pending,
+            max_unprocessed=self.max_unprocessed,
+            max_outstanding_acks=self.max_outstanding_acks,
             max_redelivered=self.max_redelivered,
         )
         state = "done" if check.done else "waiting"

@@ -1,9 +1,9 @@
 """``JetStreamKeyValueTrigger``: a KV watch (no polling) until a key is present, in any domain.
 
 Each entry the watch delivers is judged by :func:`airflow_provider_jetstream.core.status.kv_key.judge_entry`,
-the key check the sensor's poke and :meth:`JetStreamHook.acheck_key` make: a key counts as present
+the key check the sensor's poke and :meth:`JetStreamKeyValueHook.acheck_key` make: a key counts as present
 when its latest entry is a value (a deleted or purged key is absent); optionally the value must
-equal ``value`` or the revision reach ``min_revision``.
+equal ``value`` or the revision be above ``after_revision``.
 """
 
 from __future__ import annotations
@@ -15,18 +15,18 @@ from airflow_provider_jetstream.core.consume.watch import watch_key
 from airflow_provider_jetstream.core.signatures.waits import KEY_TRIGGER
 from airflow_provider_jetstream.core.status.kv_key import KeyCheck, judge_entry
 from airflow_provider_jetstream.core.status.waiting import WaitOutcome, wait_until_final
-from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
+from airflow_provider_jetstream.hooks.kv import JetStreamKeyValueHook
 from airflow_provider_jetstream.triggers.base import JetStreamWaitTrigger
 
 
 class JetStreamKeyValueTrigger(JetStreamWaitTrigger):
-    """Fires when a KV key is present (and equals ``value`` / reaches ``min_revision``), in any domain.
+    """Fires when a KV key is present (and equals ``value`` / is above ``after_revision``), in any domain.
 
     Watches the key (an ordered consumer of its own on the bucket's stream, starting with the key's latest
     entry, :func:`~airflow_provider_jetstream.core.consume.watch.watch_key`) over the triggerer's one shared
     NATS connection: the server sends each revision as it is stored, no polling; a watch lost with a restarted
     leaf or a killed stream leader goes on with a new consumer. While the domain does not answer (a leaf that is
-    offline, or a wrong domain name) it watches again every ``rewatch_interval`` seconds, up to
+    offline, or a wrong domain name) it watches again every ``poll_interval`` seconds, up to
     ``unreachable_timeout``. Fires ``{"status": "success",
     "entry": {...}}``, or ``{"status": "error", "reason": ..., "message": ...}`` when the bucket does
     not exist, a request is refused (``Permissions Violation``, or an imported API prefix this
@@ -38,8 +38,8 @@ class JetStreamKeyValueTrigger(JetStreamWaitTrigger):
     :param domain: JetStream domain of the bucket. Default: the connection's.
     :param api_prefix: JetStream API prefix instead of a domain. Default: the connection's.
     :param value: value (UTF-8 text) the key must hold; None (default) accepts any value.
-    :param min_revision: revision the key must reach; None (default) accepts any.
-    :param rewatch_interval: seconds between two watches while the domain does not answer. Default 60.
+    :param after_revision: only a revision above this one counts; None (default) accepts any.
+    :param poll_interval: seconds between two watches while the domain does not answer. Default 60.
     :param unreachable_timeout: how long (seconds, or text like ``"10m"``) the domain may go without
         answering before the trigger fails; None (default): no bound (the sensor's timeout applies).
     :param state: what the sensor's checks so far left (``{"unreachable_since": epoch seconds}``).
@@ -48,8 +48,9 @@ class JetStreamKeyValueTrigger(JetStreamWaitTrigger):
     released when ``run()`` returns, is cancelled or is closed: ``cleanup()`` has nothing left to do.
     """
 
-    fields = ("bucket", "key", "value", "min_revision", "rewatch_interval")
+    fields = ("bucket", "key", "value", "after_revision", "poll_interval")
     arguments = KEY_TRIGGER
+    hook_class = JetStreamKeyValueHook
     event_key = "entry"
 
     def __init__(
@@ -60,8 +61,8 @@ class JetStreamKeyValueTrigger(JetStreamWaitTrigger):
         domain: str | None = None,
         api_prefix: str | None = None,
         value: str | None = None,
-        min_revision: int | None = None,
-        rewatch_interval: float = 60.0,
+        after_revision: int | None = None,
+        poll_interval: float = 60.0,
         unreachable_timeout: float | str | None = None,
         state: dict[str, Any] | None = None,
     ) -> None:
@@ -72,8 +73,8 @@ class JetStreamKeyValueTrigger(JetStreamWaitTrigger):
             domain=domain,
             api_prefix=api_prefix,
             value=value,
-            min_revision=min_revision,
-            rewatch_interval=rewatch_interval,
+            after_revision=after_revision,
+            poll_interval=poll_interval,
             unreachable_timeout=unreachable_timeout,
             state=state,
         )
@@ -82,18 +83,18 @@ class JetStreamKeyValueTrigger(JetStreamWaitTrigger):
     def what(self) -> str:
         return f"KV {self.bucket!r} key {self.key!r}"
 
-    async def check(self, hook: JetStreamHook) -> KeyCheck:
+    async def check(self, hook: JetStreamKeyValueHook) -> KeyCheck:
         """One read of the key (a sensor's poke); the trigger itself watches instead (:meth:`wait`)."""
-        check = await hook.acheck_key(self.bucket, self.key, value=self.value, min_revision=self.min_revision)
+        check = await hook.acheck_key(self.bucket, self.key, value=self.value, after_revision=self.after_revision)
         state = "done" if check.done else "waiting"
         self.log.info("KV %r in %s: %s: %s", self.bucket, check.target, state, check.reason)
         return check
 
-    async def wait(self, hook: JetStreamHook) -> WaitOutcome:
+    async def wait(self, hook: JetStreamKeyValueHook) -> WaitOutcome:
         """Watch the key (no polling) until it satisfies the trigger; while the domain does not answer, watch
-        again every ``rewatch_interval`` seconds: the shared wait loop with the watch as its check."""
+        again every ``poll_interval`` seconds: the shared wait loop with the watch as its check."""
         async with hook.aapi() as api:
-            return await wait_until_final(lambda: self.step(hook, lambda: self._watch(api)), self.rewatch_interval)
+            return await wait_until_final(lambda: self.step(hook, lambda: self._watch(api)), self.poll_interval)
 
     async def _watch(self, api: JetStreamApi) -> KeyCheck:
         """Watch until the key satisfies the trigger (errors end the watch: the wait loop judges them)."""
@@ -105,7 +106,7 @@ class JetStreamKeyValueTrigger(JetStreamWaitTrigger):
                     self.log.info("KV %r in %s: key %r is absent; watching", self.bucket, target, self.key)
                 continue
             seen = True
-            check = judge_entry(self.bucket, self.key, target, entry, self.value, self.min_revision)
+            check = judge_entry(self.bucket, self.key, target, entry, self.value, self.after_revision)
             self.log.info("KV %r in %s: %s: %s", self.bucket, target, "done" if check.done else "waiting", check.reason)
             if check.done:
                 return check

@@ -9,44 +9,45 @@ from airflow_provider_jetstream.core.consume.watch import watch_objects
 from airflow_provider_jetstream.core.signatures.objects import OBJECT_TRIGGER
 from airflow_provider_jetstream.core.status.object_check import ObjectCheck, judge_object
 from airflow_provider_jetstream.core.status.waiting import WaitOutcome, wait_until_final
-from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
+from airflow_provider_jetstream.hooks.objects import JetStreamObjectStoreHook
 from airflow_provider_jetstream.triggers.base import JetStreamWaitTrigger
 
 
 class JetStreamObjectTrigger(JetStreamWaitTrigger):
-    """Fires when object ``name`` of ``bucket`` is present (not deleted) and, with ``min_revision``, its revision
-    (the sequence of its meta message) is above it: a put after the one seen. Watches the object's meta (an
-    ordered consumer, :func:`~airflow_provider_jetstream.core.consume.watch.watch_objects`) over the triggerer's
-    one shared NATS connection, mirror buckets of other domains included: the server sends each change as it is
-    stored, no polling. While the domain does not answer it watches again every ``poll_interval`` seconds, up to
-    ``unreachable_timeout``.
+    """Fires when object ``object_name`` of ``bucket`` is present (not deleted) and, with ``after_revision``, its
+    revision (the sequence of its meta message) is above it: a put after the one seen. Watches the object's meta
+    (an ordered consumer, :func:`~airflow_provider_jetstream.core.consume.watch.watch_objects`) over the
+    triggerer's one shared NATS connection, mirror buckets of other domains included: the server sends each change
+    as it is stored, no polling. While the domain does not answer it watches again every ``poll_interval`` seconds,
+    up to ``unreachable_timeout``.
     Fires ``{"status": "success", "object": {...}}`` (the object's info), or ``{"status": "error", ...}`` when the
     bucket does not exist or a request is refused.
 
     :param jetstream_conn_id: Airflow connection id (the connection is resolved in the triggerer).
     :param bucket: object store bucket name.
-    :param name: the object's name.
+    :param object_name: the object's name.
     :param domain: JetStream domain of the bucket. Default: the connection's.
     :param api_prefix: JetStream API prefix instead of a domain. Default: the connection's.
-    :param min_revision: revision the object must exceed; None (default): any revision.
+    :param after_revision: revision the object must exceed; None (default): any revision.
     :param poll_interval: seconds between two watches while the domain does not answer. Default 5.
     :param unreachable_timeout: how long (seconds, or text like ``"10m"``) the domain may go without answering
         before the trigger fails; None (default): no bound (the sensor's timeout applies).
     :param state: what the sensor's checks so far left.
     """
 
-    fields = ("bucket", "name", "min_revision", "poll_interval")
+    fields = ("bucket", "object_name", "after_revision", "poll_interval")
     arguments = OBJECT_TRIGGER
+    hook_class = JetStreamObjectStoreHook
     event_key = "object"
 
     def __init__(
         self,
         jetstream_conn_id: str,
         bucket: str,
-        name: str,
+        object_name: str,
         domain: str | None = None,
         api_prefix: str | None = None,
-        min_revision: int | None = None,
+        after_revision: int | None = None,
         poll_interval: float = 5.0,
         unreachable_timeout: float | str | None = None,
         state: dict[str, Any] | None = None,
@@ -54,10 +55,10 @@ class JetStreamObjectTrigger(JetStreamWaitTrigger):
         super().__init__(
             jetstream_conn_id=jetstream_conn_id,
             bucket=bucket,
-            name=name,
+            object_name=object_name,
             domain=domain,
             api_prefix=api_prefix,
-            min_revision=min_revision,
+            after_revision=after_revision,
             poll_interval=poll_interval,
             unreachable_timeout=unreachable_timeout,
             state=state,
@@ -65,15 +66,15 @@ class JetStreamObjectTrigger(JetStreamWaitTrigger):
 
     @property
     def what(self) -> str:
-        return f"object store {self.bucket!r} object {self.name!r}"
+        return f"object store {self.bucket!r} object {self.object_name!r}"
 
-    async def check(self, hook: JetStreamHook) -> ObjectCheck:
-        check = await hook.acheck_object(self.bucket, self.name, min_revision=self.min_revision)
+    async def check(self, hook: JetStreamObjectStoreHook) -> ObjectCheck:
+        check = await hook.acheck_object(self.bucket, self.object_name, after_revision=self.after_revision)
         state = "done" if check.done else "waiting"
         self.log.info("object store %r in %s: %s: %s", self.bucket, check.target, state, check.reason)
         return check
 
-    async def wait(self, hook: JetStreamHook) -> WaitOutcome:
+    async def wait(self, hook: JetStreamObjectStoreHook) -> WaitOutcome:
         """Watch the object's meta (no polling) until it satisfies the trigger; while the domain does not answer,
         watch again every ``poll_interval`` seconds: the shared wait loop with the watch as its check."""
         async with hook.aapi() as api:
@@ -81,11 +82,11 @@ class JetStreamObjectTrigger(JetStreamWaitTrigger):
 
     async def _watch(self, api: JetStreamApi) -> ObjectCheck:
         """Watch until the object satisfies the trigger (errors end the watch: the wait loop judges them)."""
-        changes = watch_objects(api, self.bucket, object_name=self.name, after_revision=self.min_revision)
+        changes = watch_objects(api, self.bucket, object_name=self.object_name, after_revision=self.after_revision)
         info = None
         async for change in changes:
             info = change or info
-            check = judge_object(self.bucket, self.name, api.target, info, self.min_revision)
+            check = judge_object(self.bucket, self.object_name, api.target, info, self.after_revision)
             if change is None and info is None:
                 self.log.info("object store %r in %s: %s; watching", self.bucket, api.target, check.reason)
             elif change is not None:

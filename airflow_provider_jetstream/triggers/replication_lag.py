@@ -1,4 +1,4 @@
-"""``JetStreamReplicationLagTrigger``: polls :meth:`JetStreamHook.acheck_replication` until a stream caught up.
+"""``JetStreamReplicationLagTrigger``: polls :meth:`JetStreamStatusHook.acheck_replication` until a stream caught up.
 
 The check (shared with the sensor's poke and the hook) is
 :func:`airflow_provider_jetstream.core.status.replication.check_replication`: it asks each origin, in its own
@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_provider_jetstream.core.signatures.options import ReplicationOptions
 from airflow_provider_jetstream.core.signatures.waits import REPLICATION_TRIGGER
 from airflow_provider_jetstream.core.status.replication import ReplicationWatch
 from airflow_provider_jetstream.core.status.report import ReplicationCheck
 from airflow_provider_jetstream.core.status.waiting import PollClock
-from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
+from airflow_provider_jetstream.hooks.status import JetStreamStatusHook
 from airflow_provider_jetstream.triggers.base import JetStreamWaitTrigger
 
 
@@ -40,16 +41,10 @@ class JetStreamReplicationLagTrigger(JetStreamWaitTrigger):
     :param stream: the stream that mirrors or sources.
     :param domain: JetStream domain of that stream. Default: the connection's.
     :param api_prefix: JetStream API prefix instead of a domain. Default: the connection's.
-    :param max_lag: most messages an origin may be behind (lag/active rule). Default 0.
-    :param max_inactive: most time since the last contact with an origin (lag/active rule), in
-        seconds or text like ``"10s"``; must be > 0. Default 10 seconds.
-    :param error_grace: how long a replication error may last before failing (seconds or text).
-        Default 30 seconds.
-    :param sources: names of the origin streams to watch; None (default) watches all.
+    :param origins: names of the origin streams to watch; None (default) watches all.
     :param poll_interval: seconds between checks. Default 5.
-    :param verify_origin: ``"auto"`` (default): probe every origin, and where this account cannot
-        call the origin's API by design fall back to the lag/active rule; ``"required"``: such an
-        origin fails the trigger; ``"off"``: the lag/active rule only.
+    :param options: :class:`~airflow_provider_jetstream.core.signatures.options.ReplicationOptions` or a dict of
+        its fields: how an origin is judged (``max_lag``, ``max_inactive``, ``error_grace``, ``verify_origin``).
     :param unreachable_origins: ``"wait"`` (default): an origin whose domain does not answer is never
         caught up; ``"proceed"``: fire once every reachable origin is caught up, listing the others
         under ``"unreachable"``.
@@ -69,14 +64,12 @@ class JetStreamReplicationLagTrigger(JetStreamWaitTrigger):
     """
 
     arguments = REPLICATION_TRIGGER
+    hook_class = JetStreamStatusHook
     fields = (
         "stream",
-        "max_lag",
-        "max_inactive",
-        "error_grace",
-        "sources",
+        "origins",
+        "options",
         "poll_interval",
-        "verify_origin",
         "unreachable_origins",
         "min_time_to_loss",
         "min_headroom",
@@ -94,12 +87,9 @@ class JetStreamReplicationLagTrigger(JetStreamWaitTrigger):
         stream: str,
         domain: str | None = None,
         api_prefix: str | None = None,
-        max_lag: int = 0,
-        max_inactive: float | str = 10.0,
-        error_grace: float | str = 30.0,
-        sources: list[str] | None = None,
+        origins: list[str] | None = None,
+        options: ReplicationOptions | dict[str, Any] | None = None,
         poll_interval: float = 5.0,
-        verify_origin: str = "auto",
         unreachable_origins: str = "wait",
         unreachable_timeout: float | str | None = None,
         min_time_to_loss: float | str | None = None,
@@ -112,12 +102,9 @@ class JetStreamReplicationLagTrigger(JetStreamWaitTrigger):
             stream=stream,
             domain=domain,
             api_prefix=api_prefix,
-            max_lag=max_lag,
-            max_inactive=max_inactive,
-            error_grace=error_grace,
-            sources=sources,
+            origins=origins,
+            options=options,
             poll_interval=poll_interval,
-            verify_origin=verify_origin,
             unreachable_origins=unreachable_origins,
             unreachable_timeout=unreachable_timeout,
             min_time_to_loss=min_time_to_loss,
@@ -131,13 +118,14 @@ class JetStreamReplicationLagTrigger(JetStreamWaitTrigger):
         return f"stream {self.stream!r}"
 
     def new_watch(self) -> ReplicationWatch:
+        options: ReplicationOptions = self.options
         return ReplicationWatch(
             self.stream,
-            self.max_lag,
-            self.max_inactive,
-            self.error_grace,
-            self.sources,
-            verify_origin=self.verify_origin,
+            options.max_lag,
+            options.max_inactive,
+            options.error_grace,
+            self.origins,
+            verify_origin=options.verify_origin,
             unreachable_origins=self.unreachable_origins,
             unreachable_timeout=self.unreachable_timeout,
             min_time_to_loss=self.min_time_to_loss,
@@ -145,7 +133,7 @@ class JetStreamReplicationLagTrigger(JetStreamWaitTrigger):
             low_headroom=self.low_headroom,
         ).restore(self.state.get("watch"))
 
-    async def check(self, hook: JetStreamHook) -> ReplicationCheck:
+    async def check(self, hook: JetStreamStatusHook) -> ReplicationCheck:
         """One exact check; the watch's memory (errors, silences, what was logged) goes on in :attr:`state`.
 
         With :attr:`confirm_errors` (a rescheduled sensor that cannot keep state between pokes), an

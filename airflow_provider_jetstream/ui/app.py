@@ -23,7 +23,7 @@ from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 
 from airflow_provider_jetstream.core.errors import JetStreamError
-from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
+from airflow_provider_jetstream.hooks.status import JetStreamStatusHook
 from airflow_provider_jetstream.ui.history import VariableStore, record_check
 from airflow_provider_jetstream.ui.links import link_streams
 from airflow_provider_jetstream.ui.overview import gather_overview
@@ -62,7 +62,7 @@ def jetstream_conn_ids(user: Any) -> list[str]:
 
 def check_connection(conn_id: str, user: Any) -> dict[str, Any]:
     """One check of the connection (see :func:`.overview.gather_overview`), recorded in its history, linked."""
-    hook = JetStreamHook(jetstream_conn_id=conn_id)
+    hook = JetStreamStatusHook(jetstream_conn_id=conn_id)
     store = VariableStore()
     history = store.load(conn_id) or {}
     watches = dict(history.get("watches") or {})

@@ -25,7 +25,7 @@ from airflow_provider_jetstream.core.manage.cluster import cluster_health
 from airflow_provider_jetstream.core.status.consumer_lag import ConsumerLagCheck, judge_consumer
 from airflow_provider_jetstream.core.status.replication import ReplicationWatch
 from airflow_provider_jetstream.core.status.report import OriginVerdict, ReplicationCheck, iso_utc
-from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
+from airflow_provider_jetstream.hooks.status import JetStreamStatusHook
 
 #: Most domains the page follows from one connection (each found through a stream's mirror or source).
 MAX_DOMAINS = 32
@@ -115,7 +115,7 @@ async def _consumers(api: JetStreamApi, stream: str) -> list[dict[str, Any]]:
 
 
 async def _stream(
-    hook: JetStreamHook, api: JetStreamApi, domain: str, target: dict[str, str | None], info: dict[str, Any],
+    hook: JetStreamStatusHook, api: JetStreamApi, domain: str, target: dict[str, str | None], info: dict[str, Any],
     server: str, watches: dict[str, Any],
 ) -> dict[str, Any]:  # fmt: skip
     config, state = info.get("config") or {}, info.get("state") or {}
@@ -155,7 +155,7 @@ async def _stream(
 
 
 async def gather_overview(
-    hook: JetStreamHook, watches: dict[str, Any], *, timeout: float | None = None
+    hook: JetStreamStatusHook, watches: dict[str, Any], *, timeout: float | None = None
 ) -> dict[str, Any]:
     """Everything the page shows of ``hook``'s connection, read now. ``watches`` (stream key: the state of its
     :class:`ReplicationWatch`) is read and updated in place. Raises the hook's errors when the connection's
@@ -163,7 +163,7 @@ async def gather_overview(
     config = await hook.aget_conn_config()
     server = server_of(config)
     home_prefix = hook.resolve_api_prefix()
-    async with hook.aconnect(), hook.aapi(timeout=timeout) as home_api:
+    async with hook.aconnect(), hook.aapi(request_timeout=timeout) as home_api:
         account = await home_api.account_info()
         home = account.get("domain") or domain_of(home_prefix) or "_"
         targets: dict[str, dict[str, str | None]] = {home: {"api_prefix": home_prefix}}
@@ -176,7 +176,7 @@ async def gather_overview(
             if reasons.get(domain) is not None:
                 continue
             try:
-                async with hook.aapi(**targets[domain], timeout=timeout) as api:
+                async with hook.aapi(**targets[domain], request_timeout=timeout) as api:
                     listed = [i async for page in api.pages("STREAM.LIST") for i in page]
             except JetStreamError as err:  # it answered the probe, but not this (a refusal, a timeout)
                 errors[domain] = f"listing its streams failed: {err}"
@@ -185,13 +185,13 @@ async def gather_overview(
             new = sorted({d for info in listed for d in origin_domains(info)} - set(targets))
             for d in new:
                 targets[d] = {"api_prefix": api_prefix_for(d)}
-            reasons.update(await hook.aprobe_domains(new, timeout=timeout) if new else {})
+            reasons.update(await hook.aprobe_domains(new, request_timeout=timeout) if new else {})
             pending += new
         domains = []
         for domain, target in targets.items():
             streams = []
             if reasons.get(domain) is None:
-                async with hook.aapi(**target, timeout=timeout) as api:
+                async with hook.aapi(**target, request_timeout=timeout) as api:
                     for info in infos.get(domain, []):
                         streams.append(await _stream(hook, api, domain, target, info, server, watches))
             domains.append(

@@ -3,6 +3,8 @@
 A class names its signature (an ``Args`` of :mod:`airflow_provider_jetstream.core.arguments`) in
 ``arguments``; :class:`CheckedArguments` then checks, with that one declaration:
 
+- when the object is made (``__new__``, before Airflow reads the arguments), a retired name: refused naming
+  what replaced it (``name=... is not allowed: renamed stream``, or ``moved into options=...``);
 - at the end of ``__init__`` (the outermost one of the class chain), every argument whose value is
   final: a refusal fails the DAG's import, naming the argument, the value and what is allowed. Values
   Airflow still changes (Jinja, an ``XComArg``: :func:`.templates.is_resolved_at_run_time`) are left,
@@ -70,6 +72,17 @@ class CheckedArguments:
     text_arguments: ClassVar[bool | Collection[str] | None] = None
     #: Argument name -> the attribute holding it, where they differ.
     argument_attributes: ClassVar[Mapping[str, str]] = {}
+    #: Arguments the class passes on as they are, besides Airflow's (a retired name among them is not refused).
+    other_arguments: ClassVar[Collection[str]] = ()
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        """Refuse a retired name among the keyword arguments, naming its replacement, before anything else
+        reads them: Airflow would call it invalid, or first call the renamed argument missing."""
+        taken = {*cls.arguments.args, *cls.other_arguments}
+        unknown = {name: value for name, value in kwargs.items() if name not in taken}
+        if unknown:
+            cls.arguments.refuse_retired(unknown, cls.__name__)
+        return super().__new__(cls)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

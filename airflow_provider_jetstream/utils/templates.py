@@ -3,7 +3,8 @@
 Arguments are validated when the DAG is parsed, unless Airflow will still change them: then they
 are validated once rendered, before any request. Only two things change: a string holding Jinja
 (``{{ ... }}`` or ``{% ... %}``), at any depth of lists, tuples, sets and dict values (what
-Airflow renders), and an object Airflow resolves at run time (an ``XComArg``). Anything else, a
+Airflow renders) and in the ``template_fields`` of an object (typed options), and an object Airflow
+resolves at run time (an ``XComArg``). Anything else, a
 ``timedelta``, a ``datetime``, a number, is final and validated at once.
 """
 
@@ -40,6 +41,9 @@ def _walk(value: Any, *, resolvable: bool, seen: set[int] | None = None) -> bool
         return False
     if resolvable and not isinstance(value, os.PathLike) and callable(getattr(value, "resolve", None)):
         return True  # what Airflow's render_template resolves: XComArg and friends
+    fields = getattr(value, "template_fields", None)
+    if fields is not None and not isinstance(value, type):  # an object Airflow renders field by field (options)
+        return any(_walk(getattr(value, name, None), resolvable=resolvable, seen=seen) for name in fields)
     if isinstance(value, (Mapping, list, tuple, set, frozenset)):
         seen = seen if seen is not None else set()
         if id(value) in seen:

@@ -161,7 +161,7 @@ with DAG(
         checked_at = dt.datetime.now(dt.timezone.utc)
 
         async def check() -> tuple[dict[str, str | None], dict[str, float]]:
-            reasons = await hook.aprobe_domains(LEAF_DOMAINS, timeout=PROBE_TIMEOUT_SECONDS)
+            reasons = await hook.aprobe_domains(LEAF_DOMAINS, request_timeout=PROBE_TIMEOUT_SECONDS)
             silent_for: dict[str, float] = {}
             if any(reasons.values()):
                 # The hub's last contact with each leaf's readings: when the leaf went away, if known.
@@ -231,9 +231,9 @@ with DAG(
         mirror = EnsureLeafMirror(
             task_id=f"ensure_{task_suffix(leaf)}_commands_mirror",
             domain=leaf,
-            name=COMMANDS_STREAM,
-            source_stream=COMMANDS_STREAM,
-            source_domain=HUB_DOMAIN,
+            stream=COMMANDS_STREAM,
+            origin=COMMANDS_STREAM,
+            origin_domain=HUB_DOMAIN,
         )
         gate >> [stream, mirror]
         leaf_streams.append(stream)
@@ -248,7 +248,7 @@ with DAG(
     aggregate = JetStreamCreateSourcedStreamOperator(
         task_id="ensure_hub_aggregate",
         domain=HUB_DOMAIN,
-        name=AGGREGATE_STREAM,
+        stream=AGGREGATE_STREAM,
         sources=aggregate_sources(LEAF_DOMAINS),
         stream_overrides={"max_age": "30d", "storage": "file"},
         trigger_rule="none_failed",
@@ -262,11 +262,9 @@ with DAG(
         task_id="wait_replicated",
         domain=HUB_DOMAIN,
         stream=AGGREGATE_STREAM,
-        max_lag=0,
-        max_inactive="{{ params.max_inactive }}",
-        # Explicit: ask each origin for its last sequence, and go on without the leaves that are away
-        # (or wait for them, per run): see "A leaf that is away" in the DAG docs.
-        verify_origin="auto",
+        # Explicit: ask each origin for its last sequence (verify_origin), and go on without the leaves that are
+        # away (or wait for them, per run): see "A leaf that is away" in the DAG docs.
+        options={"max_lag": 0, "max_inactive": "{{ params.max_inactive }}", "verify_origin": "auto"},
         unreachable_origins="{{ params.unreachable_origins }}",
         deferrable=True,
         poke_interval=2,
@@ -274,13 +272,12 @@ with DAG(
     )
     to_parquet = JetStreamSparkSubmitOperator(
         task_id="readings_to_parquet",
-        conn_id=SPARK_CONN_ID,
+        spark_conn_id=SPARK_CONN_ID,
         domain=HUB_DOMAIN,
         stream=AGGREGATE_STREAM,
         checkpoint_bucket=PIPELINE_BUCKET,
-        checkpoint_key=CHECKPOINT_KEY,
+        options={"checkpoint_key": CHECKPOINT_KEY, "partition_by": ["subject", "date"]},
         output_path="{{ params.output_dir }}/readings",
-        partition_by=["subject", "date"],
     )
     # No logical date in manual and REST runs by default: only what every run has.
     mark_run = JetStreamKeyValuePutOperator(

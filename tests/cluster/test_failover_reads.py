@@ -175,7 +175,7 @@ def test_quorum_loss_is_hub_unavailable_and_the_sensor_waits_until_the_nodes_ret
 
     # The first answers may be timeouts while the client moves to the survivor: then the survivor's.
     error = wait_until(
-        lambda: _raised(lambda: hub.replication_status(copy, timeout=2)),
+        lambda: _raised(lambda: hub.replication_status(copy, request_timeout=2)),
         lambda e: e is not None and "has no leader" in str(e),
         timeout=30,
         what="the survivor's answer",

@@ -146,7 +146,7 @@ def _job_args(topology: LocalTopology, stream: str, output: Path, bucket: str, *
     # --servers points the job and Spark's readers at every node of the cluster.
     return parse_args(
         [
-            *("--stream", stream, "--domain", "hub", "--output", str(output), "--checkpoint-bucket", bucket),
+            *("--stream", stream, "--domain", "hub", "--output-path", str(output), "--checkpoint-bucket", bucket),
             *("--checkpoint-domain", "hub", "--servers", topology.hub_urls, "--partition-by", "subject", *extra),
         ]
     )

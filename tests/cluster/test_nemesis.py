@@ -79,7 +79,7 @@ def test_the_edge_to_hub_pipeline_survives_hub_nodes_killed_one_at_a_time(
 
     def copy_to_parquet(run: int) -> Any:
         argv = [
-            *("--stream", aggregate, "--domain", "hub", "--output", str(output)),
+            *("--stream", aggregate, "--domain", "hub", "--output-path", str(output)),
             *("--checkpoint-bucket", bucket, "--checkpoint-domain", "hub"),
             *("--servers", hub_cluster.hub_urls, "--min-partitions", "2"),
         ]

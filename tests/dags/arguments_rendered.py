@@ -33,11 +33,11 @@ with DAG(
 ) as dag:
     conn = "{{ params.conn_id }}"
     JetStreamPurgeStreamOperator(
-        task_id="purge_negative_keep", jetstream_conn_id=conn, name="{{ params.name }}", keep="{{ params.keep }}"
+        task_id="purge_negative_keep", jetstream_conn_id=conn, stream="{{ params.name }}", keep="{{ params.keep }}"
     )
     # Rendered empty, a narrowing subject must not become "not given": that would purge every subject.
     JetStreamPurgeStreamOperator(
-        task_id="purge_empty_subject", jetstream_conn_id=conn, name="{{ params.name }}", subject="{{ params.empty }}"
+        task_id="purge_empty_subject", jetstream_conn_id=conn, stream="{{ params.name }}", subject="{{ params.empty }}"
     )
     # Rendered empty, a compare-and-set revision must not become "no condition": that would overwrite.
     JetStreamKeyValuePutOperator(

@@ -46,9 +46,9 @@ with DAG(
     mirror_to_hub = JetStreamCreateMirrorOperator(
         task_id="mirror_to_hub",
         jetstream_conn_id="{{ params.hub_conn }}",
-        name="{{ params.name }}-hub",
-        source_stream="{{ params.name }}",
-        source_domain="leaf",
+        stream="{{ params.name }}-hub",
+        origin="{{ params.name }}",
+        origin_domain="leaf",
     )
     create_bucket = JetStreamCreateKeyValueOperator(
         task_id="create_bucket", jetstream_conn_id="{{ params.hub_conn }}", bucket="{{ params.name }}_cfg"

@@ -32,9 +32,11 @@ with DAG(
         domain="{{ params.domain }}",
         stream="{{ params.spec }}",
         if_exists="{{ params.if_exists }}",
-        dry_run="{{ params.dry_run }}",
-        allow_data_loss="{{ params.allow_data_loss }}",
-        allow_double_store="{{ params.allow_double_store }}",
+        options={
+            "dry_run": "{{ params.dry_run }}",
+            "allow_data_loss": "{{ params.allow_data_loss }}",
+            "allow_double_store": "{{ params.allow_double_store }}",
+        },
     )
 
 with DAG(
@@ -51,7 +53,9 @@ with DAG(
         domain="{{ params.domain }}",
         bucket="{{ params.spec }}",
         if_exists="{{ params.if_exists }}",
-        dry_run="{{ params.dry_run }}",
-        allow_data_loss="{{ params.allow_data_loss }}",
-        allow_double_store="{{ params.allow_double_store }}",
+        options={
+            "dry_run": "{{ params.dry_run }}",
+            "allow_data_loss": "{{ params.allow_data_loss }}",
+            "allow_double_store": "{{ params.allow_double_store }}",
+        },
     )

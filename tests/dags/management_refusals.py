@@ -58,7 +58,7 @@ with DAG(
         task_id="quiet_rendered_dry_run",
         jetstream_conn_id=quiet,
         stream={"name": "{{ params.name }}"},
-        dry_run="{{ params.maybe }}",
+        options={"dry_run": "{{ params.maybe }}"},
     )
     JetStreamKeyValueDeleteOperator(
         task_id="quiet_rendered_purge", jetstream_conn_id=quiet, bucket="b", key="k", purge="{{ params.maybe }}"
@@ -69,9 +69,9 @@ with DAG(
     JetStreamCreateMirrorOperator(
         task_id="quiet_rendered_start_time",
         jetstream_conn_id=quiet,
-        name="{{ params.name }}",
-        source_stream="origin",
-        source_domain="leaf",
+        stream="{{ params.name }}",
+        origin="origin",
+        origin_domain="leaf",
         start_time="{{ params.naive_time }}",
     )
     JetStreamCreateStreamOperator(

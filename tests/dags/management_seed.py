@@ -35,35 +35,35 @@ with DAG(
         jetstream_conn_id=conn,
         domain="leaf",
         stream={"name": "test", "subjects": ["test"]},
-        allow_double_store=True,  # the docs create it in both domains on purpose
+        options={"allow_double_store": True},  # the docs create it in both domains on purpose
     )
     test_hub = JetStreamCreateStreamOperator(
         task_id="stream_test_hub",
         jetstream_conn_id=conn,
         domain="hub",
         stream={"name": "test", "subjects": ["test"]},
-        allow_double_store=True,
+        options={"allow_double_store": True},
     )
     publish = JetStreamPublishOperator(
         task_id="publish_once",
         jetstream_conn_id=conn,
         subject="test",
         messages=["hello world"],
-        allow_double_store=True,
+        options={"allow_double_store": True},
     )
     backup = JetStreamCreateMirrorOperator(
         task_id="backup_test_leaf",
         jetstream_conn_id=conn,
         domain="hub",
-        name="backup-test-leaf",
-        source_stream="test",
-        source_domain="leaf",
+        stream="backup-test-leaf",
+        origin="test",
+        origin_domain="leaf",
     )
     aggregate = JetStreamCreateSourcedStreamOperator(
         task_id="aggregate_test_leaf",
         jetstream_conn_id=conn,
         domain="hub",
-        name="aggregate-test-leaf",
+        stream="aggregate-test-leaf",
         sources=[{"name": "test", "domain": "leaf"}],
     )
     dur = JetStreamCreateConsumerOperator(
@@ -77,10 +77,10 @@ with DAG(
         task_id="aggregate_test_leaf_from_acc",
         jetstream_conn_id="{{ params.import_mirror_conn_id }}",
         domain="hub",
-        name="aggregate-test-leaf-from-acc",
-        source_stream="aggregate-test-leaf",
-        source_api_prefix="JS.acc@hub.API",
-        deliver_prefix="deliver.acc.hub.import_mirror.hub.aggregate-test-leaf-from-acc",
+        stream="aggregate-test-leaf-from-acc",
+        origin="aggregate-test-leaf",
+        origin_api_prefix="JS.acc@hub.API",
+        options={"deliver_prefix": "deliver.acc.hub.import_mirror.hub.aggregate-test-leaf-from-acc"},
     )
     [test_leaf, test_hub] >> publish >> [backup, aggregate]
     aggregate >> dur >> from_acc

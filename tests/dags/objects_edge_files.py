@@ -44,7 +44,7 @@ for mode in ("poke", "deferrable"):
             jetstream_conn_id="{{ params.conn_id }}",
             domain="hub",
             bucket="{{ params.hub_bucket }}",
-            name="{{ params.name }}",
+            object_name="{{ params.name }}",
             deferrable=mode == "deferrable",
             poke_interval=0.3,
             timeout=60,
@@ -54,8 +54,8 @@ for mode in ("poke", "deferrable"):
             jetstream_conn_id="{{ params.conn_id }}",
             domain="hub",
             bucket="{{ params.hub_bucket }}",
-            name="{{ params.name }}",
-            destination="{{ params.destination }}",
+            object_name="{{ params.name }}",
+            local_path="{{ params.destination }}",
         )
         edge_bucket >> hub_copy >> arrived >> fetch >> process(fetch.output)
     globals()[dag_id] = dag

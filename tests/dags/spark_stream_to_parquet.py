@@ -25,7 +25,6 @@ with DAG(
         stream="{{ params.stream }}",
         output_path="{{ params.output }}",
         checkpoint_bucket="{{ params.bucket }}",
-        partition_by=["subject"],
-        min_partitions=2,
+        options={"partition_by": ["subject"], "min_partitions": 2},
         conf={"spark.ui.enabled": "false"},
     )

@@ -45,7 +45,7 @@ with DAG(
     @task
     def checkpoint(replication: dict, params: dict | None = None) -> dict:
         hook = JetStreamHook(params["conn_id"], domain="hub")
-        lag = hook.consumer_lag("readings-all", "reports", max_pending=1_000_000)
+        lag = hook.consumer_lag("readings-all", "reports", max_unprocessed=1_000_000)
         revision = hook.kv_put("pipeline", "readings.checkpoint", {"last_seq": replication["last_seq"]})
         entry = hook.kv_get("pipeline", "readings.checkpoint")
         return {

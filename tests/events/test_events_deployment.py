@@ -86,12 +86,12 @@ from airflow_provider_jetstream.sensors.replication_lag import JetStreamReplicat
 
 with DAG(dag_id="{NOTE_DAG_ID}", schedule=None, start_date=pendulum.datetime(2026, 1, 1), catchup=False):
     declare = JetStreamCreateSourcedStreamOperator(
-        task_id="declare", jetstream_conn_id="nats_hub", domain="hub", name="{NOTED}",
+        task_id="declare", jetstream_conn_id="nats_hub", domain="hub", stream="{NOTED}",
         sources=[{{"name": "{NOTED}", "domain": "leaf-a"}}, {{"name": "{NOTED}", "domain": "leaf-gone"}}],
     )
     declare >> JetStreamReplicationLagSensor(
         task_id="caught_up", jetstream_conn_id="nats_hub", domain="hub", stream="{NOTED}",
-        unreachable_origins="proceed", max_inactive="1h", poke_interval=1, timeout=300,
+        unreachable_origins="proceed", options={{"max_inactive": "1h"}}, poke_interval=1, timeout=300,
     )
 '''
 REPO = Path(__file__).resolve().parents[2]

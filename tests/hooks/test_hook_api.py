@@ -1,6 +1,6 @@
-"""JetStreamHook's TaskFlow methods against real servers: each sync and async, in the leaf domain and the
+"""The hooks' TaskFlow methods against real servers: each sync and async, in the leaf domain and the
 hub, missing objects, refused changes (the core's errors, not Airflow's), bad input refused before
-anything is sent, one shared connection per event loop."""
+anything is sent, one shared connection per event loop, for JetStreamHook and the role hooks alike."""
 
 from __future__ import annotations
 
@@ -18,7 +18,12 @@ from airflow_provider_jetstream.core.manage.double_store import DoubleStoreError
 from airflow_provider_jetstream.core.manage.reconcile import ReconcileError
 from airflow_provider_jetstream.core.publish.engine import JetStreamPublishError
 from airflow_provider_jetstream.core.status.replication import ReplicationWatch
+from airflow_provider_jetstream.hooks.consumers import JetStreamConsumersHook
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
+from airflow_provider_jetstream.hooks.kv import JetStreamKeyValueHook
+from airflow_provider_jetstream.hooks.publish import JetStreamPublishHook
+from airflow_provider_jetstream.hooks.status import JetStreamStatusHook
+from airflow_provider_jetstream.hooks.streams import JetStreamStreamsHook
 from tests.support.management import QuietServer, Raw, uid
 from tests.support.waiting import wait_until
 
@@ -95,8 +100,8 @@ def test_ensure_consumer_and_consumer_lag(hub_conn, raw) -> None:
     raw.publish(name, [b"a", b"b", b"c"], server="leaf")
     # The consumer counts stored messages asynchronously: read once it has counted all three.
     lag = wait_until(lambda: hook.consumer_lag(name, "dur"), lambda check: check.info["num_pending"] == 3)
-    assert not lag.done and "unprocessed (num_pending) 3 > max_pending 0" in lag.reason
-    within = asyncio.run(hook.aconsumer_lag(name, "dur", max_pending=3))
+    assert not lag.done and "unprocessed (num_pending) 3 > max_unprocessed 0" in lag.reason
+    within = asyncio.run(hook.aconsumer_lag(name, "dur", max_unprocessed=3))
     assert within.done and within.target == "domain 'leaf'"
     assert within.to_xcom()["num_pending"] == 3 and within.to_xcom()["delivered"]["stream_seq"] == 0
 
@@ -152,7 +157,7 @@ def test_replication_status_is_the_exact_check(hub_conn, raw) -> None:
     with pytest.raises(JetStreamConfigError, match="has no mirror and no sources"):
         hook.replication_status(name, domain="leaf")  # the origin itself copies nothing
     with pytest.raises(JetStreamConfigError, match="has no mirror or source named 'other'"):
-        hook.replication_status(aggregate, sources=["other"])
+        hook.replication_status(aggregate, origins=["other"])
 
 
 # -- KV --------------------------------------------------------------------------------------------
@@ -172,7 +177,7 @@ def test_kv_put_get_delete_in_the_leaf_and_through_a_hub_mirror(hub_conn, raw) -
         hook.kv_put(bucket, "site.a", "late", domain="leaf", expected_revision=first)
     assert asyncio.run(hook.akv_get(bucket, "site.a", domain="leaf")).value == b"text"
     assert hook.check_key(bucket, "site.a", domain="leaf", value="text").done
-    assert not asyncio.run(hook.acheck_key(bucket, "site.a", domain="leaf", min_revision=second + 1)).done
+    assert not asyncio.run(hook.acheck_key(bucket, "site.a", domain="leaf", after_revision=second)).done
 
     # A hub mirror as nats.go lays it out: read through the hub, written to its origin in the leaf.
     copy = f"{bucket}-copy"
@@ -238,20 +243,20 @@ def test_publish_checks_every_ack(hub_conn, raw) -> None:
 # -- refused before anything is sent ---------------------------------------------------------------
 
 BAD_CALLS: list[tuple[str, tuple[Any, ...], dict[str, Any], str]] = [
-    ("ensure_stream", ({"name": "bad name"},), {}, "spec.name='bad name' is not allowed"),
+    ("ensure_stream", ({"name": "bad name"},), {}, "stream.name='bad name' is not allowed"),
     ("ensure_stream", ({"name": "s", "subjets": ["s"]},), {}, "did you mean 'subjects'"),
     ("ensure_stream", ({"name": "s"},), {"if_exists": "replace"}, "if_exists='replace' is not allowed"),
     ("ensure_stream", ({"name": "s"},), {"dry_run": "yes"}, "dry_run='yes' is not allowed"),
     ("ensure_stream", ({"name": "s"},), {"peer_domains": "leaf"}, "peer_domains='leaf' is not allowed"),
     ("ensure_stream", ({"name": "s"},), {"domain": "leaf", "api_prefix": "JS.acc@hub.API"}, "both given"),
-    ("ensure_stream", ({"name": "s"},), {"timeout": 0}, "timeout=0"),
+    ("ensure_stream", ({"name": "s"},), {"request_timeout": 0}, "request_timeout=0"),
     ("ensure_consumer", ("bad stream", {"name": "d"}), {}, "stream='bad stream' is not allowed"),
-    ("ensure_consumer", ("s", {"name": "d", "ack_wait": "soon"}), {}, "spec.ack_wait='soon'"),
-    ("ensure_key_value", ({"bucket": "b", "history": 0},), {}, "spec.history=0"),
-    ("stream_info", ("a.b",), {}, "name='a.b' is not allowed"),
-    ("consumer_lag", ("s", "c"), {"max_pending": -1}, "max_pending=-1 is not allowed"),
+    ("ensure_consumer", ("s", {"name": "d", "ack_wait": "soon"}), {}, "consumer.ack_wait='soon'"),
+    ("ensure_key_value", ({"bucket": "b", "history": 0},), {}, "bucket.history=0"),
+    ("stream_info", ("a.b",), {}, "stream='a.b' is not allowed"),
+    ("consumer_lag", ("s", "c"), {"max_unprocessed": -1}, "max_unprocessed=-1 is not allowed"),
     ("replication_status", ("s",), {"verify_origin": "maybe"}, "verify_origin='maybe' is not allowed"),
-    ("replication_status", ("s",), {"sources": []}, "sources=[] is not allowed"),
+    ("replication_status", ("s",), {"origins": []}, "origins=[] is not allowed"),
     ("kv_get", ("b", "bad key"), {}, "key='bad key' is not allowed"),
     ("check_key", ("bad bucket", "k"), {}, "bucket='bad bucket' is not allowed"),
     ("kv_put", ("b", "k", {1, 2}), {}, "value={1, 2} is not allowed"),
@@ -307,6 +312,42 @@ def test_async_methods_share_one_connection_per_event_loop(quiet_server: QuietSe
     assert quiet_server.traffic()[0] == connections_before + 1
     assert (info["config"]["name"], ensured["action"], published["stored"]) == (name, "unchanged", 2)
     assert lag.to_xcom()["num_pending"] in (0, 1, 2)  # read before, during or after the publish
+
+
+def test_role_hooks_work_alone_and_share_one_connection_per_event_loop(
+    quiet_server: QuietServer, quiet_conn: str
+) -> None:
+    """Each role is a hook of its own (what an operator uses); roles in one event loop share one connection."""
+    streams, consumers = JetStreamStreamsHook(quiet_conn), JetStreamConsumersHook(quiet_conn)
+    kv, publisher, status = (
+        JetStreamKeyValueHook(quiet_conn),
+        JetStreamPublishHook(quiet_conn),
+        JetStreamStatusHook(quiet_conn),
+    )
+    name, bucket = uid("role"), uid("rolekv")
+    assert streams.ensure_stream({"name": name, "subjects": [name]})["action"] == "created"
+    assert consumers.ensure_consumer(name, {"name": "dur"})["action"] == "created"
+    assert kv.ensure_key_value(bucket)["action"] == "created"
+    for hook in (streams, consumers, kv, publisher, status):
+        hook.get_conn_config()  # every role's settings loaded: the calls below join one connection
+    connections_before = quiet_server.traffic()[0]
+
+    async def together() -> list[Any]:
+        return await asyncio.gather(
+            streams.astream_info(name),
+            publisher.apublish(name, ["a", "b"]),
+            kv.akv_put(bucket, "k", "v"),
+            status.aconsumer_lag(name, "dur", max_unprocessed=10),
+        )
+
+    info, published, revision, lag = asyncio.run(together())
+    assert quiet_server.traffic()[0] == connections_before + 1
+    assert (info["config"]["name"], published["stored"], revision) == (name, 2, 1) and lag.done
+    # A role hook has only its role's methods; JetStreamHook has every role's, and role() moves between them.
+    assert not hasattr(streams, "publish") and not hasattr(publisher, "ensure_stream")
+    assert streams.role(JetStreamConsumersHook).delete_consumer(name, "dur")["deleted"] is True
+    combined = JetStreamHook(quiet_conn)
+    assert combined.role(JetStreamStatusHook) is combined
 
 
 def test_blocking_methods_refuse_inside_a_running_event_loop(quiet_conn: str) -> None:

@@ -131,7 +131,7 @@ def test_probe_domains_tells_reachable_from_cut_off_leaves_at_once(make_topology
     assert run_sync(hook.aprobe_domains(["hub", "leaf-a", "leaf-b"])) == {"hub": None, "leaf-a": None, "leaf-b": None}
     topology.disconnect_leaf("leaf-b")
     started = time.monotonic()
-    reasons = run_sync(hook.aprobe_domains(["leaf-a", "leaf-b", "nowhere"], timeout=4))
+    reasons = run_sync(hook.aprobe_domains(["leaf-a", "leaf-b", "nowhere"], request_timeout=4))
     assert reasons["leaf-a"] is None
     assert "no JetStream responded in domain 'leaf-b'" in reasons["leaf-b"]
     assert "domain 'nowhere'" in reasons["nowhere"]

@@ -43,8 +43,8 @@ def test_nats_js_reads_objects_the_provider_put_in_a_leaf_bucket(hub_conn, nats_
             jetstream_conn_id=hub_conn,
             domain="leaf",
             bucket=bucket,
-            name=name,
-            source=str(tmp_path / "src"),
+            object_name=name,
+            local_path=str(tmp_path / "src"),
         ).execute({})
 
     seen = nats_js.run("read-objects", domain="leaf", bucket=bucket, names=sorted(files))
@@ -84,8 +84,8 @@ def test_the_provider_reads_what_nats_js_put_at_the_edge_there_and_in_the_hub_mi
             jetstream_conn_id=hub_conn,
             domain=domain,
             bucket=name,
-            name="readings/1.bin",
-            destination=str(tmp_path / f"{domain}.bin"),
+            object_name="readings/1.bin",
+            local_path=str(tmp_path / f"{domain}.bin"),
         ).execute({})
         assert hashlib.sha256((tmp_path / f"{domain}.bin").read_bytes()).hexdigest() == put["sha256"]
         assert (out["size"], out["chunks"], out["digest"]) == (1_000_000, put["chunks"], put["digest"])

@@ -110,7 +110,7 @@ def test_operators_run_directly_name_the_connections_first_server(hub_leaf, hub_
     Raw(hub_leaf).create("leaf", {"name": origin, "subjects": [f"{origin}.>"]})
     name = uid("lin-agg")
     op = JetStreamCreateSourcedStreamOperator(
-        task_id="agg", jetstream_conn_id=hub_conn, name=name, sources=[{"name": origin, "domain": "leaf"}]
+        task_id="agg", jetstream_conn_id=hub_conn, stream=name, sources=[{"name": origin, "domain": "leaf"}]
     )
     events = OutletEventAccessors()
     assert op.execute({"outlet_events": events})["action"] == "created"
@@ -129,11 +129,11 @@ def test_operators_run_directly_name_the_connections_first_server(hub_leaf, hub_
     # Purge and delete: the stream is an output whose lifecycle changed; no alias, no asset event.
     for op, change in (
         (
-            JetStreamPurgeStreamOperator(task_id="purge", jetstream_conn_id=hub_conn, name=origin, domain="leaf"),
+            JetStreamPurgeStreamOperator(task_id="purge", jetstream_conn_id=hub_conn, stream=origin, domain="leaf"),
             "TRUNCATE",
         ),
         (
-            JetStreamDeleteStreamOperator(task_id="delete", jetstream_conn_id=hub_conn, name=origin, domain="leaf"),
+            JetStreamDeleteStreamOperator(task_id="delete", jetstream_conn_id=hub_conn, stream=origin, domain="leaf"),
             "DROP",
         ),
     ):

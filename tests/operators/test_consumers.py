@@ -70,7 +70,7 @@ def test_consumer_reconcile_outcomes(hub_conn, raw, stream) -> None:
     assert skipped["skipped"] and "max_deliver" in skipped["drift"]
     with pytest.raises(ReconcileError, match="if_exists='fail'"):
         consumer(hub_conn, stream, spec, if_exists="fail")
-    planned = consumer(hub_conn, stream, {"name": "other"}, dry_run=True)
+    planned = consumer(hub_conn, stream, {"name": "other"}, options={"dry_run": True})
     assert planned["action"] == "planned" and "error" in raw.api("leaf", f"CONSUMER.INFO.{stream}.other")
 
 
@@ -111,7 +111,7 @@ def test_created_consumer_is_pullable(hub_conn, hub_leaf, stream) -> None:
 def test_delete_consumer_and_validation(hub_conn, raw, stream) -> None:
     consumer(hub_conn, stream, {"name": "gone"})
     op = JetStreamDeleteConsumerOperator(
-        task_id="d", jetstream_conn_id=hub_conn, domain="leaf", stream=stream, name="gone"
+        task_id="d", jetstream_conn_id=hub_conn, domain="leaf", stream=stream, consumer="gone"
     )
     assert op.execute({})["deleted"] is True and op.execute({})["deleted"] is False
     with pytest.raises(SpecErrors, match="push consumers are not managed here"):

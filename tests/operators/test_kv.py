@@ -114,7 +114,7 @@ def test_kv_mirror_and_sources_across_domains(hub_conn, hub_leaf, raw) -> None:
         hub_conn,
         {"bucket": agg, "sources": [{"bucket": origin, "domain": "leaf"}]},
         domain="hub",
-        allow_double_store=False,
+        options={"allow_double_store": False},
     )
     assert sourced["action"] == "created"
     assert nats_py_get(hub_leaf, "hub", agg, "k")[0] == b"v2"
@@ -130,7 +130,7 @@ def test_same_bucket_in_hub_and_leaf_is_refused_and_writes_stay_in_their_domain(
     assert "use different accounts in each domain or isolate accounts" in text and "allow_double_store=True" in text
     assert raw.info("leaf", f"KV_{name}") is None
 
-    assert bucket(hub_conn, name, domain="leaf", allow_double_store=True)["action"] == "created"
+    assert bucket(hub_conn, name, domain="leaf", options={"allow_double_store": True})["action"] == "created"
     # Our put aimed at the leaf lands in the leaf, although the client is attached to the hub.
     put(hub_conn, name, "k", "for-leaf", domain="leaf")
     assert raw.info("leaf", f"KV_{name}")["state"]["messages"] == 1
@@ -227,7 +227,7 @@ def test_legacy_mirror_bucket_is_still_read_and_its_migration_is_spelled_out(hub
     spec = {"bucket": copy, "mirror": {"bucket": origin, "domain": "leaf"}}
     for dry_run in (False, True):
         with pytest.raises(ReconcileError) as err:
-            bucket(hub_conn, spec, domain="hub", dry_run=dry_run)
+            bucket(hub_conn, spec, domain="hub", options={"dry_run": dry_run})
         text = str(err.value)
         assert f"bucket {copy!r} in domain 'hub' cannot be changed in place" in text
         assert f"mirror: 'KV_{origin}' in domain 'leaf' transforms=$KV.{origin}.>->$KV.{copy}.> -> " in text

@@ -50,8 +50,8 @@ def put(conn: str, bucket: str, name: str, source: Path, domain: str = "leaf", *
         jetstream_conn_id=conn,
         domain=domain,
         bucket=bucket,
-        name=name,
-        source=str(source),
+        object_name=name,
+        local_path=str(source),
         **kwargs,
     ).execute({})
 
@@ -62,8 +62,8 @@ def get(conn: str, bucket: str, name: str, destination: Path, domain: str = "lea
         jetstream_conn_id=conn,
         domain=domain,
         bucket=bucket,
-        name=name,
-        destination=str(destination),
+        object_name=name,
+        local_path=str(destination),
     ).execute({})
 
 
@@ -105,7 +105,7 @@ def test_a_file_put_in_a_leaf_bucket_through_the_hub_is_read_back_whole(hub_conn
     hook = JetStreamHook(hub_conn, domain="leaf")
     assert [o.name for o in hook.list_objects(bucket)] == ["day/1.csv"]
     deleted = JetStreamDeleteObjectOperator(
-        task_id=uid("del"), jetstream_conn_id=hub_conn, domain="leaf", bucket=bucket, name="day/1.csv"
+        task_id=uid("del"), jetstream_conn_id=hub_conn, domain="leaf", bucket=bucket, object_name="day/1.csv"
     ).execute({})
     assert deleted["name"] == "day/1.csv"
     assert hook.object_info(bucket, "day/1.csv") is None
@@ -215,7 +215,7 @@ def test_a_corrupt_object_is_refused_and_the_destination_left_alone(hub_conn, hu
 
 def test_bad_names_and_empty_rendered_values_are_refused_before_anything_is_sent(hub_conn, raw: Raw, tmp_path) -> None:
     with pytest.raises(SpecErrors) as refused:
-        JetStreamPutObjectOperator(task_id="bad", bucket="has.dot", name="", source="/data/x")
+        JetStreamPutObjectOperator(task_id="bad", bucket="has.dot", object_name="", local_path="/data/x")
     assert "bucket='has.dot' is not allowed" in str(refused.value) and "name='' is not allowed" in str(refused.value)
 
     bucket = uid("render")
@@ -224,14 +224,14 @@ def test_bad_names_and_empty_rendered_values_are_refused_before_anything_is_sent
         jetstream_conn_id=hub_conn,
         domain="leaf",
         bucket=bucket,
-        name="{{ params.name }}",
-        source="{{ params.source }}",
+        object_name="{{ params.name }}",
+        local_path="{{ params.source }}",
     )
     op.render_template_fields({"params": {"name": "", "source": ""}})
-    with pytest.raises(SpecErrors, match="name='' is not allowed"):
+    with pytest.raises(SpecErrors, match="object_name='' is not allowed"):
         op.execute({})
-    with pytest.raises(SpecErrors, match=r"min_revision=.* is not allowed"):
-        sensor = JetStreamObjectSensor(task_id="s", bucket=bucket, name="x", min_revision="{{ params.r }}")
+    with pytest.raises(SpecErrors, match=r"after_revision=.* is not allowed"):
+        sensor = JetStreamObjectSensor(task_id="s", bucket=bucket, object_name="x", after_revision="{{ params.r }}")
         sensor.render_template_fields({"params": {"r": ""}})
         sensor.checked_arguments()
     with pytest.raises(SpecErrors, match=r"bucket\.ttl"):
@@ -246,9 +246,11 @@ def test_reconcile_refuses_data_loss_and_a_double_store(hub_conn, raw: Raw) -> N
     with pytest.raises(ReconcileError, match=r"max_bytes: 10000000 -> 1000"):
         store(hub_conn, {"bucket": bucket, "max_bytes": 1000})
     assert raw.info("leaf", f"OBJ_{bucket}")["config"]["max_bytes"] == 10_000_000
-    assert store(hub_conn, {"bucket": bucket, "max_bytes": 1000}, allow_data_loss=True)["action"] == "updated"
+    assert (
+        store(hub_conn, {"bucket": bucket, "max_bytes": 1000}, options={"allow_data_loss": True})["action"] == "updated"
+    )
     with pytest.raises(DoubleStoreError):
-        store(hub_conn, bucket, domain="hub", peer_domains=["leaf"])
+        store(hub_conn, bucket, domain="hub", options={"peer_domains": ["leaf"]})
     assert raw.info("hub", f"OBJ_{bucket}") is None
 
 
@@ -256,7 +258,12 @@ def test_the_sensor_waits_for_an_object_and_for_a_new_revision(hub_conn, hub_lea
     bucket = uid("sensed")
     store(hub_conn, bucket)
     sensor = JetStreamObjectSensor(
-        task_id=uid("s"), jetstream_conn_id=hub_conn, domain="leaf", bucket=bucket, name="in.csv", poke_interval=0.2
+        task_id=uid("s"),
+        jetstream_conn_id=hub_conn,
+        domain="leaf",
+        bucket=bucket,
+        object_name="in.csv",
+        poke_interval=0.2,
     )
     assert sensor.poke({}) is False
     (tmp_path / "in.csv").write_text("a,b\n")
@@ -265,7 +272,7 @@ def test_the_sensor_waits_for_an_object_and_for_a_new_revision(hub_conn, hub_lea
     assert done.is_done and done.xcom_value["revision"] == first["revision"]
 
     trigger = JetStreamObjectTrigger(
-        jetstream_conn_id=hub_conn, bucket=bucket, name="in.csv", domain="leaf", min_revision=first["revision"]
+        jetstream_conn_id=hub_conn, bucket=bucket, object_name="in.csv", domain="leaf", after_revision=first["revision"]
     )
 
     async def wait_for_next() -> dict:
@@ -277,7 +284,7 @@ def test_the_sensor_waits_for_an_object_and_for_a_new_revision(hub_conn, hub_lea
     assert event["status"] == "success" and event["object"]["revision"] > first["revision"]
 
     missing = JetStreamObjectSensor(
-        task_id=uid("m"), jetstream_conn_id=hub_conn, domain="leaf", bucket=uid("nobucket"), name="x"
+        task_id=uid("m"), jetstream_conn_id=hub_conn, domain="leaf", bucket=uid("nobucket"), object_name="x"
     )
     with pytest.raises(Exception, match="does not exist"):
         missing.poke({})
@@ -414,7 +421,7 @@ def test_a_bucket_name_a_reachable_leaf_stores_is_refused_before_anything_is_wri
         hook.stream_info(f"OBJ_{files}", domain="leaf-b")
 
     # Made anyway (the opt-in): every put to it is refused before its first chunk.
-    assert store(via_hub, files, domain="leaf-b", allow_double_store=True)["action"] == "created"
+    assert store(via_hub, files, domain="leaf-b", options={"allow_double_store": True})["action"] == "created"
     random_file(tmp_path / "b.bin", 50_000)
     with pytest.raises(DoubleStoreError, match=rf"put to object store bucket '{files}' in domain 'leaf-b'.*'leaf-a'"):
         put(via_hub, files, "b.bin", tmp_path / "b.bin", domain="leaf-b")

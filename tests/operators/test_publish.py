@@ -19,7 +19,7 @@ def test_publish_counts_and_retry_stores_nothing_twice(hub_conn, raw) -> None:
     name = uid()
     raw.create("leaf", {"name": name, "subjects": [f"{name}.>"]})
     messages = [{"i": i} for i in range(500)] + ["text", b"bytes"]
-    first = publish(hub_conn, f"{name}.x", messages=messages, domain="leaf", max_in_flight=64)
+    first = publish(hub_conn, f"{name}.x", messages=messages, domain="leaf", options={"max_in_flight": 64})
     assert first["count"] == 502 and first["stored"] == 502 and first["duplicates"] == 0
     assert (first["first_seq"], first["last_seq"]) == (1, 502)
     assert first["stream"] == name and first["domain"] == "leaf"
@@ -29,8 +29,8 @@ def test_publish_counts_and_retry_stores_nothing_twice(hub_conn, raw) -> None:
     generated = publish(
         hub_conn,
         f"{name}.y",
-        messages_callable=lambda n: (str(i) for i in range(n)),
-        op_kwargs={"n": 10},
+        messages_function=lambda n: (str(i) for i in range(n)),
+        messages_function_kwargs={"n": 10},
         msg_id="gen/{index}",
         domain="leaf",
     )
@@ -44,11 +44,11 @@ def test_publish_checks_the_domain_and_the_guard(hub_conn, raw) -> None:
         publish(hub_conn, name, messages=["a"], domain="leaf")
     # Forced past the guard, every ack is still checked: they come from the wrong domain.
     with pytest.raises(JetStreamPublishError, match=f"stored outside domain 'leaf': 3 by stream '{name}' in domain"):
-        publish(hub_conn, name, messages=["a", "b", "c"], domain="leaf", allow_double_store=True)
+        publish(hub_conn, name, messages=["a", "b", "c"], domain="leaf", options={"allow_double_store": True})
     twin = uid()
     raw.create("leaf", {"name": twin, "subjects": [name]})
     with pytest.raises(DoubleStoreError, match="stored in both domains"):
-        publish(hub_conn, name, messages=["a"], domain="hub", peer_domains=["leaf"])
+        publish(hub_conn, name, messages=["a"], domain="hub", options={"peer_domains": ["leaf"]})
     # A hub stream that mirrors from the leaf tells the guard the leaf is connected.
     raw.create("hub", {"name": uid("m"), "mirror": {"name": twin, "external": {"api": "$JS.leaf.API"}}})
     with pytest.raises(DoubleStoreError, match=f"stream '{twin}' in domain 'leaf'"):

@@ -58,7 +58,7 @@ def test_update_in_place_keeps_what_the_spec_does_not_name(hub_conn, raw) -> Non
     name = uid()
     raw.create("leaf", {"name": name, "subjects": [name], "max_msgs": 100, "description": "made by hand"})
     # A max_age where there was none may discard stored messages: applied only as asked.
-    result = create(hub_conn, {"name": name, "subjects": [name], "max_age": "5m"}, allow_data_loss=True)
+    result = create(hub_conn, {"name": name, "subjects": [name], "max_age": "5m"}, options={"allow_data_loss": True})
     assert result["action"] == "updated"
     assert result["changes"] == {"max_age": {"old": "0", "new": "5m", "in_place": True, "note": "discards stored data"}}
     config = raw.info("leaf", name)["config"]
@@ -116,15 +116,15 @@ def test_fail_if_exists(hub_conn, raw) -> None:
 
 def test_dry_run_plans_and_changes_nothing(hub_conn, raw) -> None:
     name = uid()
-    planned = create(hub_conn, {"name": name, "subjects": [name]}, dry_run=True)
+    planned = create(hub_conn, {"name": name, "subjects": [name]}, options={"dry_run": True})
     assert planned["action"] == "planned" and planned["plan"] == "create"
     assert raw.info("leaf", name) is None
     raw.create("leaf", {"name": name, "subjects": [name]})
-    planned = create(hub_conn, {"name": name, "subjects": [name], "description": "d"}, dry_run=True)
+    planned = create(hub_conn, {"name": name, "subjects": [name], "description": "d"}, options={"dry_run": True})
     assert planned["action"] == "planned" and planned["plan"] == "update" and "description" in planned["changes"]
     assert "description" not in raw.info("leaf", name)["config"]
     with pytest.raises(ReconcileError, match=r"^dry run: stream"):
-        create(hub_conn, {"name": name, "subjects": [name], "storage": "memory"}, dry_run=True)
+        create(hub_conn, {"name": name, "subjects": [name], "storage": "memory"}, options={"dry_run": True})
 
 
 def test_mirror_and_sourced_stream_across_domains(hub_conn, raw) -> None:
@@ -136,9 +136,9 @@ def test_mirror_and_sourced_stream_across_domains(hub_conn, raw) -> None:
         task_id="m",
         jetstream_conn_id=hub_conn,
         domain="hub",
-        name=uid("backup"),
-        source_stream=origin,
-        source_domain="leaf",
+        stream=uid("backup"),
+        origin=origin,
+        origin_domain="leaf",
         stream_overrides={"max_age": "1d"},
     ).execute({})
     assert mirror["action"] == "created" and mirror["domain"] == "hub"
@@ -149,7 +149,7 @@ def test_mirror_and_sourced_stream_across_domains(hub_conn, raw) -> None:
         task_id="s",
         jetstream_conn_id=hub_conn,
         domain="hub",
-        name=agg,
+        stream=agg,
         sources=[{"name": origin, "domain": "leaf"}, {"name": other, "domain": "leaf"}],
     ).execute({})
     assert sourced["action"] == "created"
@@ -160,7 +160,7 @@ def test_mirror_and_sourced_stream_across_domains(hub_conn, raw) -> None:
         task_id="s2",
         jetstream_conn_id=hub_conn,
         domain="hub",
-        name=agg,
+        stream=agg,
         sources=[{"name": origin, "domain": "leaf", "filter_subject": origin}],
     ).execute({})
     assert changed["action"] == "updated" and list(changed["changes"]) == ["sources"]
@@ -171,7 +171,7 @@ def test_mirror_and_sourced_stream_across_domains(hub_conn, raw) -> None:
         task_id="s3",
         jetstream_conn_id=hub_conn,
         domain="hub",
-        name=agg,
+        stream=agg,
         sources=[{"name": origin, "domain": "leaf", "filter_subject": origin}],
     ).execute({})
     assert again["action"] == "unchanged" and again["requests"] == 1
@@ -179,8 +179,8 @@ def test_mirror_and_sourced_stream_across_domains(hub_conn, raw) -> None:
         task_id="s4",
         jetstream_conn_id=hub_conn,
         domain="hub",
-        name=agg,
-        prune_sources=True,
+        stream=agg,
+        options={"prune_sources": True},
         sources=[{"name": origin, "domain": "leaf", "filter_subject": origin}],
     ).execute({})
     assert pruned["action"] == "updated" and "removes" in pruned["changes"]["sources"]["note"]
@@ -228,7 +228,7 @@ def test_strict_api_servers_reject_unknown_fields_and_we_send_none(hub_conn, raw
         "placement": {"tags": []},
     }
     if raw.info("leaf", name):  # a lenient (older) server created it, without the limit: it is set in place
-        assert create(hub_conn, spec, if_exists="recreate", allow_data_loss=True)["action"] in (
+        assert create(hub_conn, spec, if_exists="recreate", options={"allow_data_loss": True})["action"] in (
             "recreated",
             "updated",
             "unchanged",
@@ -275,10 +275,18 @@ def test_double_store_refused_unless_opted_in(hub_conn, raw) -> None:
     assert "use different subjects in each domain or use different accounts in each domain" in text
     assert "allow_double_store=True" in text
     assert raw.info("leaf", name) is None
-    assert create(hub_conn, {"name": name, "subjects": [subject]}, allow_double_store=True)["action"] == "created"
+    assert (
+        create(hub_conn, {"name": name, "subjects": [subject]}, options={"allow_double_store": True})["action"]
+        == "created"
+    )
     # Wildcards overlap too; and connected through the leaf, the hub is found via peer_domains.
     with pytest.raises(DoubleStoreError):
-        create(hub_conn, {"name": uid(), "subjects": [f"{subject}.>", "*"]}, domain="hub", peer_domains=["leaf"])
+        create(
+            hub_conn,
+            {"name": uid(), "subjects": [f"{subject}.>", "*"]},
+            domain="hub",
+            options={"peer_domains": ["leaf"]},
+        )
 
 
 def test_delete_and_purge(hub_conn, raw) -> None:
@@ -287,16 +295,16 @@ def test_delete_and_purge(hub_conn, raw) -> None:
     raw.publish(f"{name}.a", [b"1", b"2", b"3"], server="leaf")
     raw.publish(f"{name}.b", [b"1", b"2"], server="leaf")
     purged = JetStreamPurgeStreamOperator(
-        task_id="p", jetstream_conn_id=hub_conn, domain="leaf", name=name, subject=f"{name}.a", keep=1
+        task_id="p", jetstream_conn_id=hub_conn, domain="leaf", stream=name, subject=f"{name}.a", keep=1
     ).execute({})
     assert purged["purged"] == 2 and raw.info("leaf", name)["state"]["messages"] == 3
-    with pytest.raises(SpecErrors, match="give keep or up_to_sequence"):
-        JetStreamPurgeStreamOperator(task_id="p2", name=name, keep=1, up_to_sequence=3)
-    delete = JetStreamDeleteStreamOperator(task_id="d", jetstream_conn_id=hub_conn, domain="leaf", name=name)
+    with pytest.raises(SpecErrors, match="give keep or up_to_seq"):
+        JetStreamPurgeStreamOperator(task_id="p2", stream=name, keep=1, up_to_seq=3)
+    delete = JetStreamDeleteStreamOperator(task_id="d", jetstream_conn_id=hub_conn, domain="leaf", stream=name)
     assert delete.execute({})["deleted"] is True
     assert delete.execute({})["deleted"] is False
     strict = JetStreamDeleteStreamOperator(
-        task_id="d2", jetstream_conn_id=hub_conn, domain="leaf", name=name, ignore_missing=False
+        task_id="d2", jetstream_conn_id=hub_conn, domain="leaf", stream=name, ignore_missing=False
     )
     with pytest.raises(JetStreamApiError, match="stream not found"):
         strict.execute({})

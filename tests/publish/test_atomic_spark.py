@@ -53,7 +53,7 @@ def test_each_task_s_rows_land_as_one_atomic_batch_and_a_rerun_stores_nothing_tw
     stream = _stream(hub_leaf, allow_atomic=True, duplicate_window=120_000_000_000)
     try:
         rows = spark.createDataFrame([(str(i), f"ab/{i}") for i in range(1600)], "data string, id string")
-        options = stream.options(subject=f"{stream.prefix}.rows", msgIdColumn="id", atomic="true")
+        options = stream.write_options(subject=f"{stream.prefix}.rows", msgIdColumn="id", atomic="true")
         rows.repartition(2).write.format("jetstream").options(**options).mode("append").save()
         stored = _stored(stream)
         assert sorted(int(payload) for payload, _ in stored) == list(range(1600))
@@ -70,7 +70,7 @@ def test_each_task_s_rows_land_as_one_atomic_batch_and_a_rerun_stores_nothing_tw
 def test_a_task_that_cannot_land_whole_stores_none_of_its_rows(spark: Any, hub_leaf: LocalTopology) -> None:
     stream = _stream(hub_leaf, allow_atomic=True, max_msg_size=1000)
     try:
-        options = stream.options(subject=f"{stream.prefix}.rows", atomic="true")
+        options = stream.write_options(subject=f"{stream.prefix}.rows", atomic="true")
         # More rows in one task than one batch takes: refused before anything is sent, with the limit.
         many = spark.createDataFrame([(str(i),) for i in range(1001)], "data string").coalesce(1)
         with pytest.raises(Exception, match=r"more than 1000 messages for one atomic batch") as refused:
@@ -93,7 +93,7 @@ def test_atomic_on_a_stream_without_allow_atomic_is_refused_before_any_task_runs
     stream = _stream(hub_leaf)
     try:
         rows = spark.createDataFrame([(str(i),) for i in range(10)], "data string")
-        options = stream.options(subject=f"{stream.prefix}.rows", atomic="true")
+        options = stream.write_options(subject=f"{stream.prefix}.rows", atomic="true")
         with pytest.raises(Exception, match=r"jetstream option atomic='true': stream .* does not take atomic batches"):
             rows.write.format("jetstream").options(**options).mode("append").save()
         assert _stored(stream) == []

@@ -62,7 +62,7 @@ def test_spark_rows_to_an_allow_batched_stream_go_in_fast_ingest_batches_unless_
         assert ready.wait(scaled(30)), "the watching subscription did not start"
         rows = spark.createDataFrame([(str(i), f"spark-fi/{i}") for i in range(n)], "data string, id string")
         rows.coalesce(2).write.format("jetstream").options(
-            **stream.options(subject=f"{name}.rows", msgIdColumn="id", fastIngest=fast_ingest)
+            **stream.write_options(subject=f"{name}.rows", msgIdColumn="id", fastIngest=fast_ingest)
         ).mode("append").save()
         # Two partitions: two tasks, a batch each; or an ack per row with fastIngest=false.
         expected = (
@@ -95,7 +95,7 @@ def test_rows_to_one_subject_are_stored_alike_in_fast_ingest_batches_and_one_by_
             body = {"name": name, "subjects": [f"{name}.>"], "allow_batched": True}
             leaf_api(hub_leaf, f"STREAM.CREATE.{name}", body)
             try:
-                options = stream.options(subject=f"{name}.rows", msgIdColumn="n", fastIngest=fast_ingest)
+                options = stream.write_options(subject=f"{name}.rows", msgIdColumn="n", fastIngest=fast_ingest)
                 frame.write.format("jetstream").options(**options).mode("append").save()
                 frame.write.format("jetstream").options(**options).mode("append").save()  # a re-run: all duplicates
                 messages = stored_messages(stream)
@@ -116,9 +116,9 @@ def test_rows_to_one_subject_are_stored_alike_in_fast_ingest_batches_and_one_by_
     try:
         nulls = spark.createDataFrame([("a", "1"), ("b", None), ("c", "3")], "data string, id string").coalesce(1)
         with pytest.raises(Exception, match="a row has a null 'id' \\(msgIdColumn\\)"):
-            nulls.write.format("jetstream").options(**stream.options(subject=f"{name}.rows", msgIdColumn="id")).mode(
-                "append"
-            ).save()
+            nulls.write.format("jetstream").options(
+                **stream.write_options(subject=f"{name}.rows", msgIdColumn="id")
+            ).mode("append").save()
         assert leaf_api(hub_leaf, f"STREAM.INFO.{name}")["state"]["messages"] == 0
     finally:
         leaf_api(hub_leaf, f"STREAM.DELETE.{name}")

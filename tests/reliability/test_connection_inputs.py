@@ -106,9 +106,9 @@ def test_bad_request_timeout_is_refused_when_the_dag_is_parsed(value) -> None:
 @pytest.mark.parametrize("value", BAD_SECONDS, ids=repr)
 def test_bad_ack_timeout_is_refused_when_the_dag_is_parsed(value) -> None:
     with pytest.raises(
-        JetStreamConfigError, match=r"^ack_timeout=.* is not allowed: use a finite number of seconds > 0"
+        JetStreamConfigError, match=r"^options\.ack_timeout=.* is not allowed: use a finite number of seconds > 0"
     ):
-        JetStreamPublishOperator(task_id="p", subject="a.b", messages=["x"], ack_timeout=value)
+        JetStreamPublishOperator(task_id="p", subject="a.b", messages=["x"], options={"ack_timeout": value})
 
 
 def test_negative_ack_timeout_stores_nothing(hub_leaf, hub_conn: str) -> None:

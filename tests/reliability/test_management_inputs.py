@@ -133,14 +133,14 @@ PARSE_TIME_CASES: list[tuple[str, Callable[[], Any], tuple[str, ...]]] = [
     (
         "mirror start_time without a zone",
         lambda: JetStreamCreateMirrorOperator(
-            task_id="t", name="m", source_stream="o", source_domain="leaf", start_time=NAIVE
+            task_id="t", stream="m", origin="o", origin_domain="leaf", start_time=NAIVE
         ),
         (f"stream.mirror.start_time='{NAIVE}'", "a time zone is required"),
     ),
     (
         "source start_time naive datetime",
         lambda: JetStreamCreateSourcedStreamOperator(
-            task_id="t", name="a", sources=[{"name": "o", "domain": "leaf", "start_time": dt.datetime(2026, 1, 1)}]
+            task_id="t", stream="a", sources=[{"name": "o", "domain": "leaf", "start_time": dt.datetime(2026, 1, 1)}]
         ),
         ("stream.sources[0].start_time=datetime.datetime(2026, 1, 1, 0, 0)", "a time zone is required"),
     ),
@@ -151,17 +151,19 @@ PARSE_TIME_CASES: list[tuple[str, Callable[[], Any], tuple[str, ...]]] = [
     ),
     (
         "dry_run maybe (stream)",
-        lambda: JetStreamCreateStreamOperator(task_id="t", stream={"name": "s"}, dry_run="maybe"),
+        lambda: JetStreamCreateStreamOperator(task_id="t", stream={"name": "s"}, options={"dry_run": "maybe"}),
         ("dry_run='maybe'", "use true or false"),
     ),
     (
         "dry_run maybe (consumer)",
-        lambda: JetStreamCreateConsumerOperator(task_id="t", stream="s", consumer={"name": "c"}, dry_run="maybe"),
+        lambda: JetStreamCreateConsumerOperator(
+            task_id="t", stream="s", consumer={"name": "c"}, options={"dry_run": "maybe"}
+        ),
         ("dry_run='maybe'", "use true or false"),
     ),
     (
         "dry_run maybe (bucket)",
-        lambda: JetStreamCreateKeyValueOperator(task_id="t", bucket="b", dry_run="maybe"),
+        lambda: JetStreamCreateKeyValueOperator(task_id="t", bucket="b", options={"dry_run": "maybe"}),
         ("dry_run='maybe'", "use true or false"),
     ),
     (
@@ -172,28 +174,28 @@ PARSE_TIME_CASES: list[tuple[str, Callable[[], Any], tuple[str, ...]]] = [
     (
         "prune_sources maybe",
         lambda: JetStreamCreateSourcedStreamOperator(
-            task_id="t", name="a", sources=[{"name": "o"}], prune_sources="maybe"
+            task_id="t", stream="a", sources=[{"name": "o"}], options={"prune_sources": "maybe"}
         ),
         ("prune_sources='maybe'", "use true or false"),
     ),
     (
         "allow_double_store 2",
-        lambda: JetStreamCreateStreamOperator(task_id="t", stream={"name": "s"}, allow_double_store=2),
+        lambda: JetStreamCreateStreamOperator(task_id="t", stream={"name": "s"}, options={"allow_double_store": 2}),
         ("allow_double_store=2", "use true or false"),
     ),
     (
         "ignore_missing maybe (stream delete)",
-        lambda: JetStreamDeleteStreamOperator(task_id="t", name="s", ignore_missing="maybe"),
+        lambda: JetStreamDeleteStreamOperator(task_id="t", stream="s", ignore_missing="maybe"),
         ("ignore_missing='maybe'", "use true or false"),
     ),
     (
         "ignore_missing maybe (consumer delete)",
-        lambda: JetStreamDeleteConsumerOperator(task_id="t", stream="s", name="c", ignore_missing="maybe"),
+        lambda: JetStreamDeleteConsumerOperator(task_id="t", stream="s", consumer="c", ignore_missing="maybe"),
         ("ignore_missing='maybe'", "use true or false"),
     ),
     (
         "peer_domains with a bad name",
-        lambda: JetStreamCreateStreamOperator(task_id="t", stream={"name": "s"}, peer_domains=["a.b"]),
+        lambda: JetStreamCreateStreamOperator(task_id="t", stream={"name": "s"}, options={"peer_domains": ["a.b"]}),
         ("peer_domains[0]='a.b'", "domain name"),
     ),
     (
@@ -260,12 +262,14 @@ def test_good_inputs_with_final_objects_are_accepted() -> None:
     JetStreamCreateStreamOperator(task_id="t", stream={"name": "s", "max_age": dt.timedelta(hours=1)})
     JetStreamCreateMirrorOperator(
         task_id="m",
-        name="m",
-        source_stream="o",
-        source_domain="leaf",
+        stream="m",
+        origin="o",
+        origin_domain="leaf",
         start_time=dt.datetime(2026, 1, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=1))),
     )
-    JetStreamCreateStreamOperator(task_id="t2", stream={"name": "s"}, dry_run=True, allow_double_store=False)
+    JetStreamCreateStreamOperator(
+        task_id="t2", stream={"name": "s"}, options={"dry_run": True, "allow_double_store": False}
+    )
     JetStreamKeyValueDeleteOperator(task_id="d", bucket="b", key="a.b", purge="{{ params.purge }}")
 
 
@@ -360,15 +364,14 @@ def test_guard_refuses_what_it_cannot_verify(tmp_path: Path, jetstream_conn: Cal
         limited = jetstream_conn(host=f"127.0.0.1:{topology.hub.port}", login="lim", password="lim")
         name = uid("hubside")
 
-        def create(**kwargs: Any) -> dict:
+        def create(**options: Any) -> dict:
             return JetStreamCreateStreamOperator(
                 task_id=uid("t"),
                 jetstream_conn_id=limited,
                 domain="hub",
                 stream={"name": name, "subjects": [subject]},
-                peer_domains=["leaf"],
+                options={"peer_domains": ["leaf"], **options},
                 request_timeout=3,  # the denied request gets no reply: it waits this out
-                **kwargs,
             ).execute({})
 
         # The leaf cannot be asked (permissions): before, that counted as "no overlap", unlogged.

@@ -108,8 +108,8 @@ RENDERED: list[tuple[str, type, dict[str, Any], Any]] = [
         "9999999999h",
     ),
     ("stream: max_msgs 2**64", JetStreamCreateStreamOperator, {"stream": {"name": "s", "max_msgs": 0}}, str(2**64)),
-    ("purge: keep ''", JetStreamPurgeStreamOperator, {"name": "s", "keep": 0}, ""),
-    ("purge: domain ''", JetStreamPurgeStreamOperator, {"name": "s", "domain": 0}, ""),
+    ("purge: keep ''", JetStreamPurgeStreamOperator, {"stream": "s", "keep": 0}, ""),
+    ("purge: domain ''", JetStreamPurgeStreamOperator, {"stream": "s", "domain": 0}, ""),
 ]
 
 
@@ -205,11 +205,11 @@ LITERAL: list[tuple[str, Callable[[], Any], str]] = [
         r"stream\.duplicate_window=1e\+30 is not allowed: use a duration of at most 292 years",
     ),
     (
-        "spark job: starting_sequence after end_sequence",
+        "spark job: start_seq after end_seq",
         lambda: JetStreamSparkSubmitOperator(
-            task_id="j", stream="s", output_path="/tmp/o", checkpoint_bucket="b", starting_sequence=10, end_sequence=5
+            task_id="j", stream="s", output_path="/tmp/o", checkpoint_bucket="b", start_seq=10, end_seq=5
         ),
-        r"starting_sequence='10' is not allowed: use at most end_sequence=5",
+        r"start_seq='10' is not allowed: use at most end_seq=5",
     ),
 ]
 
@@ -319,7 +319,7 @@ def test_the_hook_refuses_the_same_empty_values_before_connecting(quiet_conn: st
     ):
         with pytest.raises(JetStreamConfigError, match=message):
             hook.publish("a.b", [b"x"], **kwargs)
-    with pytest.raises(JetStreamConfigError, match=r"spec\.subjects\[0\]='_INBOX\.>' is not allowed"):
+    with pytest.raises(JetStreamConfigError, match=r"stream\.subjects\[0\]='_INBOX\.>' is not allowed"):
         hook.ensure_stream({"name": "s", "subjects": ["_INBOX.>"]})
     assert quiet_server.traffic() == before
     # None stays "no id" for the hook: the publish goes ahead (and finds no stream on the subject).

@@ -58,7 +58,7 @@ class CrashBeforeRename(RangeCommitter):
 def _args(stream, output: str, bucket: str, *extra: str):
     return parse_args(
         [
-            *("--stream", stream.name, "--domain", stream.domain, "--output", output),
+            *("--stream", stream.name, "--domain", stream.domain, "--output-path", output),
             *("--checkpoint-bucket", bucket, "--min-partitions", "2", "--partition-by", "subject", *extra),
         ]
     )
@@ -166,4 +166,4 @@ def test_a_crash_between_the_commit_marker_and_the_rename_is_finished_by_the_nex
 @pytest.mark.parametrize("output", ["s3a://bucket/orders", "gs://bucket/orders", "wasbs://c@a.blob/orders"])
 def test_outputs_whose_rename_cannot_commit_once_are_refused(output) -> None:
     with pytest.raises(JetStreamConfigError, match="cannot commit a range exactly once"):
-        parse_args(["--stream", "s", "--output", output, "--checkpoint-bucket", "b"])
+        parse_args(["--stream", "s", "--output-path", output, "--checkpoint-bucket", "b"])

@@ -152,17 +152,17 @@ def test_spark_writer_refuses_rows_addressed_to_the_jetstream_api(spark, make_st
     ]
     df = spark.createDataFrame(rows, "subject string, data string").coalesce(1)
     with pytest.raises(Exception) as refused:
-        df.write.format("jetstream").options(**victim.options()).mode("append").save()
+        df.write.format("jetstream").options(**victim.write_options()).mode("append").save()
     state = _stream_state(victim)
     assert state["first"] == 1 and state["messages"] >= 5, f"the stream was purged: {state}"
     assert "reserved subject space" in str(refused.value)
     purge_hub = spark.createDataFrame([(f"$JS.API.STREAM.PURGE.{victim.name}", "{}")], "subject string, data string")
     with pytest.raises(Exception, match="reserved subject space"):
-        purge_hub.write.format("jetstream").options(**victim.options()).mode("append").save()
+        purge_hub.write.format("jetstream").options(**victim.write_options()).mode("append").save()
     # The subject option is refused on the driver, before any task.
     with pytest.raises(Exception, match=r"jetstream option subject='_INBOX\.x' is not allowed"):
         spark.createDataFrame([("x",)], "data string").write.format("jetstream").options(
-            **victim.options(subject="_INBOX.x")
+            **victim.write_options(subject="_INBOX.x")
         ).mode("append").save()
     state = _stream_state(victim)
     assert state["first"] == 1 and state["messages"] >= 5
@@ -174,7 +174,9 @@ def test_spark_writer_checks_the_domain_that_stored_each_row(spark, make_stream)
     df = spark.createDataFrame([(f"{leaf.prefix}.x", f"m{i}") for i in range(6)], "subject string, data string")
     # Aimed at domain 'hub', but the only stream listening is in the leaf: every ack says so.
     with pytest.raises(Exception, match="stored outside domain 'hub': 6 by stream"):
-        df.coalesce(1).write.format("jetstream").options(**{**leaf.options(), "domain": "hub"}).mode("append").save()
+        df.coalesce(1).write.format("jetstream").options(**{**leaf.write_options(), "domain": "hub"}).mode(
+            "append"
+        ).save()
     # Aimed at the leaf: stored, and checked.
-    df.coalesce(1).write.format("jetstream").options(**leaf.options()).mode("append").save()
+    df.coalesce(1).write.format("jetstream").options(**leaf.write_options()).mode("append").save()
     assert _stream_state(leaf)["messages"] == 12

@@ -143,8 +143,8 @@ def test_lowering_a_stream_limit_is_refused_unless_allowed(hub_conn, raw, config
     assert "nothing was changed" in text
     # The dry run reports the same refusal; with the flag it shows the plan. Nothing changes either way.
     with pytest.raises(ReconcileError, match=r"^dry run: stream .*discard stored data"):
-        create_stream(hub_conn, lower, dry_run=True)
-    planned = create_stream(hub_conn, lower, dry_run=True, allow_data_loss=True)
+        create_stream(hub_conn, lower, options={"dry_run": True})
+    planned = create_stream(hub_conn, lower, options={"dry_run": True, "allow_data_loss": True})
     assert planned["action"] == "planned" and planned["plan"] == "update"
     field = next(iter(spec))
     assert planned["changes"][field]["note"] == "discards stored data"
@@ -153,7 +153,7 @@ def test_lowering_a_stream_limit_is_refused_unless_allowed(hub_conn, raw, config
         create_stream(hub_conn, lower, if_exists="recreate")
     assert messages(raw, name) == 20 and raw.info("leaf", name)["config"] == before
 
-    assert create_stream(hub_conn, lower, allow_data_loss=True)["action"] == "updated"
+    assert create_stream(hub_conn, lower, options={"allow_data_loss": True})["action"] == "updated"
     wait_until(lambda: messages(raw, name), left, 30, f"{name} after {line}")
 
 
@@ -185,7 +185,7 @@ def test_lowering_a_bucket_limit_is_refused_unless_allowed(hub_conn, raw, spec, 
         JetStreamHook(hub_conn).ensure_key_value({"bucket": name, **spec}, domain="leaf", dry_run=True)
     assert revisions(raw, name, seqs) == [b"v0", b"v1", b"v2", b"v3", b"v4"]
 
-    assert create_bucket(hub_conn, {"bucket": name, **spec}, allow_data_loss=True)["action"] == "updated"
+    assert create_bucket(hub_conn, {"bucket": name, **spec}, options={"allow_data_loss": True})["action"] == "updated"
     if "history" in spec:
         assert revisions(raw, name, seqs) == [b"v3", b"v4"]
 

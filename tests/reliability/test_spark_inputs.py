@@ -13,9 +13,15 @@ import pytest
 
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.operators.spark import JetStreamSparkSubmitOperator
+from airflow_provider_jetstream.spark.job_args import SparkJobOptions
 from tests.support import spark as spark_streams
 
 PACKAGED = {"stream": "s", "output_path": "/data/orders", "checkpoint_bucket": "b"}
+
+
+def given(argument: str, value: object) -> dict[str, object]:
+    """``argument=value`` as the operator takes it: at the top, or in its options (SparkJobOptions)."""
+    return {"options": {argument: value}} if argument in SparkJobOptions.arguments.args else {argument: value}
 
 
 @pytest.mark.parametrize(
@@ -25,13 +31,13 @@ PACKAGED = {"stream": "s", "output_path": "/data/orders", "checkpoint_bucket": "
         ("stream", "a b", r"stream='a b' is not allowed: a stream name is"),
         ("checkpoint_bucket", "a.b", r"checkpoint_bucket='a.b' is not allowed: a bucket name is 1-252 letters"),
         ("domain", "a b", r"domain='a b' is not a JetStream domain name"),
-        ("end_sequence", "abc", r"end_sequence='abc' is not allowed: use an integer >= 1"),
-        ("end_sequence", 0, r"end_sequence=0 is not allowed: use an integer >= 1"),
+        ("end_seq", "abc", r"end_seq='abc' is not allowed: use an integer >= 1"),
+        ("end_seq", 0, r"end_seq=0 is not allowed: use an integer >= 1"),
         ("min_partitions", 0, r"min_partitions=0 is not allowed: use an integer >= 1"),
         ("checkpoint_domain", "a.b", r"checkpoint_domain='a.b' is not a JetStream domain name"),
         ("checkpoint_key", ".k", r"checkpoint_key='.k' is not allowed"),
-        ("filter_subject", "a b", r"filter_subject='a b' is not allowed: a subject has no whitespace"),
-        ("starting_sequence", "first", r"starting_sequence='first' is not allowed: use 'earliest' or"),
+        ("filter_subjects", "a b", r"filter_subjects='a b' is not allowed: a subject has no whitespace"),
+        ("start_seq", "first", r"start_seq='first' is not allowed: use 'earliest' or"),
         ("output_path", "s3a://bucket/out", r"output_path='s3a://bucket/out' is not allowed: the s3a:// file"),
         ("fail_on_data_loss", "maybe", r"fail_on_data_loss='maybe' is not allowed: use true or false"),
         ("checkpoint_replicas", 0, r"checkpoint_replicas=0 is not allowed: use an integer from 1 to 5"),
@@ -40,31 +46,30 @@ PACKAGED = {"stream": "s", "output_path": "/data/orders", "checkpoint_bucket": "
 )
 def test_bad_job_arguments_are_refused_when_the_dag_is_parsed(argument, value, message) -> None:
     with pytest.raises(JetStreamConfigError, match=message):
-        JetStreamSparkSubmitOperator(task_id="t", **{**PACKAGED, argument: value})
+        JetStreamSparkSubmitOperator(task_id="t", **{**PACKAGED, **given(argument, value)})
 
 
 def test_good_arguments_pass_and_templated_ones_wait_for_rendering() -> None:
     op = JetStreamSparkSubmitOperator(
         task_id="t",
         **PACKAGED,
-        partition_by=["subject", "date"],
+        options={"partition_by": ["subject", "date"], "min_partitions": 4},
         domain="leaf",
-        end_sequence="{{ params.end }}",
-        filter_subject="orders.*,events.>",
-        min_partitions=4,
-        starting_sequence="earliest",
+        end_seq="{{ params.end }}",
+        filter_subjects="orders.*,events.>",
+        start_seq="earliest",
     )
-    op.end_sequence = "100"  # rendered
+    op.end_seq = "100"  # rendered
     assert op._job_arguments()[-3:] == ["--min-partitions=4", "--partition-by=subject,date", "--fail-on-data-loss=true"]
 
 
 def test_a_templated_argument_that_renders_bad_fails_before_spark_submit(hub_conn) -> None:
     op = JetStreamSparkSubmitOperator(
-        task_id="t", jetstream_conn_id=hub_conn, **PACKAGED, end_sequence="{{ 'abc' }}", spark_binary="/nonexistent"
+        task_id="t", jetstream_conn_id=hub_conn, **PACKAGED, end_seq="{{ 'abc' }}", spark_binary="/nonexistent"
     )
     op.render_template_fields({})
-    assert op.end_sequence == "abc"
-    with pytest.raises(JetStreamConfigError, match="end_sequence='abc' is not allowed"):
+    assert op.end_seq == "abc"
+    with pytest.raises(JetStreamConfigError, match="end_seq='abc' is not allowed"):
         op.execute({})
 
 
@@ -73,16 +78,16 @@ def test_a_custom_application_refuses_the_packaged_jobs_arguments() -> None:
         ("stream", "s"),
         ("domain", "leaf"),
         ("api_prefix", "JS.acc@hub.API"),
-        ("filter_subject", "a.b"),
-        ("end_sequence", 5),
+        ("filter_subjects", "a.b"),
+        ("end_seq", 5),
         ("partition_by", ["subject"]),
         ("min_partitions", 2),
-        ("starting_sequence", 3),
+        ("start_seq", 3),
         ("fail_on_data_loss", False),
         ("checkpoint_domain", "hub"),
     ]:
         with pytest.raises(JetStreamConfigError, match=f"{argument} are arguments of the packaged"):
-            JetStreamSparkSubmitOperator(task_id="t", application="/jobs/mine.py", **{argument: value})
+            JetStreamSparkSubmitOperator(task_id="t", application="/jobs/mine.py", **given(argument, value))
     JetStreamSparkSubmitOperator(task_id="t", application="/jobs/mine.py", application_args=["--x", "1"])
 
 
@@ -95,7 +100,7 @@ def test_a_failing_job_puts_its_own_error_line_in_the_task_exception(hub_conn, t
         domain="leaf",
         output_path=str(tmp_path / "out"),
         checkpoint_bucket="spark_inputs_ckpt",
-        local_master="local[1]",
+        options={"local_master": "local[1]"},
         conf={"spark.ui.enabled": "false"},
     )
     with pytest.raises(Exception, match="Error code is") as info:
@@ -134,13 +139,13 @@ def test_the_pull_reader_hands_over_chunks_within_a_small_buffer(make_stream) ->
 
 
 def test_checkpoint_replicas_reaches_the_jobs_command_line_and_the_job() -> None:
-    op = JetStreamSparkSubmitOperator(task_id="t", **PACKAGED, checkpoint_replicas="3")
+    op = JetStreamSparkSubmitOperator(task_id="t", **PACKAGED, options={"checkpoint_replicas": "3"})
     command = op._job_arguments()
     assert "--checkpoint-replicas=3" in command
     from airflow_provider_jetstream.spark.jobs.stream_to_parquet import parse_args
 
     assert parse_args(command).checkpoint_replicas == 3  # the job reads the operator's command line
 
-    flags = ["--stream", "s", "--output", "/o", "--checkpoint-bucket", "b"]
+    flags = ["--stream", "s", "--output-path", "/o", "--checkpoint-bucket", "b"]
     assert parse_args([*flags, "--checkpoint-replicas", "3"]).checkpoint_replicas == 3
     assert parse_args(flags).checkpoint_replicas is None  # the job's default: the cluster's size up to 3

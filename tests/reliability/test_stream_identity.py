@@ -84,7 +84,7 @@ def test_the_rule_accepts_the_same_or_an_unknown_identity_and_refuses_or_warns_o
 def _job(spark, stream, output, bucket, *extra: str) -> StreamToParquetJob:
     args = parse_args(
         [
-            *("--stream", stream.name, "--domain", stream.domain, "--output", str(output)),
+            *("--stream", stream.name, "--domain", stream.domain, "--output-path", str(output)),
             *("--checkpoint-bucket", bucket, "--min-partitions", "2", "--partition-by", "subject", *extra),
         ]
     )
@@ -387,10 +387,12 @@ def test_a_user_who_may_not_read_the_origins_info_still_gets_the_exact_check_and
         conn_id = jetstream_conn(f"127.0.0.1:{server.port}", login="noinfo", password="noinfopass")
         watch = ReplicationWatch("orig_copy")
         hook = JetStreamHook(conn_id)
-        first = wait_until(lambda: hook.check_replication(watch, timeout=1.0), lambda c: c.caught_up, what="caught up")
+        first = wait_until(
+            lambda: hook.check_replication(watch, request_timeout=1.0), lambda c: c.caught_up, what="caught up"
+        )
         assert [v.check for v in first.verdicts] == ["exact"]
         assert watch.state()["identity_refused"] == ["mirror:orig:"], "the refusal is remembered"
-        second = hook.check_replication(watch, timeout=1.0)
+        second = hook.check_replication(watch, request_timeout=1.0)
         assert second.caught_up and [v.check for v in second.verdicts] == ["exact"]
     finally:
         server.stop()

@@ -21,13 +21,13 @@ def ack_all_but_one_then_last(url: str, stream: str, count: int, logs: LogLines)
     but one, and once the sensor (or its trigger) saw that one unacked and kept waiting, ack it; return its time."""
 
     async def work() -> datetime:
-        await logs.wait_for(f"waiting: unprocessed (num_pending) {count} > max_pending 0", timeout=60)
+        await logs.wait_for(f"waiting: unprocessed (num_pending) {count} > max_unprocessed 0", timeout=60)
         nc = await connect(url)
         sub = await nc.jetstream().pull_subscribe_bind("worker", stream)
         msgs = await sub.fetch(count, timeout=5)
         for msg in msgs[:-1]:
             await msg.ack_sync()
-        await logs.wait_for("waiting: outstanding acks (num_ack_pending) 1 > max_ack_pending 0", timeout=60)
+        await logs.wait_for("waiting: outstanding acks (num_ack_pending) 1 > max_outstanding_acks 0", timeout=60)
         last_ack = datetime.now(timezone.utc)
         await msgs[-1].ack_sync()
         await nc.close()
@@ -112,8 +112,8 @@ def test_deferrable_sensor_defers_with_the_sensor_timeout_and_a_json_trigger(hub
         "consumer": "worker",
         "domain": "leaf",
         "api_prefix": None,
-        "max_pending": 0,
-        "max_ack_pending": 0,
+        "max_unprocessed": 0,
+        "max_outstanding_acks": 0,
         "max_redelivered": None,
         "poll_interval": 7.0,
         "unreachable_timeout": None,
@@ -147,7 +147,7 @@ def test_deferrable_defaults_to_the_airflow_setting(monkeypatch) -> None:
     [
         ({"stream": "a.b"}, "stream='a.b' is not allowed: a stream name"),
         ({"consumer": "x y"}, "consumer='x y' is not allowed: a consumer name"),
-        ({"max_pending": -1}, "max_pending=-1 is not allowed: use an integer >= 0"),
+        ({"max_unprocessed": -1}, "max_unprocessed=-1 is not allowed: use an integer >= 0"),
         ({"max_redelivered": "3"}, "max_redelivered='3' is not allowed: use an integer >= 0 or None"),
         ({"domain": "leaf", "api_prefix": "JS.acc@hub.API"}, "were both given"),
     ],

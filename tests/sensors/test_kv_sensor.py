@@ -79,7 +79,7 @@ def test_missing_bucket_fails_at_once_or_is_skipped(airflow_db, hub_leaf, hub_co
         ({"key": ".hidden"}, "key='.hidden' is not allowed: a key uses"),
         ({"key": "a b"}, "key='a b' is not allowed: a key uses"),
         ({"key": "orders.>"}, "key='orders.>' is not allowed: a key uses"),
-        ({"min_revision": -1}, "min_revision=-1 is not allowed"),
+        ({"after_revision": -1}, "after_revision=-1 is not allowed"),
     ],
 )
 def test_bad_arguments_are_refused_when_the_dag_is_parsed(kwargs, message) -> None:

@@ -79,9 +79,9 @@ def test_an_edge_file_reaches_the_hub_mirror_and_is_processed(airflow_db, hub_le
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"bucket": "a b", "name": "x"}, "bucket='a b' is not allowed"),
-        ({"bucket": "files", "name": ""}, "name='' is not allowed"),
-        ({"bucket": "files", "name": "x", "min_revision": 0}, "min_revision=0 is not allowed"),
+        ({"bucket": "a b", "object_name": "x"}, "bucket='a b' is not allowed"),
+        ({"bucket": "files", "object_name": ""}, "object_name='' is not allowed"),
+        ({"bucket": "files", "object_name": "x", "after_revision": -1}, "after_revision=-1 is not allowed"),
     ],
 )
 def test_bad_arguments_are_refused_when_the_dag_is_parsed(kwargs, message) -> None:

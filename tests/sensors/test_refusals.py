@@ -78,11 +78,11 @@ def limited_conn(restricted: NatsServer, jetstream_conn: Callable[..., str]) -> 
     return jetstream_conn(f"127.0.0.1:{restricted.port}", login="limited", password="limitedpass", connect_timeout=1.5)
 
 
-def sensors(conn_id: str, max_pending: int = 0, **kwargs: Any) -> dict[str, Any]:
+def sensors(conn_id: str, max_unprocessed: int = 0, **kwargs: Any) -> dict[str, Any]:
     common = {"jetstream_conn_id": conn_id, **kwargs}
     return {
         "consumer": JetStreamConsumerLagSensor(
-            task_id="c", stream="orig", consumer="worker", max_pending=max_pending, **common
+            task_id="c", stream="orig", consumer="worker", max_unprocessed=max_unprocessed, **common
         ),
         "replication": JetStreamReplicationLagSensor(task_id="r", stream="orig_copy", **common),
         "kv": JetStreamKeyValueSensor(task_id="k", bucket="kvb", key="k", **common),
@@ -93,7 +93,7 @@ def triggers(conn_id: str, **kwargs: Any) -> dict[str, Any]:
     return {
         "consumer": JetStreamConsumerLagTrigger(conn_id, "orig", "worker", poll_interval=0.2, **kwargs),
         "replication": JetStreamReplicationLagTrigger(conn_id, "orig_copy", poll_interval=0.2, **kwargs),
-        "kv": JetStreamKeyValueTrigger(conn_id, "kvb", "k", rewatch_interval=0.2, **kwargs),
+        "kv": JetStreamKeyValueTrigger(conn_id, "kvb", "k", poll_interval=0.2, **kwargs),
     }
 
 
@@ -117,7 +117,7 @@ def test_a_permission_refusal_fails_the_trigger_at_once(limited_conn, which) -> 
 
 def test_the_full_user_is_not_refused(restricted, jetstream_conn) -> None:
     conn_id = jetstream_conn(f"127.0.0.1:{restricted.port}", login="full", password="fullpass")
-    for name, sensor in sensors(conn_id, max_pending=2).items():
+    for name, sensor in sensors(conn_id, max_unprocessed=2).items():
         deadline = time.monotonic() + 20
         while not sensor.poke({}):
             assert time.monotonic() < deadline, f"{name} never succeeded for the full user"
@@ -149,7 +149,7 @@ def test_an_account_without_the_import_fails_at_once(import_client, which) -> No
     assert "import" in str(failed.value)
     trigger = {
         "consumer": JetStreamConsumerLagTrigger(import_client, "aggregate-test-leaf", "dur", poll_interval=0.2),
-        "kv": JetStreamKeyValueTrigger(import_client, "kvb", "k", rewatch_interval=0.2),
+        "kv": JetStreamKeyValueTrigger(import_client, "kvb", "k", poll_interval=0.2),
     }[which]
     event = asyncio.run(first_event(trigger, timeout=15))
     assert event.payload["reason"] == "permission" and "import" in event.payload["message"]

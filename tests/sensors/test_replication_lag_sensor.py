@@ -9,7 +9,7 @@ import pytest
 from nats.js.api import StreamConfig, StreamSource
 
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
-from airflow_provider_jetstream.sensors.replication_lag import JetStreamReplicationLagSensor
+from airflow_provider_jetstream.sensors.replication_lag import JetStreamReplicationLagSensor, ReplicationOptions
 from tests.dags import sensors_replication_lag as dags
 from tests.support.logs import captured_logs
 from tests.support.natsutil import LEAF_API, connect, leaf_stream_with_messages, unique
@@ -99,7 +99,7 @@ def test_rescheduled_sensor_confirms_an_error_within_one_poke(hub_leaf, hub_conn
         jetstream_conn_id=hub_conn,
         domain="hub",
         stream=aggregate,
-        error_grace="1s",
+        options={"error_grace": "1s"},
         mode="reschedule",
         poke_interval=0.3,
         soft_fail=soft_fail,
@@ -119,8 +119,8 @@ def test_rescheduled_sensor_confirms_an_error_within_one_poke(hub_leaf, hub_conn
         ({"max_inactive": "soon"}, "max_inactive='soon' is not allowed: use seconds \\(30\\)"),
         ({"error_grace": -3}, "error_grace=-3 is not allowed: use a non-negative duration"),
         ({"max_lag": 1.5}, "max_lag=1.5 is not allowed"),
-        ({"sources": "orders"}, "sources='orders' is not allowed: use a non-empty list"),
-        ({"sources": ["ok", "bad name"]}, "sources='bad name' is not allowed: a stream name"),
+        ({"origins": "orders"}, "origins='orders' is not allowed: use a non-empty list"),
+        ({"origins": ["ok", "bad name"]}, "origins='bad name' is not allowed: a stream name"),
         # issue #10: max_inactive=0 could never succeed (every origin is "silent")
         ({"max_inactive": 0}, "max_inactive=0 is not allowed: use a positive duration"),
         ({"max_inactive": "0s"}, "max_inactive='0s' is not allowed: use a positive duration"),
@@ -131,16 +131,19 @@ def test_rescheduled_sensor_confirms_an_error_within_one_poke(hub_leaf, hub_conn
     ],
 )
 def test_bad_arguments_are_refused_when_the_dag_is_parsed(kwargs, message) -> None:
+    # How an origin is judged is the sensor's options (ReplicationOptions); the rest its own arguments.
+    options = {k: v for k, v in kwargs.items() if k in ReplicationOptions.arguments.args}
+    own = {k: v for k, v in kwargs.items() if k not in options}
     with pytest.raises(JetStreamConfigError, match=message):
-        JetStreamReplicationLagSensor(task_id="t", stream="agg", **kwargs)
+        JetStreamReplicationLagSensor(task_id="t", stream="agg", **own, **({"options": options} if options else {}))
 
 
 def test_durations_may_be_templated_and_are_checked_once_rendered() -> None:
-    sensor = JetStreamReplicationLagSensor(task_id="t", stream="agg", max_inactive="{{ params.silence }}")
-    sensor.max_inactive = "45s"  # what rendering the template gives
+    sensor = JetStreamReplicationLagSensor(task_id="t", stream="agg", options={"max_inactive": "{{ params.silence }}"})
+    sensor.options = {"max_inactive": "45s"}  # what rendering the template gives
     sensor.validate()
     assert sensor.max_inactive_seconds == 45.0 and sensor.new_watch().max_inactive == 45.0
-    sensor.max_inactive = "soon"
+    sensor.options = {"max_inactive": "soon"}
     with pytest.raises(JetStreamConfigError, match="max_inactive='soon' is not allowed"):
         sensor.validate()
 
@@ -151,8 +154,8 @@ def test_durations_may_be_templated_and_are_checked_once_rendered() -> None:
 )
 def test_templates_inside_lists_are_left_for_rendering(sources) -> None:
     """issue #10: the template detector looks inside lists and dicts."""
-    sensor = JetStreamReplicationLagSensor(task_id="t", stream="agg", sources=sources)
-    sensor.sources = ["orders"]  # what rendering gives
+    sensor = JetStreamReplicationLagSensor(task_id="t", stream="agg", origins=sources)
+    sensor.origins = ["orders"]  # what rendering gives
     sensor.validate()
 
 
@@ -168,9 +171,9 @@ def test_the_trigger_refuses_bad_policies_too() -> None:
     from airflow_provider_jetstream.triggers.replication_lag import JetStreamReplicationLagTrigger
 
     with pytest.raises(JetStreamConfigError, match="max_inactive=0 is not allowed"):
-        JetStreamReplicationLagTrigger("c", "agg", max_inactive=0)
+        JetStreamReplicationLagTrigger("c", "agg", options={"max_inactive": 0})
     with pytest.raises(JetStreamConfigError, match="verify_origin='yes' is not allowed"):
-        JetStreamReplicationLagTrigger("c", "agg", verify_origin="yes")
+        JetStreamReplicationLagTrigger("c", "agg", options={"verify_origin": "yes"})
 
 
 def test_rescheduled_sensor_keeps_its_state_across_pokes_in_airflow(airflow_db, hub_leaf, hub_conn) -> None:

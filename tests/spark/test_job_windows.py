@@ -17,7 +17,7 @@ from tests.support.spark import iso, publish, stored_at
 
 def _argv(stream, output, bucket, *extra: str) -> list[str]:
     return [
-        *("--stream", stream.name, "--domain", stream.domain, "--output", str(output)),
+        *("--stream", stream.name, "--domain", stream.domain, "--output-path", str(output)),
         *("--checkpoint-bucket", bucket, "--min-partitions", "2", "--partition-by", "subject", *extra),
     ]
 

@@ -55,16 +55,14 @@ def test_full_read_of_a_leaf_stream_through_the_hub_gives_every_message_once(spa
 def test_bounded_and_filtered_ranges(spark, make_stream) -> None:
     stream = make_stream("leaf")
     publish_many(stream, 200, subjects=("a", "b", "c"))
-    bounded = _load(spark, stream.options(startingSequence="20", endingSequence="120", minPartitions="4"))
+    bounded = _load(spark, stream.options(startSeq="20", endSeq="120", minPartitions="4"))
     assert _seqs(bounded) == list(range(20, 121))
     filtered = _load(
         spark,
-        stream.options(
-            filterSubject=f"{stream.prefix}.a, {stream.prefix}.c", startingSequence="7", endingSequence="30"
-        ),
+        stream.options(filterSubjects=f"{stream.prefix}.a, {stream.prefix}.c", startSeq="7", endSeq="30"),
     )
     assert _seqs(filtered) == [s for s in range(7, 31) if s % 3 in (0, 2)]
-    wildcard = _load(spark, stream.options(filterSubject=f"{stream.prefix}.*", maxMessagesPerPartition="64"))
+    wildcard = _load(spark, stream.options(filterSubjects=f"{stream.prefix}.*", maxMessagesPerPartition="64"))
     assert wildcard.rdd.getNumPartitions() == 4
     assert wildcard.count() == 200
 
@@ -77,7 +75,7 @@ def test_starting_time_reads_from_the_first_message_stored_at_or_after_it(spark,
     now = wait_until(lambda: dt.datetime.now(dt.timezone.utc), lambda t: t > last, 10, "the clock passing it")
     middle = now.isoformat()
     publish(stream, [("late", b"x"), ("late", b"y")])
-    assert _seqs(_load(spark, stream.options(startingTime=middle))) == [11, 12]
+    assert _seqs(_load(spark, stream.options(startTime=middle))) == [11, 12]
 
 
 def test_hub_stream_and_local_domain(spark, make_stream) -> None:
@@ -103,8 +101,8 @@ def test_gaps_fail_the_read_by_default_and_are_skipped_with_fail_on_data_loss_fa
     assert _seqs(kept) == [s for s in range(1, 41) if s not in (5, 6, 33)]
     # A start before the stream's first sequence is data loss too, caught on the driver.
     delete_messages(stream, [1, 2, 3, 4])
-    with pytest.raises(Exception, match="startingSequence=2 but the stream's first stored sequence is 7"):
-        _load(spark, stream.options(startingSequence="2")).count()
+    with pytest.raises(Exception, match="startSeq=2 but the stream's first stored sequence is 7"):
+        _load(spark, stream.options(startSeq="2")).count()
 
 
 def test_headers_map_and_include_headers_false(spark, make_stream) -> None:
@@ -120,15 +118,15 @@ def test_headers_map_and_include_headers_false(spark, make_stream) -> None:
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"startingOffsets": "earliest"}, "unknown option 'startingoffsets' (did you mean 'startingSequence'?)"),
-        ({"startingSequence": "first"}, "startingSequence='first' is not allowed"),
+        ({"startingOffsets": "earliest"}, "unknown option 'startingoffsets' (did you mean 'startSeq'?)"),
+        ({"startSeq": "first"}, "startSeq='first' is not allowed"),
         ({"minPartitions": "0"}, "minPartitions='0' is not allowed: use an integer >= 1"),
         ({"minPartitions": "1.5"}, "minPartitions='1.5' is not allowed: use an integer >= 1"),
         ({"heartbeatSeconds": "nan"}, "heartbeatSeconds='nan' is not allowed: use a finite number >= 0.1"),
         ({"failOnDataLoss": "maybe"}, "failOnDataLoss='maybe' is not allowed: use true or false"),
-        ({"filterSubject": "a..b"}, "filterSubject='a..b' is not allowed"),
+        ({"filterSubjects": "a..b"}, "filterSubjects='a..b' is not allowed"),
         ({"apiPrefix": "$JS.x.API"}, "domain='leaf' and apiPrefix='$JS.x.API' were both given"),
-        ({"startingSequence": "9", "endingSequence": "3"}, "the start is after the end"),
+        ({"startSeq": "9", "endSeq": "3"}, "the start is after the end"),
     ],
 )
 def test_bad_options_fail_on_the_driver_naming_option_and_value(spark, make_stream, options, message) -> None:
@@ -153,7 +151,7 @@ def test_connection_from_the_environment_variable_the_operator_sets(spark, make_
 
 def test_a_password_never_appears_in_errors(spark, make_stream) -> None:
     stream = make_stream("leaf")
-    options = stream.options(password="s3cret-pw-not-shown", startingSequence="bad")
+    options = stream.options(password="s3cret-pw-not-shown", startSeq="bad")
     with pytest.raises(Exception) as info:
         _load(spark, options).count()
     assert "s3cret-pw-not-shown" not in str(info.value)

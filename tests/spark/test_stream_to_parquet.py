@@ -34,7 +34,7 @@ def job_env(spark):
 def _job(spark, stream, output, bucket, *extra: str) -> StreamToParquetJob:
     args = parse_args(
         [
-            *("--stream", stream.name, "--domain", stream.domain, "--output", str(output)),
+            *("--stream", stream.name, "--domain", stream.domain, "--output-path", str(output)),
             *("--checkpoint-bucket", bucket, "--min-partitions", "4", "--partition-by", "subject,date", *extra),
         ]
     )
@@ -97,7 +97,7 @@ def test_a_run_killed_at_any_step_then_rerun_leaves_every_message_exactly_once(
     stream = make_stream("leaf")
     bucket, output = _bucket(), tmp_path / "out"
     publish_many(stream, 300)
-    _job(spark, stream, output, bucket, "--end-sequence", "100").run()
+    _job(spark, stream, output, bucket, "--end-seq", "100").run()
 
     crashing = _job(spark, stream, output, bucket)
 
@@ -159,7 +159,9 @@ def test_a_checkpoint_key_of_another_output_is_refused(spark, make_stream, job_e
     with pytest.raises(ValueError, match="belongs to stream"):
         _job(spark, stream, tmp_path / "two", bucket).run()
     with pytest.raises(ValueError, match="--partition-by='subject,hour': 'hour' is not allowed"):
-        parse_args(["--stream", "s", "--output", "o", "--checkpoint-bucket", "b", "--partition-by", "subject,hour"])
+        parse_args(
+            ["--stream", "s", "--output-path", "o", "--checkpoint-bucket", "b", "--partition-by", "subject,hour"]
+        )
 
 
 def test_spark_submit_killed_with_sigkill_during_the_write_then_rerun(spark, make_stream, job_env, tmp_path) -> None:
@@ -179,7 +181,7 @@ def test_spark_submit_killed_with_sigkill_during_the_write_then_rerun(spark, mak
     command = [
         str(Path(sys.executable).parent / "spark-submit"),
         *("--master", "local[2]", "--conf", "spark.ui.enabled=false", str(run_job), "during_write"),
-        *("--stream", stream.name, "--domain", "leaf", "--output", str(output), "--checkpoint-bucket", bucket),
+        *("--stream", stream.name, "--domain", "leaf", "--output-path", str(output), "--checkpoint-bucket", bucket),
         *("--min-partitions", "4", "--partition-by", "subject"),
     ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(repository), os.environ.get("PYTHONPATH")]))}
@@ -196,7 +198,7 @@ def test_spark_submit_killed_with_sigkill_during_the_write_then_rerun(spark, mak
 def test_the_command_line_is_checked_with_the_same_declarations() -> None:
     """``--reader`` and ``--servers`` go through the argument layer like every other flag: a bad reader
     is refused naming what is allowed, and servers holding a password are refused without echoing it."""
-    required = ["--stream", "s", "--output", "o", "--checkpoint-bucket", "b"]
+    required = ["--stream", "s", "--output-path", "o", "--checkpoint-bucket", "b"]
     with pytest.raises(ValueError, match="--reader='fast' is not allowed: use vectorised or nats-py"):
         parse_args([*required, "--reader", "fast"])
     with pytest.raises(ValueError, match=r"--servers='\*\*\*' is not allowed: give servers without credentials") as err:

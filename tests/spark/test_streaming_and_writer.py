@@ -54,8 +54,8 @@ def test_streaming_only_options_are_refused_in_batch_and_vice_versa(spark, make_
     stream = make_stream("leaf")
     with pytest.raises(Exception, match="maxMessagesPerTrigger is for streaming reads only"):
         spark.read.format("jetstream").options(**stream.options(maxMessagesPerTrigger="5")).load().count()
-    with pytest.raises(Exception, match="endingSequence is for batch reads only"):
-        df = spark.readStream.format("jetstream").options(**stream.options(endingSequence="5")).load()
+    with pytest.raises(Exception, match="endSeq is for batch reads only"):
+        df = spark.readStream.format("jetstream").options(**stream.options(endSeq="5")).load()
         query = df.writeStream.format("noop").trigger(availableNow=True).start()
         query.awaitTermination(60)
 
@@ -64,7 +64,9 @@ def test_writer_publishes_rows_and_a_rerun_with_msg_id_stores_nothing_twice(spar
     stream = make_stream("leaf", duplicate_window=120.0)
     rows = [(f"{stream.prefix}.w{i % 2}", f"payload-{i}", f"id-{i}", {"k": f"v{i}"}) for i in range(40)]
     df = spark.createDataFrame(rows, "subject string, data string, id string, headers map<string,string>")
-    writer = df.repartition(3).write.format("jetstream").options(**stream.options(msgIdColumn="id")).mode("append")
+    writer = (
+        df.repartition(3).write.format("jetstream").options(**stream.write_options(msgIdColumn="id")).mode("append")
+    )
     writer.save()
     writer.save()  # the retried job: every row again
     stored = stored_messages(stream)
@@ -81,13 +83,15 @@ def test_writer_publishes_rows_and_a_rerun_with_msg_id_stores_nothing_twice(spar
 def test_writer_subject_option_binary_data_and_refusals(spark, make_stream) -> None:
     stream = make_stream("leaf")
     df = spark.createDataFrame([(bytearray(b"\x00\x01"),), (bytearray(b"\x02"),)], "data binary")
-    df.write.format("jetstream").options(**stream.options(subject=f"{stream.prefix}.fixed")).mode("append").save()
+    df.write.format("jetstream").options(**stream.write_options(subject=f"{stream.prefix}.fixed")).mode("append").save()
     stored = stored_messages(stream)
     assert sorted(d for _, d, _ in stored) == [b"\x00\x01", b"\x02"]
     assert {s for s, _, _ in stored} == {f"{stream.prefix}.fixed"}
     with pytest.raises(Exception, match="no subject"):
-        df.write.format("jetstream").options(**stream.options()).mode("append").save()
+        df.write.format("jetstream").options(**stream.write_options()).mode("append").save()
     with pytest.raises(Exception, match="mode 'overwrite' is not supported"):
-        df.write.format("jetstream").options(**stream.options(subject="x.y")).mode("overwrite").save()
+        df.write.format("jetstream").options(**stream.write_options(subject="x.y")).mode("overwrite").save()
     with pytest.raises(Exception, match="msgIdColumn='nope' is not a column"):
-        df.write.format("jetstream").options(**stream.options(subject="x.y", msgIdColumn="nope")).mode("append").save()
+        df.write.format("jetstream").options(**stream.write_options(subject="x.y", msgIdColumn="nope")).mode(
+            "append"
+        ).save()

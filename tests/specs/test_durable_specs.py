@@ -110,7 +110,7 @@ def test_the_declaration_is_refused_at_once_for_a_limits_origin_or_fields_it_set
             {
                 "origin": {"name": "readings", "retention": "limits"},
                 "origin_domain": "leaf",
-                "name": "all",
+                "stream": "all",
                 "consumer": {"ack_policy": "all"},
                 "stream_overrides": {"sources": []},
             }

@@ -136,7 +136,8 @@ def _spec_structs() -> dict[int, Any]:
 
 
 def _fuzzed_args(signature: Any) -> tuple[str, ...]:
-    """The signature's arguments, and for a spec argument each field of its spec (``stream.max_age``)."""
+    """The signature's arguments, for a spec argument each field of its spec (``stream.max_age``), and for
+    typed options each of their fields (``options.max_in_flight``)."""
     structs = _spec_structs()
     names: list[str] = []
     for name, arg in signature.args.items():
@@ -144,6 +145,9 @@ def _fuzzed_args(signature: Any) -> tuple[str, ...]:
         struct = structs.get(id(arg))
         if struct is not None:
             names += [f"{name}.{f.name}" for f in struct.fields if f.name not in ("name", "bucket")]
+        options = getattr(arg.parse, "options_class", None)
+        if options is not None:
+            names += [f"{name}.{field}" for field in options.arguments.args]
     return tuple(names)
 
 
@@ -211,24 +215,24 @@ MATCH_ANY = "tests.support.matchers.sequence_of"
 
 OPERATOR_BASE: dict[str, dict[str, Any]] = {
     "JetStreamCreateStreamOperator": {"stream": {"name": "fz_new", "subjects": ["leaf.fz.new.>"]}},
-    "JetStreamCreateMirrorOperator": {"name": "fz_newmirror", "source_stream": "fz_origin", "source_domain": TARGET},
-    "JetStreamCreateSourcedStreamOperator": {"name": "fz_newsourced", "sources": [{"name": "fz_origin"}]},
-    "JetStreamDeleteStreamOperator": {"name": "fz_doomed"},
-    "JetStreamPurgeStreamOperator": {"name": "fz_target", "subject": "leaf.fz.target.a"},
+    "JetStreamCreateMirrorOperator": {"stream": "fz_newmirror", "origin": "fz_origin", "origin_domain": TARGET},
+    "JetStreamCreateSourcedStreamOperator": {"stream": "fz_newsourced", "sources": [{"name": "fz_origin"}]},
+    "JetStreamDeleteStreamOperator": {"stream": "fz_doomed"},
+    "JetStreamPurgeStreamOperator": {"stream": "fz_target", "subject": "leaf.fz.target.a"},
     "JetStreamCreateConsumerOperator": {"stream": "fz_target", "consumer": {"name": "fz_newdur"}},
-    "JetStreamDeleteConsumerOperator": {"stream": "fz_target", "name": "fz_dur"},
+    "JetStreamDeleteConsumerOperator": {"stream": "fz_target", "consumer": "fz_dur"},
     "JetStreamCreateKeyValueOperator": {"bucket": "fznewkv"},
     "JetStreamKeyValuePutOperator": {"bucket": "fzkv", "key": "k1", "value": "v9"},
     "JetStreamKeyValueDeleteOperator": {"bucket": "fzkv", "key": "k2"},
     "JetStreamCreateObjectStoreOperator": {"bucket": "fznewobj"},
     "JetStreamCreateDurableSourceOperator": {
-        "name": "fz_newdurcopy",
+        "stream": "fz_newdurcopy",
         "origin": {"name": "fz_newwq", "subjects": ["fzwq.>"]},
         "origin_domain": "hub",
     },
-    "JetStreamPutObjectOperator": {"bucket": "fzobj", "name": "o2", "source": OBJECT_SOURCE},
-    "JetStreamGetObjectOperator": {"bucket": "fzobj", "name": "o1", "destination": OBJECT_DESTINATION},
-    "JetStreamDeleteObjectOperator": {"bucket": "fzobj", "name": "o1"},
+    "JetStreamPutObjectOperator": {"bucket": "fzobj", "object_name": "o2", "local_path": OBJECT_SOURCE},
+    "JetStreamGetObjectOperator": {"bucket": "fzobj", "object_name": "o1", "local_path": OBJECT_DESTINATION},
+    "JetStreamDeleteObjectOperator": {"bucket": "fzobj", "object_name": "o1"},
     "JetStreamPublishOperator": {"subject": "leaf.fz.target.p", "messages": ["m1", "m2"], "msg_id": "fz-{index}"},
     "JetStreamSparkSubmitOperator": {
         "stream": "fz_target",
@@ -251,26 +255,30 @@ OPERATOR_BASE: dict[str, dict[str, Any]] = {
     "JetStreamConsumerLagSensor": {
         "stream": "fz_target",
         "consumer": "fz_dur",
-        "max_pending": 100,
-        "max_ack_pending": 100,
+        "max_unprocessed": 100,
+        "max_outstanding_acks": 100,
     },
     "JetStreamKeyValueSensor": {"bucket": "fzkv", "key": "k1"},
-    "JetStreamObjectSensor": {"bucket": "fzobj", "name": "o1"},
-    "JetStreamReplicationLagSensor": {"stream": "fz_copy", "max_inactive": "1h"},
-    "JetStreamRetentionHeadroomSensor": {"stream": "fz_copy", "max_inactive": "1h", "min_time_to_loss": "1s"},
+    "JetStreamObjectSensor": {"bucket": "fzobj", "object_name": "o1"},
+    "JetStreamReplicationLagSensor": {"stream": "fz_copy", "options": {"max_inactive": "1h"}},
+    "JetStreamRetentionHeadroomSensor": {
+        "stream": "fz_copy",
+        "options": {"max_inactive": "1h"},
+        "min_time_to_loss": "1s",
+    },
 }
 HOOK_BASE: dict[str, dict[str, Any]] = {
     "JetStreamHook()": {},
     "aapi": {},
     "ajetstream": {},
     "aaccount_info": {},
-    "aensure_stream": {"spec": {"name": "fz_new", "subjects": ["leaf.fz.new.>"]}},
-    "aensure_consumer": {"stream": "fz_target", "spec": {"name": "fz_newdur"}},
-    "aensure_key_value": {"spec": {"bucket": "fznewkv"}},
-    "astream_info": {"name": "fz_target"},
-    "adelete_stream": {"name": "fz_doomed"},
-    "apurge_stream": {"name": "fz_target", "subject": "leaf.fz.target.a"},
-    "adelete_consumer": {"stream": "fz_target", "name": "fz_dur"},
+    "aensure_stream": {"stream": {"name": "fz_new", "subjects": ["leaf.fz.new.>"]}},
+    "aensure_consumer": {"stream": "fz_target", "consumer": {"name": "fz_newdur"}},
+    "aensure_key_value": {"bucket": {"bucket": "fznewkv"}},
+    "astream_info": {"stream": "fz_target"},
+    "adelete_stream": {"stream": "fz_doomed"},
+    "apurge_stream": {"stream": "fz_target", "subject": "leaf.fz.target.a"},
+    "adelete_consumer": {"stream": "fz_target", "consumer": "fz_dur"},
     "aconsumer_lag": {"stream": "fz_target", "consumer": "fz_dur"},
     "areplication_status": {"stream": "fz_copy", "max_inactive": "1h"},
     "acheck_replication": {"watch": None},  # made per call (a ReplicationWatch)
@@ -279,18 +287,18 @@ HOOK_BASE: dict[str, dict[str, Any]] = {
     "acheck_key": {"bucket": "fzkv", "key": "k1"},
     "akv_put": {"bucket": "fzkv", "key": "k1", "value": "v9"},
     "akv_delete": {"bucket": "fzkv", "key": "k2"},
-    "aensure_object_store": {"spec": {"bucket": "fznewobj"}},
+    "aensure_object_store": {"bucket": {"bucket": "fznewobj"}},
     "aensure_durable_source": {
-        "name": "fz_newdurcopy",
+        "stream": "fz_newdurcopy",
         "origin": {"name": "fz_newwq", "subjects": ["fzwq.>"]},
         "origin_domain": "hub",
     },
-    "aput_object": {"bucket": "fzobj", "name": "o2", "source": OBJECT_SOURCE},
-    "aget_object": {"bucket": "fzobj", "name": "o1", "destination": OBJECT_DESTINATION},
-    "aobject_info": {"bucket": "fzobj", "name": "o1"},
+    "aput_object": {"bucket": "fzobj", "object_name": "o2", "local_path": OBJECT_SOURCE},
+    "aget_object": {"bucket": "fzobj", "object_name": "o1", "local_path": OBJECT_DESTINATION},
+    "aobject_info": {"bucket": "fzobj", "object_name": "o1"},
     "alist_objects": {"bucket": "fzobj"},
-    "adelete_object": {"bucket": "fzobj", "name": "o1"},
-    "acheck_object": {"bucket": "fzobj", "name": "o1"},
+    "adelete_object": {"bucket": "fzobj", "object_name": "o1"},
+    "acheck_object": {"bucket": "fzobj", "object_name": "o1"},
     "awatch_objects": {"bucket": "fzobj"},
     "apublish": {"subject": "leaf.fz.target.p", "messages": ["m1", "m2"], "msg_id": "fz-{index}"},
     "aprobe_domains": {"domains": [TARGET]},
@@ -303,13 +311,13 @@ TRIGGER_BASE: dict[str, dict[str, Any]] = {
     "JetStreamConsumerLagTrigger": {
         "stream": "fz_target",
         "consumer": "fz_dur",
-        "max_pending": 100,
-        "max_ack_pending": 100,
+        "max_unprocessed": 100,
+        "max_outstanding_acks": 100,
         "poll_interval": 1,
     },
-    "JetStreamReplicationLagTrigger": {"stream": "fz_copy", "max_inactive": "1h", "poll_interval": 1},
+    "JetStreamReplicationLagTrigger": {"stream": "fz_copy", "options": {"max_inactive": "1h"}, "poll_interval": 1},
     "JetStreamKeyValueTrigger": {"bucket": "fzkv", "key": "k1"},
-    "JetStreamObjectTrigger": {"bucket": "fzobj", "name": "o1", "poll_interval": 1},
+    "JetStreamObjectTrigger": {"bucket": "fzobj", "object_name": "o1", "poll_interval": 1},
     "JetStreamMessageTrigger": {"stream": "fz_target", "consumer": "fz_evdur"},
     "JetStreamKeyValueEventTrigger": {"bucket": "fzkv", "consumer": "fz_kvdur"},
     "JetStreamAwaitMessageTrigger": {
@@ -323,12 +331,10 @@ TRIGGER_BASE: dict[str, dict[str, Any]] = {
 
 def baseline(entry: Entry, world: FuzzWorld, arg: str = "") -> dict[str, Any]:
     """The entry point's valid values (every required argument), aimed at the leaf; without the partner
-    an API prefix ``arg`` excludes. An object's ``source`` and ``destination`` are files of the world's
-    directory."""
+    an API prefix ``arg`` excludes. An object's ``local_path`` is a file of the world's directory."""
     base = _baseline(entry, world)
-    for path in ("source", "destination"):
-        if base.get(path) in (OBJECT_SOURCE, OBJECT_DESTINATION):
-            base[path] = str(world.workdir / base[path])
+    if base.get("local_path") in (OBJECT_SOURCE, OBJECT_DESTINATION):
+        base["local_path"] = str(world.workdir / base["local_path"])
     base.pop(PARTNERS.get(arg, ""), None)
     return base
 
@@ -353,8 +359,8 @@ def _baseline(entry: Entry, world: FuzzWorld) -> dict[str, Any]:
             base["domain"] = TARGET
         if method == "JetStreamHook()":
             base.update(jetstream_conn_id=CONN_ID, domain=TARGET)
-        if method != "JetStreamHook()" and "timeout" in getattr(JetStreamHook, method).arguments.args:
-            base["timeout"] = 2
+        if method != "JetStreamHook()" and "request_timeout" in getattr(JetStreamHook, method).arguments.args:
+            base["request_timeout"] = 2
         return base
     if entry.kind == "trigger":
         return {**TRIGGER_BASE[entry.name], "jetstream_conn_id": CONN_ID, "domain": TARGET}
@@ -367,7 +373,7 @@ def _baseline(entry: Entry, world: FuzzWorld) -> dict[str, Any]:
             return {**base, "subject": "leaf.fz.target.s"}
         return {**base, "stream": "fz_target"}
     if entry.kind == "job":
-        return {"--stream": "fz_target", "--output": "/tmp/fz-out", "--checkpoint-bucket": "fzckpt"}
+        return {"--stream": "fz_target", "--output-path": "/tmp/fz-out", "--checkpoint-bucket": "fzckpt"}
     raise AssertionError(entry)
 
 
@@ -417,7 +423,7 @@ def _call_hook(entry: Entry, kw: dict[str, Any], world: FuzzWorld) -> Any:
     from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 
     if entry.name == "JetStreamHook()":
-        return JetStreamHook(**kw).stream_info("fz_target", timeout=2)
+        return JetStreamHook(**kw).stream_info("fz_target", request_timeout=2)
     hook = JetStreamHook(CONN_ID)
     method = entry.target
     if method == "acheck_replication" and kw.get("watch") is None and "watch" in kw:
@@ -478,7 +484,7 @@ def _call_trigger(entry: Entry, kw: dict[str, Any]) -> Any:
     # An event trigger's consumer, created as its producer creates it on start.
     message = rebuilt.kwargs
     hook = JetStreamHook(message["jetstream_conn_id"], domain=message["domain"], api_prefix=message["api_prefix"])
-    return hook.ensure_consumer(message["stream"], rebuilt.spec, timeout=2)
+    return hook.ensure_consumer(message["stream"], rebuilt.spec, request_timeout=2)
 
 
 def _call_connection(kw: dict[str, Any]) -> Any:
@@ -499,7 +505,7 @@ def _call_connection(kw: dict[str, Any]) -> Any:
     os.environ[f"AIRFLOW_CONN_{FUZZ_CONN_ID.upper()}"] = text
     hook = JetStreamHook(FUZZ_CONN_ID, domain=TARGET)
     _servers_as_given(hook.get_conn_config().servers, kw.get("port"))
-    return hook.stream_info("fz_target", timeout=2)
+    return hook.stream_info("fz_target", request_timeout=2)
 
 
 class NotAsked(Exception):
@@ -551,7 +557,7 @@ def _call_job(kw: dict[str, Any]) -> Any:
 #: An API prefix excludes a domain: the baseline's domain is left out when its partner is generated.
 PARTNERS = {
     "api_prefix": "domain",
-    "source_api_prefix": "source_domain",
+    "origin_api_prefix": "origin_domain",
     "apiPrefix": "domain",
     "--api-prefix": "--domain",
 }
@@ -625,9 +631,10 @@ def _is_airflow_outcome(err: BaseException) -> bool:
 
 #: Operator arguments that are fields of the spec the operator builds: refused at their place in it.
 SPEC_PATHS = {
-    "source_stream": "stream.mirror.name",
-    "source_domain": "stream.mirror.domain",
-    "source_api_prefix": "stream.mirror.api_prefix",
+    "origin": "stream.mirror.name",
+    "origin_domain": "stream.mirror.domain",
+    "origin_api_prefix": "stream.mirror.api_prefix",
+    "filter_subjects": "stream.mirror.filter_subject",
 }
 
 

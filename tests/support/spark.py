@@ -43,6 +43,12 @@ class SparkStream:
             **extra,
         }
 
+    def write_options(self, **extra: str) -> dict[str, str]:
+        """Data source options of a write: connect to the hub, write what this stream must store, in its domain."""
+        options = self.options(**extra)
+        options["expectedStream"] = options.pop("stream")
+        return options
+
 
 async def hub_client(topology: LocalTopology) -> Any:
     import nats

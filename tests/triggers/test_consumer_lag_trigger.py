@@ -29,11 +29,11 @@ def test_trigger_fires_only_after_the_last_ack(hub_leaf, hub_conn) -> None:
         sub = await nc.jetstream().pull_subscribe_bind("worker", stream)
         msgs = await sub.fetch(5, timeout=5)
         # Each check the trigger makes is logged with the counts it saw: it judged this state and waits on.
-        await logs.wait_for("waiting: outstanding acks (num_ack_pending) 5 > max_ack_pending 0")
+        await logs.wait_for("waiting: outstanding acks (num_ack_pending) 5 > max_outstanding_acks 0")
         states.append("fetched:" + ("fired" if fired.done() else "waiting"))
         for msg in msgs[:-1]:
             await msg.ack_sync()
-        await logs.wait_for("waiting: outstanding acks (num_ack_pending) 1 > max_ack_pending 0")
+        await logs.wait_for("waiting: outstanding acks (num_ack_pending) 1 > max_outstanding_acks 0")
         states.append("4 acked:" + ("fired" if fired.done() else "waiting"))
         await msgs[-1].ack_sync()
         event = await fired
@@ -54,7 +54,9 @@ def test_trigger_fires_only_after_the_last_ack(hub_leaf, hub_conn) -> None:
 def test_thresholds_allow_some_unprocessed_messages(hub_leaf, hub_conn) -> None:
     stream = unique("cl")
     asyncio.run(leaf_stream_with_consumer(hub_leaf.url("leaf"), stream, 3))
-    trigger = JetStreamConsumerLagTrigger(hub_conn, stream, "worker", domain="leaf", max_pending=3, poll_interval=0.2)
+    trigger = JetStreamConsumerLagTrigger(
+        hub_conn, stream, "worker", domain="leaf", max_unprocessed=3, poll_interval=0.2
+    )
     event = asyncio.run(first_event(trigger, timeout=10))
     assert event.payload["status"] == "success"
     assert event.payload["consumer"]["num_pending"] == 3
@@ -121,7 +123,9 @@ def lag_triggers(conn_id: str, hub_stream: str, leaf_stream: str, count: int) ->
             # sources a leaf stream that does not exist: reports an error, within a long grace period
             agg = f"{hub_stream}_agg"
             triggers.append(
-                JetStreamReplicationLagTrigger(conn_id, agg, domain="hub", error_grace=600, poll_interval=0.2)
+                JetStreamReplicationLagTrigger(
+                    conn_id, agg, domain="hub", options={"error_grace": 600}, poll_interval=0.2
+                )
             )
         else:
             triggers.append(JetStreamConsumerLagTrigger(conn_id, stream, "worker", domain=domain, poll_interval=0.2))

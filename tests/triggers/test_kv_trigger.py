@@ -64,7 +64,7 @@ def test_deleted_or_purged_key_is_absent_and_value_and_revision_are_waited_for(h
         await kv.put("k", b"v2")
         await kv.purge("k")
         seen["purged"] = (await hook.acheck_key(bucket, "k")).reason
-        trigger = JetStreamKeyValueTrigger(hub_conn, bucket, "k", domain="leaf", value="v4", min_revision=1)
+        trigger = JetStreamKeyValueTrigger(hub_conn, bucket, "k", domain="leaf", value="v4", after_revision=0)
         fired = asyncio.create_task(first_event(trigger, timeout=20))
         await logs.wait_for("waiting: key 'k' is purged at revision")  # the watch judged the purge marker
         seen["fired on purge marker"] = fired.done()
@@ -72,7 +72,7 @@ def test_deleted_or_purged_key_is_absent_and_value_and_revision_are_waited_for(h
         await logs.wait_for("waiting: key 'k' is b'v3' at revision")  # and the other value
         seen["fired on other value"] = fired.done()
         seen["check other value"] = (await hook.acheck_key(bucket, "k", value="v4")).reason
-        seen["check min revision"] = (await hook.acheck_key(bucket, "k", min_revision=99)).reason
+        seen["check min revision"] = (await hook.acheck_key(bucket, "k", after_revision=98)).reason
         revision = await kv.put("k", b"v4")
         seen["event"] = (await fired).payload
         seen["revision"] = revision
@@ -143,7 +143,7 @@ def test_watch_survives_the_leaf_being_cut_off_and_sees_the_key_set_meanwhile(ma
     async def scenario(logs: LogLines) -> tuple[bool, dict]:
         leaf, _ = await leaf_bucket(topology, bucket)
         await leaf.close()
-        trigger = JetStreamKeyValueTrigger(conn_id, bucket, "ready", domain="leaf", rewatch_interval=1.0)
+        trigger = JetStreamKeyValueTrigger(conn_id, bucket, "ready", domain="leaf", poll_interval=1.0)
         fired = asyncio.create_task(first_event(trigger, timeout=60))
         await logs.wait_for("key 'ready' is absent; watching")  # the watch is armed
         await asyncio.to_thread(topology.disconnect_leaf, "leaf")

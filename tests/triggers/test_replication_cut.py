@@ -79,7 +79,7 @@ def test_no_checker_says_caught_up_while_the_leaf_is_cut_off(make_topology, jets
             jetstream_conn_id=conn_id,
             domain="hub",
             stream=stream,
-            max_inactive=max_inactive,
+            options={"max_inactive": max_inactive, "verify_origin": kwargs.pop("verify_origin", "auto")},
             poke_interval=INTERVAL,
             **kwargs,
         )

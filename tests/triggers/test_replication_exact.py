@@ -348,9 +348,9 @@ def test_an_origin_not_verifiable_from_this_account_uses_the_lag_active_rule_or_
     assert origin["check"] == "lag/active" and origin["api_prefix"] == "JS.acc@hub.API"
     assert origin["reason"].startswith("origin not verifiable from this account")
     with pytest.raises(AirflowFailException, match="cannot be verified \\(verify_origin='required'\\)"):
-        sensor(verify_origin="required").poke({})
+        sensor(options={"verify_origin": "required"}).poke({})
     trigger = JetStreamReplicationLagTrigger(
-        cross_account["conn_id"], "aggregate-test-leaf-from-acc", domain="hub", verify_origin="required"
+        cross_account["conn_id"], "aggregate-test-leaf-from-acc", domain="hub", options={"verify_origin": "required"}
     )
     event = asyncio.run(first_event(trigger, timeout=20))
     assert event.payload["reason"] == "replication_error" and "verify_origin='required'" in event.payload["message"]

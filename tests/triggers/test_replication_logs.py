@@ -68,7 +68,7 @@ def test_a_long_wait_for_leaves_away_logs_news_only_and_unknown_lags(make_topolo
             jetstream_conn_id=conn_id,
             domain="hub",
             stream=aggregate,
-            max_inactive="30s",
+            options={"max_inactive": "30s"},
             unreachable_origins=policy,
             poke_interval=0.2,
         )

@@ -33,7 +33,9 @@ def test_trigger_fires_when_aggregate_and_mirror_caught_up(hub_leaf, hub_conn) -
 
     async def wait_both() -> list:
         triggers = [
-            JetStreamReplicationLagTrigger(hub_conn, stream, domain="hub", max_inactive=3, poll_interval=0.2)
+            JetStreamReplicationLagTrigger(
+                hub_conn, stream, domain="hub", options={"max_inactive": 3}, poll_interval=0.2
+            )
             for stream in (aggregate, mirror)
         ]
         return await asyncio.gather(*(first_event(t, timeout=20) for t in triggers))
@@ -64,7 +66,7 @@ def test_a_replication_error_fails_after_the_grace_period_with_the_error_text(hu
         await hub.jetstream().add_stream(StreamConfig(name=aggregate, sources=[source]))
         await hub.close()
         started = time.monotonic()
-        trigger = JetStreamReplicationLagTrigger(hub_conn, aggregate, error_grace=1.5, poll_interval=0.2)
+        trigger = JetStreamReplicationLagTrigger(hub_conn, aggregate, options={"error_grace": 1.5}, poll_interval=0.2)
         event = await first_event(trigger, timeout=20)
         return event.payload, time.monotonic() - started
 
@@ -78,7 +80,7 @@ def test_a_replication_error_fails_after_the_grace_period_with_the_error_text(hu
 def test_named_source_that_the_stream_lacks_fails_naming_its_origins(hub_leaf, hub_conn) -> None:
     origin = unique("rep")
     aggregate, _ = asyncio.run(leaf_origin_and_hub_copies(hub_leaf, origin, 1))
-    trigger = JetStreamReplicationLagTrigger(hub_conn, aggregate, sources=["other"], poll_interval=0.2)
+    trigger = JetStreamReplicationLagTrigger(hub_conn, aggregate, origins=["other"], poll_interval=0.2)
     event = asyncio.run(first_event(trigger, timeout=5))
     assert event.payload["status"] == "error"
     assert f"no mirror or source named 'other'; its origins are '{origin}'" in event.payload["message"]
@@ -94,11 +96,13 @@ def test_cut_off_leaf_is_never_caught_up_until_the_hub_has_everything(make_topol
     copies = {aggregate: "hub", mirror: "hub"}
 
     sensor = JetStreamReplicationLagSensor(
-        task_id="replicated", jetstream_conn_id=conn_id, domain="hub", stream=aggregate, max_inactive="3s"
+        task_id="replicated", jetstream_conn_id=conn_id, domain="hub", stream=aggregate, options={"max_inactive": "3s"}
     )
 
     def trigger(stream: str) -> JetStreamReplicationLagTrigger:
-        return JetStreamReplicationLagTrigger(conn_id, stream, domain="hub", max_inactive="3s", poll_interval=0.5)
+        return JetStreamReplicationLagTrigger(
+            conn_id, stream, domain="hub", options={"max_inactive": "3s"}, poll_interval=0.5
+        )
 
     async def caught_up_before_cut() -> list:
         return await asyncio.gather(*(first_event(trigger(s), timeout=20) for s in copies))
@@ -152,6 +156,10 @@ def test_cut_off_leaf_is_never_caught_up_until_the_hub_has_everything(make_topol
     # Once caught up, an idle source's `active` grows again after a relink (seen on 2.10 and 2.15: 15 s
     # and more), so the final check allows more than this test's 3 s of silence.
     after = JetStreamReplicationLagSensor(
-        task_id="replicated_after", jetstream_conn_id=conn_id, domain="hub", stream=aggregate, max_inactive="60s"
+        task_id="replicated_after",
+        jetstream_conn_id=conn_id,
+        domain="hub",
+        stream=aggregate,
+        options={"max_inactive": "60s"},
     ).poke({})
     assert after and after.xcom_value["messages"] == 35

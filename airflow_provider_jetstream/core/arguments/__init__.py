@@ -2,7 +2,7 @@
 
 An operation (a purge, a publish, a consumer-lag check...) has one :class:`Args`: its arguments by
 name, each an :class:`Arg` (how to parse it, its default, what an empty value means, whether
-operators render it), and the rules between them (``keep`` or ``up_to_sequence``, not both). Every
+operators render it), and the rules between them (``keep`` or ``up_to_seq``, not both). Every
 layer that offers the operation checks the same declaration: the hook method (on each call), the
 operator or sensor (when the DAG is parsed for literal values, once rendered for templated ones, see
 :mod:`airflow_provider_jetstream.utils.arguments`), the trigger (its kwargs), the Spark option or job
@@ -10,18 +10,23 @@ argument. Every refusal has one form: ``field=value is not allowed: what is allo
 reported at once as :class:`~airflow_provider_jetstream.core.errors.SpecErrors`.
 
 The parsers live in :mod:`.values` (booleans, numbers, seconds, choices, lists), :mod:`.names`
-(names, subjects, domains, API prefixes, headers) and :mod:`.durations`; the declarations, one
-signature per operation, in :mod:`airflow_provider_jetstream.core.signatures`. Airflow-free: Spark
+(names, subjects, domains, API prefixes, headers) and :mod:`.durations`; the names no surface takes any
+more, each refused naming its replacement (:meth:`Args.refuse_retired`), in :mod:`.retired`; the base of
+typed options (an operator's advanced tuning as one ``options`` argument) in :mod:`.options`; the
+declarations, one signature per operation, in :mod:`airflow_provider_jetstream.core.signatures`. Airflow-free: Spark
 executors and the packaged Spark job import it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_provider_jetstream.core.arguments.retired import SNAKE, retired_entry
 from airflow_provider_jetstream.core.arguments.values import Parser, parse_value
 from airflow_provider_jetstream.core.errors import JetStreamConfigError, SpecError, SpecErrors
 
@@ -184,6 +189,35 @@ class Args:
         """The signature with more rules (between its own arguments)."""
         return Args(self.name, self.args, self.rules + rules)
 
+    def refuse_retired(self, values: Mapping[str, Any], surface: str, form: str = SNAKE) -> None:
+        """Refuse each name of ``values`` this signature does not take that was retired on ``surface`` (see
+        :mod:`.retired`: ``old=value is not allowed: renamed <new>``) or moved into one of its options
+        arguments (``moved into options=...``), all at once; other unknown names are left to the caller.
+
+        :param surface: the surface's name: a hook method's qualified name, a class name, ``spark read``...
+        :param form: how the names are spelled: ``snake`` (Python), ``camel`` (Spark options), ``flag``.
+        """
+        errors: list[SpecError] = []
+        for name, value in values.items():
+            if name in self.args:
+                continue
+            moved = self._moved_into(name)
+            entry = retired_entry(name, self.args, surface, form)
+            if moved is not None:
+                errors.append(SpecError(name, value, f"moved into {moved}({name}={value!r})"))
+            elif entry is not None:
+                errors.append(entry.refusal(name, value, form))
+        if errors:
+            raise SpecErrors(errors)
+
+    def _moved_into(self, name: str) -> str | None:
+        """``options=PublishOptions`` when ``name`` is a field of this signature's options argument."""
+        for arg_name, arg in self.args.items():
+            options = getattr(arg.parse, "options_class", None)
+            if options is not None and name in options.arguments.args:
+                return f"{arg_name}={options.__name__}"
+        return None
+
     def template_fields(self) -> tuple[str, ...]:
         """The names of the arguments operators and sensors render, in declaration order."""
         return tuple(n for n, a in self.args.items() if a.templated)
@@ -246,6 +280,21 @@ class Args:
         return out
 
 
+def refusing_retired(init: Callable[..., None]) -> Callable[..., None]:
+    """An ``__init__`` (of a class with an ``arguments`` signature: a trigger...) that first refuses the retired
+    names among its keyword arguments, naming their replacements (:meth:`Args.refuse_retired`)."""
+    parameters = inspect.signature(init).parameters
+
+    @functools.wraps(init)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
+        unknown = {name: value for name, value in kwargs.items() if name not in parameters}
+        if unknown:
+            type(self).arguments.refuse_retired(unknown, type(self).__name__)
+        init(self, *args, **kwargs)
+
+    return wrapper
+
+
 def _spec_errors(err: JetStreamConfigError, field: str, value: Any) -> list[SpecError]:
     if isinstance(err, (SpecError, SpecErrors)):
         return list(err.errors)
@@ -263,5 +312,6 @@ __all__ = [
     "Rule",
     "exclusive",
     "is_empty",
+    "refusing_retired",
     "requires",
 ]

@@ -1,7 +1,7 @@
 """The parsers of plain values: booleans, integers, numbers, seconds, choices, text and lists.
 
 A parser is ``parse(value, field) -> the value to use``; it raises :class:`SpecError` naming the field,
-the value and what is allowed (``max_pending=-1 is not allowed: use an integer >= 0``). Booleans and
+the value and what is allowed (``max_unprocessed=-1 is not allowed: use an integer >= 0``). Booleans and
 numbers also have text forms (``"true"``, ``"5"``): those are what a rendered template, a command
 line, a Spark option or a connection form gives, so they are accepted where the value may be text
 (``parse(value, field, text=True)``, see :func:`parse_value`) and refused where a Python caller

@@ -23,7 +23,7 @@ from airflow_provider_jetstream.core.arguments.names import consumer_name, readi
 from airflow_provider_jetstream.core.arguments.values import boolean, choice, integer, optional, seconds
 from airflow_provider_jetstream.core.errors import SpecError
 from airflow_provider_jetstream.core.publish.subjects import check_publish_subject
-from airflow_provider_jetstream.core.signatures.shared import STREAM, TIMEOUT
+from airflow_provider_jetstream.core.signatures.shared import STREAM
 
 #: The most messages one pull request may ask for here (the server's ``max_request_batch`` may be lower).
 MAX_BATCH = 10_000
@@ -71,9 +71,6 @@ _READ_RULES = [
     exclusive("start_seq", "start_time", "give one start of the read"),
     Rule(("consumer", "start_seq", "start_time"), _no_start_with_a_durable, "a start only without a consumer"),
 ]
-
-#: The seconds each JetStream API answer may take, under the glossary's name.
-REQUEST_TIMEOUT = Args("request timeout", {"request_timeout": TIMEOUT})
 
 #: ``JetStreamHook.fetch``: one batch of a durable consumer or an ephemeral read.
 FETCH = Args(
@@ -191,4 +188,4 @@ CONSUME_OPERATOR = Args(
     ],
 )
 
-__all__ = ["CONSUME", "CONSUME_OPERATOR", "FETCH", "MAX_BATCH", "REQUEST_TIMEOUT", "RESULTS_OVERFLOW"]
+__all__ = ["CONSUME", "CONSUME_OPERATOR", "FETCH", "MAX_BATCH", "RESULTS_OVERFLOW"]

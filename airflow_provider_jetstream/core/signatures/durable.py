@@ -34,7 +34,7 @@ def _transforms(value: Any, field: str) -> list[Any]:
 _DURABLE_PARTS = (
     "origin",
     "origin_domain",
-    "name",
+    "stream",
     "consumer",
     "deliver_subject",
     "subject_transforms",
@@ -43,7 +43,23 @@ _DURABLE_PARTS = (
 
 
 def _durable_source(values: Mapping[str, Any], prefix: str) -> dict[str, Any]:
-    return {"durable_source": DurableSource.build(**{key: values[key] for key in _DURABLE_PARTS})}
+    parts = {key: values[key] for key in _DURABLE_PARTS}
+    return {"durable_source": DurableSource.build(name=parts.pop("stream"), **parts)}
+
+
+#: What the durable source operator takes in its options (:class:`~.options.DurableSourceOptions`).
+DURABLE_TUNING = {
+    "deliver_subject": Arg(
+        literal_subject,
+        None,
+        DEFAULT,
+        "where the origin's flow-control consumer pushes; default '_sourcing.<stream>.<origin_domain>.<origin>'",
+        templated=True,
+    ),
+    "subject_transforms": Arg(
+        _transforms, None, DEFAULT, "the source's subject transforms ([{src, dest}]), applied in the copy"
+    ),
+}
 
 
 #: One durable source (nats-server 2.14+): the origin's stream and flow-control consumer, the copy's source.
@@ -55,25 +71,16 @@ ENSURE_DURABLE_SOURCE = Args(
             "{'name': 'readings', 'subjects': ['sensors.a.>']}"
         ),
         "origin_domain": Arg(domain_name, REQUIRED, REFUSE, "the origin's JetStream domain (a leaf)", templated=True),
-        "name": STREAM.but(doc="the copying stream, in domain (the hub)"),
+        "stream": STREAM.but(doc="the copying stream, in domain (the hub)"),
         "consumer": Arg(
             _fields("consumer fields"),
             None,
             DEFAULT,
-            "more fields of the origin's flow-control consumer (name: default 'sourcing-<name>'; filter_subject, "
+            "the origin's flow-control consumer: its fields (name: default 'sourcing-<stream>'; filter_subject, "
             "start_seq, max_ack_pending, description...)",
             templated=True,
         ),
-        "deliver_subject": Arg(
-            literal_subject,
-            None,
-            DEFAULT,
-            "where the consumer pushes; default '_sourcing.<name>.<origin_domain>.<origin>'",
-            templated=True,
-        ),
-        "subject_transforms": Arg(
-            _transforms, None, DEFAULT, "the source's subject transforms ([{src, dest}]), applied in the copy"
-        ),
+        **DURABLE_TUNING,
         "stream_overrides": Arg(
             _fields("stream fields"), None, DEFAULT, "other fields of the copying stream", templated=True
         ),
@@ -84,3 +91,18 @@ ENSURE_DURABLE_SOURCE = Args(
     },
     [Rule(_DURABLE_PARTS, _durable_source, "the three objects these arguments declare")],
 )
+
+
+def create_durable_source(declare: Args) -> Args:
+    """``JetStreamCreateDurableSourceOperator``'s own arguments: the durable source's parts, and ``declare``
+    (``if_exists``, and ``options`` holding the deliver subject, the subject transforms and the declare
+    options); the derived value ``durable_source`` is what they declare."""
+    parts = ENSURE_DURABLE_SOURCE.without(*DURABLE_TUNING, *_RECONCILE, *_STORED, "allow_double_store", "peer_domains")
+    signature = parts + declare
+
+    def build(values: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+        options = values["options"]
+        tuned = {"deliver_subject": options.deliver_subject, "subject_transforms": options.subject_transforms}
+        return _durable_source({**values, **tuned}, prefix)
+
+    return signature.ruled(Rule((*parts.args, "options"), build, "the three objects these arguments declare"))

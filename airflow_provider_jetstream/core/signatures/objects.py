@@ -17,6 +17,7 @@ from airflow_provider_jetstream.core.errors import SpecError
 from airflow_provider_jetstream.core.manage.objects import CHUNK_SIZE
 from airflow_provider_jetstream.core.manage.specs.objects import ObjectStoreSpec
 from airflow_provider_jetstream.core.signatures.shared import (
+    AFTER_REVISION,
     ALLOW_DATA_LOSS,
     ALLOW_DOUBLE_STORE,
     DRY_RUN,
@@ -45,12 +46,14 @@ OBJECT_STORE_SPEC = Arg(
     templated=True,
 )
 OBJECT_BUCKET = Arg(object_bucket_name, REQUIRED, REFUSE, "the object store bucket's name", templated=True)
-OBJECT_NAME = Arg(object_name, REQUIRED, REFUSE, "the object's name in its bucket", templated=True)
+OBJECT_NAME = Arg(object_name, REQUIRED, REFUSE, "the object's name in its object store", templated=True)
+#: A file on the machine the task runs on: the file an object is stored from, or written to.
+LOCAL_PATH = Arg(file_path, REQUIRED, REFUSE, "a file on the machine the task runs on", templated=True)
 
 ENSURE_OBJECT_STORE = Args(
     "ensure object store",
     {
-        "spec": OBJECT_STORE_SPEC,
+        "bucket": OBJECT_STORE_SPEC,
         "if_exists": IF_EXISTS_ARG,
         "dry_run": DRY_RUN,
         "prune_sources": PRUNE_SOURCES,
@@ -59,7 +62,7 @@ ENSURE_OBJECT_STORE = Args(
         "peer_domains": PEER_DOMAINS,
     },
 )
-OBJECT = Args("object", {"bucket": OBJECT_BUCKET, "name": OBJECT_NAME})
+OBJECT = Args("object", {"bucket": OBJECT_BUCKET, "object_name": OBJECT_NAME})
 OBJECT_INFO = OBJECT + Args(
     "object info",
     {"show_deleted": Arg(boolean, False, VALUE, "also a deleted object's info; default False", templated=True)},
@@ -74,7 +77,7 @@ LIST_OBJECTS = Args(
 PUT_OBJECT = OBJECT + Args(
     "put object",
     {
-        "source": Arg(file_path, REQUIRED, REFUSE, "the local file to store", templated=True),
+        "local_path": LOCAL_PATH.but(doc="the file to store, on the machine the task runs on"),
         "description": Arg(optional(text), None, VALUE, "the object's description; default None", templated=True),
         "headers": Arg(
             optional(string_map), None, VALUE, "headers recorded in the object's meta; default None", templated=True
@@ -86,7 +89,7 @@ PUT_OBJECT = OBJECT + Args(
 )
 GET_OBJECT = OBJECT + Args(
     "get object",
-    {"destination": Arg(file_path, REQUIRED, REFUSE, "the local file to write the object to", templated=True)},
+    {"local_path": LOCAL_PATH.but(doc="the file to write the object to, on the machine the task runs on")},
 )
 DELETE_OBJECT = OBJECT + Args(
     "delete object",
@@ -100,20 +103,12 @@ WATCH_OBJECTS = Args(
     "watch objects",
     {
         "bucket": OBJECT_BUCKET,
-        "after_revision": Arg(integer(0), 0, VALUE, "the revision after which changes are yielded; default 0: all"),
+        "after_revision": AFTER_REVISION.but(doc="only changes after this revision; default None: every change"),
     },
 )
 OBJECT_CHECK = OBJECT + Args(
     "object check",
-    {
-        "min_revision": Arg(
-            optional(integer(1, hint=" or None")),
-            None,
-            REFUSE,
-            "the object's meta revision it must exceed (a new put after that one); default None: any revision",
-            templated=True,
-        ),
-    },
+    {"after_revision": AFTER_REVISION},
 )
 
 OBJECT_TRIGGER = OBJECT_CHECK + WAIT + Args("poll", {"poll_interval": POLL_INTERVAL})
@@ -123,6 +118,7 @@ __all__ = [
     "ENSURE_OBJECT_STORE",
     "GET_OBJECT",
     "LIST_OBJECTS",
+    "LOCAL_PATH",
     "OBJECT",
     "OBJECT_BUCKET",
     "OBJECT_CHECK",

@@ -1,10 +1,9 @@
 """The signature of each operation the hook, operators, sensors and triggers offer, declared once.
 
 Each :class:`~airflow_provider_jetstream.core.arguments.Args` holds the operation's own arguments (as
-the hook method names them); each layer adds where JetStream is: a hook method
-:data:`~.shared.REQUEST` (``domain``, ``api_prefix``, ``timeout``), an operator
-:data:`~.shared.OPERATOR`, a sensor :data:`~.waits.SENSOR`-like arguments, a trigger its own. An
-operator that calls an argument otherwise renames it (``ENSURE_STREAM.renamed(spec="stream")``).
+the hook method names them, in the words of docs/glossary.md); each layer adds where JetStream is: a hook
+method :data:`~.shared.REQUEST` (``domain``, ``api_prefix``, ``request_timeout``), an operator
+:data:`~.shared.OPERATOR`, a sensor :data:`~.waits.SENSOR`-like arguments, a trigger its own.
 """
 
 from __future__ import annotations
@@ -39,6 +38,7 @@ from airflow_provider_jetstream.core.errors import SpecError, SpecErrors
 from airflow_provider_jetstream.core.manage.specs import ConsumerSpec, KeyValueSpec, StreamSpec, encode_kv_value
 from airflow_provider_jetstream.core.publish.subjects import check_publish_subject
 from airflow_provider_jetstream.core.signatures.shared import (
+    AFTER_REVISION,
     ALLOW_DATA_LOSS,
     ALLOW_DOUBLE_STORE,
     BUCKET,
@@ -53,9 +53,9 @@ from airflow_provider_jetstream.core.signatures.shared import (
     PEER_DOMAINS,
     PRUNE_SOURCES,
     REQUEST,
+    REQUEST_TIMEOUT,
     STREAM,
     TARGET,
-    TIMEOUT,
 )
 from airflow_provider_jetstream.core.status.headroom import LOW_HEADROOM
 from airflow_provider_jetstream.core.status.replication import UNREACHABLE_ORIGINS, VERIFY_ORIGIN, ReplicationWatch
@@ -66,7 +66,7 @@ STREAM_SPEC = Arg(
     lambda value, field: StreamSpec.from_dict(value, field),
     REQUIRED,
     VALUE,
-    "the stream: a StreamSpec or its dict, e.g. {'name': 'test', 'subjects': ['test']}",
+    "the stream to declare: a StreamSpec or its dict, e.g. {'name': 'test', 'subjects': ['test']}",
     templated=True,
 )
 CONSUMER_SPEC = Arg(
@@ -88,25 +88,25 @@ _GUARDED = {"prune_sources": PRUNE_SOURCES, "allow_double_store": ALLOW_DOUBLE_S
 #: What only stores (streams and buckets) have: limits whose lowering discards stored data.
 _STORED = {"allow_data_loss": ALLOW_DATA_LOSS}
 
-ENSURE_STREAM = Args("ensure stream", {"spec": STREAM_SPEC, **_RECONCILE, **_GUARDED, **_STORED})
-ENSURE_CONSUMER = Args("ensure consumer", {"stream": STREAM, "spec": CONSUMER_SPEC, **_RECONCILE})
-ENSURE_BUCKET = Args("ensure bucket", {"spec": BUCKET_SPEC, **_RECONCILE, **_GUARDED, **_STORED})
-STREAM_INFO = Args("stream info", {"name": STREAM})
+ENSURE_STREAM = Args("ensure stream", {"stream": STREAM_SPEC, **_RECONCILE, **_GUARDED, **_STORED})
+ENSURE_CONSUMER = Args("ensure consumer", {"stream": STREAM, "consumer": CONSUMER_SPEC, **_RECONCILE})
+ENSURE_BUCKET = Args("ensure bucket", {"bucket": BUCKET_SPEC, **_RECONCILE, **_GUARDED, **_STORED})
+STREAM_INFO = Args("stream info", {"stream": STREAM})
 
 
 # -- removing data: every narrowing argument is refused empty, never taken as "not given" ------------
 
-DELETE_STREAM = Args("delete stream", {"name": STREAM, "ignore_missing": IGNORE_MISSING})
-DELETE_CONSUMER = Args("delete consumer", {"stream": STREAM, "name": CONSUMER, "ignore_missing": IGNORE_MISSING})
+DELETE_STREAM = Args("delete stream", {"stream": STREAM, "ignore_missing": IGNORE_MISSING})
+DELETE_CONSUMER = Args("delete consumer", {"stream": STREAM, "consumer": CONSUMER, "ignore_missing": IGNORE_MISSING})
 PURGE = Args(
     "purge",
     {
-        "name": STREAM,
+        "stream": STREAM,
         "subject": Arg(
             subject_filter, None, REFUSE, "purge only messages on this subject (wildcards allowed)", templated=True
         ),
         "keep": Arg(count, None, REFUSE, "keep this many newest messages (per subject with subject)", templated=True),
-        "up_to_sequence": Arg(
+        "up_to_seq": Arg(
             integer(1),
             None,
             REFUSE,
@@ -114,7 +114,7 @@ PURGE = Args(
             templated=True,
         ),
     },
-    [exclusive("keep", "up_to_sequence", "give keep or up_to_sequence, not both")],
+    [exclusive("keep", "up_to_seq", "give keep or up_to_seq, not both")],
 )
 
 # -- status checks -------------------------------------------------------------------------------------
@@ -124,8 +124,10 @@ CONSUMER_LAG = Args(
     {
         "stream": STREAM,
         "consumer": CONSUMER,
-        "max_pending": Arg(count, 0, VALUE, "most unprocessed messages (num_pending); default 0"),
-        "max_ack_pending": Arg(count, 0, VALUE, "most delivered-but-unacknowledged messages; default 0"),
+        "max_unprocessed": Arg(count, 0, VALUE, "most messages not delivered yet (num_pending); default 0"),
+        "max_outstanding_acks": Arg(
+            count, 0, VALUE, "most messages delivered and not acknowledged (num_ack_pending); default 0"
+        ),
         "max_redelivered": Arg(OPTIONAL_COUNT, None, VALUE, "most redelivered messages; default None: not checked"),
     },
 )
@@ -144,7 +146,7 @@ REPLICATION = Args(
     "replication",
     {
         "stream": STREAM,
-        "sources": Arg(
+        "origins": Arg(
             origin_names,
             None,
             VALUE,
@@ -221,7 +223,7 @@ LOW_HEADROOM_POLICY = Args(
     },
 )
 #: One reading of each origin's retention headroom (the hook's ``retention_headroom``).
-RETENTION_HEADROOM = Args("retention headroom", {"stream": STREAM, "sources": REPLICATION.args["sources"]}) + (
+RETENTION_HEADROOM = Args("retention headroom", {"stream": STREAM, "origins": REPLICATION.args["origins"]}) + (
     HEADROOM_THRESHOLDS
 )
 
@@ -234,7 +236,7 @@ def replication_watch(values: Mapping[str, Any], unreachable_timeout: float | No
         values["max_lag"],
         values["max_inactive"],
         values["error_grace"],
-        values["sources"],
+        values["origins"],
         verify_origin=values["verify_origin"],
         unreachable_origins=values["unreachable_origins"],
         unreachable_timeout=unreachable_timeout,
@@ -269,7 +271,7 @@ KEY_CHECK = KV_GET + Args(
     "key check",
     {
         "value": Arg(expected_text, None, VALUE, "UTF-8 text the key must hold; default None: any", templated=True),
-        "min_revision": Arg(OPTIONAL_COUNT, None, VALUE, "revision the key must reach; default None: any"),
+        "after_revision": AFTER_REVISION,
     },
 )
 
@@ -408,7 +410,7 @@ ACCOUNT_INFO = (
 )
 PROBE_DOMAINS = Args(
     "probe domains",
-    {"domains": Arg(list_of(domain_name), REQUIRED, VALUE, "the domains to ask"), "timeout": TIMEOUT},
+    {"domains": Arg(list_of(domain_name), REQUIRED, VALUE, "the domains to ask"), "request_timeout": REQUEST_TIMEOUT},
 )
 
 __all__ = [

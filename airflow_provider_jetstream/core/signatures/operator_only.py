@@ -1,5 +1,5 @@
 """Arguments only operators take: the parts of the stream a mirror or sourced-stream operator declares,
-and the publish operator's message callable.
+and the publish operator's message function.
 
 The hook methods take the spec itself (:data:`.operations.ENSURE_STREAM`); these operators take its
 fields as arguments, each checked on its own (reported at its place in the spec,
@@ -70,16 +70,30 @@ def _source_arg(key: str, doc: str, templated: bool = True) -> Arg:
     return Arg(_spec_part(SOURCE, key, f"stream.mirror.{key}"), None, DEFAULT, doc, templated=templated)
 
 
+def _one_filter(value: Any, field: str) -> Any:
+    """``filter_subjects`` of a mirror: one subject filter, as text or a list of one (several filters are
+    ``subject_transforms``, one ``src`` each)."""
+    if isinstance(value, (list, tuple)):
+        if len(value) != 1:
+            raise SpecError(
+                field, value, "give one subject filter (text or a list of one); for several, use subject_transforms"
+            )
+        value = value[0]
+    return _spec_part(SOURCE, "filter_subject", "stream.mirror.filter_subject")(value, field)
+
+
 _MIRROR_ARGS = {
-    "name": Arg(_spec_part(STREAM_FIELDS, "name", "stream.name"), REQUIRED, VALUE, "the mirror's name", templated=True),
-    "source_stream": Arg(
+    "stream": Arg(
+        _spec_part(STREAM_FIELDS, "name", "stream.name"), REQUIRED, VALUE, "the mirror's name", templated=True
+    ),
+    "origin": Arg(
         _spec_part(SOURCE, "name", "stream.mirror.name"), REQUIRED, VALUE, "the origin stream", templated=True
     ),
-    "source_domain": _source_arg("domain", "JetStream domain of the origin"),
-    "source_api_prefix": _source_arg("api_prefix", "API prefix of the origin (another account), instead"),
-    "deliver_prefix": _source_arg("deliver_prefix", "delivery subject prefix (imports)"),
-    "filter_subject": _source_arg("filter_subject", "copy only messages on these subjects"),
-    "subject_transforms": _source_arg("subject_transforms", "filter and transform subjects", templated=False),
+    "origin_domain": _source_arg("domain", "JetStream domain of the origin"),
+    "origin_api_prefix": _source_arg("api_prefix", "API prefix of the origin (another account), instead"),
+    "filter_subjects": Arg(
+        _one_filter, None, DEFAULT, "copy only messages on this subject filter (wildcards allowed)", templated=True
+    ),
     "start_seq": _source_arg("start_seq", "first origin sequence to copy; 0 or None: from the first").but(
         parse=_from_the_first(_spec_part(SOURCE, "start_seq", "stream.mirror.start_seq"))
     ),
@@ -88,27 +102,36 @@ _MIRROR_ARGS = {
         _overrides(("name", "mirror", "sources")), None, DEFAULT, "other stream fields", templated=True
     ),
 }
+#: What a mirror operator takes in its options (:class:`~.options.MirrorOptions`) besides the declare options.
+MIRROR_TUNING = {
+    "deliver_prefix": _source_arg("deliver_prefix", "delivery subject prefix of an imported origin; default none"),
+    "subject_transforms": _source_arg(
+        "subject_transforms", "filter and transform subjects ([{src, dest}]); default none", templated=False
+    ),
+}
 
 
 def _mirror_dict(values: Mapping[str, Any]) -> dict[str, Any]:
+    options = values["options"]
+    first = values["filter_subjects"]
     mirror = {
-        key: values[arg]
-        for key, arg in (
-            ("name", "source_stream"),
-            ("domain", "source_domain"),
-            ("api_prefix", "source_api_prefix"),
-            ("deliver_prefix", "deliver_prefix"),
-            ("filter_subject", "filter_subject"),
-            ("subject_transforms", "subject_transforms"),
-            ("start_seq", "start_seq"),
-            ("start_time", "start_time"),
-        )
+        "name": values["origin"],
+        "domain": values["origin_domain"],
+        "api_prefix": values["origin_api_prefix"],
+        "deliver_prefix": options.deliver_prefix,
+        "filter_subject": first[0] if isinstance(first, (list, tuple)) else first,
+        "subject_transforms": options.subject_transforms,
+        "start_seq": values["start_seq"],
+        "start_time": values["start_time"],
     }
-    return {**(values["stream_overrides"] or {}), "name": values["name"], "mirror": mirror}
+    return {**(values["stream_overrides"] or {}), "name": values["stream"], "mirror": mirror}
 
 
-#: ``JetStreamCreateMirrorOperator``'s own arguments: the mirror's fields; ``spec`` the stream they declare.
-CREATE_MIRROR = Args("create mirror", _MIRROR_ARGS, [_stream_from(_mirror_dict, tuple(_MIRROR_ARGS))])
+def create_mirror(options: Arg) -> Args:
+    """``JetStreamCreateMirrorOperator``'s own arguments with its ``options`` argument; the derived value
+    ``spec`` is the stream they declare."""
+    args = {**_MIRROR_ARGS, "options": options}
+    return Args("create mirror", args, [_stream_from(_mirror_dict, tuple(args))])
 
 
 def _subjects(value: Any, field: str) -> Any:
@@ -116,13 +139,13 @@ def _subjects(value: Any, field: str) -> Any:
 
 
 _SOURCED_ARGS = {
-    "name": _MIRROR_ARGS["name"].but(doc="the stream's name"),
+    "stream": _MIRROR_ARGS["stream"].but(doc="the stream's name"),
     "sources": Arg(
         _spec_part(STREAM_FIELDS, "sources", "stream.sources"),
         REQUIRED,
         VALUE,
-        "source specs: name, domain | api_prefix (+ deliver_prefix), filter_subject | subject_transforms, "
-        "start_seq | start_time",
+        "the stream's sources, each a spec: name, domain | api_prefix (+ deliver_prefix), filter_subject | "
+        "subject_transforms, start_seq | start_time",
         templated=True,
     ),
     "subjects": Arg(_subjects, None, DEFAULT, "subjects the stream also listens on", templated=True),
@@ -133,7 +156,7 @@ _SOURCED_ARGS = {
 
 
 def _sourced_dict(values: Mapping[str, Any]) -> dict[str, Any]:
-    stream = {**(values["stream_overrides"] or {}), "name": values["name"], "sources": values["sources"]}
+    stream = {**(values["stream_overrides"] or {}), "name": values["stream"], "sources": values["sources"]}
     if values["subjects"]:
         stream["subjects"] = values["subjects"]
     return stream
@@ -145,7 +168,7 @@ CREATE_SOURCED = Args("create sourced stream", _SOURCED_ARGS, [_stream_from(_sou
 
 def _callable(value: Any, field: str) -> Any:
     if not callable(value):
-        raise SpecError(field, value, "give a callable that returns the messages (an iterable; a generator streams)")
+        raise SpecError(field, value, "give a function that returns the messages (an iterable; a generator streams)")
     return value
 
 
@@ -155,19 +178,24 @@ def _keyword_arguments(value: Any, field: str) -> dict[str, Any]:
     return dict(value)
 
 
-def _messages_or_callable(values: Mapping[str, Any], prefix: str) -> None:
-    if (values["messages"] is None) == (values["messages_callable"] is None):
-        raise SpecError(f"{prefix}messages", values["messages"], "give messages or messages_callable (exactly one)")
+def _messages_or_function(values: Mapping[str, Any], prefix: str) -> None:
+    if (values["messages"] is None) == (values["messages_function"] is None):
+        raise SpecError(f"{prefix}messages", values["messages"], "give messages or messages_function (exactly one)")
 
 
-#: ``JetStreamPublishOperator``'s messages: given, or made by a callable (exactly one of them).
-PUBLISH_FROM_CALLABLE = Args(
-    "publish from a callable",
+#: ``JetStreamPublishOperator``'s messages: given, or returned by a function (exactly one of them).
+PUBLISH_FROM_FUNCTION = Args(
+    "publish from a function",
     {
-        "messages_callable": Arg(
-            optional(_callable), None, DEFAULT, "a callable returning the messages, called with op_kwargs"
+        "messages_function": Arg(
+            optional(_callable),
+            None,
+            DEFAULT,
+            "a function returning the messages, called with messages_function_kwargs; default none",
         ),
-        "op_kwargs": Arg(optional(_keyword_arguments), None, DEFAULT, "messages_callable's arguments", templated=True),
+        "messages_function_kwargs": Arg(
+            optional(_keyword_arguments), None, DEFAULT, "messages_function's keyword arguments", templated=True
+        ),
     },
 )
-PUBLISHED_MESSAGES = Rule(("messages", "messages_callable"), _messages_or_callable, "messages or messages_callable")
+PUBLISHED_MESSAGES = Rule(("messages", "messages_function"), _messages_or_function, "messages or messages_function")

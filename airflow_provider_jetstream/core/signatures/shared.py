@@ -2,8 +2,8 @@
 
 Each is an :class:`~airflow_provider_jetstream.core.arguments.Arg`; an operation's signature
 (:mod:`.operations`) names them under its own argument names. ``TARGET`` is the target of a hook
-method (``domain`` / ``api_prefix`` / ``timeout``), ``OPERATOR`` and ``SENSOR`` what every operator
-and sensor of the provider takes besides its operation's arguments.
+method (``domain`` / ``api_prefix`` / ``request_timeout``), ``OPERATOR`` and ``SENSOR`` what every operator
+and sensor of the provider takes besides its operation's arguments. Names follow docs/glossary.md.
 """
 
 from __future__ import annotations
@@ -58,8 +58,9 @@ API_PREFIX = Arg(
 )
 #: ``domain`` and ``api_prefix`` name the same thing two ways.
 ONE_TARGET = exclusive("domain", "api_prefix", "a domain means the API prefix '$JS.<domain>.API': give one of them")
-TIMEOUT = Arg(
-    seconds(),
+#: One name, one default on every surface: None, the connection's ``connect_timeout``.
+REQUEST_TIMEOUT = Arg(
+    optional(seconds()),
     None,
     VALUE,
     "seconds to wait for each JetStream API answer; default None: the connection's connect_timeout",
@@ -68,7 +69,7 @@ TIMEOUT = Arg(
 #: Where a hook method acts: a domain or API prefix (default: the hook's, else the connection's).
 TARGET = Args("target", {"domain": DOMAIN, "api_prefix": API_PREFIX}, [ONE_TARGET])
 #: The target and the wait of a hook method that makes JetStream API requests.
-REQUEST = TARGET + Args("request", {"timeout": TIMEOUT})
+REQUEST = TARGET + Args("request", {"request_timeout": REQUEST_TIMEOUT})
 
 
 def logger_like(value: Any, field: str) -> Any:
@@ -89,7 +90,7 @@ OPERATOR = Args(
         "jetstream_conn_id": CONN_ID,
         "domain": DOMAIN,
         "api_prefix": API_PREFIX,
-        "request_timeout": Arg(seconds(), 5.0, VALUE, "seconds to wait for each JetStream API answer; default 5"),
+        "request_timeout": REQUEST_TIMEOUT,
     },
     [ONE_TARGET],
 )
@@ -158,8 +159,17 @@ EXPECTED_REVISION = Arg(
 )
 #: A count threshold that may be None: not checked.
 OPTIONAL_COUNT = optional(integer(0, hint=" or None"))
+#: The revision a KV key or an object must pass (strictly above); a rendered empty one is refused, never "any".
+AFTER_REVISION = Arg(
+    OPTIONAL_COUNT,
+    None,
+    REFUSE,
+    "only a revision above this one counts (a put after the one seen); default None: any revision",
+    templated=True,
+)
 
 __all__ = [
+    "AFTER_REVISION",
     "ALLOW_DATA_LOSS",
     "ALLOW_DOUBLE_STORE",
     "API_PREFIX",
@@ -180,8 +190,8 @@ __all__ = [
     "PEER_DOMAINS",
     "PRUNE_SOURCES",
     "REQUEST",
+    "REQUEST_TIMEOUT",
     "STREAM",
     "TARGET",
-    "TIMEOUT",
     "UNREACHABLE_TIMEOUT",
 ]

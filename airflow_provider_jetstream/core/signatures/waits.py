@@ -14,6 +14,7 @@ from typing import Any
 
 from airflow_provider_jetstream.core.arguments import DEFAULT, REFUSE, REQUIRED, VALUE, Arg, Args, Rule, exclusive
 from airflow_provider_jetstream.core.arguments.names import consumer_name, reading_filter, subject_list
+from airflow_provider_jetstream.core.arguments.options import options_arg
 from airflow_provider_jetstream.core.arguments.values import boolean, choice, integer, json_map, optional, seconds
 from airflow_provider_jetstream.core.consume.matching import ACK_MODES
 from airflow_provider_jetstream.core.errors import SpecError
@@ -24,6 +25,7 @@ from airflow_provider_jetstream.core.signatures.operations import (
     LOW_HEADROOM_POLICY,
     REPLICATION,
 )
+from airflow_provider_jetstream.core.signatures.options import ReplicationOptions
 from airflow_provider_jetstream.core.signatures.shared import (
     API_PREFIX,
     CONN_ID,
@@ -73,8 +75,17 @@ WAIT = Args(
 POLL_INTERVAL = Arg(seconds(), 5.0, VALUE, "seconds between checks; default 5")
 
 CONSUMER_LAG_TRIGGER = CONSUMER_LAG + WAIT + Args("poll", {"poll_interval": POLL_INTERVAL})
+#: What a replication check takes, its judging rules grouped in :class:`~.options.ReplicationOptions`.
+REPLICATION_WATCHED = REPLICATION.without(*ReplicationOptions.arguments.args) + Args(
+    "replication options",
+    {"options": options_arg(ReplicationOptions, "how an origin is judged: ReplicationOptions or a dict of its fields")},
+)
 REPLICATION_TRIGGER = (
-    REPLICATION + HEADROOM_THRESHOLDS + LOW_HEADROOM_POLICY + WAIT + Args("poll", {"poll_interval": POLL_INTERVAL})
+    REPLICATION_WATCHED
+    + HEADROOM_THRESHOLDS
+    + LOW_HEADROOM_POLICY
+    + WAIT
+    + Args("poll", {"poll_interval": POLL_INTERVAL})
 )
 #: What the retention headroom sensor takes besides the replication sensor's: the thresholds, judged by default.
 HEADROOM_SENSOR = (
@@ -96,7 +107,11 @@ KEY_TRIGGER = (
     + WAIT
     + Args(
         "rewatch",
-        {"rewatch_interval": Arg(seconds(), 60.0, VALUE, "seconds of silence before the watch is re-armed")},
+        {
+            "poll_interval": POLL_INTERVAL.but(
+                default=60.0, doc="seconds of silence before the watch is re-armed (it watches: no polling); default 60"
+            )
+        },
     )
 )
 
@@ -203,6 +218,7 @@ __all__ = [
     "KEY_TRIGGER",
     "POLL_INTERVAL",
     "REPLICATION_TRIGGER",
+    "REPLICATION_WATCHED",
     "SENSOR",
     "WAIT",
 ]

@@ -67,12 +67,17 @@ class ConsumerLagCheck:
 
 
 def judge_consumer(
-    info: dict[str, Any], max_pending: int, max_ack_pending: int, max_redelivered: int | None
+    info: dict[str, Any], max_unprocessed: int, max_outstanding_acks: int, max_redelivered: int | None
 ) -> tuple[bool, str]:
     """``(done, reason)`` for a raw consumer info: every count within its bound, or which is not."""
     counts = [
-        ("unprocessed (num_pending)", info.get("num_pending", 0), max_pending, "max_pending"),
-        ("outstanding acks (num_ack_pending)", info.get("num_ack_pending", 0), max_ack_pending, "max_ack_pending"),
+        ("unprocessed (num_pending)", info.get("num_pending", 0), max_unprocessed, "max_unprocessed"),
+        (
+            "outstanding acks (num_ack_pending)",
+            info.get("num_ack_pending", 0),
+            max_outstanding_acks,
+            "max_outstanding_acks",
+        ),
     ]
     if max_redelivered is not None:
         counts.append(
@@ -88,8 +93,8 @@ async def check_consumer_lag(
     api: JetStreamApi,
     stream: str,
     consumer: str,
-    max_pending: int = 0,
-    max_ack_pending: int = 0,
+    max_unprocessed: int = 0,
+    max_outstanding_acks: int = 0,
     max_redelivered: int | None = None,
 ) -> ConsumerLagCheck:
     """Read a consumer's info through ``api`` and judge it against the thresholds.
@@ -100,5 +105,5 @@ async def check_consumer_lag(
     info = await api.consumer_info(stream, consumer)  # a missing stream raises JetStreamNotFoundError
     if info is None:
         raise JetStreamNotFoundError(f"consumer {consumer!r} does not exist on stream {stream!r} in {api.target}")
-    done, reason = judge_consumer(info, max_pending, max_ack_pending, max_redelivered)
+    done, reason = judge_consumer(info, max_unprocessed, max_outstanding_acks, max_redelivered)
     return ConsumerLagCheck(stream, consumer, api.target, info, done, reason)

@@ -1,4 +1,4 @@
-"""The KV key check: a key is present when its latest entry is a value (equal to ``value``, at ``min_revision``).
+"""The KV key check: a key is present when its latest entry is a value (equal to ``value``, above ``after_revision``).
 
 A deleted or purged key (a delete or purge marker, or no entry at all) is absent. Gets go through
 :func:`~airflow_provider_jetstream.core.manage.buckets.kv_get`; the KV trigger judges each revision its watch
@@ -48,9 +48,10 @@ def judge_entry(
     target: str,
     entry: KvEntry | None,
     value: str | None,
-    min_revision: int | None,
+    after_revision: int | None,
 ) -> KeyCheck:
-    """Judge the latest entry of a key (None: no entry, or deleted/purged)."""
+    """Judge the latest entry of a key (None: no entry, or deleted/purged): present, equal to ``value`` (when
+    given), at a revision above ``after_revision`` (when given)."""
     if entry is None or entry.operation in REMOVED:
         what = "absent" if entry is None else f"{entry.operation.lower()}d at revision {entry.revision}"
         return KeyCheck(bucket, key, target, False, f"key {key!r} is {what}")
@@ -59,6 +60,8 @@ def judge_entry(
         return KeyCheck(
             bucket, key, target, False, f"key {key!r} is {raw[:80]!r} at revision {entry.revision}, not {value!r}"
         )
-    if min_revision is not None and (entry.revision or 0) < min_revision:
-        return KeyCheck(bucket, key, target, False, f"key {key!r} is at revision {entry.revision} < {min_revision}")
+    if after_revision is not None and (entry.revision or 0) <= after_revision:
+        return KeyCheck(
+            bucket, key, target, False, f"key {key!r} is at revision {entry.revision}, not after {after_revision}"
+        )
     return KeyCheck(bucket, key, target, True, f"key {key!r} present at revision {entry.revision}", entry.revision, raw)

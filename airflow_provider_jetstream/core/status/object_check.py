@@ -1,4 +1,4 @@
-"""The object check: whether an object of an object store bucket is present (or has a revision newer than one seen)."""
+"""The object check: whether an object of an object store bucket is present (or has a revision after one seen)."""
 
 from __future__ import annotations
 
@@ -28,24 +28,26 @@ class ObjectCheck:
         }
 
 
-def judge_object(bucket: str, name: str, target: str, info: ObjectInfo | None, min_revision: int | None) -> ObjectCheck:
-    """``done`` when ``info`` is an object (not deleted) whose revision is above ``min_revision`` (when given)."""
+def judge_object(
+    bucket: str, name: str, target: str, info: ObjectInfo | None, after_revision: int | None
+) -> ObjectCheck:
+    """``done`` when ``info`` is an object (not deleted) whose revision is above ``after_revision`` (when given)."""
     if info is None or info.deleted:
         return ObjectCheck(bucket, name, target, False, f"object {name!r} is absent from bucket {bucket!r}")
-    if min_revision is not None and info.revision <= min_revision:
+    if after_revision is not None and info.revision <= after_revision:
         return ObjectCheck(
             bucket,
             name,
             target,
             False,
-            f"object {name!r} is at revision {info.revision}, not after {min_revision}",
+            f"object {name!r} is at revision {info.revision}, not after {after_revision}",
             info,
         )
     return ObjectCheck(bucket, name, target, True, f"object {name!r} is present at revision {info.revision}", info)
 
 
-async def check_object(api: JetStreamApi, bucket: str, name: str, min_revision: int | None = None) -> ObjectCheck:
+async def check_object(api: JetStreamApi, bucket: str, name: str, after_revision: int | None = None) -> ObjectCheck:
     """The object check in ``api``'s domain (mirror buckets included): one meta read.
     :class:`~airflow_provider_jetstream.core.errors.JetStreamNotFoundError` if the bucket does not exist."""
     info = await object_info(api, bucket, name)
-    return judge_object(bucket, name, api.target, info, min_revision)
+    return judge_object(bucket, name, api.target, info, after_revision)

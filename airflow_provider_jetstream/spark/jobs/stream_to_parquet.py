@@ -1,6 +1,6 @@
 """spark-submit job: copy a JetStream stream to Parquet incrementally, exactly once.
 
-    spark-submit stream_to_parquet.py --stream ORDERS --domain leaf --output /data/orders \\
+    spark-submit stream_to_parquet.py --stream ORDERS --domain leaf --output-path /data/orders \\
         --checkpoint-bucket spark_checkpoints [--partition-by subject,date]
 
 The NATS connection comes from the environment variable ``JETSTREAM_CONNECTION_SECRET`` (set by
@@ -18,8 +18,8 @@ One run:
    stream of that name the job copied after a recreate). A checkpoint of an earlier version without
    the identity is accepted, and gets it at the next claim;
 2. claims the range ``[checkpoint + 1, end]`` (``end``: the stream's last sequence now,
-   ``--end-sequence``, or the last stored before ``--end-time``; the first run starts at the stream's
-   first sequence, ``--starting-sequence``, or the first stored at or after ``--start-time``) by
+   ``--end-seq``, or the last stored before ``--end-time``; the first run starts at the stream's
+   first sequence, ``--start-seq``, or the first stored at or after ``--start-time``) by
    compare-and-set on the key's revision; an unfinished claim is taken over with its range unchanged,
    so a re-run after a crash redoes exactly the same range;
 3. writes the range to ``<output>/_staging/<range>-<attempt>`` (Spark ignores ``_`` directories),
@@ -42,7 +42,7 @@ or after the end yet, and the stream's clock not past it, or a mirror: a leaf cu
 messages of it), the run copies what is stored, advances the checkpoint, and then fails
 (:class:`WindowOpenError`, exit status 1) instead of reporting the window done; a later run (the task's
 retry) copies the rest once it is closed, and succeeds. Give each window its own ``--checkpoint-key`` and
-``--output`` (templated from the data interval) to copy windows independently, or one key for
+``--output-path`` (templated from the data interval) to copy windows independently, or one key for
 consecutive windows.
 
 A run killed anywhere leaves either no ``seq_range`` directory for the range, or a complete one, and the
@@ -74,7 +74,7 @@ from airflow_provider_jetstream.core.connection.fields import api_prefix_for
 from airflow_provider_jetstream.core.errors import JetStreamError, WindowOpenError
 from airflow_provider_jetstream.core.read.identity import same_stream
 from airflow_provider_jetstream.core.read.seek import time_boundary
-from airflow_provider_jetstream.spark.job_args import COMMAND_LINE, FLAGS, PARTITION_COLUMNS
+from airflow_provider_jetstream.spark.job_args import COMMAND_LINE, FLAGS, PARTITION_COLUMNS, refuse_retired_flags
 from airflow_provider_jetstream.spark.jobs.checkpoint import (
     CHECKPOINT_WAIT,
     CLUSTER_REPLICAS,
@@ -111,9 +111,9 @@ class JobArgs:
     checkpoint_key: str
     domain: str | None = None
     api_prefix: str | None = None
-    filter_subject: str | None = None
-    end_sequence: int | None = None
-    starting_sequence: str = "earliest"
+    filter_subjects: str | None = None
+    end_seq: int | None = None
+    start_seq: str = "earliest"
     start_time: str | None = None
     end_time: str | None = None
     partition_by: tuple[str, ...] = ("date",)
@@ -144,9 +144,10 @@ class JobResult:
 
 
 def parse_args(argv: list[str]) -> JobArgs:
-    parser = argparse.ArgumentParser(prog="stream_to_parquet", description=__doc__.split("\n\n")[0])
+    refuse_retired_flags(argv)
+    parser = argparse.ArgumentParser(prog="stream_to_parquet", description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--stream", required=True, help="stream to read")
-    parser.add_argument("--output", required=True, help="output directory (local path or Hadoop URI)")
+    parser.add_argument("--output-path", required=True, help="output directory (local path or Hadoop URI)")
     parser.add_argument("--checkpoint-bucket", required=True, help="KV bucket holding the checkpoint")
     parser.add_argument("--checkpoint-key", help="KV key (default: stream_to_parquet.<stream>)")
     parser.add_argument("--checkpoint-domain", help="JetStream domain of the KV bucket (default: the connection's)")
@@ -156,9 +157,9 @@ def parse_args(argv: list[str]) -> JobArgs:
     target = parser.add_mutually_exclusive_group()
     target.add_argument("--domain", help="JetStream domain of the stream")
     target.add_argument("--api-prefix", help="JetStream API prefix of the stream")
-    parser.add_argument("--filter-subject", help="subject or comma-separated subjects")
-    parser.add_argument("--end-sequence", help="last sequence to copy (default: the stream's last)")
-    parser.add_argument("--starting-sequence", help="first run only: earliest (default) or a number")
+    parser.add_argument("--filter-subjects", help="subject or comma-separated subjects")
+    parser.add_argument("--end-seq", help="last sequence to copy (default: the stream's last)")
+    parser.add_argument("--start-seq", help="first run only: earliest (default) or a number")
     parser.add_argument("--start-time", help="first run only: start at the first message stored then (RFC 3339)")
     parser.add_argument("--end-time", help="copy only messages stored before it (RFC 3339); fails while open")
     parser.add_argument("--partition-by", default="date", help=f"comma list of {', '.join(PARTITION_COLUMNS)}")
@@ -180,9 +181,9 @@ def parse_args(argv: list[str]) -> JobArgs:
         checkpoint_replicas=value["checkpoint_replicas"],
         domain=value["domain"],
         api_prefix=value["api_prefix"],
-        filter_subject=value["filter_subject"],
-        end_sequence=value["end_sequence"],
-        starting_sequence=value["starting_sequence"] or "earliest",
+        filter_subjects=value["filter_subjects"],
+        end_seq=value["end_seq"],
+        start_seq=value["start_seq"] or "earliest",
         start_time=value["start_time"],
         end_time=value["end_time"],
         partition_by=value["partition_by"],
@@ -227,7 +228,7 @@ class StreamToParquetJob(CheckpointStore):
         for key, value in (
             ("domain", a.domain),
             ("apiPrefix", a.api_prefix),
-            ("filterSubject", a.filter_subject),
+            ("filterSubjects", a.filter_subjects),
             ("minPartitions", a.min_partitions),
             ("servers", a.servers),
             ("reader", a.reader),
@@ -239,12 +240,12 @@ class StreamToParquetJob(CheckpointStore):
     # -- range -----------------------------------------------------------------------------------
 
     def _stream_end(self) -> tuple[int, int, str | None]:
-        """The stream's first sequence, the range's end (its last, ``--end-sequence``, or the last stored before
+        """The stream's first sequence, the range's end (its last, ``--end-seq``, or the last stored before
         ``--end-time``) and its identity; sets :attr:`window` (``--end-time``: whether it is closed) and the
         first run's start by ``--start-time``."""
         from airflow_provider_jetstream.spark.planning import range_end, stream_bounds
 
-        options = dataclasses.replace(self.read_options, ending_time=self.args.end_time)
+        options = dataclasses.replace(self.read_options, end_time=self.args.end_time)
 
         async def bounds(nc: Any, api: JetStreamApi) -> Any:
             found = await stream_bounds(nc, options)
@@ -258,15 +259,15 @@ class StreamToParquetJob(CheckpointStore):
         b, self.window = self._with_kv(bounds)
         if not self.window.closed:
             self.window_open = open_window(options, self.window, b)
-        end = self.window.last if self.args.end_sequence is None else min(self.args.end_sequence, b.last)
+        end = self.window.last if self.args.end_seq is None else min(self.args.end_seq, b.last)
         return b.first, end, b.created
 
     def _first_start(self, first: int) -> int:
-        """The first run's start: the stream's first sequence, ``--starting-sequence`` (checked: a number), or the
+        """The first run's start: the stream's first sequence, ``--start-seq`` (checked: a number), or the
         first sequence stored at or after ``--start-time``."""
         if self.time_start is not None:
             return max(first, self.time_start)
-        starting = self.args.starting_sequence
+        starting = self.args.start_seq
         return first if starting == "earliest" else int(starting)
 
     def write(self, start: int, end: int, staging: str) -> None:
@@ -276,8 +277,8 @@ class StreamToParquetJob(CheckpointStore):
         df = (
             self.spark.read.format("jetstream")
             .options(**self.source_options)
-            .option("startingSequence", str(start))
-            .option("endingSequence", str(end))
+            .option("startSeq", str(start))
+            .option("endSeq", str(end))
             .load()
         )
         if "date" in self.args.partition_by:
@@ -342,7 +343,7 @@ class StreamToParquetJob(CheckpointStore):
             remedy=(
                 "Nothing was written. To copy the new stream from its first sequence beside what the output holds, "
                 "run the job once with --fail-on-data-loss false (fail_on_data_loss=False on the operator); to start "
-                "over, give it a new --checkpoint-key and --output"
+                "over, give it a new --checkpoint-key and --output-path"
             ),
             logger=log,
         ):

@@ -1,0 +1,167 @@
+"""The typed options of the operator and sensor families: their advanced tuning, one ``options=`` argument each.
+
+Each class is an :class:`~airflow_provider_jetstream.core.arguments.options.Options` dataclass whose fields are
+the hook method's arguments of the same names (one declaration: :mod:`.operations`, :mod:`.shared`): an operator
+takes ``options=DeclareOptions(dry_run=True)`` or ``options={"dry_run": True}``. The Spark job's options are
+:class:`~airflow_provider_jetstream.spark.job_args.SparkJobOptions`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_provider_jetstream.core.arguments import Arg, Args
+from airflow_provider_jetstream.core.arguments.options import Options, options_arg
+from airflow_provider_jetstream.core.errors import SpecError
+from airflow_provider_jetstream.core.signatures.durable import DURABLE_TUNING
+from airflow_provider_jetstream.core.signatures.operations import _GUARDED, _STORED, DRY_RUN, PUBLISH, REPLICATION
+from airflow_provider_jetstream.core.signatures.operator_only import MIRROR_TUNING
+
+#: What the declare options hold: a dry run, and the guards of a change (every default: the safe one).
+_DECLARE = {"dry_run": DRY_RUN, "prune_sources": _GUARDED["prune_sources"], **_STORED, **_GUARDED}
+
+
+@Options.declare
+@dataclass
+class DeclareOptions(Options):
+    """Options of the operators that declare streams, consumers, KV buckets and object stores.
+
+    :param dry_run: log the plan, change nothing (the XCom's action is ``planned``). Default False.
+    :param prune_sources: remove sources the spec does not name. Default False: they are kept.
+    :param allow_data_loss: apply in place a change that discards stored data (``max_msgs``, ``max_bytes``,
+        ``max_age``, ``max_msgs_per_subject``, a bucket's ``history`` or ``ttl`` lowered, or set where there was
+        none) or lowers its durability (``replicas`` lowered). Default False: refused, naming each field.
+    :param allow_double_store: create even if another connected domain of this account stores the same
+        subjects, or a domain cannot be checked. Default False: refused.
+    :param peer_domains: more domains for that check, besides the connection's own. Default none.
+    """
+
+    arguments = Args("declare options", _DECLARE)
+
+    dry_run: bool = False
+    prune_sources: bool = False
+    allow_data_loss: bool = False
+    allow_double_store: bool = False
+    peer_domains: Sequence[str] = ()
+
+
+@Options.declare
+@dataclass
+class MirrorOptions(DeclareOptions):
+    """:class:`DeclareOptions`, and how a mirror reaches and filters its origin.
+
+    :param deliver_prefix: the delivery subject prefix of an origin imported from another account (with
+        ``origin_api_prefix``). Default none.
+    :param subject_transforms: filter and transform the copied subjects (``[{"src": ..., "dest": ...}]``),
+        instead of ``filter_subjects``. Default none.
+    """
+
+    arguments = Args("mirror options", {**_DECLARE, **MIRROR_TUNING})
+
+    deliver_prefix: str | None = None
+    subject_transforms: list[dict[str, str]] | None = None
+
+
+@Options.declare
+@dataclass
+class DurableSourceOptions(DeclareOptions):
+    """:class:`DeclareOptions` (without ``prune_sources``: a durable source keeps the copy's other sources), and
+    where the origin's flow-control consumer pushes and how the copy transforms subjects.
+
+    :param deliver_subject: where the consumer pushes. Default ``_sourcing.<stream>.<origin_domain>.<origin>``.
+    :param subject_transforms: the source's subject transforms (``[{"src", "dest"}]``), applied in the copy.
+        Default none.
+    """
+
+    arguments = Args("durable source options", {**_DECLARE, **DURABLE_TUNING})
+
+    deliver_subject: str | None = None
+    subject_transforms: list[dict[str, str]] | None = None
+
+
+@Options.declare
+@dataclass
+class PublishOptions(Options):
+    """Options of the publish operator: pacing, acknowledgement and the double-store guard.
+
+    :param max_in_flight: most messages published and not yet acknowledged. Default 4000.
+    :param ack_timeout: seconds a message may wait for its ack (a message with a ``Nats-Msg-Id`` is
+        published again meanwhile) before the task fails. Default 30.
+    :param fast_ingest: fast-ingest batches, one ack per flow window: None (default) when the stream storing the
+        subject allows them (``allow_batched``, nats-server 2.14+), False never.
+    :param allow_double_store: publish even if streams in other connected domains store the subject too.
+        Default False: refused.
+    :param peer_domains: more domains for that check, besides the connection's own. Default none.
+    """
+
+    arguments = Args(
+        "publish options",
+        {
+            name: PUBLISH.args[name]
+            for name in ("max_in_flight", "ack_timeout", "fast_ingest", "allow_double_store", "peer_domains")
+        },
+    )
+
+    max_in_flight: int = 4000
+    ack_timeout: float = 30.0
+    fast_ingest: bool | None = None
+    allow_double_store: bool = False
+    peer_domains: Sequence[str] = ()
+
+
+@Options.declare
+@dataclass
+class ReplicationOptions(Options):
+    """Options of the replication and retention-headroom sensors (and their trigger): how an origin is judged.
+
+    :param max_lag: most messages an origin may be behind (the lag/active rule). Default 0.
+    :param max_inactive: most time since the last contact with an origin (the lag/active rule): seconds,
+        ``timedelta`` or text like ``"10s"``. Default 10 seconds.
+    :param error_grace: how long a replication error may last before the task fails (a source created before
+        its origin reports "stream not found" until the origin exists). Default 30 seconds.
+    :param verify_origin: ``"auto"`` (default): ask every origin in its own domain, and where this account
+        cannot call its API by design, use the lag/active rule for it; ``"required"``: such an origin fails
+        the task; ``"off"``: the lag/active rule only.
+    """
+
+    arguments = Args(
+        "replication options",
+        {name: REPLICATION.args[name] for name in ("max_lag", "max_inactive", "error_grace", "verify_origin")},
+    )
+
+    max_lag: int = 0
+    max_inactive: Any = 10.0
+    error_grace: Any = 30.0
+    verify_origin: str = "auto"
+
+
+def family_options(cls: type[Options], doc: str, without: Sequence[str] = ()) -> Arg:
+    """The ``options`` argument of an operator of ``cls``'s family, refusing the fields ``without`` (those that
+    do not apply to it) when they are given other than their default."""
+    arg = options_arg(cls, doc)
+    if not without:
+        return arg
+    family = arg.parse
+
+    def parse(value: Any, field: str, *, text: bool = False) -> Options:
+        options = family(value, field, text=text)
+        for name in without:
+            if getattr(options, name) != cls.arguments.args[name].default_value(name):
+                raise SpecError(f"{field}.{name}", getattr(options, name), "this operator does not take it")
+        return options
+
+    parse.reads_text = True  # type: ignore[attr-defined]
+    parse.options_class = cls  # type: ignore[attr-defined]
+    return arg.but(parse=parse)
+
+
+__all__ = [
+    "DeclareOptions",
+    "DurableSourceOptions",
+    "MirrorOptions",
+    "PublishOptions",
+    "ReplicationOptions",
+    "family_options",
+]
