@@ -23,21 +23,53 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from airflow_provider_jetstream.core.arguments import Args
+from airflow_provider_jetstream.core.arguments import Args, Rule
+from airflow_provider_jetstream.core.arguments.options import options_arg
 from airflow_provider_jetstream.core.consume.dead_letter import dead_letter
 from airflow_provider_jetstream.core.consume.fetch import Reading
-from airflow_provider_jetstream.core.errors import JetStreamConfigError
+from airflow_provider_jetstream.core.errors import JetStreamConfigError, SpecError
 from airflow_provider_jetstream.core.read.delivery import Delivery
 from airflow_provider_jetstream.core.signatures.consume import CONSUME, CONSUME_OPERATOR
+from airflow_provider_jetstream.core.signatures.options import ConsumeOptions
 from airflow_provider_jetstream.core.signatures.shared import OPERATOR
 from airflow_provider_jetstream.core.sync import hold, run_sync
 from airflow_provider_jetstream.core.tasks import stop_task
 from airflow_provider_jetstream.operators.base import JetStreamBaseOperator
 
-__all__ = ["JetStreamConsumeOperator"]
+__all__ = ["ConsumeOptions", "JetStreamConsumeOperator"]
 
-#: The hook's consume arguments the operator takes (it pulls batch after batch itself).
-_READ = CONSUME.without("stop_when_empty")
+
+def _read_start_without_a_consumer(values: Any, prefix: str) -> None:
+    options = values["options"]
+    for name in ("start_seq", "start_time", "filter_subjects"):
+        value = getattr(options, name)
+        if value is not None and values["consumer"] is not None:
+            raise SpecError(
+                f"{prefix}options.{name}",
+                value,
+                "only without a consumer: a durable consumer delivers what its declaration says (its filter, and "
+                "its start, from where its acks left it)",
+            )
+
+
+def _dead_letter_subject_needs_a_stream(values: Any, prefix: str) -> None:
+    subject = values["options"].dead_letter_subject
+    if subject is not None and values["dead_letter_stream"] is None:
+        raise SpecError(
+            f"{prefix}options.dead_letter_subject", subject, "give dead_letter_stream too (the stream that stores it)"
+        )
+
+
+#: The operator's own arguments: the hook's consume arguments it takes (it pulls batch after batch itself, and an
+#: ephemeral read's start and filter are options), its function and its failures; the rest in ``options``.
+_CONSUME = (
+    CONSUME.without("stop_when_empty", *ConsumeOptions.arguments.args)
+    + CONSUME_OPERATOR.without(*ConsumeOptions.arguments.args)
+    + Args("options", {"options": options_arg(ConsumeOptions, "ConsumeOptions or a dict of its fields")})
+).ruled(
+    Rule(("consumer", "options"), _read_start_without_a_consumer, "a read's start and filter only without a consumer"),
+    Rule(("dead_letter_stream", "options"), _dead_letter_subject_needs_a_stream, "dead-letter subject: needs a stream"),
+)
 
 
 def resolve(target: Any, field: str) -> Any:
@@ -57,7 +89,7 @@ class JetStreamConsumeOperator(JetStreamBaseOperator):
 
     :param stream: the stream. :param consumer: a durable pull consumer the DAG declared
         (``JetStreamCreateConsumerOperator``; ``ack_policy`` ``explicit`` or ``all``), never created here.
-        Default None: an ephemeral read of the stream (``filter_subjects``, from ``start_seq`` or
+        Default None: an ephemeral read of the stream (``options``' ``filter_subjects``, from its ``start_seq`` or
         ``start_time``) that acks nothing: a function that raises then fails the task, unless ``term_on``.
     :param apply_function: called as ``apply_function(message, *apply_function_args, **apply_function_kwargs)``
         for each message (a :class:`~airflow_provider_jetstream.core.read.delivery.Delivery`: ``subject``,
@@ -65,6 +97,8 @@ class JetStreamConsumeOperator(JetStreamBaseOperator):
         dotted path.
     :param apply_function_batch: instead, called with each batch (a list of messages); the whole batch is
         acked, nak'd or terminated together.
+    :param apply_function_args: more positional arguments of the function (templated). Default none.
+    :param apply_function_kwargs: its keyword arguments (templated). Default none.
     :param max_messages: messages at most per run. Default 1000.
     :param batch_size: messages per pull, the most held in memory. Default 100.
     :param max_wait: seconds a pull waits for its batch; a batch that came short ends the run when the consumer
@@ -72,21 +106,19 @@ class JetStreamConsumeOperator(JetStreamBaseOperator):
     :param term_on: exception classes (or dotted paths) that terminate a message instead of a nak: input that
         will never succeed. Default None: every exception naks.
     :param dead_letter_stream: a stream that keeps a copy of each terminated message (headers
-        ``Airflow-DLQ-Reason``, ``-Stream``, ``-Sequence``...), on ``dead_letter_subject`` (default
-        ``<dead_letter_stream>.<stream>.<consumer>``), deduplicated by ``Nats-Msg-Id``.
-    :param nak_delay: the first redelivery delay after an exception; doubles per delivery up to
-        ``nak_max_delay``. Defaults 1 and 60 seconds.
-    :param return_results: put the function's results (JSON-able) in the XCom under ``results``. Default False.
-    :param max_xcom_bytes: the results' JSON size at most. Default 48 KiB. Beyond it, ``results_overflow``
-        ``fail`` (default) naks the message whose result does not fit (it comes back) and fails the task;
-        ``trim`` keeps the results that fit and counts the others in ``results_trimmed``.
+        ``Airflow-DLQ-Reason``, ``-Stream``, ``-Sequence``...), deduplicated by ``Nats-Msg-Id``.
+    :param options: :class:`~airflow_provider_jetstream.core.signatures.options.ConsumeOptions` or a dict of its
+        fields: a read without a consumer (``filter_subjects``, ``start_seq``, ``start_time``), the redelivery
+        delays after a failure (``nak_delay`` doubling per delivery up to ``nak_max_delay``; 1 and 60 seconds),
+        the dead letters' subject, and the results in the XCom (``return_results``, ``max_xcom_bytes``,
+        ``results_overflow``). Default: every default.
 
     XCom: ``{"stream", "consumer", "domain", "processed", "acked", "nakd", "termed", "dead_lettered",
     "first_seq", "last_seq", "batches"}`` (and ``results``, ``results_trimmed``); ``acked``, ``nakd`` and
     ``termed`` count what the consumer confirmed.
     """
 
-    arguments: Args = OPERATOR + _READ + CONSUME_OPERATOR
+    arguments: Args = OPERATOR + _CONSUME
     template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(
@@ -98,33 +130,21 @@ class JetStreamConsumeOperator(JetStreamBaseOperator):
         apply_function_batch: Callable[..., Any] | str | None = None,
         apply_function_args: list[Any] | None = None,
         apply_function_kwargs: dict[str, Any] | None = None,
-        filter_subjects: list[str] | str | None = None,
-        start_seq: int | None = None,
-        start_time: str | None = None,
         max_messages: int = 1000,
         batch_size: int = 100,
         max_wait: float = 5.0,
         term_on: list[Any] | None = None,
         dead_letter_stream: str | None = None,
-        dead_letter_subject: str | None = None,
-        nak_delay: float = 1.0,
-        nak_max_delay: float = 60.0,
-        return_results: bool = False,
-        max_xcom_bytes: int = 49152,
-        results_overflow: str = "fail",
+        options: ConsumeOptions | dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.stream, self.consumer = stream, consumer
         self.apply_function, self.apply_function_batch = apply_function, apply_function_batch
         self.apply_function_args, self.apply_function_kwargs = apply_function_args, apply_function_kwargs
-        self.filter_subjects, self.start_seq, self.start_time = filter_subjects, start_seq, start_time
         self.max_messages, self.batch_size, self.max_wait = max_messages, batch_size, max_wait
         self.term_on, self.dead_letter_stream = term_on, dead_letter_stream
-        self.dead_letter_subject = dead_letter_subject
-        self.nak_delay, self.nak_max_delay = nak_delay, nak_max_delay
-        self.return_results, self.max_xcom_bytes = return_results, max_xcom_bytes
-        self.results_overflow = results_overflow
+        self.options = options
 
     def execute(self, context: Any) -> dict[str, Any]:
         args = self.checked_arguments()
@@ -136,7 +156,8 @@ class _Run:
 
     def __init__(self, operator: JetStreamConsumeOperator, args: dict[str, Any], hook: Any) -> None:
         self.log = operator.log
-        self.args, self.hook = args, hook
+        self.args, self.hook = {**args, **args["options"].as_kwargs()}, hook
+        args = self.args
         per_batch = args["apply_function_batch"] is not None
         self.per_batch = per_batch
         self.function = resolve(args["apply_function_batch" if per_batch else "apply_function"], "apply_function")

@@ -16,7 +16,7 @@ import pytest
 
 from airflow_provider_jetstream.core.errors import JetStreamConfigError, SpecErrors
 from airflow_provider_jetstream.core.protocol import parse_ack_reply
-from airflow_provider_jetstream.operators.consume import JetStreamConsumeOperator
+from airflow_provider_jetstream.operators.consume import ConsumeOptions, JetStreamConsumeOperator
 from airflow_provider_jetstream.testing.servers import USERS
 from tests.support.consume_functions import BadInput, processed, record
 from tests.support.management import uid
@@ -95,7 +95,7 @@ def test_each_message_is_acked_after_its_function_returned(hub_conn, hub_leaf, r
             apply_function=RECORD,
             apply_function_kwargs={"log": log},
             batch_size=5,
-            return_results=True,
+            options={"return_results": True},
         )
         wait_until(watch.acks, lambda acks: len(acks) == 12, 30, "12 acks")
     assert processed(log) == list(range(1, 13))
@@ -115,7 +115,7 @@ def test_each_message_is_acked_after_its_function_returned(hub_conn, hub_leaf, r
         consumer="work",
         apply_function_batch="tests.support.consume_functions.record_batch",
         apply_function_kwargs={"log": log},
-        return_results=True,
+        options={"return_results": True},
     )
     assert per_batch["results"] == [[16, 17]] and per_batch["acked"] == 2
 
@@ -135,7 +135,7 @@ def test_failures_nak_with_backoff_or_terminate_to_the_dead_letter_stream(hub_co
         apply_function_kwargs={"log": log, "fail": [3]},
         term_on=[BadInput],
         dead_letter_stream=dlq,
-        nak_delay=0.5,
+        options=ConsumeOptions(nak_delay=0.5),
     )
     assert (first["acked"], first["nakd"], first["termed"], first["dead_lettered"]) == (2, 1, 1, 1)
     copy = raw.api("hub", f"STREAM.MSG.GET.{dlq}", {"seq": 1})["message"]
@@ -166,9 +166,11 @@ def test_results_beyond_the_xcom_limit_fail_or_are_trimmed(hub_conn, raw, tmp_pa
     log = str(tmp_path / "seen")
     common = {"stream": name, "consumer": "work", "apply_function": RECORD, "apply_function_kwargs": {"log": log}}
     with pytest.raises(JetStreamConfigError, match="exceed max_xcom_bytes=7 after 2 results"):
-        consume(hub_conn, **common, return_results=True, max_xcom_bytes=7)
+        consume(hub_conn, **common, options={"return_results": True, "max_xcom_bytes": 7})
     # Only what fit was acked: the message whose result did not fit comes back first.
-    trimmed = consume(hub_conn, **common, return_results=True, max_xcom_bytes=7, results_overflow="trim")
+    trimmed = consume(
+        hub_conn, **common, options={"return_results": True, "max_xcom_bytes": 7, "results_overflow": "trim"}
+    )
     assert trimmed["results"] == [3, 4] and trimmed["results_trimmed"] == 2 and trimmed["acked"] == 4
     info = consumer_info(raw, name, "work")
     assert info["num_pending"] == 0 and info["num_ack_pending"] == 0
@@ -189,8 +191,14 @@ def test_arguments_are_refused_at_parse_time() -> None:
         assert part in text
     with pytest.raises(SpecErrors, match="exactly one"):
         JetStreamConsumeOperator(task_id="none", stream="s", consumer="c")
-    with pytest.raises(SpecErrors, match="start_seq=2 is not allowed"):
-        JetStreamConsumeOperator(task_id="start", stream="s", consumer="c", apply_function=record, start_seq=2)
+    with pytest.raises(SpecErrors, match=r"options\.start_seq=2 is not allowed: only without a consumer"):
+        JetStreamConsumeOperator(
+            task_id="start", stream="s", consumer="c", apply_function=record, options={"start_seq": 2}
+        )
+    with pytest.raises(
+        SpecErrors, match=r"nak_delay=2 is not allowed: moved into options=ConsumeOptions\(nak_delay=2\)"
+    ):
+        JetStreamConsumeOperator(task_id="moved", stream="s", consumer="c", apply_function=record, nak_delay=2)
 
 
 def test_a_task_killed_between_processing_and_ack_then_retried_loses_nothing_and_acks_once(

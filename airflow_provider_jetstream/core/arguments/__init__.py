@@ -185,6 +185,10 @@ class Args:
         rules = [r for r in self.rules if not set(r.names) & set(names)]
         return Args(self.name, {n: a for n, a in self.args.items() if n not in names}, rules)
 
+    def only(self, *names: str) -> Args:
+        """The signature of some of its arguments only (and the rules between them alone)."""
+        return self.without(*(n for n in self.args if n not in names))
+
     def ruled(self, *rules: Rule) -> Args:
         """The signature with more rules (between its own arguments)."""
         return Args(self.name, self.args, self.rules + rules)

@@ -15,6 +15,7 @@ from typing import Any
 from airflow_provider_jetstream.core.arguments import Arg, Args
 from airflow_provider_jetstream.core.arguments.options import Options, options_arg
 from airflow_provider_jetstream.core.errors import SpecError
+from airflow_provider_jetstream.core.signatures.consume import CONSUME, CONSUME_OPERATOR
 from airflow_provider_jetstream.core.signatures.durable import DURABLE_TUNING
 from airflow_provider_jetstream.core.signatures.operations import _GUARDED, _STORED, DRY_RUN, PUBLISH, REPLICATION
 from airflow_provider_jetstream.core.signatures.operator_only import MIRROR_TUNING
@@ -137,6 +138,47 @@ class ReplicationOptions(Options):
     verify_origin: str = "auto"
 
 
+#: What the consume operator takes in its options: an ephemeral read's start and filter, the dead letters'
+#: subject, the redelivery delays and the results' XCom.
+_READ_TUNING = ("filter_subjects", "start_seq", "start_time")
+_CONSUME_TUNING = ("dead_letter_subject", "nak_delay", "nak_max_delay", "return_results", "max_xcom_bytes",
+                   "results_overflow")  # fmt: skip
+
+
+@Options.declare
+@dataclass
+class ConsumeOptions(Options):
+    """Options of the consume operator: a read without a consumer, redeliveries, dead letters, the results.
+
+    :param filter_subjects: a read without a consumer: only these subjects (wildcards allowed; one may be a
+        string). Default every subject. (A durable consumer delivers what its own filter says.)
+    :param start_seq: a read without a consumer: its first sequence. Default 1.
+    :param start_time: a read without a consumer: from the first message stored at or after this time (ISO,
+        with a zone, or a datetime), instead of ``start_seq``.
+    :param dead_letter_subject: the subject of the dead-letter copies. Default
+        ``<dead_letter_stream>.<stream>.<consumer>``.
+    :param nak_delay: the redelivery delay after a first failure, seconds; doubles per delivery. Default 1.
+    :param nak_max_delay: the longest redelivery delay, seconds. Default 60.
+    :param return_results: put the function's results (JSON-able) in the XCom under ``results``. Default False.
+    :param max_xcom_bytes: the results' JSON size at most. Default 48 KiB.
+    :param results_overflow: beyond ``max_xcom_bytes``: ``fail`` (default) naks the message whose result does not
+        fit (it comes back) and fails the task; ``trim`` keeps the results that fit and counts the others in
+        ``results_trimmed``.
+    """
+
+    arguments = CONSUME.only(*_READ_TUNING) + CONSUME_OPERATOR.only(*_CONSUME_TUNING)
+
+    filter_subjects: Any = None
+    start_seq: int | None = None
+    start_time: Any = None
+    dead_letter_subject: str | None = None
+    nak_delay: float = 1.0
+    nak_max_delay: float = 60.0
+    return_results: bool = False
+    max_xcom_bytes: int = 49152
+    results_overflow: str = "fail"
+
+
 def family_options(cls: type[Options], doc: str, without: Sequence[str] = ()) -> Arg:
     """The ``options`` argument of an operator of ``cls``'s family, refusing the fields ``without`` (those that
     do not apply to it) when they are given other than their default."""
@@ -158,6 +200,7 @@ def family_options(cls: type[Options], doc: str, without: Sequence[str] = ()) ->
 
 
 __all__ = [
+    "ConsumeOptions",
     "DeclareOptions",
     "DurableSourceOptions",
     "MirrorOptions",
