@@ -73,14 +73,17 @@ from airflow.sdk import DAG, Asset, AssetWatcher
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow_provider_jetstream.triggers.messages import JetStreamMessageTrigger
 
-def watched(uri, stream, consumer, **kwargs):
+def watched(uri, stream, consumer, options=None, **kwargs):
     return Asset(uri=uri, watchers=[AssetWatcher(name=consumer, trigger=JetStreamMessageTrigger(
-        jetstream_conn_id="nats_hub", domain="{leaf}", stream=stream, consumer=consumer, cohort_wait=1, **kwargs))])
+        jetstream_conn_id="nats_hub", domain="{leaf}", stream=stream, consumer=consumer,
+        options={{"cohort_wait": 1, **(options or {{}})}}, **kwargs))])
 
 for name, asset in (
     ("bench_batch1", watched("{uri1}", "{stream1}", "bench_b1")),
     ("bench_batched", watched("{uri2}", "{stream2}", "bench_batch", batch_size={batch})),
-    ("bench_wide", watched("{uri3}", "{stream3}", "bench_wide", batch_size={batch}, max_ack_pending={wide})),
+    ("bench_wide", watched(
+        "{uri3}", "{stream3}", "bench_wide", batch_size={batch}, options={{"max_ack_pending": {wide}}}
+    )),
 ):
     with DAG(dag_id=name, schedule=[asset], start_date=pendulum.datetime(2026, 1, 1), catchup=False):
         EmptyOperator(task_id="noted")
@@ -96,7 +99,7 @@ from airflow_provider_jetstream.triggers.messages import JetStreamMessageTrigger
 assets = [
     Asset(name=f"fan_{{i}}", watchers=[AssetWatcher(name=f"fan_{{i}}", trigger=JetStreamMessageTrigger(
         jetstream_conn_id="nats_hub", domain="{leaf}", stream="{stream}", consumer="bench_fan",
-        subjects=[f"fan.{{i}}"], cohort_wait=1))])
+        event_subjects=[f"fan.{{i}}"], options={{"cohort_wait": 1}}))])
     for i in range({first}, {last} + 1)
 ]
 with DAG(dag_id="bench_fan_{first}", schedule=assets, start_date=pendulum.datetime(2026, 1, 1), catchup=False):

@@ -47,7 +47,6 @@ announcements = Asset(
                 domain=HUB_DOMAIN,
                 stream=HUB_ANNOUNCEMENTS,
                 consumer=CONSUMER,
-                deliver_policy="all",
                 decode="json",  # an announcement that is not JSON is rejected (and terminated), not fired
             ),
         )

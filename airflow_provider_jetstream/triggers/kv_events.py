@@ -6,13 +6,15 @@ import hashlib
 from typing import Any
 
 from airflow_provider_jetstream.core.api import JetStreamApi
+from airflow_provider_jetstream.core.arguments import refusing_retired
 from airflow_provider_jetstream.core.consume.deliveries import decode_payload
 from airflow_provider_jetstream.core.manage.buckets import bucket_layout_of, key_of
 from airflow_provider_jetstream.core.manage.specs.consumer import ConsumerSpec
 from airflow_provider_jetstream.core.manage.specs.kv import kv_stream_name
 from airflow_provider_jetstream.core.protocol import KV_OPERATION
 from airflow_provider_jetstream.core.read.delivery import Delivery
-from airflow_provider_jetstream.core.signatures.events import INITIAL, KV_EVENTS
+from airflow_provider_jetstream.core.signatures.events import INITIAL
+from airflow_provider_jetstream.core.signatures.options import KV_EVENT_TUNING, KV_EVENTS, MessageOptions
 from airflow_provider_jetstream.triggers.message_producer import JetStreamSharedStreamProducer
 from airflow_provider_jetstream.triggers.messages import JetStreamMessageTrigger
 
@@ -60,14 +62,17 @@ class JetStreamKeyValueEventTrigger(JetStreamMessageTrigger):
     :param initial: ``new`` (default): changes from the first start on; ``current``: first one event
         per key for its current value.
     :param include_deletes: fire on deletes and purges too. Default True.
-
-    ``max_ack_pending``, ``ack_wait``, ``nak_delay``, ``nak_max_delay``, ``dead_letter_stream``, ``decode``,
-    ``max_payload_bytes``, ``cohort_wait``, ``fallback_ack_delay``: as for :class:`JetStreamMessageTrigger`.
+    :param decode: payload decoding, as for :class:`JetStreamMessageTrigger`. Default ``auto``.
+    :param dead_letter_stream: a stream that receives rejected revisions. Default none.
+    :param options: :class:`~airflow_provider_jetstream.core.signatures.options.MessageOptions` (those that shape
+        a watch of keys: ``max_ack_pending``, ``ack_wait``, ``nak_delay``, ``nak_max_delay``,
+        ``max_payload_bytes``, ``cohort_wait``, ``fallback_ack_delay``) or a dict of them. Default: every default.
     """
 
     #: The signature of the trigger's kwargs (its message-trigger kwargs follow from them).
     arguments = KV_EVENTS
 
+    @refusing_retired
     def __init__(
         self,
         *,
@@ -79,15 +84,9 @@ class JetStreamKeyValueEventTrigger(JetStreamMessageTrigger):
         consumer: str | None = None,
         initial: str = "new",
         include_deletes: bool = True,
-        max_ack_pending: int = 256,
-        ack_wait: float = 30.0,
-        nak_delay: float = 1.0,
-        nak_max_delay: float = 60.0,
-        dead_letter_stream: str | None = None,
         decode: str = "auto",
-        max_payload_bytes: int = 65536,
-        cohort_wait: float = 3.0,
-        fallback_ack_delay: float = 10.0,
+        dead_letter_stream: str | None = None,
+        options: MessageOptions | dict[str, Any] | None = None,
     ) -> None:
         given = {
             "bucket": bucket,
@@ -98,39 +97,43 @@ class JetStreamKeyValueEventTrigger(JetStreamMessageTrigger):
             "consumer": consumer,
             "initial": initial,
             "include_deletes": include_deletes,
-            "max_ack_pending": max_ack_pending,
-            "ack_wait": ack_wait,
-            "nak_delay": nak_delay,
-            "nak_max_delay": nak_max_delay,
-            "dead_letter_stream": dead_letter_stream,
             "decode": decode,
-            "max_payload_bytes": max_payload_bytes,
-            "cohort_wait": cohort_wait,
-            "fallback_ack_delay": fallback_ack_delay,
+            "dead_letter_stream": dead_letter_stream,
+            "options": options,
         }
-        #: The checked kwargs (JSON-serializable), as the triggerer rebuilds the trigger from them.
-        self.kv_kwargs: dict[str, Any] = KV_EVENTS.check(given)
-        super().__init__(**self.message_kwargs(self.kv_kwargs))
+        checked = KV_EVENTS.check(given)
+        options = checked.pop("options")
+        tuning = {name: getattr(options, name) for name in KV_EVENT_TUNING}
+        #: The arguments as given, checked (JSON-serializable), as the triggerer rebuilds the trigger from them.
+        self.kv_given: dict[str, Any] = {**checked, "options": tuning}
+        #: Every setting of the watch, flat.
+        self.kv_kwargs: dict[str, Any] = {**checked, **tuning}
+        super().__init__(**self.message_arguments(self.kv_given))
 
     @classmethod
     def message_kwargs(cls, kwargs: dict[str, Any]) -> dict[str, Any]:
-        """The message-trigger kwargs of a watch: stream ``KV_<bucket>``, filters ``$KV.<bucket>.<key>`` (a
+        """The settings (flat) of the message trigger of a watch (see :meth:`message_arguments`)."""
+        return JetStreamMessageTrigger(**cls.message_arguments(kwargs)).kwargs  # with every default filled in
+
+    @staticmethod
+    def message_arguments(kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The message-trigger arguments of a watch: stream ``KV_<bucket>``, filters ``$KV.<bucket>.<key>`` (a
         mirror's producer filters under its origin's name instead, see :class:`KeyValueStreamProducer`)."""
         kv = KV_EVENTS.check(kwargs)
         bucket, keys, initial = kv.pop("bucket"), kv.pop("keys"), kv.pop("initial")
         kv.pop("include_deletes")
+        tuning = kv.pop("options").as_kwargs()
         consumer = kv.pop("consumer") or kv_consumer_name(bucket, keys, initial)
-        message = {
+        return {
             **kv,
             "stream": kv_stream_name(bucket),
             "consumer": consumer,
             "filter_subjects": [f"$KV.{bucket}.{key}" for key in keys],
-            "deliver_policy": INITIAL[initial],
+            "options": {**tuning, "deliver_policy": INITIAL[initial]},
         }
-        return JetStreamMessageTrigger(**message).kwargs  # with every default filled in
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return f"{type(self).__module__}.{type(self).__qualname__}", dict(self.kv_kwargs)
+        return f"{type(self).__module__}.{type(self).__qualname__}", dict(self.kv_given)
 
     @classmethod
     def create_shared_stream_producer(cls, kwargs: dict[str, Any]) -> KeyValueStreamProducer:

@@ -10,11 +10,13 @@ from typing import Any
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
+from airflow_provider_jetstream.core.arguments import refusing_retired
 from airflow_provider_jetstream.core.arguments.names import subjects_collide
 from airflow_provider_jetstream.core.consume.deliveries import batch_payload, delivery_payload
 from airflow_provider_jetstream.core.manage.specs.consumer import ConsumerSpec
 from airflow_provider_jetstream.core.read.delivery import Delivery
-from airflow_provider_jetstream.core.signatures.events import MESSAGES
+from airflow_provider_jetstream.core.signatures.events import MESSAGE_SETTINGS
+from airflow_provider_jetstream.core.signatures.options import MESSAGES, MessageOptions
 from airflow_provider_jetstream.core.tasks import stop_task
 from airflow_provider_jetstream.triggers.message_producer import (
     HAS_SHARED_STREAMS,
@@ -33,57 +35,44 @@ class JetStreamMessageTrigger(BaseEventTrigger):
 
     On Airflow >= 3.3 every watcher with the same connection, stream, consumer and consumer settings
     in a triggerer shares one consumer and one NATS connection, and a message is acked only after
-    every watcher's asset event is stored (at-least-once; a DAG dedups by ``sequence``). A watcher
+    every watcher's asset event is stored (at-least-once; a DAG dedups by ``seq``). A watcher
     that rejects a message (a payload it cannot decode with ``decode`` other than ``auto``) has it
     copied to ``dead_letter_stream`` if set, then terminated; a watcher that fails (not stored within
     ``[triggerer] shared_stream_ack_timeout``) has it redelivered after a backoff. On Airflow 3.2
-    (no shared streams) each trigger consumes alone and acks ``fallback_ack_delay`` seconds after
+    (no shared streams) each trigger consumes alone and acks ``options.fallback_ack_delay`` seconds after
     handing an event to the triggerer.
 
-    With ``ack_policy="all"`` (or an existing consumer with ``ack_policy: all``, which is adopted)
+    With ``options.ack_policy="all"`` (or an existing consumer with ``ack_policy: all``, which is adopted)
     one ack covers every message up to a stream sequence, so the trigger acks only the highest
     sequence below which every message is stored or dead-lettered: fewer acks, but a failed
     message holds back the acks of every later one (kept alive with ``+WPI``, counted in
     ``max_ack_pending``) until it comes back and is stored. After a reconnect or a triggerer restart
     the server redelivers everything above that floor: events may repeat (at-least-once, same
-    ``sequence``); nothing below it is lost.
+    ``seq``); nothing below it is lost.
 
     :param stream: stream name. :param consumer: durable consumer name (created, or reconciled, on start).
     :param jetstream_conn_id: Airflow connection id. Default ``jetstream_default``.
     :param domain: JetStream domain of the stream; or ``api_prefix`` (e.g. ``JS.acc@hub.API``). Default:
         the connection's.
     :param filter_subjects: subjects the consumer delivers (server side). Default: all of the stream's.
-    :param deliver_policy: where a new consumer starts: ``all`` (default), ``new``, ``last``,
-        ``last_per_subject``, ``by_start_sequence`` (``start_seq``) or ``by_start_time``
-        (``start_time``, ISO-8601). An existing consumer keeps its position.
-    :param ack_policy: how a new consumer is acked: ``explicit`` (default, each message) or ``all``
-        (a floor: see above). An existing consumer keeps its own (``none`` is refused).
-    :param max_ack_pending: unacked messages in flight, at most. Default 256.
-    :param ack_wait: seconds before the server redelivers an unacked message (kept alive by ``+WPI``
-        while Airflow persists it). Default 30.
-    :param max_deliver: deliveries per message; after that a failed one is dead-lettered and
-        terminated. Default -1 (unlimited).
-    :param nak_delay: redelivery delay after a first failure, doubling per delivery up to
-        ``nak_max_delay``. Defaults 1 and 60 seconds.
-    :param batch_size: messages per event (payload ``messages``); 1 (default) gives one event per message.
-    :param batch_window: seconds a batch waits for more messages after its first. Default 0.
-    :param dead_letter_stream: a stream that receives rejected messages with an ``Airflow-DLQ-Reason``
-        header, on ``dead_letter_subject`` (default ``<dead_letter_stream>.<stream>.<consumer>``).
     :param event_subjects: this watcher's own narrowing (client side; other watchers of the consumer are
         unaffected): messages on other subjects are acknowledged without an event. Default: all.
+    :param batch_size: messages per event (payload ``messages``); 1 (default) gives one event per message.
     :param decode: payload decoding, ``auto`` (JSON, else text, else base64; default), ``json``,
         ``text`` or ``base64``; a payload not in a forced form is rejected.
-    :param max_payload_bytes: larger payloads are ``omitted`` from the event. Default 65536.
-    :param include_headers: put the headers (every value of each) in the event. Default True.
-    :param cohort_wait: seconds to wait before the first pull, so sibling watchers restarting together
-        all subscribe first. Default 3.
-    :param fallback_ack_delay: Airflow < 3.3 only: seconds between handing an event to the triggerer
-        and acking it. Default 10.
+    :param dead_letter_stream: a stream that receives rejected messages with an ``Airflow-DLQ-Reason``
+        header. Default none.
+    :param options: :class:`~airflow_provider_jetstream.core.signatures.options.MessageOptions` or a dict of its
+        fields: how a new consumer starts (``deliver_policy``, ``start_seq``, ``start_time``) and is acked
+        (``ack_policy``, ``max_ack_pending``, ``ack_wait``, ``max_deliver``), the redelivery delays, the batch
+        window, the dead letters' subject, what an event holds (``max_payload_bytes``, ``include_headers``) and
+        the triggerer's pacing (``cohort_wait``, ``fallback_ack_delay``). Default: every default.
     """
 
     #: The signature of the trigger's kwargs (checked when it is made, and when the triggerer rebuilds it).
     arguments = MESSAGES
 
+    @refusing_retired
     def __init__(
         self,
         *,
@@ -93,25 +82,11 @@ class JetStreamMessageTrigger(BaseEventTrigger):
         domain: str | None = None,
         api_prefix: str | None = None,
         filter_subjects: list[str] | None = None,
-        deliver_policy: str = "all",
-        start_seq: int | None = None,
-        start_time: str | None = None,
-        ack_policy: str = "explicit",
-        max_ack_pending: int = 256,
-        ack_wait: float = 30.0,
-        max_deliver: int = -1,
-        nak_delay: float = 1.0,
-        nak_max_delay: float = 60.0,
-        batch_size: int = 1,
-        batch_window: float = 0.0,
-        dead_letter_stream: str | None = None,
-        dead_letter_subject: str | None = None,
         event_subjects: list[str] | None = None,
+        batch_size: int = 1,
         decode: str = "auto",
-        max_payload_bytes: int = 65536,
-        include_headers: bool = True,
-        cohort_wait: float = 3.0,
-        fallback_ack_delay: float = 10.0,
+        dead_letter_stream: str | None = None,
+        options: MessageOptions | dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         given = {
@@ -121,41 +96,33 @@ class JetStreamMessageTrigger(BaseEventTrigger):
             "domain": domain,
             "api_prefix": api_prefix,
             "filter_subjects": filter_subjects,
-            "deliver_policy": deliver_policy,
-            "start_seq": start_seq,
-            "start_time": start_time,
-            "ack_policy": ack_policy,
-            "max_ack_pending": max_ack_pending,
-            "ack_wait": ack_wait,
-            "max_deliver": max_deliver,
-            "nak_delay": nak_delay,
-            "nak_max_delay": nak_max_delay,
-            "batch_size": batch_size,
-            "batch_window": batch_window,
-            "dead_letter_stream": dead_letter_stream,
-            "dead_letter_subject": dead_letter_subject,
             "event_subjects": event_subjects,
+            "batch_size": batch_size,
             "decode": decode,
-            "max_payload_bytes": max_payload_bytes,
-            "include_headers": include_headers,
-            "cohort_wait": cohort_wait,
-            "fallback_ack_delay": fallback_ack_delay,
+            "dead_letter_stream": dead_letter_stream,
+            "options": options,
         }
         # Checked with its one declaration: a bad argument is a DAG import error; nothing is sent anywhere.
         checked = MESSAGES.check(given)
-        self.spec: ConsumerSpec = checked.pop("spec")
-        #: The checked kwargs (JSON-serializable), as the triggerer rebuilds the trigger from them.
-        self.kwargs: dict[str, Any] = {name: checked[name] for name in given}
+        tuning = checked.pop("options")
+        #: The arguments as given, checked (JSON-serializable: ``options`` as a dict), as the triggerer rebuilds
+        #: the trigger from them.
+        self.given: dict[str, Any] = {**checked, "options": tuning.as_kwargs()}
+        settings = MESSAGE_SETTINGS.check({**checked, **tuning.as_kwargs()})
+        self.spec: ConsumerSpec = settings.pop("spec")
+        #: Every setting, flat (the arguments and the options' fields): what the producer reads.
+        self.kwargs: dict[str, Any] = settings
 
     # -- arguments --------------------------------------------------------------------------
 
     @classmethod
-    def consumer_spec(cls, kw: dict[str, Any]) -> ConsumerSpec:
-        """The consumer the trigger kwargs ask for (checked with :data:`MESSAGES`; nothing is sent anywhere)."""
-        return MESSAGES.check(kw)["spec"]
+    def consumer_spec(cls, settings: dict[str, Any]) -> ConsumerSpec:
+        """The consumer the trigger's settings (flat) ask for (checked with :data:`MESSAGE_SETTINGS`; nothing is
+        sent anywhere)."""
+        return MESSAGE_SETTINGS.check({k: v for k, v in settings.items() if k != "spec"})["spec"]
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return f"{type(self).__module__}.{type(self).__qualname__}", dict(self.kwargs)
+        return f"{type(self).__module__}.{type(self).__qualname__}", dict(self.given)
 
     # -- shared streams (Airflow >= 3.3) ----------------------------------------------------
 
@@ -174,8 +141,8 @@ class JetStreamMessageTrigger(BaseEventTrigger):
 
     @classmethod
     def message_kwargs(cls, kwargs: dict[str, Any]) -> dict[str, Any]:
-        """The :class:`JetStreamMessageTrigger` kwargs behind this class's serialized kwargs: checked, every
-        default filled in (kwargs serialized by an earlier release may lack newer arguments)."""
+        """The settings (flat) of a :class:`JetStreamMessageTrigger` behind this class's serialized kwargs:
+        checked, every default filled in (kwargs serialized by an earlier release may lack newer arguments)."""
         return JetStreamMessageTrigger(**kwargs).kwargs
 
     @classmethod
@@ -268,4 +235,4 @@ def _describe(raw: Delivery | tuple[Delivery, ...]) -> str:
     return f"batch #{raw[0].seq}-#{raw[-1].seq}" if raw else "empty batch"
 
 
-__all__ = ["HAS_SHARED_STREAMS", "JetStreamMessageTrigger"]
+__all__ = ["HAS_SHARED_STREAMS", "JetStreamMessageTrigger", "MessageOptions"]

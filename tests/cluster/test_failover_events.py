@@ -102,7 +102,11 @@ def test_a_kv_watch_goes_on_across_its_consumers_leader_kill(hub_cluster: LocalT
             return (await ack_state(api, f"KV_{bucket}", consumer))[0]
 
         watch = JetStreamKeyValueEventTrigger(
-            jetstream_conn_id=cluster_conn, bucket=bucket, keys=["site.*"], domain="hub", cohort_wait=0, ack_wait=2
+            jetstream_conn_id=cluster_conn,
+            bucket=bucket,
+            keys=["site.*"],
+            domain="hub",
+            options={"cohort_wait": 0, "ack_wait": 2},
         )
         runner = Triggerer()
         runner.start(1, watch)

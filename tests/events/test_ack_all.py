@@ -256,7 +256,7 @@ def test_ack_policy_none_is_refused_and_a_bogus_one_at_construction(hub_leaf, hu
 
 
 def test_the_trigger_kwargs_round_trip(hub_conn) -> None:
-    made = JetStreamMessageTrigger(jetstream_conn_id=hub_conn, stream="S", consumer="c", ack_policy="all")
+    made = JetStreamMessageTrigger(jetstream_conn_id=hub_conn, stream="S", consumer="c", options={"ack_policy": "all"})
     again = rebuild(made)
     assert again.kwargs == made.kwargs and again.spec.values["ack_policy"] == "all"
     assert again.shared_stream_key() == made.shared_stream_key()

@@ -38,7 +38,8 @@ from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow_provider_jetstream.triggers.messages import JetStreamMessageTrigger
 
 announced = Asset(uri="{URI}", watchers=[AssetWatcher(name="edge", trigger=JetStreamMessageTrigger(
-    jetstream_conn_id="nats_hub", domain="leaf-a", stream="{STREAM}", consumer="{CONSUMER}", cohort_wait=1))])
+    jetstream_conn_id="nats_hub", domain="leaf-a", stream="{STREAM}", consumer="{CONSUMER}",
+    options={{"cohort_wait": 1}}))])
 with DAG(dag_id="events_proof", schedule=[announced], start_date=pendulum.datetime(2026, 1, 1), catchup=False):
     EmptyOperator(task_id="noted")
 '''
@@ -54,7 +55,7 @@ from airflow_provider_jetstream.triggers.messages import JetStreamMessageTrigger
 assets = [
     Asset(name=f"fan_{{i}}", watchers=[AssetWatcher(name=f"fan_{{i}}",
         trigger=JetStreamMessageTrigger(jetstream_conn_id="nats_hub", domain="leaf-a", stream="{FANOUT}",
-            consumer="{FAN_CONSUMER}", event_subjects=[f"fan.{{i}}"], cohort_wait=1))])
+            consumer="{FAN_CONSUMER}", event_subjects=[f"fan.{{i}}"], options={{"cohort_wait": 1}}))])
     for i in range({WATCHERS})
 ]
 with DAG(dag_id="events_fanout", schedule=assets, start_date=pendulum.datetime(2026, 1, 1), catchup=False):

@@ -28,7 +28,11 @@ async def ack_floor(url: str, bucket: str, consumer: str) -> int:
 def test_each_change_fires_and_a_restart_resumes_after_the_last_stored_revision(hub_leaf, hub_conn) -> None:
     bucket = unique("kvev")
     watch = JetStreamKeyValueEventTrigger(
-        jetstream_conn_id=hub_conn, bucket=bucket, keys=["site.*"], domain="leaf", cohort_wait=0, ack_wait=2
+        jetstream_conn_id=hub_conn,
+        bucket=bucket,
+        keys=["site.*"],
+        domain="leaf",
+        options={"cohort_wait": 0, "ack_wait": 2},
     )  # a short ack_wait: what the stopped triggerer's last pull request took comes back soon
     consumer = kv_consumer_name(bucket, ["site.*"], "new")
 
@@ -117,7 +121,7 @@ def test_a_hub_mirror_of_a_leaf_bucket_fires_in_either_layout(hub_leaf, hub_conn
 
     def watch(copy: str, **more) -> JetStreamKeyValueEventTrigger:
         return JetStreamKeyValueEventTrigger(
-            jetstream_conn_id=hub_conn, bucket=copy, keys=["site.*"], domain="hub", cohort_wait=0, **more
+            jetstream_conn_id=hub_conn, bucket=copy, keys=["site.*"], domain="hub", options={"cohort_wait": 0}, **more
         )
 
     async def scenario() -> None:
@@ -161,7 +165,8 @@ def test_a_hub_mirror_of_a_leaf_bucket_fires_in_either_layout(hub_leaf, hub_conn
         ({"keys": ["a.>.b"]}, "'>' only the whole last part"),
         ({"keys": ["a..b"]}, "keys[0]='a..b'"),
         ({"initial": "oldest"}, "initial='oldest'"),
-        ({"max_ack_pending": -3}, "max_ack_pending=-3"),
+        ({"options": {"max_ack_pending": -3}}, "options.max_ack_pending=-3"),
+        ({"options": {"ack_policy": "all"}}, "options.ack_policy='all' is not allowed: this operator does not take it"),
     ],
 )
 def test_invalid_watches_are_refused_at_parse_time(kwargs, words) -> None:

@@ -181,16 +181,18 @@ def test_a_hundred_watchers_share_one_consumer_and_one_connection(hub_leaf, jets
     [
         ({"stream": "a.b"}, "stream='a.b'"),
         ({"consumer": "x y"}, "consumer.name='x y'"),
-        ({"deliver_policy": "sometimes"}, "deliver_policy='sometimes'"),
+        ({"options": {"deliver_policy": "sometimes"}}, "options.deliver_policy='sometimes'"),
         ({"api_prefix": "JS.acc@hub.API"}, "were both given"),
         ({"filter_subjects": ["a..b"]}, "empty tokens"),
-        ({"max_ack_pending": 0}, "max_ack_pending=0"),
-        ({"ack_wait": -1}, "ack_wait=-1"),
+        ({"options": {"max_ack_pending": 0}}, "options.max_ack_pending=0"),
+        ({"options": {"ack_wait": -1}}, "options.ack_wait=-1"),
+        ({"ack_wait": 5}, "ack_wait=5 is not allowed: moved into options=MessageOptions(ack_wait=5)"),
+        ({"opt_start_seq": 5}, "opt_start_seq=5 is not allowed: renamed start_seq, in options=MessageOptions"),
         ({"batch_size": 0}, "batch_size=0"),
         ({"decode": "xml"}, "decode='xml'"),
         ({"dead_letter_stream": "dl.q"}, "dead_letter_stream='dl.q'"),
         ({"event_subjects": ["a.>.b"]}, "'>' may only be the last token"),
-        ({"deliver_policy": "new", "start_seq": 5}, "start_seq"),
+        ({"options": {"deliver_policy": "new", "start_seq": 5}}, "start_seq"),
     ],
 )
 def test_invalid_arguments_are_refused_before_anything_is_sent(hub_leaf, jetstream_conn, kwargs, words) -> None:

@@ -33,7 +33,12 @@ def test_message_queue_trigger_with_the_jetstream_scheme_is_our_trigger_end_to_e
 
     stream = unique("mq").upper()
     queued = MessageQueueTrigger(
-        scheme="jetstream", jetstream_conn_id=hub_conn, stream=stream, consumer="af_mq", domain="leaf", cohort_wait=0
+        scheme="jetstream",
+        jetstream_conn_id=hub_conn,
+        stream=stream,
+        consumer="af_mq",
+        domain="leaf",
+        options={"cohort_wait": 0},
     )
     assert isinstance(queued.trigger, JetStreamMessageTrigger)
     classpath, kwargs = queued.serialize()

@@ -9,6 +9,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_provider_jetstream.core.signatures.events import MESSAGE_TUNING
 from airflow_provider_jetstream.triggers.messages import JetStreamMessageTrigger
 
 
@@ -32,8 +33,9 @@ async def first_event(trigger: BaseTrigger, timeout: float) -> TriggerEvent:
 
 
 def message_trigger(conn: str, stream: str, **kw: Any) -> JetStreamMessageTrigger:
-    """A message trigger: domain ``leaf``, consumer ``af_events`` and no cohort wait unless given."""
+    """A message trigger: domain ``leaf``, consumer ``af_events`` and no cohort wait unless given; the
+    settings that live in its options (``ack_wait``, ``ack_policy``...) may be given flat here."""
     kw.setdefault("domain", "leaf")
     kw.setdefault("consumer", "af_events")
-    kw.setdefault("cohort_wait", 0)
-    return JetStreamMessageTrigger(jetstream_conn_id=conn, stream=stream, **kw)
+    options = {"cohort_wait": 0, **{name: kw.pop(name) for name in MESSAGE_TUNING if name in kw}}
+    return JetStreamMessageTrigger(jetstream_conn_id=conn, stream=stream, options=options, **kw)

@@ -202,23 +202,31 @@ class Args:
         :param form: how the names are spelled: ``snake`` (Python), ``camel`` (Spark options), ``flag``.
         """
         errors: list[SpecError] = []
+        accepted = [*self.args, *(field for _, options in self._options() for field in options.arguments.args)]
         for name, value in values.items():
             if name in self.args:
                 continue
             moved = self._moved_into(name)
-            entry = retired_entry(name, self.args, surface, form)
+            entry = retired_entry(name, accepted, surface, form)
             if moved is not None:
                 errors.append(SpecError(name, value, f"moved into {moved}({name}={value!r})"))
             elif entry is not None:
-                errors.append(entry.refusal(name, value, form))
+                # Renamed into an options field: say where the new name lives.
+                home = self._moved_into(entry.new) if entry.new else None
+                instead = entry.instead(form) + (f", in {home}" if home else "")
+                errors.append(SpecError(name, value, instead))
         if errors:
             raise SpecErrors(errors)
 
+    def _options(self) -> list[tuple[str, Any]]:
+        """``(argument name, options class)`` of each typed-options argument of this signature."""
+        found = ((name, getattr(arg.parse, "options_class", None)) for name, arg in self.args.items())
+        return [(name, options) for name, options in found if options is not None]
+
     def _moved_into(self, name: str) -> str | None:
         """``options=PublishOptions`` when ``name`` is a field of this signature's options argument."""
-        for arg_name, arg in self.args.items():
-            options = getattr(arg.parse, "options_class", None)
-            if options is not None and name in options.arguments.args:
+        for arg_name, options in self._options():
+            if name in options.arguments.args:
                 return f"{arg_name}={options.__name__}"
         return None
 

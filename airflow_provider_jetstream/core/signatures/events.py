@@ -86,8 +86,9 @@ _CONSUMER_ARGS = (
     "max_deliver",
 )
 
-#: ``JetStreamMessageTrigger``'s arguments (its kwargs, as the triggerer rebuilds it from them).
-MESSAGES = (
+#: Every setting of a message trigger's group, flat: what the producer and the consumer spec read
+#: (:data:`MESSAGES` takes them as its own arguments and its ``options``).
+MESSAGE_SETTINGS = (
     Args(
         "message trigger",
         {
@@ -154,8 +155,9 @@ _SHARED_WITH_MESSAGES = (
     "fallback_ack_delay",
 )
 
-#: ``JetStreamKeyValueEventTrigger``'s arguments; its message-trigger kwargs follow from them.
-KV_EVENTS = (
+#: Every setting of a KV event trigger, flat (:data:`KV_EVENTS` takes them as its own arguments and its
+#: ``options``); its message-trigger settings follow from them.
+KV_EVENT_SETTINGS = (
     Args(
         "KV event trigger",
         {
@@ -166,10 +168,36 @@ KV_EVENTS = (
                 choice(tuple(INITIAL)), "new", VALUE, "new (default): changes from now on; current: values first"
             ),
             "include_deletes": Arg(boolean, True, VALUE, "fire on deletes and purges too; default True"),
-            **{name: MESSAGES.args[name] for name in _SHARED_WITH_MESSAGES},
+            **{name: MESSAGE_SETTINGS.args[name] for name in _SHARED_WITH_MESSAGES},
         },
     )
     + TARGET
 )
 
-__all__ = ["DELIVER_POLICIES", "INITIAL", "KV_EVENTS", "MESSAGES"]
+#: What an event trigger takes in its ``options``: how its consumer is made and acked, batches, dead letters'
+#: subject, what an event holds, and the triggerer's pacing (:class:`~.options.MessageOptions`).
+MESSAGE_TUNING = (
+    "deliver_policy",
+    "start_seq",
+    "start_time",
+    "ack_policy",
+    "max_ack_pending",
+    "ack_wait",
+    "max_deliver",
+    "nak_delay",
+    "nak_max_delay",
+    "batch_window",
+    "dead_letter_subject",
+    "max_payload_bytes",
+    "include_headers",
+    "cohort_wait",
+    "fallback_ack_delay",
+)
+
+__all__ = [
+    "DELIVER_POLICIES",
+    "INITIAL",
+    "KV_EVENT_SETTINGS",
+    "MESSAGE_SETTINGS",
+    "MESSAGE_TUNING",
+]

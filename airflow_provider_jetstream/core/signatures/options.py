@@ -17,6 +17,11 @@ from airflow_provider_jetstream.core.arguments.options import Options, options_a
 from airflow_provider_jetstream.core.errors import SpecError
 from airflow_provider_jetstream.core.signatures.consume import CONSUME, CONSUME_OPERATOR
 from airflow_provider_jetstream.core.signatures.durable import DURABLE_TUNING
+from airflow_provider_jetstream.core.signatures.events import (
+    KV_EVENT_SETTINGS,
+    MESSAGE_SETTINGS,
+    MESSAGE_TUNING,
+)
 from airflow_provider_jetstream.core.signatures.operations import _GUARDED, _STORED, DRY_RUN, PUBLISH, REPLICATION
 from airflow_provider_jetstream.core.signatures.operator_only import MIRROR_TUNING
 
@@ -179,6 +184,56 @@ class ConsumeOptions(Options):
     results_overflow: str = "fail"
 
 
+@Options.declare
+@dataclass
+class MessageOptions(Options):
+    """Options of the event triggers (``JetStreamMessageTrigger``, ``JetStreamKeyValueEventTrigger``): how the
+    consumer is made and acked, batches, dead letters, what an event holds, the triggerer's pacing.
+
+    :param deliver_policy: where a new consumer starts: ``all`` (default), ``new``, ``last``, ``last_per_subject``,
+        ``by_start_sequence`` (``start_seq``) or ``by_start_time`` (``start_time``, ISO-8601). An existing consumer
+        keeps its position.
+    :param start_seq: the first sequence of a new consumer (``deliver_policy="by_start_sequence"``).
+    :param start_time: the first time of a new consumer (``deliver_policy="by_start_time"``).
+    :param ack_policy: how a new consumer is acked: ``explicit`` (default, each message) or ``all`` (a floor). An
+        existing consumer keeps its own (``none`` is refused).
+    :param max_ack_pending: unacked messages in flight, at most. Default 256.
+    :param ack_wait: seconds before the server redelivers an unacked message (kept alive by ``+WPI`` while
+        Airflow persists it). Default 30.
+    :param max_deliver: deliveries per message; after that a failed one is dead-lettered and terminated.
+        Default -1 (unlimited).
+    :param nak_delay: the redelivery delay after a first failure, doubling per delivery up to ``nak_max_delay``.
+        Defaults 1 and 60 seconds.
+    :param batch_window: seconds a batch (``batch_size`` > 1) waits for more messages after its first. Default 0.
+    :param dead_letter_subject: the subject of the dead-letter copies. Default
+        ``<dead_letter_stream>.<stream>.<consumer>``.
+    :param max_payload_bytes: larger payloads are ``omitted`` from the event. Default 65536.
+    :param include_headers: put the headers (every value of each) in the event. Default True.
+    :param cohort_wait: seconds to wait before the first pull, so sibling watchers restarting together all
+        subscribe first. Default 3.
+    :param fallback_ack_delay: Airflow < 3.3 only: seconds between handing an event to the triggerer and acking
+        it. Default 10.
+    """
+
+    arguments = MESSAGE_SETTINGS.only(*MESSAGE_TUNING)
+
+    deliver_policy: str = "all"
+    start_seq: int | None = None
+    start_time: Any = None
+    ack_policy: str = "explicit"
+    max_ack_pending: int = 256
+    ack_wait: float = 30.0
+    max_deliver: int = -1
+    nak_delay: float = 1.0
+    nak_max_delay: float = 60.0
+    batch_window: float = 0.0
+    dead_letter_subject: str | None = None
+    max_payload_bytes: int = 65536
+    include_headers: bool = True
+    cohort_wait: float = 3.0
+    fallback_ack_delay: float = 10.0
+
+
 def family_options(cls: type[Options], doc: str, without: Sequence[str] = ()) -> Arg:
     """The ``options`` argument of an operator of ``cls``'s family, refusing the fields ``without`` (those that
     do not apply to it) when they are given other than their default."""
@@ -199,10 +254,33 @@ def family_options(cls: type[Options], doc: str, without: Sequence[str] = ()) ->
     return arg.but(parse=parse)
 
 
+#: ``JetStreamMessageTrigger``'s arguments (its kwargs, as the triggerer rebuilds it from them): the settings
+#: every watcher sets, the rest in ``options``.
+MESSAGES = MESSAGE_SETTINGS.without(*MESSAGE_TUNING) + Args(
+    "options", {"options": options_arg(MessageOptions, "MessageOptions or a dict of its fields")}
+)
+#: What a KV event trigger takes in its options (the message options that shape a watch of keys).
+KV_EVENT_TUNING = tuple(name for name in MESSAGE_TUNING if name in KV_EVENT_SETTINGS.args)
+#: ``JetStreamKeyValueEventTrigger``'s arguments: its own settings, the rest in ``options``.
+KV_EVENTS = KV_EVENT_SETTINGS.without(*KV_EVENT_TUNING) + Args(
+    "options",
+    {
+        "options": family_options(
+            MessageOptions,
+            "MessageOptions (those that shape a watch of keys) or a dict of them",
+            without=[name for name in MESSAGE_TUNING if name not in KV_EVENT_TUNING],
+        )
+    },
+)
+
 __all__ = [
+    "KV_EVENTS",
+    "KV_EVENT_TUNING",
+    "MESSAGES",
     "ConsumeOptions",
     "DeclareOptions",
     "DurableSourceOptions",
+    "MessageOptions",
     "MirrorOptions",
     "PublishOptions",
     "ReplicationOptions",
