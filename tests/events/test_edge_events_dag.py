@@ -65,7 +65,7 @@ def test_an_announced_batch_fires_one_event_and_is_processed_once(airflow_db, da
         runner = Triggerer()
         (watcher,) = announcements.watchers
         _, kwargs = watcher.trigger.serialize()
-        runner.start(1, JetStreamMessageTrigger(**{**kwargs, "cohort_wait": 0}))
+        runner.start(1, JetStreamMessageTrigger(**{**kwargs, "options": {**kwargs["options"], "cohort_wait": 0}}))
         try:
             await edge()
             (fired,) = await runner.wait_fired(1, timeout=60)  # sourced from the leaf into the hub
