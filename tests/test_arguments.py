@@ -44,7 +44,7 @@ from airflow_provider_jetstream.core.arguments.values import (
 )
 from airflow_provider_jetstream.core.errors import SpecError, SpecErrors, UnsafeSubjectError
 from airflow_provider_jetstream.core.publish.subjects import check_publish_subject
-from airflow_provider_jetstream.core.signatures.events import KV_EVENTS, MESSAGES
+from airflow_provider_jetstream.core.signatures.events import KV_EVENT_SETTINGS, MESSAGE_SETTINGS
 from airflow_provider_jetstream.core.signatures.operations import PURGE
 from airflow_provider_jetstream.core.signatures.shared import REQUEST
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
@@ -147,7 +147,7 @@ def test_rules_wait_for_every_value_they_involve() -> None:
 
 
 def test_rules_can_derive_values() -> None:
-    spec = MESSAGES.check({"stream": "S", "consumer": "c"})["spec"]
+    spec = MESSAGE_SETTINGS.check({"stream": "S", "consumer": "c"})["spec"]
     assert spec.name == "c" and spec.values["ack_policy"] == "explicit"
 
 
@@ -357,7 +357,7 @@ def test_a_sensor_and_its_trigger_share_the_declarations() -> None:
         is JetStreamConsumerLagTrigger.arguments.args["max_unprocessed"]
     )
     assert JetStreamHook.aconsumer_lag.arguments.args["stream"] is JetStreamConsumerLagSensor.arguments.args["stream"]
-    assert KV_EVENTS.args["ack_wait"] is MESSAGES.args["ack_wait"]
+    assert KV_EVENT_SETTINGS.args["ack_wait"] is MESSAGE_SETTINGS.args["ack_wait"]
 
 
 # -- the Airflow binding: literal values when parsed, the rest once rendered -----------------------

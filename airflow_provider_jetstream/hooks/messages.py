@@ -90,32 +90,19 @@ class JetStreamMessagesHook(JetStreamBaseHook):
 
     fetch = blocking(afetch)
 
-    @checked(CONSUME + REQUEST)
     async def _batches(
-        self,
-        stream: str,
-        consumer: str | None = None,
-        *,
-        batch_size: int = 100,
-        max_wait: float = 5.0,
-        filter_subjects: list[str] | None = None,
-        start_seq: int | None = None,
-        start_time: str | dt.datetime | None = None,
-        stop_when_empty: bool = False,
-        domain: str | None = None,
-        api_prefix: str | None = None,
-        request_timeout: float | None = None,
+        self, reading: tuple, batch_size: int, max_wait: float, stop_when_empty: bool
     ) -> AsyncIterator[list[Delivery]]:
-        """The batches of one consume (the arguments of :meth:`aconsume`)."""
-        where = (domain, api_prefix, request_timeout)
-        async with self._reading(stream, consumer, filter_subjects, start_seq, start_time, where) as reading:
+        """The batches of one consume: ``reading`` is what :meth:`_reading` takes; the rest as :meth:`aconsume`."""
+        async with self._reading(*reading) as opened:
             while True:
-                deliveries = await reading.batch(batch_size, max_wait)
+                deliveries = await opened.batch(batch_size, max_wait)
                 if deliveries:
                     yield deliveries
                 elif stop_when_empty:
                     return
 
+    @checked(CONSUME + REQUEST)
     async def aconsume(
         self,
         stream: str,
@@ -136,16 +123,15 @@ class JetStreamMessagesHook(JetStreamBaseHook):
         within ``max_wait``). Arguments and messages as :meth:`afetch`; an ephemeral read keeps one consumer for
         the whole iteration and deletes it when the iteration ends. Settle the messages while iterating: the
         settles of a batch are confirmed before the next one is pulled, and when the iteration ends."""
-        batches = self._batches(
-            stream, consumer, batch_size=batch_size, max_wait=max_wait, filter_subjects=filter_subjects,
-            start_seq=start_seq, start_time=start_time, stop_when_empty=stop_when_empty, domain=domain,
-            api_prefix=api_prefix, request_timeout=request_timeout,
-        )  # fmt: skip
+        where = (domain, api_prefix, request_timeout)
+        reading = (stream, consumer, filter_subjects, start_seq, start_time, where)
+        batches = self._batches(reading, batch_size, max_wait, stop_when_empty)
         async with contextlib.aclosing(batches):
             async for batch in batches:
                 for delivery in batch:
                     yield delivery
 
+    @checked(CONSUME + REQUEST)
     def consume(
         self,
         stream: str,
@@ -166,11 +152,9 @@ class JetStreamMessagesHook(JetStreamBaseHook):
         without a hop each, and their ``ack()`` and friends go out on the iteration's connection at once, as do
         this thread's other blocking hook calls until the iteration ends. Leave the loop (or close the
         iterator) to end it: the settles sent are confirmed then."""
-        batches = self._batches(
-            stream, consumer, batch_size=batch_size, max_wait=max_wait, filter_subjects=filter_subjects,
-            start_seq=start_seq, start_time=start_time, stop_when_empty=stop_when_empty, domain=domain,
-            api_prefix=api_prefix, request_timeout=request_timeout,
-        )  # fmt: skip
+        where = (domain, api_prefix, request_timeout)
+        reading = (stream, consumer, filter_subjects, start_seq, start_time, where)
+        batches = self._batches(reading, batch_size, max_wait, stop_when_empty)
         with contextlib.closing(iterate_held(self.aconnect(), batches)) as held:
             for batch in held:
                 yield from batch

@@ -114,7 +114,7 @@ def main(dags: Path, work: Path) -> dict[str, Any]:
         from jetstream_edge_events import process_announcements
 
         announced = {"batch": "b-1", "first_seq": first, "last_seq": last}
-        payload = {"subject": "announce.leaf-a.batch", "sequence": 1, "data": announced}
+        payload = {"subject": "announce.leaf-a.batch", "seq": 1, "data": announced}
         report["edge_events"] = [process_announcements([payload]), process_announcements([payload])]
         if "jetstream_kv_gate" in bag.dags:
             process_batch = bag.dags["jetstream_kv_gate"].get_task("process_batch").python_callable
