@@ -56,32 +56,21 @@ from airflow_provider_jetstream.core.signatures.shared import (
     REQUEST_TIMEOUT,
     STREAM,
     TARGET,
+    spec_arg,
 )
 from airflow_provider_jetstream.core.status.headroom import LOW_HEADROOM
 from airflow_provider_jetstream.core.status.replication import UNREACHABLE_ORIGINS, VERIFY_ORIGIN, ReplicationWatch
 
 # -- declaring streams, consumers and buckets ----------------------------------------------------------
 
-STREAM_SPEC = Arg(
-    lambda value, field: StreamSpec.from_dict(value, field),
-    REQUIRED,
-    VALUE,
-    "the stream to declare: a StreamSpec or its dict, e.g. {'name': 'test', 'subjects': ['test']}",
-    templated=True,
+STREAM_SPEC = spec_arg(
+    StreamSpec, "the stream to declare: a StreamSpec or its dict, e.g. {'name': 'test', 'subjects': ['test']}"
 )
-CONSUMER_SPEC = Arg(
-    lambda value, field: ConsumerSpec.from_dict(value, field),
-    REQUIRED,
-    VALUE,
-    "the durable pull consumer: a ConsumerSpec or its dict, e.g. {'name': 'dur', 'ack_wait': '30s'}",
-    templated=True,
+CONSUMER_SPEC = spec_arg(
+    ConsumerSpec, "the durable pull consumer: a ConsumerSpec or its dict, e.g. {'name': 'dur', 'ack_wait': '30s'}"
 )
-BUCKET_SPEC = Arg(
-    lambda value, field: KeyValueSpec.from_dict(value, field),
-    REQUIRED,
-    VALUE,
-    "the KV bucket: a name, a KeyValueSpec or its dict, e.g. {'bucket': 'config', 'history': 5}",
-    templated=True,
+BUCKET_SPEC = spec_arg(
+    KeyValueSpec, "the KV bucket: a name, a KeyValueSpec or its dict, e.g. {'bucket': 'config', 'history': 5}"
 )
 _RECONCILE = {"if_exists": IF_EXISTS_ARG, "dry_run": DRY_RUN}
 _GUARDED = {"prune_sources": PRUNE_SOURCES, "allow_double_store": ALLOW_DOUBLE_STORE, "peer_domains": PEER_DOMAINS}
