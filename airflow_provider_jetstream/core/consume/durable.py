@@ -164,7 +164,7 @@ class DurablePuller:
         self._identity_checked_at = 0.0
         self._missing_since: float | None = None
         # ack_policy all: the floor bookkeeping over in_flight (shared with it, as are the counts).
-        self.floor = AckFloor(nc, api, stream, consumer, self.in_flight, self.counts) if ack_all else None
+        self.floor = AckFloor(api, stream, consumer, self.in_flight, self.counts) if ack_all else None
 
     # -- pulling ----------------------------------------------------------------------------
 
