@@ -172,26 +172,11 @@ def parse_args(argv: list[str]) -> JobArgs:
     given = {flag: getattr(ns, flag[2:].replace("-", "_")) for flag in COMMAND_LINE.args}
     checked = COMMAND_LINE.check(given, text=True)
     value = {name: checked[flag] for name, flag in FLAGS.items()}
-    return JobArgs(
-        stream=value["stream"],
-        output=value["output_path"].rstrip("/"),
-        checkpoint_bucket=value["checkpoint_bucket"],
-        checkpoint_key=value["checkpoint_key"] or f"stream_to_parquet.{value['stream']}",
-        checkpoint_domain=value["checkpoint_domain"],
-        checkpoint_replicas=value["checkpoint_replicas"],
-        domain=value["domain"],
-        api_prefix=value["api_prefix"],
-        filter_subjects=value["filter_subjects"],
-        end_seq=value["end_seq"],
-        start_seq=value["start_seq"] or "earliest",
-        start_time=value["start_time"],
-        end_time=value["end_time"],
-        partition_by=value["partition_by"],
-        min_partitions=value["min_partitions"],
-        fail_on_data_loss=value["fail_on_data_loss"],
-        servers=checked["--servers"],
-        reader=checked["--reader"],
-    )
+    # The job's own defaults where the declarations leave None, and the output without a trailing "/".
+    value["output"] = value.pop("output_path").rstrip("/")
+    value["checkpoint_key"] = value["checkpoint_key"] or f"stream_to_parquet.{value['stream']}"
+    value["start_seq"] = value["start_seq"] or "earliest"
+    return JobArgs(**value, servers=checked["--servers"], reader=checked["--reader"])
 
 
 class StreamToParquetJob(CheckpointStore):
