@@ -103,26 +103,28 @@ __all__ = [
 
 @dataclass(frozen=True)
 class JobArgs:
-    """The job's arguments (see ``--help``)."""
+    """The job's arguments (see ``--help``) as :func:`parse_args` checked them: each one given, its default the
+    declaration's (:data:`~airflow_provider_jetstream.spark.job_args.JOB`), or the job's own where that is None
+    (``checkpoint_key``: ``stream_to_parquet.<stream>``; ``start_seq``: ``earliest``)."""
 
     stream: str
     output: str
     checkpoint_bucket: str
     checkpoint_key: str
-    domain: str | None = None
-    api_prefix: str | None = None
-    filter_subjects: str | None = None
-    end_seq: int | None = None
-    start_seq: str = "earliest"
-    start_time: str | None = None
-    end_time: str | None = None
-    partition_by: tuple[str, ...] = ("date",)
-    min_partitions: int | None = None
-    fail_on_data_loss: bool = True
-    checkpoint_domain: str | None = None
-    checkpoint_replicas: int | None = None
-    servers: str | None = None
-    reader: str | None = None
+    domain: str | None
+    api_prefix: str | None
+    filter_subjects: str | None
+    end_seq: int | None
+    start_seq: str
+    start_time: str | None
+    end_time: str | None
+    partition_by: tuple[str, ...]
+    min_partitions: int | None
+    fail_on_data_loss: bool
+    checkpoint_domain: str | None
+    checkpoint_replicas: int | None
+    servers: str | None
+    reader: str | None
 
 
 @dataclass(frozen=True)
