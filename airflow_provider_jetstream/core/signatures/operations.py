@@ -325,10 +325,6 @@ def msg_id_template(value: Any, field: str) -> str | None:
     return value
 
 
-def _publish_subject(value: Any, field: str) -> str:
-    return check_publish_subject(value, field)
-
-
 def _subject_outside_api_prefix(values: Mapping[str, Any], prefix: str) -> None:
     check_publish_subject(values["subject"], f"{prefix}subject", [values["api_prefix"]])
 
@@ -340,7 +336,7 @@ PUBLISH = Args(
     "publish",
     {
         "subject": Arg(
-            _publish_subject,
+            check_publish_subject,
             REQUIRED,
             VALUE,
             "the subject: literal, outside the reserved subject spaces and the JetStream API prefixes",
