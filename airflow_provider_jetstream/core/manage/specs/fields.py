@@ -323,7 +323,7 @@ class BucketSpec(Spec):
 
     @classmethod
     def check(cls, values: dict[str, Any], path: str) -> list[SpecError]:
-        errors = []
+        errors: list[SpecError] = []
         if "mirror" in values and "sources" in values:
             errors.append(SpecError(f"{path}.sources", "...", "a mirror bucket has one origin: give mirror or sources"))
         return errors + cls.problems(values, path)
