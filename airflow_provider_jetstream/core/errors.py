@@ -56,13 +56,15 @@ fix::
 
 Outside this tree: :class:`TlsNotStartedError` (a nats-py error the TLS-only transport raises
 inside nats-py; :mod:`.connection.client` turns it into a :class:`JetStreamConnectionError`), and the test
-topology's :class:`NatsServerError` (``RuntimeError``; never raised by a task).
+topology's :class:`NatsServerError` (``RuntimeError``; never raised by a task), and the ``ImportError`` of
+:func:`require_extra` (the optional ``spark`` extra missing where a module needs it).
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Mapping
+import importlib
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import nats.errors
@@ -344,3 +346,16 @@ class TlsNotStartedError(nats.errors.Error):
 
 class NatsServerError(RuntimeError):
     """A local nats-server of the test topology did not start, or did not become ready in time."""
+
+
+def require_extra(modules: Sequence[str], what: str, otherwise: str = "") -> None:
+    """Import ``modules`` of the optional ``spark`` extra, or raise ``ImportError`` saying that ``what`` needs them
+    and what to install (``otherwise``: another way, after it)."""
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as err:
+            needed = f"{', '.join(modules[:-1])} and {modules[-1]}"
+            raise ImportError(
+                f"{what} needs {needed} ({err}): install 'airflow-provider-jetstream[spark]'{otherwise}", name=err.name
+            ) from err

@@ -7,17 +7,10 @@ Airflow-free: Spark drivers and executors import this package, nats-py, pyspark,
 only. Without the ``spark`` extra, importing it raises ``ImportError`` saying what to install.
 """
 
-try:
-    import numpy  # noqa: F401
-    import pyarrow  # noqa: F401
-    import pyspark  # noqa: F401
-except ImportError as err:  # the optional [spark] extra
-    raise ImportError(
-        f"the jetstream Spark data source needs pyspark, pyarrow and numpy ({err}): "
-        "install 'airflow-provider-jetstream[spark]'",
-        name=err.name,
-    ) from err
+from airflow_provider_jetstream.core.errors import require_extra
 
-from airflow_provider_jetstream.spark.source import JetStreamDataSource, register
+require_extra(("pyspark", "pyarrow", "numpy"), "the jetstream Spark data source")
+
+from airflow_provider_jetstream.spark.source import JetStreamDataSource, register  # noqa: E402 (after the check)
 
 __all__ = ["JetStreamDataSource", "register"]

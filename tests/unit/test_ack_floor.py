@@ -33,7 +33,7 @@ def floor(*tickets: Ticket, info: dict | None = None) -> tuple[AckFloor, FakeCli
     last = max((t.consumer_sequence for t in tickets), default=0)
     nc.answers[INFO] = info if info is not None else {"num_ack_pending": len(held), "delivered": {"consumer_seq": last}}
     api = JetStreamApi(nc, "$JS.leaf.API")  # type: ignore[arg-type]
-    return AckFloor(nc, api, "ORDERS", "af", held, collections.Counter()), nc  # type: ignore[arg-type]
+    return AckFloor(api, "ORDERS", "af", held, collections.Counter()), nc
 
 
 def nak(t: Ticket, verdict: str) -> bytes:

@@ -20,7 +20,7 @@ from airflow_provider_jetstream.core.protocol import (
     PullStatus,
     pull_status,
 )
-from airflow_provider_jetstream.core.read.pull import STALL_HEARTBEATS, PullSubscription
+from airflow_provider_jetstream.core.read.pull import STALL_HEARTBEATS, PullRequests, PullSubscription
 from airflow_provider_jetstream.core.resend import Backoff
 from tests.support.fakes import FakeClient
 
@@ -37,10 +37,7 @@ class Pulls(PullSubscription):
 def requests(pipelined: bool = True, max_bytes: int | None = None) -> tuple[Pulls, FakeClient]:
     nc = FakeClient()
     api = JetStreamApi(nc, "$JS.leaf.API")  # type: ignore[arg-type]
-    pulls = Pulls(
-        api, "ORDERS", "reader", lambda *frame: None, expires=10.0, heartbeat=2.5, max_bytes=max_bytes,
-        pipelined=pipelined,
-    )  # fmt: skip
+    pulls = Pulls(api, "ORDERS", "reader", lambda *frame: None, PullRequests(10.0, 2.5, max_bytes, pipelined))
     return pulls, nc
 
 

@@ -6,8 +6,6 @@ import asyncio
 import collections
 from collections.abc import Callable, Sequence
 
-from nats.aio.client import Client
-
 from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.consume.deliveries import Settlement, Ticket
 from airflow_provider_jetstream.core.errors import JetStreamError
@@ -35,7 +33,7 @@ class AckFloor:
     it comes back and is settled. The floor is acked only while the server's pending messages are
     exactly the held ones (see :meth:`sync`).
 
-    :param nc: the puller's connected client. :param api: the JetStream API of the stream.
+    :param api: the JetStream API of the stream (its client sends the acks).
     :param stream: stream name. :param consumer: durable consumer name.
     :param held: the puller's held tickets by stream sequence (shared: an ack of the floor removes
         the ones it covers).
@@ -44,14 +42,13 @@ class AckFloor:
 
     def __init__(
         self,
-        nc: Client,
         api: JetStreamApi,
         stream: str,
         consumer: str,
         held: dict[int, Ticket],
         counts: collections.Counter[str],
     ) -> None:
-        self.nc, self.api, self.stream, self.consumer = nc, api, stream, consumer
+        self.nc, self.api, self.stream, self.consumer = api.nc, api, stream, consumer
         self.held = held
         self.counts = counts
         self._lock = asyncio.Lock()

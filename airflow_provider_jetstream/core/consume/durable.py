@@ -28,7 +28,7 @@ from airflow_provider_jetstream.core.manage.specs.consumer import ConsumerSpec
 from airflow_provider_jetstream.core.protocol import ACK, IN_PROGRESS, TERM, nak_body, parse_ack_reply
 from airflow_provider_jetstream.core.read.delivery import make_delivery
 from airflow_provider_jetstream.core.read.identity import same_stream, stream_identity
-from airflow_provider_jetstream.core.read.pull import PullSubscription
+from airflow_provider_jetstream.core.read.pull import PullRequests, PullSubscription
 from airflow_provider_jetstream.core.tasks import stop_task
 
 log = logging.getLogger(__name__)
@@ -154,7 +154,7 @@ class DurablePuller:
         # One pull request at a time, for the room left: at most max_in_flight unsettled. After "retry after"
         # it pauses doubling up to the request's expiry: a relinked leaf is heard from soon.
         self.requests = PullSubscription(
-            api, stream, consumer, self._on_frame, expires=expires, heartbeat=heartbeat, pipelined=False
+            api, stream, consumer, self._on_frame, PullRequests(expires, heartbeat, pipelined=False)
         )
         self._renewer: asyncio.Task[None] | None = None
         self._next_rival_check = 0.0
@@ -164,7 +164,7 @@ class DurablePuller:
         self._identity_checked_at = 0.0
         self._missing_since: float | None = None
         # ack_policy all: the floor bookkeeping over in_flight (shared with it, as are the counts).
-        self.floor = AckFloor(nc, api, stream, consumer, self.in_flight, self.counts) if ack_all else None
+        self.floor = AckFloor(api, stream, consumer, self.in_flight, self.counts) if ack_all else None
 
     # -- pulling ----------------------------------------------------------------------------
 

@@ -28,12 +28,14 @@ from airflow_provider_jetstream.core.errors import (
 from airflow_provider_jetstream.core.protocol import AckReply, parse_ack_reply
 from airflow_provider_jetstream.core.read.delivery import Delivery, make_delivery
 from airflow_provider_jetstream.core.read.ordered import OrderedConsumer
-from airflow_provider_jetstream.core.read.pull import PullSubscription
+from airflow_provider_jetstream.core.read.pull import PullRequests, PullSubscription
 from airflow_provider_jetstream.core.read.settle import AckHandle, Reopen, Settler, SettleRoute
 from airflow_provider_jetstream.core.resend import retry_failover
 
 #: Seconds past a request's ``max_wait`` its ending status may take to arrive before the batch counts as over.
 STATUS_GRACE = 2.0
+#: One request at a time; each batch sets its own wait (``expires``) and ``no_wait`` before it asks.
+_REQUESTS = PullRequests(expires=5.0, heartbeat=None, pipelined=False)
 
 
 class ReadingConsumer(NamedTuple):
@@ -131,13 +133,12 @@ class Reading:
             if self.consumer.ackable:
                 self.route = SettleRoute(self.settler, self.reopen, self.api.timeout, self.api.failover)
             self.sub = await PullSubscription(
-                self.api, self.stream, self.consumer.name, self._on_frame, expires=5.0, heartbeat=None, pipelined=False
+                self.api, self.stream, self.consumer.name, self._on_frame, _REQUESTS
             ).open()
             return self
         self.ordered = OrderedConsumer(
-            self.api, self.stream, self._on_ordered, where=f"stream {self.stream!r} in {self.api.target}",
-            filter_subjects=self.filter_subjects, expires=5.0, heartbeat=None, pipelined=False, kind="fetch",
-        )  # fmt: skip
+            self.api, self.stream, self._on_ordered, _REQUESTS, filter_subjects=self.filter_subjects, kind="fetch"
+        )
         await self.ordered.start(start_seq=self.start_seq, start_time=self.start_time)
         self.sub = self.ordered.sub
         self.consumer = ReadingConsumer(self.ordered.consumer or "", False)

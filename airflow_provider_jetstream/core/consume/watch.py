@@ -26,6 +26,7 @@ from airflow_provider_jetstream.core.manage.buckets import KvEntry, bucket_layou
 from airflow_provider_jetstream.core.manage.objects import ObjectInfo, layout_of, meta_subject
 from airflow_provider_jetstream.core.protocol import KV_OPERATION, AckReply, parse_header_block
 from airflow_provider_jetstream.core.read.ordered import OrderedConsumer
+from airflow_provider_jetstream.core.read.pull import PullRequests
 
 #: One message of a watch: its ack reply's metadata, subject, raw header block and payload.
 Change = tuple[AckReply, bytes, bytes, bytes]
@@ -52,8 +53,8 @@ async def changes(
         ordered.changed.set()
 
     ordered = OrderedConsumer(
-        api, stream, take, where=where, filter_subjects=filter_subjects, expires=6 * heartbeat, heartbeat=heartbeat,
-        pipelined=False, inactive_threshold=max(60.0, 12 * heartbeat), kind="watch",
+        api, stream, take, PullRequests(6 * heartbeat, heartbeat, pipelined=False), where=where,
+        filter_subjects=filter_subjects, inactive_threshold=max(60.0, 12 * heartbeat), kind="watch",
     )  # fmt: skip
     last: int | None = None  # the stream sequence of the last message yielded
     try:

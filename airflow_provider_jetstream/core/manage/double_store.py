@@ -269,12 +269,10 @@ async def guard_double_store(
             _unverified(what, target, unchecked, allow, logger)
         if not allow:
             await refuse_unknown_stores(
-                nc,
-                target_prefix=target_prefix,
+                JetStreamApi(nc, target_prefix, timeout=timeout),
                 target=target,
                 subjects=subjects,
                 what=what,
-                timeout=timeout,
                 known=known,
                 logger=logger,
             )
@@ -376,18 +374,17 @@ async def probe_stores(
 
 
 async def refuse_unknown_stores(
-    nc: Client,
+    api: JetStreamApi,
     *,
-    target_prefix: str,
     subjects: list[str],
     what: str,
     target: str | None = None,
-    timeout: float = 2.0,
     known: Iterable[str] = (),
     allow: bool = False,
     logger: logging.Logger | logging.LoggerAdapter = log,
 ) -> list[Overlap]:
-    """Raise :class:`DoubleStoreError` if a stream outside the target domain, in any domain reachable now, stores
+    """Raise :class:`DoubleStoreError` if a stream outside the target domain (``api``'s, asked with its client and
+    request timeout), in any domain reachable now, stores
     the bucket subjects ``subjects`` (``$O.<bucket>.>``), found by a store probe before
     anything is written; the error names the target and each other domain found (among ``known`` and those the
     connection's own domain copies from). Other subjects are not probed (``[]``); nor is another account's
@@ -396,6 +393,7 @@ async def refuse_unknown_stores(
     """
     if not subjects or not all(subject.startswith(PROBED) for subject in subjects):
         return []
+    nc, target_prefix, timeout = api.nc, api.prefix, api.timeout
     if domain_of(target_prefix) is None and target_prefix != "$JS.API":
         return []
     target = target or domain_of(target_prefix) or (await local_domain(nc, timeout))[0]

@@ -316,9 +316,7 @@ async def put_object(
     _writable(layout, api)
     # Before the first chunk: a bucket of this name in another reachable domain would store every write too.
     what = f"put to object store bucket {bucket!r}"
-    await refuse_unknown_stores(
-        api.nc, target_prefix=api.prefix, subjects=object_subjects(layout.subjects_of), what=what, timeout=api.timeout
-    )
+    await refuse_unknown_stores(api, subjects=object_subjects(layout.subjects_of), what=what)
     chunk_size = max(1, min(int(chunk_size), api.nc.max_payload or CHUNK_SIZE))
     old = await _info(api, layout, name, show_deleted=True)
     nuid = _NUID.next().decode()

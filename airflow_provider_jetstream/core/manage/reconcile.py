@@ -61,7 +61,6 @@ class ReconcileResult:
     kind: str
     name: str
     action: str
-    target: str
     domain: str | None = None
     api_prefix: str | None = None
     changes: dict[str, Any] = field(default_factory=dict)
@@ -230,7 +229,6 @@ def _result(kind: str, name: str, api: JetStreamApi) -> ReconcileResult:
         kind=kind,
         name=name,
         action="unchanged",
-        target=api.target,
         domain=domain,
         api_prefix=None if domain or api.prefix == "$JS.API" else api.prefix,
     )

@@ -1,6 +1,6 @@
 """One delivered message (:class:`Delivery`), made from its frame, with its settles (ack, nak, term, in progress).
 
-A delivery is made from the frame the consumer engine took (:func:`delivery_from_frame`): its subject, the
+A delivery is made from the frame the consumer engine took (:func:`make_delivery`): its subject, the
 ack reply's metadata (stream and consumer sequence, deliveries, time, pending) and every value of every
 header, read from the frame's own header block: no request per message. A message of a consumer that takes
 acks carries an :class:`AckHandle`: each settle goes through the connection's one
@@ -25,7 +25,6 @@ from airflow_provider_jetstream.core.protocol import (
     TERM,
     AckReply,
     nak_body,
-    parse_ack_reply,
     parse_header_block,
 )
 from airflow_provider_jetstream.core.read.settle import AckHandle, Settler, SettleRoute
@@ -181,26 +180,6 @@ class Delivery:
         return self._settle(None, IN_PROGRESS)
 
 
-def delivery_from_frame(
-    subject: bytes,
-    reply: bytes,
-    headers: bytes,
-    payload: bytes,
-    *,
-    stream: str,
-    consumer: str,
-    domain: str | None,
-    route: SettleRoute | None,
-) -> Delivery | None:
-    """The :class:`Delivery` of one delivered frame (``reply`` its ack reply subject), settled through
-    ``route`` (None: nothing to settle); None when ``reply`` is not an ack reply."""
-    reply_text = reply.decode()
-    meta = parse_ack_reply(reply_text)
-    if meta is None:
-        return None
-    return make_delivery(meta, reply_text, subject, headers, payload, stream, consumer, domain, route)
-
-
 def make_delivery(
     meta: AckReply,
     reply: str,
@@ -212,7 +191,8 @@ def make_delivery(
     domain: str | None,
     route: SettleRoute | None,
 ) -> Delivery:
-    """The :class:`Delivery` of a frame whose ack reply ``reply`` says ``meta`` (see :func:`delivery_from_frame`)."""
+    """The :class:`Delivery` of one delivered frame whose ack reply subject ``reply`` says ``meta``, settled through
+    ``route`` (None: nothing to settle)."""
     handle = None
     if route is not None:
         handle = AckHandle(reply, route, f"message {meta.sequence} of consumer {consumer!r} on stream {stream!r}")

@@ -37,7 +37,7 @@ from typing import Any
 
 from nats.aio.client import Client
 
-from airflow_provider_jetstream.core.api import JetStreamApi, describe_prefix
+from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.errors import JetStreamDataLossError, JetStreamNotFoundError
 from airflow_provider_jetstream.core.protocol import AckReply, parse_header_block
 from airflow_provider_jetstream.core.read.ordered import OrderedConsumer
@@ -102,7 +102,6 @@ class RangePull:
         self.fail_on_data_loss = fail_on_data_loss
         self.settings = settings
         self.api = JetStreamApi(nc, api_prefix, timeout=settings.request_timeout)
-        self.where = f"stream {stream!r} in {describe_prefix(api_prefix)}"
         self.start_seq = start
         self.next_seq = start  # the first sequence not yet seen
         self.resume_needed: str | None = None  # why the read must start again at next_seq
@@ -118,25 +117,27 @@ class RangePull:
         self.ready: collections.deque[Any] = collections.deque()
         self.buffered = 0  # messages received and not yet handed to the caller
         self.chunk = self._new_chunk()
-        self.wakeup = asyncio.Event()
         self.ordered = OrderedConsumer(
             self.api,
             stream,
             self.on_message,
-            where=self.where,
+            settings.requests(),
             filter_subjects=self.filter_subjects,
-            expires=settings.expires,
-            heartbeat=settings.heartbeat,
-            max_bytes=settings.max_buffered_bytes,
             inactive_threshold=settings.inactive_threshold,
             max_resumes=settings.max_resumes,
             check_order=self.takes_frames_one_by_one,
-            changed=self.wakeup,
             on_idle=self._on_idle_heartbeat,
         )
+        #: Set at every message and status the reader acts on: its loop waits on it.
+        self.wakeup = self.ordered.changed
 
     #: The intake takes frames one by one through the ordered consumer (which keeps their consumer order).
     takes_frames_one_by_one = True
+
+    @property
+    def where(self) -> str:
+        """The stream in words, for messages: ``stream '<name>' in <domain or prefix>``."""
+        return self.ordered.where
 
     def _new_chunk(self) -> Any:
         return MessageChunk(headers=[] if self.include_headers else None)

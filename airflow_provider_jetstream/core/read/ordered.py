@@ -19,6 +19,7 @@ import asyncio
 import datetime as dt
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from airflow_provider_jetstream.core.api import JetStreamApi, hint_for, no_leader_error
 from airflow_provider_jetstream.core.arguments.names import domain_of
@@ -27,6 +28,7 @@ from airflow_provider_jetstream.core.errors import JetStreamDomainUnavailableErr
 from airflow_provider_jetstream.core.protocol import AckReply, parse_ack_reply
 from airflow_provider_jetstream.core.read.pull import (
     EphemeralConsumer,
+    PullRequests,
     PullSubscription,
     create_ephemeral_consumer,
     discard_consumer,
@@ -41,12 +43,12 @@ class OrderedConsumer:
     """The ephemeral consumer a reader reads in order (see the module doc).
 
     :param api: the JetStream API of the stream's domain or prefix.
-    :param stream: stream name. :param where: the stream in words, for errors.
+    :param stream: stream name.
     :param on_message: called with each delivery in order (not with one that broke the order).
+    :param requests: how each consumer's pull requests are made (:class:`PullRequests`; a ``max_bytes`` a
+        larger message dropped stays dropped for the next consumer).
+    :param where: the stream in words, for errors. Default: ``stream '<stream>' in <the API's target>``.
     :param filter_subjects: only these subjects. Default: all.
-    :param expires: seconds a pull request waits on the server. :param heartbeat: idle heartbeat seconds.
-    :param max_bytes: bytes one request may return at most. Default None: no limit.
-    :param pipelined: several requests open at once. Default True.
     :param inactive_threshold: seconds after which the server deletes the consumer nobody pulls. Default 120.
     :param max_resumes: resumes in a row before giving up (more while a failover may last). Default 3.
     :param kind: the consumer name's prefix (``read_``, ``watch_``...). Default ``read``.
@@ -62,13 +64,10 @@ class OrderedConsumer:
         api: JetStreamApi,
         stream: str,
         on_message: OrderedMessage,
+        requests: PullRequests,
         *,
-        where: str,
+        where: str | None = None,
         filter_subjects: Sequence[str] = (),
-        expires: float,
-        heartbeat: float | None,
-        max_bytes: int | None = None,
-        pipelined: bool = True,
         inactive_threshold: float = 120.0,
         max_resumes: int = 3,
         kind: str = "read",
@@ -76,11 +75,9 @@ class OrderedConsumer:
         changed: asyncio.Event | None = None,
         on_idle: Callable[[int], None] | None = None,
     ) -> None:
-        self.api, self.stream, self.where = api, stream, where
-        self.on_message = on_message
+        self.api, self.stream, self.where = api, stream, where or f"stream {stream!r} in {api.target}"
+        self.on_message, self.requests = on_message, requests
         self.filter_subjects = list(filter_subjects)
-        self.expires, self.heartbeat, self.max_bytes = expires, heartbeat, max_bytes
-        self.pipelined = pipelined
         self.inactive_threshold, self.max_resumes, self.kind = inactive_threshold, max_resumes, kind
         self.check_order = check_order
         self.changed = changed or asyncio.Event()
@@ -92,7 +89,7 @@ class OrderedConsumer:
         self.broken: str | None = None
         self._resumes = 0
         self._streak_since = 0.0
-        self._pause = pull_pauses(max(1.0, 3 * (heartbeat or expires)))
+        self._pause = pull_pauses(max(1.0, 3 * (requests.heartbeat or requests.expires)))
 
     @property
     def consumer(self) -> str | None:
@@ -119,16 +116,7 @@ class OrderedConsumer:
             kind=self.kind,
         )
         self.sub = await PullSubscription(
-            self.api,
-            self.stream,
-            made.name,
-            self._on_frame,
-            expires=self.expires,
-            heartbeat=self.heartbeat,
-            max_bytes=self.max_bytes,
-            pipelined=self.pipelined,
-            changed=self.changed,
-            on_idle=self.on_idle,
+            self.api, self.stream, made.name, self._on_frame, self.requests, changed=self.changed, on_idle=self.on_idle
         ).open()
         self.consumer_seq, self.broken = 0, None
         return made
@@ -213,6 +201,7 @@ class OrderedConsumer:
         """Stop listening and delete the consumer (best effort)."""
         sub, self.sub = self.sub, None
         if sub is not None:
-            self.max_bytes = sub.max_bytes  # dropped for a message larger than it: for the next consumer too
+            # max_bytes dropped for a message larger than it: for the next consumer too
+            self.requests = replace(self.requests, max_bytes=sub.max_bytes)
             await sub.close()
             await asyncio.shield(discard_consumer(self.api, self.stream, sub.consumer))

@@ -36,6 +36,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import nats.errors
@@ -72,6 +73,29 @@ _ACK_REPLY = b"$JS.ACK."
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class PullRequests:
+    """How a subscription's pull requests are made.
+
+    :param expires: seconds a request waits on the server.
+    :param heartbeat: seconds between the server's idle heartbeats while a request waits (None: none asked
+        for; then only the request's expiry says the server is there).
+    :param max_bytes: bytes one request may return at most (None, the default: no limit; dropped when a
+        message is larger).
+    :param pipelined: several requests may be open at once (the range reader). A status that ends a request
+        without saying how many messages it still owed then leaves the count alone (a stall tells). With one
+        request at a time (False) every status but a heartbeat ends it. Default True.
+    :param no_wait: each request takes only the messages there are now, and ends at once (status 404 or 408)
+        instead of waiting ``expires`` for more. Default False.
+    """
+
+    expires: float
+    heartbeat: float | None
+    max_bytes: int | None = None
+    pipelined: bool = True
+    no_wait: bool = False
+
+
 class PullSubscription:
     """Pull requests of one consumer, answered on one inbox: what is owed, what the server said.
 
@@ -79,16 +103,9 @@ class PullSubscription:
     :param stream: stream name. :param consumer: consumer name.
     :param on_message: ``on_message(subject, reply, headers, payload)``, bytes each, for every message the
         requests deliver, in wire order, in the client's read loop (it must not block).
-    :param expires: seconds a request waits on the server.
-    :param heartbeat: seconds between the server's idle heartbeats while a request waits (None: none asked
-        for; then only the request's expiry says the server is there).
-    :param max_bytes: bytes one request may return at most (None: no limit; dropped when a message is larger).
-    :param pipelined: several requests may be open at once (the range reader). A status that ends a request
-        without saying how many messages it still owed then leaves the count alone (a stall tells). With one
-        request at a time (False) every status but a heartbeat ends it.
-    :param no_wait: each request takes only the messages there are now, and ends at once (status 404 or 408)
-        instead of waiting ``expires`` for more. Default False.
-    :param pause_cap: the longest pause after "retry after". Default: ``expires``.
+    :param requests: how the requests are made (:class:`PullRequests`); kept as this subscription's attributes
+        (``expires``, ``heartbeat``, ``max_bytes``, ``pipelined``, ``no_wait``), which its reader may change
+        between requests. The longest pause after "retry after" is ``expires``.
     :param changed: the event set at every status (the reader sets it for its messages as it needs; the
         reader's loop waits on it). Default: a new one.
     :param on_idle: ``on_idle(last_stream_seq)``, called in the read loop when a heartbeat says the consumer
@@ -101,13 +118,8 @@ class PullSubscription:
         stream: str,
         consumer: str,
         on_message: FrameHandler,
+        requests: PullRequests,
         *,
-        expires: float,
-        heartbeat: float | None,
-        max_bytes: int | None = None,
-        pipelined: bool = True,
-        no_wait: bool = False,
-        pause_cap: float | None = None,
         changed: asyncio.Event | None = None,
         on_idle: Callable[[int], None] | None = None,
     ) -> None:
@@ -117,8 +129,8 @@ class PullSubscription:
         self.on_message = on_message
         self.subject = f"{api.prefix}.CONSUMER.MSG.NEXT.{stream}.{consumer}"
         self.where = f"consumer {consumer!r} on stream {stream!r} in {api.target}"
-        self.expires, self.heartbeat, self.max_bytes = expires, heartbeat, max_bytes
-        self.pipelined, self.no_wait = pipelined, no_wait
+        self.expires, self.heartbeat, self.max_bytes = requests.expires, requests.heartbeat, requests.max_bytes
+        self.pipelined, self.no_wait = requests.pipelined, requests.no_wait
         self.inbox = self.nc.new_inbox()
         self.sub: Subscription | None = None
         #: Messages asked for and neither received nor released by a status.
@@ -126,7 +138,7 @@ class PullSubscription:
         #: ``time.monotonic()`` of the last request sent, and of the last sign of the server.
         self.sent_at = 0.0
         self.last_sign = time.monotonic()
-        self.backoff = pull_pauses(pause_cap or expires)
+        self.backoff = pull_pauses(requests.expires)
         #: Set by :meth:`react` only. The server refused a request as it would refuse it again.
         self.failure: JetStreamError | None = None
         #: The consumer was deleted (its status), until the reader :meth:`clear` s it.

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from airflow_provider_jetstream.core.arguments import DEFAULT, Arg
 from airflow_provider_jetstream.core.arguments.values import choice
+from airflow_provider_jetstream.core.read.pull import PullRequests
 
 #: The range readers: frames parsed in bulk into Arrow columns, or nats-py's message objects.
 READERS = ("vectorised", "nats-py")
@@ -63,3 +64,7 @@ class PullSettings:
         for name in ("max_buffered_messages", "max_buffered_bytes", "chunk_messages"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)} must be >= 1")
+
+    def requests(self) -> PullRequests:
+        """The pull requests of a range read: ``expires``, ``heartbeat``, at most ``max_buffered_bytes`` each."""
+        return PullRequests(self.expires, self.heartbeat, self.max_buffered_bytes)

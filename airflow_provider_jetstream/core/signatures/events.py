@@ -74,9 +74,8 @@ def _consumer_spec(values: Mapping[str, Any], prefix: str) -> dict[str, Any]:
     return {"spec": ConsumerSpec.from_dict(spec, "consumer")}
 
 
-_CONSUMER_ARGS = (
-    "consumer",
-    "filter_subjects",
+#: How the consumer is made and acked: the fields of its spec besides its name and filters.
+_CONSUMER_SETTINGS = (
     "deliver_policy",
     "start_seq",
     "start_time",
@@ -85,6 +84,7 @@ _CONSUMER_ARGS = (
     "ack_wait",
     "max_deliver",
 )
+_CONSUMER_ARGS = ("consumer", "filter_subjects", *_CONSUMER_SETTINGS)
 
 #: Every setting of a message trigger's group, flat: what the producer and the consumer spec read
 #: (:data:`MESSAGES` takes them as its own arguments and its ``options``).
@@ -177,13 +177,7 @@ KV_EVENT_SETTINGS = (
 #: What an event trigger takes in its ``options``: how its consumer is made and acked, batches, dead letters'
 #: subject, what an event holds, and the triggerer's pacing (:class:`~.options.MessageOptions`).
 MESSAGE_TUNING = (
-    "deliver_policy",
-    "start_seq",
-    "start_time",
-    "ack_policy",
-    "max_ack_pending",
-    "ack_wait",
-    "max_deliver",
+    *_CONSUMER_SETTINGS,
     "nak_delay",
     "nak_max_delay",
     "batch_window",

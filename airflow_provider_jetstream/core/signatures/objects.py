@@ -24,6 +24,7 @@ from airflow_provider_jetstream.core.signatures.shared import (
     IF_EXISTS_ARG,
     PEER_DOMAINS,
     PRUNE_SOURCES,
+    spec_arg,
 )
 from airflow_provider_jetstream.core.signatures.waits import POLL_INTERVAL, WAIT
 
@@ -37,13 +38,10 @@ def file_path(value: Any, field: str) -> str:
     return value
 
 
-OBJECT_STORE_SPEC = Arg(
-    lambda value, field: ObjectStoreSpec.from_dict(value, field),
-    REQUIRED,
-    VALUE,
+OBJECT_STORE_SPEC = spec_arg(
+    ObjectStoreSpec,
     "the object store bucket: a name, an ObjectStoreSpec or its dict, e.g. {'bucket': 'files', 'ttl': '7d'} or "
     "{'bucket': 'files-leaf', 'mirror': {'bucket': 'files', 'domain': 'leaf'}}",
-    templated=True,
 )
 OBJECT_BUCKET = Arg(object_bucket_name, REQUIRED, REFUSE, "the object store bucket's name", templated=True)
 OBJECT_NAME = Arg(object_name, REQUIRED, REFUSE, "the object's name in its object store", templated=True)

@@ -56,32 +56,21 @@ from airflow_provider_jetstream.core.signatures.shared import (
     REQUEST_TIMEOUT,
     STREAM,
     TARGET,
+    spec_arg,
 )
 from airflow_provider_jetstream.core.status.headroom import LOW_HEADROOM
 from airflow_provider_jetstream.core.status.replication import UNREACHABLE_ORIGINS, VERIFY_ORIGIN, ReplicationWatch
 
 # -- declaring streams, consumers and buckets ----------------------------------------------------------
 
-STREAM_SPEC = Arg(
-    lambda value, field: StreamSpec.from_dict(value, field),
-    REQUIRED,
-    VALUE,
-    "the stream to declare: a StreamSpec or its dict, e.g. {'name': 'test', 'subjects': ['test']}",
-    templated=True,
+STREAM_SPEC = spec_arg(
+    StreamSpec, "the stream to declare: a StreamSpec or its dict, e.g. {'name': 'test', 'subjects': ['test']}"
 )
-CONSUMER_SPEC = Arg(
-    lambda value, field: ConsumerSpec.from_dict(value, field),
-    REQUIRED,
-    VALUE,
-    "the durable pull consumer: a ConsumerSpec or its dict, e.g. {'name': 'dur', 'ack_wait': '30s'}",
-    templated=True,
+CONSUMER_SPEC = spec_arg(
+    ConsumerSpec, "the durable pull consumer: a ConsumerSpec or its dict, e.g. {'name': 'dur', 'ack_wait': '30s'}"
 )
-BUCKET_SPEC = Arg(
-    lambda value, field: KeyValueSpec.from_dict(value, field),
-    REQUIRED,
-    VALUE,
-    "the KV bucket: a name, a KeyValueSpec or its dict, e.g. {'bucket': 'config', 'history': 5}",
-    templated=True,
+BUCKET_SPEC = spec_arg(
+    KeyValueSpec, "the KV bucket: a name, a KeyValueSpec or its dict, e.g. {'bucket': 'config', 'history': 5}"
 )
 _RECONCILE = {"if_exists": IF_EXISTS_ARG, "dry_run": DRY_RUN}
 _GUARDED = {"prune_sources": PRUNE_SOURCES, "allow_double_store": ALLOW_DOUBLE_STORE, "peer_domains": PEER_DOMAINS}
@@ -336,10 +325,6 @@ def msg_id_template(value: Any, field: str) -> str | None:
     return value
 
 
-def _publish_subject(value: Any, field: str) -> str:
-    return check_publish_subject(value, field)
-
-
 def _subject_outside_api_prefix(values: Mapping[str, Any], prefix: str) -> None:
     check_publish_subject(values["subject"], f"{prefix}subject", [values["api_prefix"]])
 
@@ -351,7 +336,7 @@ PUBLISH = Args(
     "publish",
     {
         "subject": Arg(
-            _publish_subject,
+            check_publish_subject,
             REQUIRED,
             VALUE,
             "the subject: literal, outside the reserved subject spaces and the JetStream API prefixes",

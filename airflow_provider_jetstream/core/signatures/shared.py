@@ -30,6 +30,7 @@ from airflow_provider_jetstream.core.arguments.values import (
 )
 from airflow_provider_jetstream.core.errors import SpecError
 from airflow_provider_jetstream.core.manage.reconcile import parse_if_exists
+from airflow_provider_jetstream.core.manage.specs.fields import Spec
 
 # -- where JetStream is --------------------------------------------------------------------------
 
@@ -109,6 +110,13 @@ STREAM = Arg(stream_name, REQUIRED, VALUE, "the stream's name", templated=True)
 CONSUMER = Arg(consumer_name, REQUIRED, VALUE, "the consumer's name", templated=True)
 BUCKET = Arg(bucket_name, REQUIRED, VALUE, "the KV bucket's name", templated=True)
 KEY = Arg(kv_key, REQUIRED, VALUE, "the KV key", templated=True)
+
+
+def spec_arg(kind: type[Spec], doc: str) -> Arg:
+    """The required argument that declares an object: a spec of ``kind`` or its dict (a bucket's: its name too),
+    checked as the spec checks it."""
+    return Arg(kind.from_dict, REQUIRED, VALUE, doc, templated=True)
+
 
 # -- reconcile and delete options ----------------------------------------------------------------
 

@@ -23,22 +23,23 @@ class KeyCheck:
     target: str
     done: bool
     reason: str
-    revision: int | None = None
-    raw: bytes | None = None
+    #: The entry that satisfies the check (None while it does not).
+    entry: KvEntry | None = None
 
     def to_xcom(self) -> dict[str, Any]:
         """The decoded value (UTF-8 text, else base64 with ``encoding: "base64"``) and revision."""
+        raw, revision = (self.entry.value or b"", self.entry.revision) if self.entry is not None else (b"", None)
         try:
-            value, encoding = (self.raw or b"").decode(), "utf-8"
+            value, encoding = raw.decode(), "utf-8"
         except UnicodeDecodeError:
-            value, encoding = base64.b64encode(self.raw or b"").decode(), "base64"
+            value, encoding = base64.b64encode(raw).decode(), "base64"
         return {
             "bucket": self.bucket,
             "key": self.key,
             "target": self.target,
             "value": value,
             "encoding": encoding,
-            "revision": self.revision,
+            "revision": revision,
         }
 
 
@@ -64,4 +65,4 @@ def judge_entry(
         return KeyCheck(
             bucket, key, target, False, f"key {key!r} is at revision {entry.revision}, not after {after_revision}"
         )
-    return KeyCheck(bucket, key, target, True, f"key {key!r} present at revision {entry.revision}", entry.revision, raw)
+    return KeyCheck(bucket, key, target, True, f"key {key!r} present at revision {entry.revision}", entry)

@@ -103,26 +103,28 @@ __all__ = [
 
 @dataclass(frozen=True)
 class JobArgs:
-    """The job's arguments (see ``--help``)."""
+    """The job's arguments (see ``--help``) as :func:`parse_args` checked them: each one given, its default the
+    declaration's (:data:`~airflow_provider_jetstream.spark.job_args.JOB`), or the job's own where that is None
+    (``checkpoint_key``: ``stream_to_parquet.<stream>``; ``start_seq``: ``earliest``)."""
 
     stream: str
     output: str
     checkpoint_bucket: str
     checkpoint_key: str
-    domain: str | None = None
-    api_prefix: str | None = None
-    filter_subjects: str | None = None
-    end_seq: int | None = None
-    start_seq: str = "earliest"
-    start_time: str | None = None
-    end_time: str | None = None
-    partition_by: tuple[str, ...] = ("date",)
-    min_partitions: int | None = None
-    fail_on_data_loss: bool = True
-    checkpoint_domain: str | None = None
-    checkpoint_replicas: int | None = None
-    servers: str | None = None
-    reader: str | None = None
+    domain: str | None
+    api_prefix: str | None
+    filter_subjects: str | None
+    end_seq: int | None
+    start_seq: str
+    start_time: str | None
+    end_time: str | None
+    partition_by: tuple[str, ...]
+    min_partitions: int | None
+    fail_on_data_loss: bool
+    checkpoint_domain: str | None
+    checkpoint_replicas: int | None
+    servers: str | None
+    reader: str | None
 
 
 @dataclass(frozen=True)
@@ -172,26 +174,11 @@ def parse_args(argv: list[str]) -> JobArgs:
     given = {flag: getattr(ns, flag[2:].replace("-", "_")) for flag in COMMAND_LINE.args}
     checked = COMMAND_LINE.check(given, text=True)
     value = {name: checked[flag] for name, flag in FLAGS.items()}
-    return JobArgs(
-        stream=value["stream"],
-        output=value["output_path"].rstrip("/"),
-        checkpoint_bucket=value["checkpoint_bucket"],
-        checkpoint_key=value["checkpoint_key"] or f"stream_to_parquet.{value['stream']}",
-        checkpoint_domain=value["checkpoint_domain"],
-        checkpoint_replicas=value["checkpoint_replicas"],
-        domain=value["domain"],
-        api_prefix=value["api_prefix"],
-        filter_subjects=value["filter_subjects"],
-        end_seq=value["end_seq"],
-        start_seq=value["start_seq"] or "earliest",
-        start_time=value["start_time"],
-        end_time=value["end_time"],
-        partition_by=value["partition_by"],
-        min_partitions=value["min_partitions"],
-        fail_on_data_loss=value["fail_on_data_loss"],
-        servers=checked["--servers"],
-        reader=checked["--reader"],
-    )
+    # The job's own defaults where the declarations leave None, and the output without a trailing "/".
+    value["output"] = value.pop("output_path").rstrip("/")
+    value["checkpoint_key"] = value["checkpoint_key"] or f"stream_to_parquet.{value['stream']}"
+    value["start_seq"] = value["start_seq"] or "earliest"
+    return JobArgs(**value, servers=checked["--servers"], reader=checked["--reader"])
 
 
 class StreamToParquetJob(CheckpointStore):

@@ -17,7 +17,7 @@ from typing import Any
 from airflow_provider_jetstream.core.arguments import durations as D
 from airflow_provider_jetstream.core.arguments import names as N
 from airflow_provider_jetstream.core.arguments import values as V
-from airflow_provider_jetstream.core.errors import SpecError, SpecErrors
+from airflow_provider_jetstream.core.errors import SpecError
 from airflow_provider_jetstream.core.manage.specs import fields as F
 from airflow_provider_jetstream.core.manage.specs.fields import Field, Spec, Struct
 
@@ -77,13 +77,13 @@ CONSUMER = Struct(
             editable=F.IMMUTABLE,
         ),
         Field("description", "description", V.text, "free text", normalize=F.norm_text),
-        Field(
+        F.choice_field(
             "ack_policy",
             "ack_policy",
-            V.choice(_ACK),
+            _ACK,
             "explicit | all | none | flow_control (2.14: durable sourcing)",
+            "explicit",
             editable=F.IMMUTABLE,
-            normalize=lambda v: v or "explicit",
             since="2.14",
             level=FLOW_CONTROL_LEVEL,
             active=lambda v: v == FLOW_CONTROL,
@@ -103,14 +103,7 @@ CONSUMER = Struct(
             "redelivery delay (default 30s)",
             show=F.show_duration,
         ),
-        Field(
-            "max_deliver",
-            "max_deliver",
-            F.limit,
-            "deliveries per message, -1: unlimited",
-            normalize=F.norm_limit,
-            show=F.show_limit,
-        ),
+        F.limit_field("max_deliver", "max_deliver", "deliveries per message, -1: unlimited"),
         Field(
             "backoff",
             "backoff",
@@ -131,13 +124,13 @@ CONSUMER = Struct(
             since="2.10",
             normalize=F.norm_sorted,
         ),
-        Field(
+        F.choice_field(
             "deliver_policy",
             "deliver_policy",
-            V.choice(_DELIVER),
+            _DELIVER,
             "all | last | new | by_start_sequence | by_start_time | last_per_subject",
+            "all",
             editable=F.IMMUTABLE,
-            normalize=lambda v: v or "all",
         ),
         Field(
             "start_seq",
@@ -156,52 +149,15 @@ CONSUMER = Struct(
         ),
         Field("max_ack_pending", "max_ack_pending", _pending, "unacked messages in flight, -1: unlimited"),
         Field("max_waiting", "max_waiting", V.integer(1), "pull requests waiting (default 512)", editable=F.IMMUTABLE),
-        Field(
-            "max_batch",
-            "max_request_batch",
-            V.integer(0),
-            "largest pull batch",
-            normalize=F.norm_zero_none,
-        ),
-        Field(
-            "max_expires",
-            "max_request_expires",
-            D.nanoseconds(),
-            "longest pull expiry",
-            normalize=F.norm_zero_none,
-            show=F.show_duration,
-        ),
-        Field(
-            "max_bytes",
-            "max_request_max_bytes",
-            V.integer(0),
-            "largest pull in bytes",
-            normalize=F.norm_zero_none,
-        ),
-        Field(
-            "inactive_threshold",
-            "inactive_threshold",
-            D.nanoseconds(),
-            "delete after this long unused",
-            normalize=F.norm_zero_none,
-            show=F.show_duration,
-        ),
-        Field(
-            "replicas",
-            "num_replicas",
-            V.integer(0, 5),
-            "0: as the stream",
-            normalize=F.norm_zero_none,
-        ),
+        Field("max_batch", "max_request_batch", V.integer(0), "largest pull batch", normalize=F.norm_zero_none),
+        F.duration_field("max_expires", "max_request_expires", "longest pull expiry"),
+        Field("max_bytes", "max_request_max_bytes", V.integer(0), "largest pull in bytes", normalize=F.norm_zero_none),
+        F.duration_field("inactive_threshold", "inactive_threshold", "delete after this long unused"),
+        Field("replicas", "num_replicas", V.integer(0, 5), "0: as the stream", normalize=F.norm_zero_none),
         F.flag("mem_storage", "mem_storage", "keep state in memory", editable=F.IMMUTABLE),
         F.flag("headers_only", "headers_only", "deliver headers only"),
-        Field(
-            "replay_policy",
-            "replay_policy",
-            V.choice(_REPLAY),
-            "instant | original",
-            editable=F.IMMUTABLE,
-            normalize=lambda v: v or "instant",
+        F.choice_field(
+            "replay_policy", "replay_policy", _REPLAY, "instant | original", "instant", editable=F.IMMUTABLE
         ),
         Field("sample_freq", "sample_freq", V.text, "ack sampling, e.g. '100%'", normalize=F.norm_text),
         Field("metadata", "metadata", V.string_map, "string -> string", since="2.10", normalize=F.norm_metadata),
@@ -223,26 +179,17 @@ CONSUMER = Struct(
             level=1,
             normalize=F.norm_sorted,
         ),
-        Field(
+        F.choice_field(
             "priority_policy",
             "priority_policy",
-            V.choice(_PRIORITY),
+            _PRIORITY,
             "none | overflow | pinned_client",
+            "none",
             since="2.11",
             level=1,
             active=lambda v: v not in (None, "none"),
-            normalize=lambda v: v or "none",
         ),
-        Field(
-            "pinned_ttl",
-            "priority_timeout",
-            D.nanoseconds(),
-            "pinned client TTL",
-            since="2.11",
-            level=1,
-            normalize=F.norm_zero_none,
-            show=F.show_duration,
-        ),
+        F.duration_field("pinned_ttl", "priority_timeout", "pinned client TTL", since="2.11", level=1),
     ),
 )
 
@@ -267,34 +214,31 @@ class ConsumerSpec(Spec):
 
     struct = CONSUMER
 
+    unnamed = "a durable consumer needs a name"
+
     @classmethod
-    def from_dict(cls, data: Any, path: str = "consumer") -> ConsumerSpec:
-        if isinstance(data, ConsumerSpec):
+    def prepare(cls, data: Any, path: str, errors: list[SpecError]) -> Any:
+        """``data`` without push-consumer fields, the first one refused."""
+        push = [k for k in data if k in PUSH_FIELDS] if isinstance(data, Mapping) else []
+        if not push:
             return data
+        errors.append(
+            SpecError(
+                f"{path}.{push[0]}",
+                data[push[0]],
+                "push consumers are not managed here: a durable pull consumer works across domains "
+                "and accounts (the NATS docs: cross-account, only pull consumers are supported); the one "
+                "push consumer, durable sourcing's, takes ack_policy 'flow_control' and deliver_subject "
+                "(the server sets its flow control and heartbeat)",
+            )
+        )
+        return {k: v for k, v in data.items() if k not in PUSH_FIELDS}
+
+    @classmethod
+    def check(cls, values: dict[str, Any], path: str) -> list[SpecError]:
         errors: list[SpecError] = []
-        if isinstance(data, Mapping):
-            push = [k for k in data if k in PUSH_FIELDS]
-            if push:
-                errors.append(
-                    SpecError(
-                        f"{path}.{push[0]}",
-                        data[push[0]],
-                        "push consumers are not managed here: a durable pull consumer works across domains "
-                        "and accounts (the NATS docs: cross-account, only pull consumers are supported); the one "
-                        "push consumer, durable sourcing's, takes ack_policy 'flow_control' and deliver_subject "
-                        "(the server sets its flow control and heartbeat)",
-                    )
-                )
-                data = {k: v for k, v in data.items() if k not in PUSH_FIELDS}
-        try:
-            values = CONSUMER.parse(data, path)
-        except SpecErrors as many:
-            raise SpecErrors(errors + many.errors) from None
-        if "name" not in values:
-            errors.append(SpecError(f"{path}.name", None, "a durable consumer needs a name"))
         _check_consumer(values, path, errors)
-        F.raise_all(errors)
-        return cls(values=values, path=path)
+        return errors
 
     @property
     def name(self) -> str:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
 from airflow_provider_jetstream.core.arguments import values as V
-from airflow_provider_jetstream.core.arguments.durations import format_duration, instant
+from airflow_provider_jetstream.core.arguments.durations import format_duration, instant, nanoseconds
 from airflow_provider_jetstream.core.errors import SpecError, SpecErrors, unknown_key
 
 Parser = V.Parser
@@ -145,6 +145,31 @@ def flag(name: str, api_name: str, help: str, **options: Any) -> Field:
     return Field(name, api_name, V.boolean, help, normalize=norm_bool, show=show_bool, **options)
 
 
+def choice_field(name: str, api_name: str, words: Mapping[str, str], help: str, default: str, **options: Any) -> Field:
+    """A field of one of ``words`` (each mapped to its API word); absent counts as ``default``, the server's."""
+    return Field(name, api_name, V.choice(words), help, normalize=lambda v: v or default, **options)
+
+
+def limit_field(
+    name: str, api_name: str, help: str = "-1: unlimited", *, parse: Parser = limit, **options: Any
+) -> Field:
+    """A limit where -1, 0 and absent all mean unlimited (``parse``: default :data:`limit`)."""
+    return Field(name, api_name, parse, help, normalize=norm_limit, show=show_limit, **options)
+
+
+def duration_field(name: str, api_name: str, help: str, *, allow_zero: bool = True, **options: Any) -> Field:
+    """A duration in nanoseconds (given as seconds or text like ``"30s"``); 0 and absent both mean none."""
+    return Field(
+        name,
+        api_name,
+        nanoseconds(allow_zero=allow_zero),
+        help,
+        normalize=norm_zero_none,
+        show=show_duration,
+        **options,
+    )
+
+
 def norm_text(value: Any) -> Any:
     return value or None
 
@@ -227,15 +252,51 @@ def requirements(struct: Struct, values: Mapping[str, Any], path: str) -> list[R
     ]
 
 
+_Spec = TypeVar("_Spec", bound="Spec")
+
+
 @dataclass(frozen=True)
 class Spec:
     """A validated spec: ``values`` maps field names to API values, for the fields given; ``struct``
-    (set by each kind of spec) says which fields there are."""
+    (set by each kind of spec) says which fields there are, ``name_field`` which one names the object."""
 
     values: Mapping[str, Any]
     path: str
 
     struct: ClassVar[Struct]
+    #: The field that names the object (required), and the refusal of a spec without it.
+    name_field: ClassVar[str] = "name"
+    unnamed: ClassVar[str] = "it needs a name"
+
+    @classmethod
+    def from_dict(cls: type[_Spec], data: Any, path: str | None = None) -> _Spec:
+        """The validated spec of ``data`` (a dict of fields; a spec of this kind is returned as it is); every
+        problem at once. ``path``: where the spec is, in refusals (default: its kind, ``stream``...)."""
+        if isinstance(data, cls):
+            return data
+        path = cls.path if path is None else path
+        errors: list[SpecError] = []
+        data = cls.prepare(data, path, errors)
+        try:
+            values = cls.struct.parse(data, path)
+        except SpecErrors as many:
+            raise SpecErrors(errors + many.errors) from None
+        if cls.name_field not in values:
+            errors.append(SpecError(f"{path}.{cls.name_field}", None, cls.unnamed))
+        errors.extend(cls.check(values, path))
+        raise_all(errors)
+        return cls(values=values, path=path)
+
+    @classmethod
+    def prepare(cls, data: Any, path: str, errors: list[SpecError]) -> Any:
+        """``data`` as the fields to parse, refusals found on the way added to ``errors`` (as given by default)."""
+        return data
+
+    @classmethod
+    def check(cls, values: dict[str, Any], path: str) -> list[SpecError]:
+        """What this kind refuses of parsed fields beyond a missing name (none by default); it may fill in a field
+        another implies (a consumer's ``deliver_policy``)."""
+        return []
 
     def wire(self) -> dict[str, Any]:
         """The API config: exactly the fields given (never a default the user did not set)."""
@@ -246,32 +307,26 @@ class Spec:
         return requirements(self.struct, self.values, self.path)
 
 
-_Bucket = TypeVar("_Bucket", bound="BucketSpec")
-
-
 @dataclass(frozen=True)
 class BucketSpec(Spec):
-    """A bucket spec (KV, object store): named by ``bucket``, with at most one kind of origin (a mirror or
-    sources), stored in a stream of its own. A kind adds its own checks in :meth:`problems`."""
+    """A bucket spec (KV, object store): named by ``bucket`` (or given as its name alone), with at most one kind
+    of origin (a mirror or sources), stored in a stream of its own. A kind adds its own checks in :meth:`problems`."""
 
     path: str = "bucket"
 
+    name_field = "bucket"
+    unnamed = "a bucket needs a name"
+
     @classmethod
-    def from_dict(cls: type[_Bucket], data: Any, path: str = "bucket") -> _Bucket:
-        """The validated spec of ``data`` (a dict of bucket fields, or a bucket name); every problem at once."""
-        if isinstance(data, cls):
-            return data
-        if isinstance(data, str):
-            data = {"bucket": data}
-        values = cls.struct.parse(data, path)
+    def prepare(cls, data: Any, path: str, errors: list[SpecError]) -> Any:
+        return {"bucket": data} if isinstance(data, str) else data
+
+    @classmethod
+    def check(cls, values: dict[str, Any], path: str) -> list[SpecError]:
         errors: list[SpecError] = []
-        if "bucket" not in values:
-            errors.append(SpecError(f"{path}.bucket", None, "a bucket needs a name"))
         if "mirror" in values and "sources" in values:
             errors.append(SpecError(f"{path}.sources", "...", "a mirror bucket has one origin: give mirror or sources"))
-        errors.extend(cls.problems(values, path))
-        raise_all(errors)
-        return cls(values=values, path=path)
+        return errors + cls.problems(values, path)
 
     @classmethod
     def problems(cls, values: Mapping[str, Any], path: str) -> list[SpecError]:

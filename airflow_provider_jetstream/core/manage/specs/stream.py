@@ -72,71 +72,23 @@ STREAM = Struct(
             "subjects the stream listens on (wildcards allowed)",
             normalize=F.norm_sorted,
         ),
-        Field(
-            "retention",
-            "retention",
-            V.choice(_RETENTION),
-            "limits | interest | workqueue",
-            editable=F.IMMUTABLE,
-            normalize=lambda v: v or "limits",
+        F.choice_field(
+            "retention", "retention", _RETENTION, "limits | interest | workqueue", "limits", editable=F.IMMUTABLE
         ),
-        Field(
-            "storage",
-            "storage",
-            V.choice(_STORAGE),
-            "file | memory",
-            editable=F.IMMUTABLE,
-            normalize=lambda v: v or "file",
-        ),
-        Field("discard", "discard", V.choice(_DISCARD), "old | new", normalize=lambda v: v or "old"),
+        F.choice_field("storage", "storage", _STORAGE, "file | memory", "file", editable=F.IMMUTABLE),
+        F.choice_field("discard", "discard", _DISCARD, "old | new", "old"),
         F.flag(
             "discard_new_per_subject",
             "discard_new_per_subject",
             "discard new per subject (needs discard new and max_msgs_per_subject)",
             since="2.9",
         ),
-        Field(
-            "max_consumers",
-            "max_consumers",
-            F.limit,
-            "-1: unlimited",
-            editable=F.IMMUTABLE,
-            normalize=F.norm_limit,
-            show=F.show_limit,
-        ),
-        Field(
-            "max_msgs", "max_msgs", F.limit, "-1: unlimited", normalize=F.norm_limit, show=F.show_limit, discards=True
-        ),
-        Field(
-            "max_bytes", "max_bytes", F.limit, "-1: unlimited", normalize=F.norm_limit, show=F.show_limit, discards=True
-        ),
-        Field(
-            "max_age",
-            "max_age",
-            D.nanoseconds(),
-            "0: unlimited",
-            normalize=F.norm_zero_none,
-            show=F.show_duration,
-            discards=True,
-        ),
-        Field(
-            "max_msgs_per_subject",
-            "max_msgs_per_subject",
-            F.limit,
-            "-1: unlimited",
-            since="2.3",
-            normalize=F.norm_limit,
-            show=F.show_limit,
-            discards=True,
-        ),
-        Field(
-            "max_msg_size",
-            "max_msg_size",
-            V.integer(-1, 2**31 - 1, " (-1: unlimited)"),
-            "-1: unlimited",
-            normalize=F.norm_limit,
-            show=F.show_limit,
-        ),
+        F.limit_field("max_consumers", "max_consumers", editable=F.IMMUTABLE),
+        F.limit_field("max_msgs", "max_msgs", discards=True),
+        F.limit_field("max_bytes", "max_bytes", discards=True),
+        F.duration_field("max_age", "max_age", "0: unlimited", discards=True),
+        F.limit_field("max_msgs_per_subject", "max_msgs_per_subject", since="2.3", discards=True),
+        F.limit_field("max_msg_size", "max_msg_size", parse=V.integer(-1, 2**31 - 1, " (-1: unlimited)")),
         Field("duplicate_window", "duplicate_window", D.nanoseconds(), "dedupe window", show=F.show_duration),
         Field(
             "replicas",
@@ -193,14 +145,7 @@ STREAM = Struct(
             since="2.10",
             normalize=F.norm_struct,
         ),
-        Field(
-            "compression",
-            "compression",
-            V.choice(_COMPRESSION),
-            "none | s2",
-            since="2.10",
-            normalize=lambda v: v or "none",
-        ),
+        F.choice_field("compression", "compression", _COMPRESSION, "none | s2", "none", since="2.10"),
         Field(
             "first_seq",
             "first_seq",
@@ -226,15 +171,13 @@ STREAM = Struct(
             level=1,
             editable=F.ENABLE_ONLY,
         ),
-        Field(
+        F.duration_field(
             "subject_delete_marker_ttl",
             "subject_delete_marker_ttl",
-            D.nanoseconds(allow_zero=False),
             "TTL of delete markers left when max_age removes a subject's last message",
+            allow_zero=False,
             since="2.11",
             level=1,
-            normalize=F.norm_zero_none,
-            show=F.show_duration,
         ),
         F.flag(
             "allow_atomic",
@@ -268,16 +211,16 @@ STREAM = Struct(
             level=2,
             editable=F.ENABLE_ONLY,
         ),
-        Field(
+        F.choice_field(
             "persist_mode",
             "persist_mode",
-            V.choice(_PERSIST),
+            _PERSIST,
             "default | async (R1 only)",
+            "default",
             since="2.12",
             level=2,
             editable=F.IMMUTABLE,
             active=lambda v: v not in (None, "default"),
-            normalize=lambda v: v or "default",
         ),
     ),
 )
@@ -299,17 +242,13 @@ class StreamSpec(Spec):
         user named (the others keep the server's values)."""
         return {k: v for k, v in self.values.items() if self.named is None or k in self.named}
 
+    unnamed = "a stream needs a name"
+
     @classmethod
-    def from_dict(cls, data: Any, path: str = "stream") -> StreamSpec:
-        if isinstance(data, StreamSpec):
-            return data
-        values = STREAM.parse(data, path)
+    def check(cls, values: dict[str, Any], path: str) -> list[SpecError]:
         errors: list[SpecError] = []
-        if "name" not in values:
-            errors.append(SpecError(f"{path}.name", None, "a stream needs a name"))
         _check_stream(values, path, errors)
-        F.raise_all(errors)
-        return cls(values=values, path=path)
+        return errors
 
     @property
     def name(self) -> str:

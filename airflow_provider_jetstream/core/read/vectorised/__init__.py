@@ -6,12 +6,6 @@ imports them. Without them, importing it raises ``ImportError`` saying what to i
 then defaults to nats-py's (:func:`~airflow_provider_jetstream.core.read.settings.default_reader`).
 """
 
-try:
-    import numpy  # noqa: F401
-    import pyarrow  # noqa: F401
-except ImportError as err:  # the optional [spark] extra
-    raise ImportError(
-        f"the vectorised range reader needs numpy and pyarrow ({err}): install 'airflow-provider-jetstream[spark]', "
-        "or read with reader='nats-py'",
-        name=err.name,
-    ) from err
+from airflow_provider_jetstream.core.errors import require_extra
+
+require_extra(("numpy", "pyarrow"), "the vectorised range reader", ", or read with reader='nats-py'")
