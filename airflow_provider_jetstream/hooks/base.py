@@ -81,6 +81,19 @@ def checked(signature: Args) -> Callable[[M], M]:
     return decorate
 
 
+def passing_arguments_to(checked_method: Callable[..., Any]) -> Callable[[M], M]:
+    """A hook method that takes exactly the arguments of ``checked_method`` (a :func:`checked` one) and passes them
+    on to it, which checks them: its signature and declaration are that method's (its own return type kept)."""
+
+    def decorate(method: M) -> M:
+        returns = inspect.signature(method).return_annotation
+        method.__signature__ = inspect.signature(checked_method).replace(return_annotation=returns)  # type: ignore[attr-defined]
+        method.arguments = checked_method.arguments  # type: ignore[attr-defined]
+        return method
+
+    return decorate
+
+
 # Open connections by event loop and connection id: every hook running in one event loop (the
 # triggerer's, or one operator's) shares one NATS connection per Airflow connection.
 _OPEN: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _SharedConnection]] = weakref.WeakKeyDictionary()
@@ -138,26 +151,29 @@ class JetStreamBaseHook(BaseHook):
     def get_conn_config(self) -> JetStreamConnectionConfig:
         """The validated connection settings (looked up once; secrets registered for masking)."""
         if self._config is None:
-            try:
+            with self._looking_up_connection():
                 conn = self.get_connection(self.jetstream_conn_id)
-            except AirflowNotFoundException:
-                self._check_env_port()
-                raise self._unreadable_env_connection() from None
-            self._check_env_port()
             self._config = self._validated(conn)
         return self._config
 
     async def aget_conn_config(self) -> JetStreamConnectionConfig:
         """Like :meth:`get_conn_config`, without blocking the event loop (for triggers)."""
         if self._config is None:
-            try:
+            with self._looking_up_connection():
                 conn = await self.aget_connection(self.jetstream_conn_id)
-            except AirflowNotFoundException:
-                self._check_env_port()
-                raise self._unreadable_env_connection() from None
-            self._check_env_port()
             self._config = self._validated(conn)
         return self._config
+
+    @contextlib.contextmanager
+    def _looking_up_connection(self) -> Iterator[None]:
+        """Around Airflow's lookup of the connection: its ``AIRFLOW_CONN_<ID>`` port checked (found or not), and
+        a connection not found reported with the reason Airflow could not read it, if any."""
+        try:
+            yield
+        except AirflowNotFoundException:
+            self._check_env_port()
+            raise self._unreadable_env_connection() from None
+        self._check_env_port()
 
     def _unreadable_env_connection(self) -> Exception:
         """Why Airflow found no connection: an ``AIRFLOW_CONN_<ID>`` Airflow could not read (a port that is

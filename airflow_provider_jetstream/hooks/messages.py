@@ -11,13 +11,14 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 from airflow_provider_jetstream.core.consume.fetch import Reading
 from airflow_provider_jetstream.core.read.delivery import Delivery
 from airflow_provider_jetstream.core.signatures.consume import CONSUME, FETCH
 from airflow_provider_jetstream.core.signatures.shared import REQUEST
 from airflow_provider_jetstream.core.sync import iterate_held
-from airflow_provider_jetstream.hooks.base import JetStreamBaseHook, blocking, checked
+from airflow_provider_jetstream.hooks.base import JetStreamBaseHook, blocking, checked, passing_arguments_to
 
 
 class JetStreamMessagesHook(JetStreamBaseHook):
@@ -106,7 +107,7 @@ class JetStreamMessagesHook(JetStreamBaseHook):
         api_prefix: str | None = None,
         request_timeout: float | None = None,
     ) -> AsyncIterator[list[Delivery]]:
-        """The batches of one consume (the arguments of :meth:`aconsume`)."""
+        """The batches of one consume (the arguments of :meth:`aconsume` and :meth:`consume`)."""
         where = (domain, api_prefix, request_timeout)
         async with self._reading(stream, consumer, filter_subjects, start_seq, start_time, where) as reading:
             while True:
@@ -116,61 +117,25 @@ class JetStreamMessagesHook(JetStreamBaseHook):
                 elif stop_when_empty:
                     return
 
-    async def aconsume(
-        self,
-        stream: str,
-        consumer: str | None = None,
-        *,
-        batch_size: int = 100,
-        max_wait: float = 5.0,
-        filter_subjects: list[str] | None = None,
-        start_seq: int | None = None,
-        start_time: str | dt.datetime | None = None,
-        stop_when_empty: bool = False,
-        domain: str | None = None,
-        api_prefix: str | None = None,
-        request_timeout: float | None = None,
-    ) -> AsyncIterator[Delivery]:
+    @passing_arguments_to(_batches)
+    async def aconsume(self, *args: Any, **kwargs: Any) -> AsyncIterator[Delivery]:
         """The messages of ``stream`` one by one, pulled ``batch_size`` at a time (default 100; one batch held in
         memory), for as long as the caller iterates (with ``stop_when_empty``: until a pull brings nothing
         within ``max_wait``). Arguments and messages as :meth:`afetch`; an ephemeral read keeps one consumer for
         the whole iteration and deletes it when the iteration ends. Settle the messages while iterating: the
         settles of a batch are confirmed before the next one is pulled, and when the iteration ends."""
-        batches = self._batches(
-            stream, consumer, batch_size=batch_size, max_wait=max_wait, filter_subjects=filter_subjects,
-            start_seq=start_seq, start_time=start_time, stop_when_empty=stop_when_empty, domain=domain,
-            api_prefix=api_prefix, request_timeout=request_timeout,
-        )  # fmt: skip
-        async with contextlib.aclosing(batches):
+        async with contextlib.aclosing(self._batches(*args, **kwargs)) as batches:
             async for batch in batches:
                 for delivery in batch:
                     yield delivery
 
-    def consume(
-        self,
-        stream: str,
-        consumer: str | None = None,
-        *,
-        batch_size: int = 100,
-        max_wait: float = 5.0,
-        filter_subjects: list[str] | None = None,
-        start_seq: int | None = None,
-        start_time: str | dt.datetime | None = None,
-        stop_when_empty: bool = False,
-        domain: str | None = None,
-        api_prefix: str | None = None,
-        request_timeout: float | None = None,
-    ) -> Iterator[Delivery]:
+    @passing_arguments_to(_batches)
+    def consume(self, *args: Any, **kwargs: Any) -> Iterator[Delivery]:
         """Blocking form of :meth:`aconsume`, on an event loop of its own thread (the connection answers the
         server while the caller works on a message); the messages of a batch are handed over in this thread
         without a hop each, and their ``ack()`` and friends go out on the iteration's connection at once, as do
         this thread's other blocking hook calls until the iteration ends. Leave the loop (or close the
         iterator) to end it: the settles sent are confirmed then."""
-        batches = self._batches(
-            stream, consumer, batch_size=batch_size, max_wait=max_wait, filter_subjects=filter_subjects,
-            start_seq=start_seq, start_time=start_time, stop_when_empty=stop_when_empty, domain=domain,
-            api_prefix=api_prefix, request_timeout=request_timeout,
-        )  # fmt: skip
-        with contextlib.closing(iterate_held(self.aconnect(), batches)) as held:
+        with contextlib.closing(iterate_held(self.aconnect(), self._batches(*args, **kwargs))) as held:
             for batch in held:
                 yield from batch
