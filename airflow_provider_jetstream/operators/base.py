@@ -274,7 +274,29 @@ class ReconcileOperator(JetStreamBaseOperator):
         }
 
 
+class DeclareBucketOperator(ReconcileOperator):
+    """A "create" operator of a bucket (KV or object store): reconcile the bucket its ``bucket`` argument declares
+    with its role hook's :attr:`ensure_method`. Lineage: the bucket's stream is written, the origins of its mirror
+    or sources read (an asset event when it was created, updated or recreated)."""
+
+    template_fields_renderers = {"bucket": "json"}
+    #: The role hook's method that declares the bucket (``ensure_key_value``, ``ensure_object_store``).
+    ensure_method: str = ""
+
+    def __init__(self, *, bucket: str | dict[str, Any], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.bucket = bucket
+        self.declare_lineage_outlet()
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        spec = self.checked_arguments()["bucket"]
+        result = getattr(self.get_hook(), self.ensure_method)(spec, **self.reconcile_kwargs())
+        self.record_spec_lineage(context, spec.stream_spec(), result)
+        return result
+
+
 __all__ = [
+    "DeclareBucketOperator",
     "FailFastOnRefusal",
     "JetStreamBaseOperator",
     "ReconcileOperator",

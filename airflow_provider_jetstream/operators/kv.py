@@ -25,10 +25,10 @@ from airflow_provider_jetstream.core.manage.specs.kv import kv_stream_name
 from airflow_provider_jetstream.core.signatures.operations import ENSURE_BUCKET, KV_DELETE, KV_PUT
 from airflow_provider_jetstream.core.signatures.shared import OPERATOR
 from airflow_provider_jetstream.hooks.kv import JetStreamKeyValueHook
-from airflow_provider_jetstream.operators.base import JetStreamBaseOperator, ReconcileOperator, declare_arguments
+from airflow_provider_jetstream.operators.base import DeclareBucketOperator, JetStreamBaseOperator, declare_arguments
 
 
-class JetStreamCreateKeyValueOperator(ReconcileOperator):
+class JetStreamCreateKeyValueOperator(DeclareBucketOperator):
     """Create or update a KV bucket, including a mirror or sources in other domains or accounts.
 
     :param bucket: the bucket to declare: its name, or its spec: ``{"bucket": "config", "history": 5, "ttl": "1h",
@@ -48,20 +48,9 @@ class JetStreamCreateKeyValueOperator(ReconcileOperator):
     """
 
     hook_class = JetStreamKeyValueHook
+    ensure_method = "ensure_key_value"
     arguments: Args = OPERATOR + Args("create bucket", {"bucket": ENSURE_BUCKET.args["bucket"]}) + declare_arguments()
     template_fields: Sequence[str] = arguments.template_fields()
-    template_fields_renderers = {"bucket": "json"}
-
-    def __init__(self, *, bucket: str | dict[str, Any], **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.bucket = bucket
-        self.declare_lineage_outlet()
-
-    def execute(self, context: Any) -> dict[str, Any]:
-        spec = self.checked_arguments()["bucket"]
-        result = self.get_hook().ensure_key_value(spec, **self.reconcile_kwargs())
-        self.record_spec_lineage(context, spec.stream_spec(), result)
-        return result
 
 
 class _KeyOperator(JetStreamBaseOperator):

@@ -27,10 +27,10 @@ from airflow_provider_jetstream.core.signatures.objects import (
 )
 from airflow_provider_jetstream.core.signatures.shared import OPERATOR
 from airflow_provider_jetstream.hooks.objects import JetStreamObjectStoreHook
-from airflow_provider_jetstream.operators.base import JetStreamBaseOperator, ReconcileOperator, declare_arguments
+from airflow_provider_jetstream.operators.base import DeclareBucketOperator, JetStreamBaseOperator, declare_arguments
 
 
-class JetStreamCreateObjectStoreOperator(ReconcileOperator):
+class JetStreamCreateObjectStoreOperator(DeclareBucketOperator):
     """Create or update an object store bucket, including a mirror or sources of other domains' buckets.
 
     :param bucket: the bucket to declare: its name, or its spec: ``{"bucket": "files", "description": "...",
@@ -48,22 +48,11 @@ class JetStreamCreateObjectStoreOperator(ReconcileOperator):
     """
 
     hook_class = JetStreamObjectStoreHook
+    ensure_method = "ensure_object_store"
     arguments: Args = (
         OPERATOR + Args("create object store", {"bucket": ENSURE_OBJECT_STORE.args["bucket"]}) + declare_arguments()
     )
     template_fields: Sequence[str] = arguments.template_fields()
-    template_fields_renderers = {"bucket": "json"}
-
-    def __init__(self, *, bucket: str | dict[str, Any], **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.bucket = bucket
-        self.declare_lineage_outlet()
-
-    def execute(self, context: Any) -> dict[str, Any]:
-        spec = self.checked_arguments()["bucket"]
-        result = self.get_hook().ensure_object_store(spec, **self.reconcile_kwargs())
-        self.record_spec_lineage(context, spec.stream_spec(), result)
-        return result
 
 
 class _ObjectOperator(JetStreamBaseOperator):
