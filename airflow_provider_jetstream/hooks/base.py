@@ -3,24 +3,22 @@
 What every role hook stands on (streams, consumers, KV, object stores, publishing, status checks,
 messages: one class each, one level above this one; :class:`~airflow_provider_jetstream.hooks.jetstream.JetStreamHook`
 combines them): settings, one shared NATS connection per event loop and connection id, JetStream contexts
-and API clients for any domain, the double-store guard the declaring and publishing roles share, the one
-sync bridge, and how a hook method checks its arguments (:func:`checked`) and gets its blocking twin
-(:func:`blocking`).
+and API clients for any domain, the double-store guard the declaring and publishing roles share, one
+declaration on the reconcile ladder and one delete for the roles that declare, and the one sync bridge. How a
+hook method takes its arguments and gets its blocking twin: :mod:`airflow_provider_jetstream.hooks.methods`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import inspect
 import json
 import logging
 import os
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import nats.errors
 import nats.js.errors
@@ -29,8 +27,7 @@ from airflow.sdk.exceptions import AirflowNotFoundException
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
-from airflow_provider_jetstream.core.api import JetStreamApi, describe_prefix, is_imported_prefix
-from airflow_provider_jetstream.core.arguments import Args
+from airflow_provider_jetstream.core.api import JetStreamApi, describe_prefix, domain_of, is_imported_prefix
 from airflow_provider_jetstream.core.connection.client import open_connection, refusal_since, release
 from airflow_provider_jetstream.core.connection.settings import JetStreamConnectionConfig, api_prefix_for
 from airflow_provider_jetstream.core.errors import (
@@ -46,52 +43,14 @@ from airflow_provider_jetstream.core.manage.specs import StreamSpec
 from airflow_provider_jetstream.core.read.settle import Settler
 from airflow_provider_jetstream.core.signatures.operations import ACCOUNT_INFO, API, HOOK, JETSTREAM, PROBE_DOMAINS
 from airflow_provider_jetstream.core.sync import hold, run_sync
+from airflow_provider_jetstream.hooks.methods import Logger, Request, checked
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 T = TypeVar("T")
-P = ParamSpec("P")
 H = TypeVar("H", bound="JetStreamBaseHook")
-M = TypeVar("M", bound=Callable[..., Any])
 log = logging.getLogger(__name__)
-#: Where a hook method that changes something logs what it did.
-Logger = logging.Logger | logging.LoggerAdapter
-
-
-def checked(signature: Args) -> Callable[[M], M]:
-    """A hook method whose arguments are checked with ``signature`` (its operation's one declaration)
-    when it is called, before anything is sent; its body gets the checked values. A refusal raises
-    :class:`~airflow_provider_jetstream.core.errors.SpecErrors` naming every bad argument; a retired name
-    (``timeout=5``) is refused naming its replacement (``request_timeout``)."""
-
-    def decorate(method: M) -> M:
-        call = inspect.signature(method)
-        names = [name for name in call.parameters if name != "self"]
-
-        @functools.wraps(method)
-        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-            unknown = {name: value for name, value in kwargs.items() if name not in call.parameters}
-            if unknown:
-                signature.refuse_retired(unknown, method.__qualname__)
-            bound = call.bind(self, *args, **kwargs)
-            values = signature.check({name: bound.arguments[name] for name in names if name in bound.arguments})
-            return method(self, **{name: values[name] for name in names})
-
-        wrapper.arguments = signature  # type: ignore[attr-defined]
-        return wrapper  # type: ignore[return-value]
-
-    return decorate
-
-
-def passing_arguments_to(checked_method: Callable[..., Any]) -> Callable[[M], M]:
-    """A hook method that takes exactly the arguments of ``checked_method`` (a :func:`checked` one) and passes them
-    on to it, which checks them: its signature and declaration are that method's (its own return type kept)."""
-
-    def decorate(method: M) -> M:
-        returns = inspect.signature(method).return_annotation
-        method.__signature__ = inspect.signature(checked_method).replace(return_annotation=returns)  # type: ignore[attr-defined]
-        method.arguments = checked_method.arguments  # type: ignore[attr-defined]
-        return method
-
-    return decorate
 
 
 # Open connections by event loop and connection id: every hook running in one event loop (the
@@ -386,6 +345,61 @@ class JetStreamBaseHook(BaseHook):
 
         return guard
 
+    async def _reconcile(
+        self,
+        reconcile: Callable[..., Awaitable[Any]],
+        spec: Any,
+        stream: StreamSpec,
+        subjects: list[str],
+        what: str,
+        bucket: str | None = None,
+        *,
+        if_exists: str,
+        dry_run: bool,
+        prune_sources: bool,
+        allow_data_loss: bool,
+        allow_double_store: bool,
+        peer_domains: Sequence[str],
+        logger: Logger | None,
+        **request: Unpack[Request],
+    ) -> dict[str, Any]:
+        """Declare ``spec`` on ``reconcile``, the reconcile ladder of its kind (``reconcile_stream``...), the
+        double-store check of ``stream`` (what stores the spec's messages: ``subjects``; ``what`` in messages,
+        ``bucket`` for a KV bucket) run once a write is decided; the result's XCom dict."""
+        logger = logger or self.log
+        async with self.aapi(**request) as api:
+            guard = await self._double_store_guard(
+                api, subjects, what, allow_double_store, logger, peer_domains, stream, bucket=bucket
+            )
+            result = await reconcile(
+                api,
+                spec,
+                if_exists=if_exists,
+                dry_run=dry_run,
+                prune_sources=prune_sources,
+                allow_data_loss=allow_data_loss,
+                guard=guard,
+                logger=logger,
+            )
+        return result.as_xcom()
+
+    async def _delete(
+        self,
+        what: str,
+        delete: Callable[[JetStreamApi], Awaitable[bool]],
+        logger: Logger | None,
+        **request: Unpack[Request],
+    ) -> tuple[bool, str | None]:
+        """Delete ``what`` (``stream 'test'``...) in the target with ``delete(api)`` and log what happened: whether it
+        was deleted (False: there was nothing to delete) and the target's domain."""
+        async with self.aapi(**request) as api:
+            deleted = await delete(api)
+        if deleted:
+            (logger or self.log).info("deleted %s in %s", what, api.target)
+        else:
+            (logger or self.log).info("%s does not exist in %s: nothing to delete", what, api.target)
+        return deleted, domain_of(api.prefix)
+
     def _no_jetstream(
         self, domain: str | None, api_prefix: str | None
     ) -> JetStreamDomainUnavailableError | JetStreamImportMissingError:
@@ -455,21 +469,3 @@ class JetStreamBaseHook(BaseHook):
             f"API level {account.get('api', {}).get('level', 0)}, "
             f"{account.get('streams', 0)} streams, {account.get('consumers', 0)} consumers"
         )
-
-
-def blocking(method: Callable[Concatenate[H, P], Coroutine[Any, Any, T]]) -> Callable[Concatenate[H, P], T]:
-    """The synchronous form of an async hook method (``ensure_stream = blocking(aensure_stream)``):
-    same arguments, run through the hook's one sync bridge, :meth:`JetStreamBaseHook.run`."""
-
-    @functools.wraps(method)
-    def sync(self: H, *args: P.args, **kwargs: P.kwargs) -> T:
-        return self.run(method(self, *args, **kwargs))
-
-    name = method.__name__.removeprefix("a")
-    sync.__name__ = name
-    sync.__qualname__ = f"{method.__qualname__.rpartition('.')[0]}.{name}".lstrip(".")
-    sync.__doc__ = (
-        f"Blocking form of ``{method.__name__}`` (runs it through :meth:`run`; inside a running event loop, "
-        f"await ``{method.__name__}`` instead).\n\n" + inspect.cleandoc(method.__doc__ or "")
-    )
-    return sync

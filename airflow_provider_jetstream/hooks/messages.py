@@ -11,14 +11,18 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_jetstream.core.consume.fetch import Reading
 from airflow_provider_jetstream.core.read.delivery import Delivery
 from airflow_provider_jetstream.core.signatures.consume import CONSUME, FETCH
 from airflow_provider_jetstream.core.signatures.shared import REQUEST
 from airflow_provider_jetstream.core.sync import iterate_held
-from airflow_provider_jetstream.hooks.base import JetStreamBaseHook, blocking, checked, passing_arguments_to
+from airflow_provider_jetstream.hooks.base import JetStreamBaseHook
+from airflow_provider_jetstream.hooks.methods import Request, blocking, checked, passing_arguments_to
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 
 class JetStreamMessagesHook(JetStreamBaseHook):
@@ -42,12 +46,11 @@ class JetStreamMessagesHook(JetStreamBaseHook):
         filter_subjects: list[str] | None,
         start_seq: int | None,
         start_time: str | dt.datetime | None,
-        where: tuple[str | None, str | None, float | None],
+        request: Request,
     ) -> AsyncIterator[Reading]:
-        """The open :class:`Reading` of ``stream`` in ``where`` (domain, API prefix, request timeout); its settles
-        confirmed and an ephemeral consumer deleted when the block ends."""
-        domain, api_prefix, request_timeout = where
-        async with self.aapi(domain, api_prefix, request_timeout=request_timeout) as api:
+        """The open :class:`Reading` of ``stream`` in the target of ``request``; its settles confirmed and an
+        ephemeral consumer deleted when the block ends."""
+        async with self.aapi(**request) as api:
             reading = Reading(
                 api, stream, consumer, filter_subjects=filter_subjects or (), start_seq=start_seq,
                 start_time=start_time, reopen=self.aconnect,
@@ -70,9 +73,7 @@ class JetStreamMessagesHook(JetStreamBaseHook):
         start_seq: int | None = None,
         start_time: str | dt.datetime | None = None,
         no_wait: bool = False,
-        domain: str | None = None,
-        api_prefix: str | None = None,
-        request_timeout: float | None = None,
+        **request: Unpack[Request],
     ) -> list[Delivery]:
         """Up to ``batch_size`` messages of ``stream``, waiting up to ``max_wait`` seconds (default 5) for the batch
         to fill: one pull request, in any domain or API prefix. With ``no_wait`` (default False) it returns at
@@ -85,8 +86,7 @@ class JetStreamMessagesHook(JetStreamBaseHook):
         :param filter_subjects: only these subjects (an ephemeral read); with a durable consumer they must be
             the consumer's own filter.
         """
-        where = (domain, api_prefix, request_timeout)
-        async with self._reading(stream, consumer, filter_subjects, start_seq, start_time, where) as reading:
+        async with self._reading(stream, consumer, filter_subjects, start_seq, start_time, request) as reading:
             return await reading.batch(batch_size, max_wait, no_wait=no_wait)
 
     fetch = blocking(afetch)
@@ -103,13 +103,10 @@ class JetStreamMessagesHook(JetStreamBaseHook):
         start_seq: int | None = None,
         start_time: str | dt.datetime | None = None,
         stop_when_empty: bool = False,
-        domain: str | None = None,
-        api_prefix: str | None = None,
-        request_timeout: float | None = None,
+        **request: Unpack[Request],
     ) -> AsyncIterator[list[Delivery]]:
         """The batches of one consume (the arguments of :meth:`aconsume` and :meth:`consume`)."""
-        where = (domain, api_prefix, request_timeout)
-        async with self._reading(stream, consumer, filter_subjects, start_seq, start_time, where) as reading:
+        async with self._reading(stream, consumer, filter_subjects, start_seq, start_time, request) as reading:
             while True:
                 deliveries = await reading.batch(batch_size, max_wait)
                 if deliveries:
