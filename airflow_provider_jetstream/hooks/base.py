@@ -43,7 +43,7 @@ from airflow_provider_jetstream.core.manage.specs import StreamSpec
 from airflow_provider_jetstream.core.read.settle import Settler
 from airflow_provider_jetstream.core.signatures.operations import ACCOUNT_INFO, API, HOOK, JETSTREAM, PROBE_DOMAINS
 from airflow_provider_jetstream.core.sync import hold, run_sync
-from airflow_provider_jetstream.hooks.methods import Logger, Request, checked
+from airflow_provider_jetstream.hooks.methods import Declaring, Logger, Request, checked
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -352,35 +352,20 @@ class JetStreamBaseHook(BaseHook):
         stream: StreamSpec,
         subjects: list[str],
         what: str,
+        declaring: Declaring,
         bucket: str | None = None,
-        *,
-        if_exists: str,
-        dry_run: bool,
-        prune_sources: bool,
-        allow_data_loss: bool,
-        allow_double_store: bool,
-        peer_domains: Sequence[str],
-        logger: Logger | None,
-        **request: Unpack[Request],
     ) -> dict[str, Any]:
-        """Declare ``spec`` on ``reconcile``, the reconcile ladder of its kind (``reconcile_stream``...), the
-        double-store check of ``stream`` (what stores the spec's messages: ``subjects``; ``what`` in messages,
-        ``bucket`` for a KV bucket) run once a write is decided; the result's XCom dict."""
-        logger = logger or self.log
+        """Declare ``spec`` on ``reconcile``, the reconcile ladder of its kind (``reconcile_stream``...), as
+        ``declaring`` asks (where, the ladder's choices, the guards), the double-store check of ``stream`` (what
+        stores the spec's messages: ``subjects``; ``what`` in messages, ``bucket`` for a KV bucket) run once a
+        write is decided; the result's XCom dict."""
+        ladder = dict(declaring)
+        logger = ladder.pop("logger") or self.log
+        allow, peers = ladder.pop("allow_double_store"), ladder.pop("peer_domains")
+        request = {name: ladder.pop(name) for name in Request.__annotations__}
         async with self.aapi(**request) as api:
-            guard = await self._double_store_guard(
-                api, subjects, what, allow_double_store, logger, peer_domains, stream, bucket=bucket
-            )
-            result = await reconcile(
-                api,
-                spec,
-                if_exists=if_exists,
-                dry_run=dry_run,
-                prune_sources=prune_sources,
-                allow_data_loss=allow_data_loss,
-                guard=guard,
-                logger=logger,
-            )
+            guard = await self._double_store_guard(api, subjects, what, allow, logger, peers, stream, bucket=bucket)
+            result = await reconcile(api, spec, guard=guard, logger=logger, **ladder)
         return result.as_xcom()
 
     async def _delete(

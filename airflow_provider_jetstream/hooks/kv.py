@@ -54,7 +54,7 @@ class JetStreamKeyValueHook(JetStreamBaseHook):
         stream = spec.stream_spec()
         subjects = [] if stream.is_mirror else [kv_subjects(spec.bucket)]
         what = f"bucket {spec.bucket!r}"
-        return await self._reconcile(reconcile_bucket, spec, stream, subjects, what, spec.bucket, **declaring)
+        return await self._reconcile(reconcile_bucket, spec, stream, subjects, what, declaring, spec.bucket)
 
     ensure_key_value = blocking(aensure_key_value)
 

@@ -79,11 +79,13 @@ def checked(signature: Args) -> Callable[[M], M]:
     The arguments a method only passes on may be one ``**`` parameter typed with one of this module's
     TypedDicts (``**request: Unpack[Request]``): the method's signature then names each argument of
     ``signature`` it does not name itself, keyword-only with its declared default, and its body gets them,
-    checked, in that one dict."""
+    checked, in that one dict, with the values the declaration's rules derive from them (a durable source's
+    ``durable_source``)."""
 
     def decorate(method: M) -> M:
         call = _public_signature(method, signature)
         names = [name for name in call.parameters if name != "self"]
+        takes_rest = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in inspect.signature(method).parameters.values())
 
         @functools.wraps(method)
         def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -92,7 +94,7 @@ def checked(signature: Args) -> Callable[[M], M]:
                 signature.refuse_retired(unknown, method.__qualname__)
             bound = call.bind(self, *args, **kwargs)
             values = signature.check({name: bound.arguments[name] for name in names if name in bound.arguments})
-            return method(self, **{name: values[name] for name in names})
+            return method(self, **(values if takes_rest else {name: values[name] for name in names}))
 
         wrapper.arguments = signature  # type: ignore[attr-defined]
         wrapper.__signature__ = call  # type: ignore[attr-defined]

@@ -71,7 +71,7 @@ class JetStreamObjectStoreHook(JetStreamBaseHook):
         stream = spec.stream_spec()
         subjects = [] if stream.is_mirror else object_subjects(spec.bucket)
         what = f"object store {spec.bucket!r}"
-        return await self._reconcile(reconcile_object_store, spec, stream, subjects, what, **declaring)
+        return await self._reconcile(reconcile_object_store, spec, stream, subjects, what, declaring)
 
     ensure_object_store = blocking(aensure_object_store)
 

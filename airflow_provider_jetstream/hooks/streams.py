@@ -63,7 +63,7 @@ class JetStreamStreamsHook(JetStreamBaseHook):
         """
         spec: StreamSpec = stream  # type: ignore[assignment]  # checked: a StreamSpec
         what = f"stream {spec.name!r}"
-        return await self._reconcile(reconcile_stream, spec, spec, spec.listen_subjects(), what, **declaring)
+        return await self._reconcile(reconcile_stream, spec, spec, spec.listen_subjects(), what, declaring)
 
     ensure_stream = blocking(aensure_stream)
 
@@ -100,15 +100,8 @@ class JetStreamStreamsHook(JetStreamBaseHook):
         :param subject_transforms: the source's subject transforms, applied in the copy.
         :param stream_overrides: other fields of the copying stream (used when it is created or named).
         """
-        plan = DurableSource.build(
-            origin=origin,
-            origin_domain=origin_domain,
-            name=stream,
-            consumer=consumer,
-            deliver_subject=deliver_subject,
-            subject_transforms=subject_transforms,
-            stream_overrides=stream_overrides,
-        )
+        # The declaration's rule built the three objects from these arguments when it checked them.
+        plan: DurableSource = declaring.pop("durable_source")  # type: ignore[typeddict-item]
         logger = declaring["logger"] = declaring["logger"] or self.log
         domain, request_timeout, peers = declaring["domain"], declaring["request_timeout"], declaring["peer_domains"]
         async with (
