@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import importlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from airflow_provider_jetstream.core.arguments import Args, Rule
@@ -119,7 +119,6 @@ class JetStreamConsumeOperator(JetStreamBaseOperator):
     """
 
     arguments: Args = OPERATOR + _CONSUME
-    template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(
         self,

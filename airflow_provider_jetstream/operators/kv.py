@@ -17,7 +17,6 @@ created, updated or recreated); put and delete write it (an asset event with the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from airflow_provider_jetstream.core.arguments import Args
@@ -50,7 +49,6 @@ class JetStreamCreateKeyValueOperator(DeclareBucketOperator):
     hook_class = JetStreamKeyValueHook
     ensure_method = "ensure_key_value"
     arguments: Args = OPERATOR + Args("create bucket", {"bucket": ENSURE_BUCKET.args["bucket"]}) + declare_arguments()
-    template_fields: Sequence[str] = arguments.template_fields()
 
 
 class _KeyOperator(JetStreamBaseOperator):
@@ -84,7 +82,6 @@ class JetStreamKeyValuePutOperator(_KeyOperator):
     """
 
     arguments: Args = OPERATOR + KV_PUT
-    template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(self, *, value: Any, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -107,7 +104,6 @@ class JetStreamKeyValueDeleteOperator(_KeyOperator):
     """Delete a key (a delete marker; ``purge=True`` also drops its history). XCom: the marker's revision."""
 
     arguments: Args = OPERATOR + KV_DELETE
-    template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(self, *, purge: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)

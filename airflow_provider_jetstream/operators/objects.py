@@ -14,7 +14,6 @@ mirror or sources; put and delete write it (an asset event with the object's nam
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from airflow_provider_jetstream.core.arguments import Args
@@ -52,7 +51,6 @@ class JetStreamCreateObjectStoreOperator(DeclareBucketOperator):
     arguments: Args = (
         OPERATOR + Args("create object store", {"bucket": ENSURE_OBJECT_STORE.args["bucket"]}) + declare_arguments()
     )
-    template_fields: Sequence[str] = arguments.template_fields()
 
 
 class _ObjectOperator(JetStreamBaseOperator):
@@ -91,7 +89,6 @@ class JetStreamPutObjectOperator(_ObjectOperator):
     """
 
     arguments: Args = OPERATOR + PUT_OBJECT
-    template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(
         self,
@@ -137,7 +134,6 @@ class JetStreamGetObjectOperator(_ObjectOperator):
     """
 
     arguments: Args = OPERATOR + GET_OBJECT
-    template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(self, *, local_path: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -163,7 +159,6 @@ class JetStreamDeleteObjectOperator(_ObjectOperator):
     """
 
     arguments: Args = OPERATOR + DELETE_OBJECT
-    template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(self, *, ignore_missing: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)

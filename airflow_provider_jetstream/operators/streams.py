@@ -18,7 +18,7 @@ or recreated. Delete and purge report the stream as an OpenLineage output with a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from airflow_provider_jetstream.core.arguments import Args
@@ -85,7 +85,6 @@ class JetStreamCreateStreamOperator(_DeclareStreamOperator):
     """
 
     arguments: Args = OPERATOR + Args("create stream", {"stream": ENSURE_STREAM.args["stream"]}) + _STREAM_DECLARE
-    template_fields: Sequence[str] = arguments.template_fields()
     template_fields_renderers = {"stream": "json"}
 
     def __init__(self, *, stream: dict[str, Any], **kwargs: Any) -> None:
@@ -122,7 +121,6 @@ class JetStreamCreateMirrorOperator(_DeclareStreamOperator):
         + create_mirror(family_options(MirrorOptions, "MirrorOptions or a dict of its fields"))
         + Args("declare", {"if_exists": _STREAM_DECLARE.args["if_exists"]})
     )
-    template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(
         self,
@@ -164,7 +162,6 @@ class JetStreamCreateSourcedStreamOperator(_DeclareStreamOperator):
     """
 
     arguments: Args = OPERATOR + CREATE_SOURCED + _STREAM_DECLARE
-    template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(
         self,
@@ -209,7 +206,6 @@ class JetStreamCreateDurableSourceOperator(ReconcileOperator):
     arguments: Args = OPERATOR + create_durable_source(
         declare_arguments(DurableSourceOptions, without=("prune_sources",))
     )
-    template_fields: Sequence[str] = arguments.template_fields()
     template_fields_renderers = {"origin": "json", "consumer": "json", "stream_overrides": "json"}
     declare_fields = ("dry_run", "allow_data_loss", "allow_double_store", "peer_domains")
 
@@ -253,7 +249,6 @@ class JetStreamDeleteStreamOperator(JetStreamBaseOperator):
 
     hook_class = JetStreamStreamsHook
     arguments: Args = OPERATOR + DELETE_STREAM
-    template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(self, *, stream: str, ignore_missing: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -289,7 +284,6 @@ class JetStreamPurgeStreamOperator(JetStreamBaseOperator):
 
     hook_class = JetStreamStreamsHook
     arguments: Args = OPERATOR + PURGE
-    template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(
         self,
