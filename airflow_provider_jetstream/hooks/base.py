@@ -43,7 +43,7 @@ from airflow_provider_jetstream.core.manage.specs import StreamSpec
 from airflow_provider_jetstream.core.read.settle import Settler
 from airflow_provider_jetstream.core.signatures.operations import ACCOUNT_INFO, API, HOOK, JETSTREAM, PROBE_DOMAINS
 from airflow_provider_jetstream.core.sync import hold, run_sync
-from airflow_provider_jetstream.hooks.methods import Declaring, Logger, Request, checked
+from airflow_provider_jetstream.hooks.methods import Declaring, Logger, Request, checked, request_of
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -362,8 +362,7 @@ class JetStreamBaseHook(BaseHook):
         ladder = dict(declaring)
         logger = ladder.pop("logger") or self.log
         allow, peers = ladder.pop("allow_double_store"), ladder.pop("peer_domains")
-        request = {name: ladder.pop(name) for name in Request.__annotations__}
-        async with self.aapi(**request) as api:
+        async with self.aapi(**request_of(ladder)) as api:
             guard = await self._double_store_guard(api, subjects, what, allow, logger, peers, stream, bucket=bucket)
             result = await reconcile(api, spec, guard=guard, logger=logger, **ladder)
         return result.as_xcom()

@@ -70,6 +70,11 @@ class Declaring(Logged, total=False):
     peer_domains: Sequence[str] | None
 
 
+def request_of(values: dict[str, Any]) -> Request:
+    """The :class:`Request` of a method's ``**`` dict, taken out of it (what is left goes on elsewhere)."""
+    return {name: values.pop(name) for name in Request.__annotations__}  # type: ignore[return-value]
+
+
 def checked(signature: Args) -> Callable[[M], M]:
     """A hook method whose arguments are checked with ``signature`` (its operation's one declaration)
     when it is called, before anything is sent; its body gets the checked values. A refusal raises

@@ -20,10 +20,18 @@ from airflow_provider_jetstream.core.signatures.shared import REQUEST
 from airflow_provider_jetstream.core.status.consumer_lag import ConsumerLagCheck, check_consumer_lag
 from airflow_provider_jetstream.core.status.replication import ReplicationCheck, ReplicationWatch, check_replication
 from airflow_provider_jetstream.hooks.base import JetStreamBaseHook
-from airflow_provider_jetstream.hooks.methods import Request, blocking, checked
+from airflow_provider_jetstream.hooks.methods import Request, blocking, checked, request_of
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
+
+
+class ConsumerLagLimits(Request, total=False):
+    """The limits of the consumer-lag check (:meth:`JetStreamStatusHook.aconsumer_lag`), and where it reads."""
+
+    max_unprocessed: int
+    max_outstanding_acks: int
+    max_redelivered: int | None
 
 
 class JetStreamStatusHook(JetStreamBaseHook):
@@ -36,11 +44,7 @@ class JetStreamStatusHook(JetStreamBaseHook):
         self,
         stream: str,
         consumer: str,
-        *,
-        max_unprocessed: int = 0,
-        max_outstanding_acks: int = 0,
-        max_redelivered: int | None = None,
-        **request: Unpack[Request],
+        **limits: Unpack[ConsumerLagLimits],
     ) -> ConsumerLagCheck:
         """The consumer-lag check of ``JetStreamConsumerLagSensor``: ``.done`` when the consumer's
         messages not delivered yet (``num_pending``) are at most ``max_unprocessed`` (default 0), its messages
@@ -49,10 +53,8 @@ class JetStreamStatusHook(JetStreamBaseHook):
         ``max_redelivered`` (default None: not checked); ``.reason`` says which count is over;
         ``.to_xcom()`` gives the counts and sequences as a dict. :class:`JetStreamNotFoundError` when the
         stream or consumer does not exist."""
-        async with self.aapi(**request) as api:
-            return await check_consumer_lag(
-                api, stream, consumer, max_unprocessed, max_outstanding_acks, max_redelivered
-            )
+        async with self.aapi(**request_of(limits)) as api:
+            return await check_consumer_lag(api, stream, consumer, **limits)
 
     consumer_lag = blocking(aconsumer_lag)
 
