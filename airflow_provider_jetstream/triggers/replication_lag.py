@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_provider_jetstream.core.signatures.operations import replication_watch
 from airflow_provider_jetstream.core.signatures.options import ReplicationOptions
 from airflow_provider_jetstream.core.signatures.waits import REPLICATION_TRIGGER
 from airflow_provider_jetstream.core.status.replication import ReplicationWatch
@@ -88,20 +89,10 @@ class JetStreamReplicationLagTrigger(JetStreamWaitTrigger):
     ) -> None: ...
 
     def new_watch(self) -> ReplicationWatch:
+        """The watch the trigger's arguments and options ask for, going on from what earlier checks remembered."""
         options: ReplicationOptions = self.options
-        return ReplicationWatch(
-            self.stream,
-            options.max_lag,
-            options.max_inactive,
-            options.error_grace,
-            self.origins,
-            verify_origin=options.verify_origin,
-            unreachable_origins=self.unreachable_origins,
-            unreachable_timeout=self.unreachable_timeout,
-            min_time_to_loss=self.min_time_to_loss,
-            min_headroom=self.min_headroom,
-            low_headroom=self.low_headroom,
-        ).restore(self.state.get("watch"))
+        values = {**{name: getattr(self, name) for name in self.fields}, **options.as_kwargs()}
+        return replication_watch(values, self.unreachable_timeout).restore(self.state.get("watch"))
 
     async def check(self, hook: JetStreamStatusHook) -> ReplicationCheck:
         """One exact check; the watch's memory (errors, silences, what was logged) goes on in :attr:`state`.
