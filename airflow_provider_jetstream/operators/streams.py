@@ -69,6 +69,17 @@ class _DeclareStreamOperator(ReconcileOperator):
         return result
 
 
+class _CopyingStreamOperator(_DeclareStreamOperator):
+    """A "create" operator of a stream that copies others (a mirror, a sourced stream, a durable source's copy):
+    the stream's name (``stream``) and its other fields (``stream_overrides``) are arguments of its own."""
+
+    def __init__(self, *, stream: str, stream_overrides: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.stream = stream
+        self.stream_overrides = stream_overrides
+        self.declare_lineage_outlet()
+
+
 class JetStreamCreateStreamOperator(_DeclareStreamOperator):
     """Create or update a stream from a spec dict (every StreamConfig field; see docs/management.md).
 
@@ -96,7 +107,7 @@ class JetStreamCreateStreamOperator(_DeclareStreamOperator):
         return self.checked_arguments()["stream"]
 
 
-class JetStreamCreateMirrorOperator(_DeclareStreamOperator):
+class JetStreamCreateMirrorOperator(_CopyingStreamOperator):
     """Create or update a mirror of a stream in another domain or account, in one task.
 
     The seed's ``backup-test-leaf``: ``JetStreamCreateMirrorOperator(task_id=..., stream="backup-test-leaf",
@@ -125,29 +136,24 @@ class JetStreamCreateMirrorOperator(_DeclareStreamOperator):
     def __init__(
         self,
         *,
-        stream: str,
         origin: str,
         origin_domain: str | None = None,
         origin_api_prefix: str | None = None,
         filter_subjects: str | list[str] | None = None,
         start_seq: int | None = None,
         start_time: Any = None,
-        stream_overrides: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.stream = stream
         self.origin = origin
         self.origin_domain = origin_domain
         self.origin_api_prefix = origin_api_prefix
         self.filter_subjects = filter_subjects
         self.start_seq = start_seq
         self.start_time = start_time
-        self.stream_overrides = stream_overrides
-        self.declare_lineage_outlet()
 
 
-class JetStreamCreateSourcedStreamOperator(_DeclareStreamOperator):
+class JetStreamCreateSourcedStreamOperator(_CopyingStreamOperator):
     """Create or update a stream that aggregates other streams (any domains/accounts), in one task.
 
     The seed's ``aggregate-test-leaf``: ``stream="aggregate-test-leaf", sources=[{"name": "test", "domain":
@@ -163,24 +169,13 @@ class JetStreamCreateSourcedStreamOperator(_DeclareStreamOperator):
 
     arguments: Args = OPERATOR + CREATE_SOURCED + _STREAM_DECLARE
 
-    def __init__(
-        self,
-        *,
-        stream: str,
-        sources: list[dict[str, Any]],
-        subjects: list[str] | None = None,
-        stream_overrides: dict[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, *, sources: list[dict[str, Any]], subjects: list[str] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.stream = stream
         self.sources = sources
         self.subjects = subjects
-        self.stream_overrides = stream_overrides
-        self.declare_lineage_outlet()
 
 
-class JetStreamCreateDurableSourceOperator(ReconcileOperator):
+class JetStreamCreateDurableSourceOperator(_CopyingStreamOperator):
     """Durable sourcing (nats-server 2.14+) in one task: a leaf's work-queue (or interest) stream, its
     flow-control consumer, and the hub stream's source of it through that consumer, so the leaf deletes
     only what the hub stored (see docs/management.md, "Durable sourcing").
@@ -202,7 +197,6 @@ class JetStreamCreateDurableSourceOperator(ReconcileOperator):
         the hub).
     """
 
-    hook_class = JetStreamStreamsHook
     arguments: Args = OPERATOR + create_durable_source(
         declare_arguments(DurableSourceOptions, without=("prune_sources",))
     )
@@ -212,20 +206,15 @@ class JetStreamCreateDurableSourceOperator(ReconcileOperator):
     def __init__(
         self,
         *,
-        stream: str,
         origin: dict[str, Any],
         origin_domain: str,
         consumer: Mapping[str, Any] | None = None,
-        stream_overrides: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.stream = stream
         self.origin = origin
         self.origin_domain = origin_domain
         self.consumer = consumer
-        self.stream_overrides = stream_overrides
-        self.declare_lineage_outlet()
 
     def execute(self, context: Any) -> dict[str, Any]:
         args = self.checked_arguments()
