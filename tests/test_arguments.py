@@ -44,8 +44,8 @@ from airflow_provider_jetstream.core.arguments.values import (
 )
 from airflow_provider_jetstream.core.errors import SpecError, SpecErrors, UnsafeSubjectError
 from airflow_provider_jetstream.core.publish.subjects import check_publish_subject
-from airflow_provider_jetstream.core.signatures.options import KV_EVENTS, MESSAGES
 from airflow_provider_jetstream.core.signatures.operations import PURGE
+from airflow_provider_jetstream.core.signatures.options import KV_EVENTS, MESSAGES
 from airflow_provider_jetstream.core.signatures.shared import REQUEST
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.operators import consumers, kv, publish, spark, streams

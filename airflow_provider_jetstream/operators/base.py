@@ -15,6 +15,7 @@ instance of its own class (``except SpecErrors`` keeps working): a subclass of b
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import functools
 from collections.abc import Callable, Sequence
@@ -256,21 +257,23 @@ class ReconcileOperator(JetStreamBaseOperator):
 
 class DeclareBucketOperator(ReconcileOperator):
     """A "create" operator of a bucket (KV or object store): reconcile the bucket its ``bucket`` argument declares
-    with its role hook's :attr:`ensure_method`. Lineage: the bucket's stream is written, the origins of its mirror
-    or sources read (an asset event when it was created, updated or recreated)."""
+    with its role hook (:meth:`ensure`). Lineage: the bucket's stream is written, the origins of its mirror or
+    sources read (an asset event when it was created, updated or recreated)."""
 
     template_fields_renderers = {"bucket": "json"}
-    #: The role hook's method that declares the bucket (``ensure_key_value``, ``ensure_object_store``).
-    ensure_method: str = ""
 
     def __init__(self, *, bucket: str | dict[str, Any], **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.bucket = bucket
         self.declare_lineage_outlet()
 
+    @abc.abstractmethod
+    def ensure(self, hook: Any, spec: Any, **reconcile: Any) -> dict[str, Any]:
+        """Reconcile the checked bucket ``spec`` with the role hook's method of its kind; its XCom dict."""
+
     def execute(self, context: Any) -> dict[str, Any]:
         spec = self.checked_arguments()["bucket"]
-        result = getattr(self.get_hook(), self.ensure_method)(spec, **self.reconcile_kwargs())
+        result = self.ensure(self.get_hook(), spec, **self.reconcile_kwargs())
         self.record_spec_lineage(context, spec.stream_spec(), result)
         return result
 

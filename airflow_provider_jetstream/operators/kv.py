@@ -47,8 +47,10 @@ class JetStreamCreateKeyValueOperator(DeclareBucketOperator):
     """
 
     hook_class = JetStreamKeyValueHook
-    ensure_method = "ensure_key_value"
     arguments: Args = OPERATOR + Args("create bucket", {"bucket": ENSURE_BUCKET.args["bucket"]}) + declare_arguments()
+
+    def ensure(self, hook: JetStreamKeyValueHook, spec: Any, **reconcile: Any) -> dict[str, Any]:
+        return hook.ensure_key_value(spec, **reconcile)
 
 
 class _KeyOperator(JetStreamBaseOperator):

@@ -47,10 +47,12 @@ class JetStreamCreateObjectStoreOperator(DeclareBucketOperator):
     """
 
     hook_class = JetStreamObjectStoreHook
-    ensure_method = "ensure_object_store"
     arguments: Args = (
         OPERATOR + Args("create object store", {"bucket": ENSURE_OBJECT_STORE.args["bucket"]}) + declare_arguments()
     )
+
+    def ensure(self, hook: JetStreamObjectStoreHook, spec: Any, **reconcile: Any) -> dict[str, Any]:
+        return hook.ensure_object_store(spec, **reconcile)
 
 
 class _ObjectOperator(JetStreamBaseOperator):

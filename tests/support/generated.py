@@ -302,8 +302,8 @@ HOOK_BASE: dict[str, dict[str, Any]] = {
     "awatch_objects": {"bucket": "fzobj"},
     "apublish": {"subject": "leaf.fz.target.p", "messages": ["m1", "m2"], "msg_id": "fz-{index}"},
     "aprobe_domains": {"domains": [TARGET]},
-    "afetch": {"stream": "fz_target", "consumer": "fz_dur", "batch": 2, "max_wait": 1},
-    "aconsume": {"stream": "fz_target", "consumer": "fz_dur", "batch": 2, "max_wait": 1, "stop_when_empty": True},
+    "afetch": {"stream": "fz_target", "consumer": "fz_dur", "batch_size": 2, "max_wait": 1},
+    "aconsume": {"stream": "fz_target", "consumer": "fz_dur", "batch_size": 2, "max_wait": 1, "stop_when_empty": True},
 }
 #: Hook methods without a ``domain`` argument act where the hook does.
 HOOK_WITHOUT_TARGET = ("aprobe_domains", "JetStreamHook()")
