@@ -103,6 +103,10 @@ def checked(signature: Args) -> Callable[[M], M]:
 
         wrapper.arguments = signature  # type: ignore[attr-defined]
         wrapper.__signature__ = call  # type: ignore[attr-defined]
+        if takes_rest:
+            # Its public signature is not the one in its source: nothing (the docs' defaults read from the
+            # source, among them) is to take that one for it.
+            del wrapper.__wrapped__  # type: ignore[attr-defined]
         return wrapper  # type: ignore[return-value]
 
     return decorate
