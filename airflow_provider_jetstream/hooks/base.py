@@ -3,24 +3,22 @@
 What every role hook stands on (streams, consumers, KV, object stores, publishing, status checks,
 messages: one class each, one level above this one; :class:`~airflow_provider_jetstream.hooks.jetstream.JetStreamHook`
 combines them): settings, one shared NATS connection per event loop and connection id, JetStream contexts
-and API clients for any domain, the double-store guard the declaring and publishing roles share, the one
-sync bridge, and how a hook method checks its arguments (:func:`checked`) and gets its blocking twin
-(:func:`blocking`).
+and API clients for any domain, the double-store guard the declaring and publishing roles share, one
+declaration on the reconcile ladder and one delete for the roles that declare, and the one sync bridge. How a
+hook method takes its arguments and gets its blocking twin: :mod:`airflow_provider_jetstream.hooks.methods`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import inspect
 import json
 import logging
 import os
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import nats.errors
 import nats.js.errors
@@ -29,8 +27,7 @@ from airflow.sdk.exceptions import AirflowNotFoundException
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
-from airflow_provider_jetstream.core.api import JetStreamApi, describe_prefix, is_imported_prefix
-from airflow_provider_jetstream.core.arguments import Args
+from airflow_provider_jetstream.core.api import JetStreamApi, describe_prefix, domain_of, is_imported_prefix
 from airflow_provider_jetstream.core.connection.client import open_connection, refusal_since, release
 from airflow_provider_jetstream.core.connection.settings import JetStreamConnectionConfig, api_prefix_for
 from airflow_provider_jetstream.core.errors import (
@@ -46,39 +43,14 @@ from airflow_provider_jetstream.core.manage.specs import StreamSpec
 from airflow_provider_jetstream.core.read.settle import Settler
 from airflow_provider_jetstream.core.signatures.operations import ACCOUNT_INFO, API, HOOK, JETSTREAM, PROBE_DOMAINS
 from airflow_provider_jetstream.core.sync import hold, run_sync
+from airflow_provider_jetstream.hooks.methods import Declaring, Logger, Request, checked, request_of
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 T = TypeVar("T")
-P = ParamSpec("P")
 H = TypeVar("H", bound="JetStreamBaseHook")
-M = TypeVar("M", bound=Callable[..., Any])
 log = logging.getLogger(__name__)
-#: Where a hook method that changes something logs what it did.
-Logger = logging.Logger | logging.LoggerAdapter
-
-
-def checked(signature: Args) -> Callable[[M], M]:
-    """A hook method whose arguments are checked with ``signature`` (its operation's one declaration)
-    when it is called, before anything is sent; its body gets the checked values. A refusal raises
-    :class:`~airflow_provider_jetstream.core.errors.SpecErrors` naming every bad argument; a retired name
-    (``timeout=5``) is refused naming its replacement (``request_timeout``)."""
-
-    def decorate(method: M) -> M:
-        call = inspect.signature(method)
-        names = [name for name in call.parameters if name != "self"]
-
-        @functools.wraps(method)
-        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-            unknown = {name: value for name, value in kwargs.items() if name not in call.parameters}
-            if unknown:
-                signature.refuse_retired(unknown, method.__qualname__)
-            bound = call.bind(self, *args, **kwargs)
-            values = signature.check({name: bound.arguments[name] for name in names if name in bound.arguments})
-            return method(self, **{name: values[name] for name in names})
-
-        wrapper.arguments = signature  # type: ignore[attr-defined]
-        return wrapper  # type: ignore[return-value]
-
-    return decorate
 
 
 # Open connections by event loop and connection id: every hook running in one event loop (the
@@ -138,26 +110,29 @@ class JetStreamBaseHook(BaseHook):
     def get_conn_config(self) -> JetStreamConnectionConfig:
         """The validated connection settings (looked up once; secrets registered for masking)."""
         if self._config is None:
-            try:
+            with self._looking_up_connection():
                 conn = self.get_connection(self.jetstream_conn_id)
-            except AirflowNotFoundException:
-                self._check_env_port()
-                raise self._unreadable_env_connection() from None
-            self._check_env_port()
             self._config = self._validated(conn)
         return self._config
 
     async def aget_conn_config(self) -> JetStreamConnectionConfig:
         """Like :meth:`get_conn_config`, without blocking the event loop (for triggers)."""
         if self._config is None:
-            try:
+            with self._looking_up_connection():
                 conn = await self.aget_connection(self.jetstream_conn_id)
-            except AirflowNotFoundException:
-                self._check_env_port()
-                raise self._unreadable_env_connection() from None
-            self._check_env_port()
             self._config = self._validated(conn)
         return self._config
+
+    @contextlib.contextmanager
+    def _looking_up_connection(self) -> Iterator[None]:
+        """Around Airflow's lookup of the connection: its ``AIRFLOW_CONN_<ID>`` port checked (found or not), and
+        a connection not found reported with the reason Airflow could not read it, if any."""
+        try:
+            yield
+        except AirflowNotFoundException:
+            self._check_env_port()
+            raise self._unreadable_env_connection() from None
+        self._check_env_port()
 
     def _unreadable_env_connection(self) -> Exception:
         """Why Airflow found no connection: an ``AIRFLOW_CONN_<ID>`` Airflow could not read (a port that is
@@ -370,6 +345,45 @@ class JetStreamBaseHook(BaseHook):
 
         return guard
 
+    async def _reconcile(
+        self,
+        reconcile: Callable[..., Awaitable[Any]],
+        spec: Any,
+        stream: StreamSpec,
+        subjects: list[str],
+        what: str,
+        declaring: Declaring,
+        bucket: str | None = None,
+    ) -> dict[str, Any]:
+        """Declare ``spec`` on ``reconcile``, the reconcile ladder of its kind (``reconcile_stream``...), as
+        ``declaring`` asks (where, the ladder's choices, the guards), the double-store check of ``stream`` (what
+        stores the spec's messages: ``subjects``; ``what`` in messages, ``bucket`` for a KV bucket) run once a
+        write is decided; the result's XCom dict."""
+        ladder = dict(declaring)
+        logger = ladder.pop("logger") or self.log
+        allow, peers = ladder.pop("allow_double_store"), ladder.pop("peer_domains")
+        async with self.aapi(**request_of(ladder)) as api:
+            guard = await self._double_store_guard(api, subjects, what, allow, logger, peers, stream, bucket=bucket)
+            result = await reconcile(api, spec, guard=guard, logger=logger, **ladder)
+        return result.as_xcom()
+
+    async def _delete(
+        self,
+        what: str,
+        delete: Callable[[JetStreamApi], Awaitable[bool]],
+        logger: Logger | None,
+        **request: Unpack[Request],
+    ) -> tuple[bool, str | None]:
+        """Delete ``what`` (``stream 'test'``...) in the target with ``delete(api)`` and log what happened: whether it
+        was deleted (False: there was nothing to delete) and the target's domain."""
+        async with self.aapi(**request) as api:
+            deleted = await delete(api)
+        if deleted:
+            (logger or self.log).info("deleted %s in %s", what, api.target)
+        else:
+            (logger or self.log).info("%s does not exist in %s: nothing to delete", what, api.target)
+        return deleted, domain_of(api.prefix)
+
     def _no_jetstream(
         self, domain: str | None, api_prefix: str | None
     ) -> JetStreamDomainUnavailableError | JetStreamImportMissingError:
@@ -439,21 +453,3 @@ class JetStreamBaseHook(BaseHook):
             f"API level {account.get('api', {}).get('level', 0)}, "
             f"{account.get('streams', 0)} streams, {account.get('consumers', 0)} consumers"
         )
-
-
-def blocking(method: Callable[Concatenate[H, P], Coroutine[Any, Any, T]]) -> Callable[Concatenate[H, P], T]:
-    """The synchronous form of an async hook method (``ensure_stream = blocking(aensure_stream)``):
-    same arguments, run through the hook's one sync bridge, :meth:`JetStreamBaseHook.run`."""
-
-    @functools.wraps(method)
-    def sync(self: H, *args: P.args, **kwargs: P.kwargs) -> T:
-        return self.run(method(self, *args, **kwargs))
-
-    name = method.__name__.removeprefix("a")
-    sync.__name__ = name
-    sync.__qualname__ = f"{method.__qualname__.rpartition('.')[0]}.{name}".lstrip(".")
-    sync.__doc__ = (
-        f"Blocking form of ``{method.__name__}`` (runs it through :meth:`run`; inside a running event loop, "
-        f"await ``{method.__name__}`` instead).\n\n" + inspect.cleandoc(method.__doc__ or "")
-    )
-    return sync

@@ -7,14 +7,17 @@ The reconcile rules of the consumer operators, as hook methods; usable alone, or
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from airflow_provider_jetstream.core.api import domain_of
 from airflow_provider_jetstream.core.manage.reconcile import reconcile_consumer
 from airflow_provider_jetstream.core.manage.specs import ConsumerSpec
 from airflow_provider_jetstream.core.signatures.operations import DELETE_CONSUMER, ENSURE_CONSUMER
 from airflow_provider_jetstream.core.signatures.shared import LOG, REQUEST
-from airflow_provider_jetstream.hooks.base import JetStreamBaseHook, Logger, blocking, checked
+from airflow_provider_jetstream.hooks.base import JetStreamBaseHook
+from airflow_provider_jetstream.hooks.methods import Logged, blocking, checked
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 
 class JetStreamConsumersHook(JetStreamBaseHook):
@@ -29,10 +32,7 @@ class JetStreamConsumersHook(JetStreamBaseHook):
         *,
         if_exists: str = "update",
         dry_run: bool = False,
-        domain: str | None = None,
-        api_prefix: str | None = None,
-        request_timeout: float | None = None,
-        logger: Logger | None = None,
+        **logged: Unpack[Logged],
     ) -> dict[str, Any]:
         """Create or update a durable pull consumer on ``stream``, as ``JetStreamCreateConsumerOperator``
         does; returns its XCom dict (``action``, ``changes``, ``state``..., and ``stream``).
@@ -44,10 +44,9 @@ class JetStreamConsumersHook(JetStreamBaseHook):
         :param dry_run: plan only, change nothing. Default False.
         """
         spec: ConsumerSpec = consumer  # type: ignore[assignment]  # checked: a ConsumerSpec
-        async with self.aapi(domain, api_prefix, request_timeout=request_timeout) as api:
-            result = await reconcile_consumer(
-                api, stream, spec, if_exists=if_exists, dry_run=dry_run, logger=logger or self.log
-            )
+        logger = logged.pop("logger") or self.log
+        async with self.aapi(**logged) as api:
+            result = await reconcile_consumer(api, stream, spec, if_exists=if_exists, dry_run=dry_run, logger=logger)
         return {**result.as_xcom(), "stream": stream}
 
     ensure_consumer = blocking(aensure_consumer)
@@ -59,10 +58,7 @@ class JetStreamConsumersHook(JetStreamBaseHook):
         consumer: str,
         *,
         ignore_missing: bool = True,
-        domain: str | None = None,
-        api_prefix: str | None = None,
-        request_timeout: float | None = None,
-        logger: Logger | None = None,
+        **logged: Unpack[Logged],
     ) -> dict[str, Any]:
         """Delete ``consumer`` of ``stream``, as ``JetStreamDeleteConsumerOperator`` does; returns
         ``{"deleted": bool, "stream", "consumer", "domain"}``.
@@ -70,13 +66,11 @@ class JetStreamConsumersHook(JetStreamBaseHook):
         :param ignore_missing: a missing consumer (or stream) is success. Default True; False raises the
             server's refusal (:class:`JetStreamApiError`).
         """
-        logger = logger or self.log
-        async with self.aapi(domain, api_prefix, request_timeout=request_timeout) as api:
-            deleted = await api.delete_consumer(stream, consumer, missing_ok=ignore_missing)
-        if deleted:
-            logger.info("deleted consumer %r on stream %r in %s", consumer, stream, api.target)
-        else:
-            logger.info("consumer %r on %r does not exist in %s", consumer, stream, api.target)
-        return {"deleted": deleted, "stream": stream, "consumer": consumer, "domain": domain_of(api.prefix)}
+        deleted, domain = await self._delete(
+            f"consumer {consumer!r} on stream {stream!r}",
+            lambda api: api.delete_consumer(stream, consumer, missing_ok=ignore_missing),
+            **logged,
+        )
+        return {"deleted": deleted, "stream": stream, "consumer": consumer, "domain": domain}
 
     delete_consumer = blocking(adelete_consumer)

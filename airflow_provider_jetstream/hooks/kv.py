@@ -8,7 +8,7 @@ alone, or as part of :class:`~airflow_provider_jetstream.hooks.jetstream.JetStre
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_jetstream.core.manage.buckets import KvEntry, kv_delete, kv_get, kv_put, reconcile_bucket
 from airflow_provider_jetstream.core.manage.specs import KeyValueSpec
@@ -16,7 +16,11 @@ from airflow_provider_jetstream.core.manage.specs.kv import kv_subjects
 from airflow_provider_jetstream.core.signatures.operations import ENSURE_BUCKET, KEY_CHECK, KV_DELETE, KV_GET, KV_PUT
 from airflow_provider_jetstream.core.signatures.shared import LOG, REQUEST, TARGET
 from airflow_provider_jetstream.core.status.kv_key import KeyCheck, judge_entry
-from airflow_provider_jetstream.hooks.base import JetStreamBaseHook, Logger, blocking, checked
+from airflow_provider_jetstream.hooks.base import JetStreamBaseHook
+from airflow_provider_jetstream.hooks.methods import Declaring, Request, Target, blocking, checked
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 
 class JetStreamKeyValueHook(JetStreamBaseHook):
@@ -27,17 +31,7 @@ class JetStreamKeyValueHook(JetStreamBaseHook):
     async def aensure_key_value(
         self,
         bucket: KeyValueSpec | Mapping[str, Any] | str,
-        *,
-        if_exists: str = "update",
-        dry_run: bool = False,
-        prune_sources: bool = False,
-        allow_data_loss: bool = False,
-        allow_double_store: bool = False,
-        peer_domains: list[str] | None = None,
-        domain: str | None = None,
-        api_prefix: str | None = None,
-        request_timeout: float | None = None,
-        logger: Logger | None = None,
+        **declaring: Unpack[Declaring],
     ) -> dict[str, Any]:
         """Create or update a KV bucket (mirrors and sources in other domains included, laid out as
         nats.go makes them), as ``JetStreamCreateKeyValueOperator`` does; returns its XCom dict.
@@ -57,43 +51,20 @@ class JetStreamKeyValueHook(JetStreamBaseHook):
         :param peer_domains: more domains for that check, besides the connection's own.
         """
         spec: KeyValueSpec = bucket  # type: ignore[assignment]  # checked: a KeyValueSpec
-        logger = logger or self.log
         stream = spec.stream_spec()
         subjects = [] if stream.is_mirror else [kv_subjects(spec.bucket)]
-        async with self.aapi(domain, api_prefix, request_timeout=request_timeout) as api:
-            guard = await self._double_store_guard(
-                api,
-                subjects,
-                f"bucket {spec.bucket!r}",
-                allow_double_store,
-                logger,
-                peer_domains,
-                stream,
-                bucket=spec.bucket,
-            )
-            result = await reconcile_bucket(
-                api,
-                spec,
-                if_exists=if_exists,
-                dry_run=dry_run,
-                prune_sources=prune_sources,
-                allow_data_loss=allow_data_loss,
-                guard=guard,
-                logger=logger,
-            )
-        return result.as_xcom()
+        what = f"bucket {spec.bucket!r}"
+        return await self._reconcile(reconcile_bucket, spec, stream, subjects, what, declaring, spec.bucket)
 
     ensure_key_value = blocking(aensure_key_value)
 
     @checked(KV_GET + TARGET)
-    async def akv_get(
-        self, bucket: str, key: str, *, domain: str | None = None, api_prefix: str | None = None
-    ) -> KvEntry | None:
+    async def akv_get(self, bucket: str, key: str, **target: Unpack[Target]) -> KvEntry | None:
         """The latest value of ``key`` in ``bucket`` (``.value`` bytes, ``.revision``, ``.created``), read in
         the bucket's domain, mirror buckets of other domains included (nats-py's ``js.key_value()``
         cannot read those); None when the key holds no value (never put, deleted or purged).
         :class:`JetStreamNotFoundError` if the bucket does not exist."""
-        async with self.aapi(domain, api_prefix) as api:
+        async with self.aapi(**target) as api:
             return await kv_get(api, bucket, key)
 
     kv_get = blocking(akv_get)
@@ -106,15 +77,13 @@ class JetStreamKeyValueHook(JetStreamBaseHook):
         *,
         value: str | None = None,
         after_revision: int | None = None,
-        domain: str | None = None,
-        api_prefix: str | None = None,
+        **target: Unpack[Target],
     ) -> KeyCheck:
         """The key check of ``JetStreamKeyValueSensor``: ``.done`` when the key holds a value (equal to
         ``value`` as UTF-8 text, and at a revision above ``after_revision``, when given); ``.reason`` says why
         not; ``.to_xcom()`` gives the decoded value and revision."""
-        entry = await self.akv_get(bucket, key, domain=domain, api_prefix=api_prefix)
-        target = self.describe_target(domain, api_prefix)
-        return judge_entry(bucket, key, target, entry, value, after_revision)
+        entry = await self.akv_get(bucket, key, **target)
+        return judge_entry(bucket, key, self.describe_target(**target), entry, value, after_revision)
 
     check_key = blocking(acheck_key)
 
@@ -126,9 +95,7 @@ class JetStreamKeyValueHook(JetStreamBaseHook):
         value: Any,
         *,
         expected_revision: int | None = None,
-        domain: str | None = None,
-        api_prefix: str | None = None,
-        request_timeout: float | None = None,
+        **request: Unpack[Request],
     ) -> int:
         """Put ``value`` under ``key`` in the bucket of the target domain (as nats.go addresses it, so
         it cannot land in a same-named bucket of another domain; a mirror bucket's write goes to its
@@ -138,7 +105,7 @@ class JetStreamKeyValueHook(JetStreamBaseHook):
         :param expected_revision: compare-and-set: store only if the key's latest revision is this one
             (0: only if the key does not exist); else :class:`KeyValueConflictError`. Default None.
         """
-        async with self.aapi(domain, api_prefix, request_timeout=request_timeout) as api:
+        async with self.aapi(**request) as api:
             return await kv_put(api, bucket, key, value, expected_revision=expected_revision)
 
     kv_put = blocking(akv_put)
@@ -151,13 +118,11 @@ class JetStreamKeyValueHook(JetStreamBaseHook):
         *,
         purge: bool = False,
         expected_revision: int | None = None,
-        domain: str | None = None,
-        api_prefix: str | None = None,
-        request_timeout: float | None = None,
+        **request: Unpack[Request],
     ) -> int:
         """Delete ``key`` (a delete marker; ``purge=True`` also drops its history) in the bucket of the
         target domain; returns the marker's revision. ``expected_revision`` as in :meth:`akv_put`."""
-        async with self.aapi(domain, api_prefix, request_timeout=request_timeout) as api:
+        async with self.aapi(**request) as api:
             return await kv_delete(api, bucket, key, purge=purge, expected_revision=expected_revision)
 
     kv_delete = blocking(akv_delete)

@@ -11,13 +11,18 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_jetstream.core.consume.fetch import Reading
 from airflow_provider_jetstream.core.read.delivery import Delivery
 from airflow_provider_jetstream.core.signatures.consume import CONSUME, FETCH
 from airflow_provider_jetstream.core.signatures.shared import REQUEST
 from airflow_provider_jetstream.core.sync import iterate_held
-from airflow_provider_jetstream.hooks.base import JetStreamBaseHook, blocking, checked
+from airflow_provider_jetstream.hooks.base import JetStreamBaseHook
+from airflow_provider_jetstream.hooks.methods import Request, blocking, checked, passing_arguments_to
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 
 class JetStreamMessagesHook(JetStreamBaseHook):
@@ -41,12 +46,11 @@ class JetStreamMessagesHook(JetStreamBaseHook):
         filter_subjects: list[str] | None,
         start_seq: int | None,
         start_time: str | dt.datetime | None,
-        where: tuple[str | None, str | None, float | None],
+        request: Request,
     ) -> AsyncIterator[Reading]:
-        """The open :class:`Reading` of ``stream`` in ``where`` (domain, API prefix, request timeout); its settles
-        confirmed and an ephemeral consumer deleted when the block ends."""
-        domain, api_prefix, request_timeout = where
-        async with self.aapi(domain, api_prefix, request_timeout=request_timeout) as api:
+        """The open :class:`Reading` of ``stream`` in the target of ``request``; its settles confirmed and an
+        ephemeral consumer deleted when the block ends."""
+        async with self.aapi(**request) as api:
             reading = Reading(
                 api, stream, consumer, filter_subjects=filter_subjects or (), start_seq=start_seq,
                 start_time=start_time, reopen=self.aconnect,
@@ -69,9 +73,7 @@ class JetStreamMessagesHook(JetStreamBaseHook):
         start_seq: int | None = None,
         start_time: str | dt.datetime | None = None,
         no_wait: bool = False,
-        domain: str | None = None,
-        api_prefix: str | None = None,
-        request_timeout: float | None = None,
+        **request: Unpack[Request],
     ) -> list[Delivery]:
         """Up to ``batch_size`` messages of ``stream``, waiting up to ``max_wait`` seconds (default 5) for the batch
         to fill: one pull request, in any domain or API prefix. With ``no_wait`` (default False) it returns at
@@ -84,77 +86,53 @@ class JetStreamMessagesHook(JetStreamBaseHook):
         :param filter_subjects: only these subjects (an ephemeral read); with a durable consumer they must be
             the consumer's own filter.
         """
-        where = (domain, api_prefix, request_timeout)
-        async with self._reading(stream, consumer, filter_subjects, start_seq, start_time, where) as reading:
+        async with self._reading(stream, consumer, filter_subjects, start_seq, start_time, request) as reading:
             return await reading.batch(batch_size, max_wait, no_wait=no_wait)
 
     fetch = blocking(afetch)
 
+    @checked(CONSUME + REQUEST)
     async def _batches(
-        self, reading: tuple, batch_size: int, max_wait: float, stop_when_empty: bool
+        self,
+        stream: str,
+        consumer: str | None = None,
+        *,
+        batch_size: int = 100,
+        max_wait: float = 5.0,
+        filter_subjects: list[str] | None = None,
+        start_seq: int | None = None,
+        start_time: str | dt.datetime | None = None,
+        stop_when_empty: bool = False,
+        **request: Unpack[Request],
     ) -> AsyncIterator[list[Delivery]]:
-        """The batches of one consume: ``reading`` is what :meth:`_reading` takes; the rest as :meth:`aconsume`."""
-        async with self._reading(*reading) as opened:
+        """The batches of one consume (the arguments of :meth:`aconsume` and :meth:`consume`)."""
+        async with self._reading(stream, consumer, filter_subjects, start_seq, start_time, request) as reading:
             while True:
-                deliveries = await opened.batch(batch_size, max_wait)
+                deliveries = await reading.batch(batch_size, max_wait)
                 if deliveries:
                     yield deliveries
                 elif stop_when_empty:
                     return
 
-    @checked(CONSUME + REQUEST)
-    async def aconsume(
-        self,
-        stream: str,
-        consumer: str | None = None,
-        *,
-        batch_size: int = 100,
-        max_wait: float = 5.0,
-        filter_subjects: list[str] | None = None,
-        start_seq: int | None = None,
-        start_time: str | dt.datetime | None = None,
-        stop_when_empty: bool = False,
-        domain: str | None = None,
-        api_prefix: str | None = None,
-        request_timeout: float | None = None,
-    ) -> AsyncIterator[Delivery]:
+    @passing_arguments_to(_batches)
+    async def aconsume(self, *args: Any, **kwargs: Any) -> AsyncIterator[Delivery]:
         """The messages of ``stream`` one by one, pulled ``batch_size`` at a time (default 100; one batch held in
         memory), for as long as the caller iterates (with ``stop_when_empty``: until a pull brings nothing
         within ``max_wait``). Arguments and messages as :meth:`afetch`; an ephemeral read keeps one consumer for
         the whole iteration and deletes it when the iteration ends. Settle the messages while iterating: the
         settles of a batch are confirmed before the next one is pulled, and when the iteration ends."""
-        where = (domain, api_prefix, request_timeout)
-        reading = (stream, consumer, filter_subjects, start_seq, start_time, where)
-        batches = self._batches(reading, batch_size, max_wait, stop_when_empty)
-        async with contextlib.aclosing(batches):
+        async with contextlib.aclosing(self._batches(*args, **kwargs)) as batches:
             async for batch in batches:
                 for delivery in batch:
                     yield delivery
 
-    @checked(CONSUME + REQUEST)
-    def consume(
-        self,
-        stream: str,
-        consumer: str | None = None,
-        *,
-        batch_size: int = 100,
-        max_wait: float = 5.0,
-        filter_subjects: list[str] | None = None,
-        start_seq: int | None = None,
-        start_time: str | dt.datetime | None = None,
-        stop_when_empty: bool = False,
-        domain: str | None = None,
-        api_prefix: str | None = None,
-        request_timeout: float | None = None,
-    ) -> Iterator[Delivery]:
+    @passing_arguments_to(_batches)
+    def consume(self, *args: Any, **kwargs: Any) -> Iterator[Delivery]:
         """Blocking form of :meth:`aconsume`, on an event loop of its own thread (the connection answers the
         server while the caller works on a message); the messages of a batch are handed over in this thread
         without a hop each, and their ``ack()`` and friends go out on the iteration's connection at once, as do
         this thread's other blocking hook calls until the iteration ends. Leave the loop (or close the
         iterator) to end it: the settles sent are confirmed then."""
-        where = (domain, api_prefix, request_timeout)
-        reading = (stream, consumer, filter_subjects, start_seq, start_time, where)
-        batches = self._batches(reading, batch_size, max_wait, stop_when_empty)
-        with contextlib.closing(iterate_held(self.aconnect(), batches)) as held:
+        with contextlib.closing(iterate_held(self.aconnect(), self._batches(*args, **kwargs))) as held:
             for batch in held:
                 yield from batch

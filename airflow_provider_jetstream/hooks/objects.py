@@ -9,7 +9,7 @@ verified). Usable alone, or as part of :class:`~airflow_provider_jetstream.hooks
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_jetstream.core.consume.watch import watch_objects
 from airflow_provider_jetstream.core.manage.objects import (
@@ -34,7 +34,11 @@ from airflow_provider_jetstream.core.signatures.objects import (
 )
 from airflow_provider_jetstream.core.signatures.shared import LOG, REQUEST
 from airflow_provider_jetstream.core.status.object_check import ObjectCheck, check_object
-from airflow_provider_jetstream.hooks.base import JetStreamBaseHook, Logger, blocking, checked
+from airflow_provider_jetstream.hooks.base import JetStreamBaseHook
+from airflow_provider_jetstream.hooks.methods import Declaring, Request, blocking, checked
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 
 class JetStreamObjectStoreHook(JetStreamBaseHook):
@@ -45,17 +49,7 @@ class JetStreamObjectStoreHook(JetStreamBaseHook):
     async def aensure_object_store(
         self,
         bucket: ObjectStoreSpec | dict[str, Any] | str,
-        *,
-        if_exists: str = "update",
-        dry_run: bool = False,
-        prune_sources: bool = False,
-        allow_data_loss: bool = False,
-        allow_double_store: bool = False,
-        peer_domains: list[str] | None = None,
-        domain: str | None = None,
-        api_prefix: str | None = None,
-        request_timeout: float | None = None,
-        logger: Logger | None = None,
+        **declaring: Unpack[Declaring],
     ) -> dict[str, Any]:
         """Create or update an object store bucket, the stream ``OBJ_<bucket>`` laid out as nats.go and nats.js
         make it (a mirror or source of another domain's bucket included), as
@@ -74,24 +68,10 @@ class JetStreamObjectStoreHook(JetStreamBaseHook):
         :param peer_domains: more domains for that check, besides the connection's own.
         """
         spec: ObjectStoreSpec = bucket  # type: ignore[assignment]  # checked: an ObjectStoreSpec
-        logger = logger or self.log
         stream = spec.stream_spec()
         subjects = [] if stream.is_mirror else object_subjects(spec.bucket)
-        async with self.aapi(domain, api_prefix, request_timeout=request_timeout) as api:
-            guard = await self._double_store_guard(
-                api, subjects, f"object store {spec.bucket!r}", allow_double_store, logger, peer_domains, stream
-            )
-            result = await reconcile_object_store(
-                api,
-                spec,
-                if_exists=if_exists,
-                dry_run=dry_run,
-                prune_sources=prune_sources,
-                allow_data_loss=allow_data_loss,
-                guard=guard,
-                logger=logger,
-            )
-        return result.as_xcom()
+        what = f"object store {spec.bucket!r}"
+        return await self._reconcile(reconcile_object_store, spec, stream, subjects, what, declaring)
 
     ensure_object_store = blocking(aensure_object_store)
 
@@ -105,9 +85,7 @@ class JetStreamObjectStoreHook(JetStreamBaseHook):
         description: str | None = None,
         headers: dict[str, str] | None = None,
         chunk_size: int = 128 * 1024,
-        domain: str | None = None,
-        api_prefix: str | None = None,
-        request_timeout: float | None = None,
+        **request: Unpack[Request],
     ) -> ObjectInfo:
         """Store the file ``local_path`` as object ``object_name`` of ``bucket`` in the target domain, one chunk in
         memory at a time (replacing an object of that name once the new one is stored); its
@@ -117,7 +95,7 @@ class JetStreamObjectStoreHook(JetStreamBaseHook):
         :param headers: headers recorded in the object's meta. Default None.
         :param chunk_size: bytes per chunk, at most the server's ``max_payload``. Default 128 KiB.
         """
-        async with self.aapi(domain, api_prefix, request_timeout=request_timeout) as api:
+        async with self.aapi(**request) as api:
             return await put_object(
                 api, bucket, object_name, local_path, description=description, headers=headers, chunk_size=chunk_size
             )
@@ -130,16 +108,13 @@ class JetStreamObjectStoreHook(JetStreamBaseHook):
         bucket: str,
         object_name: str,
         local_path: str,
-        *,
-        domain: str | None = None,
-        api_prefix: str | None = None,
-        request_timeout: float | None = None,
+        **request: Unpack[Request],
     ) -> ObjectInfo:
         """Write object ``object_name`` of ``bucket`` (a mirror of another domain's bucket included) to the file
         ``local_path``, one chunk in memory at a time; the file appears only once its size and SHA-256 digest
         are verified (:class:`ObjectDigestError` otherwise). :class:`JetStreamNotFoundError` if there is no
         such object."""
-        async with self.aapi(domain, api_prefix, request_timeout=request_timeout) as api:
+        async with self.aapi(**request) as api:
             return await get_object(api, bucket, object_name, local_path)
 
     get_object = blocking(aget_object)
@@ -151,13 +126,11 @@ class JetStreamObjectStoreHook(JetStreamBaseHook):
         object_name: str,
         *,
         show_deleted: bool = False,
-        domain: str | None = None,
-        api_prefix: str | None = None,
-        request_timeout: float | None = None,
+        **request: Unpack[Request],
     ) -> ObjectInfo | None:
         """The :class:`ObjectInfo` of object ``object_name`` of ``bucket``; None when there is none (or it is deleted,
         unless ``show_deleted``). :class:`JetStreamNotFoundError` if the bucket does not exist."""
-        async with self.aapi(domain, api_prefix, request_timeout=request_timeout) as api:
+        async with self.aapi(**request) as api:
             return await object_info(api, bucket, object_name, show_deleted=show_deleted)
 
     object_info = blocking(aobject_info)
@@ -168,12 +141,10 @@ class JetStreamObjectStoreHook(JetStreamBaseHook):
         bucket: str,
         *,
         show_deleted: bool = False,
-        domain: str | None = None,
-        api_prefix: str | None = None,
-        request_timeout: float | None = None,
+        **request: Unpack[Request],
     ) -> list[ObjectInfo]:
         """Every object of ``bucket`` (deleted ones too with ``show_deleted``), in the order of their last change."""
-        async with self.aapi(domain, api_prefix, request_timeout=request_timeout) as api:
+        async with self.aapi(**request) as api:
             return await list_objects(api, bucket, show_deleted=show_deleted)
 
     list_objects = blocking(alist_objects)
@@ -185,13 +156,11 @@ class JetStreamObjectStoreHook(JetStreamBaseHook):
         object_name: str,
         *,
         ignore_missing: bool = False,
-        domain: str | None = None,
-        api_prefix: str | None = None,
-        request_timeout: float | None = None,
+        **request: Unpack[Request],
     ) -> ObjectInfo | None:
         """Delete object ``object_name`` of ``bucket`` (a deleted meta, then its chunks purged); the deleted object's
         info. A missing object is :class:`JetStreamNotFoundError`, or None with ``ignore_missing``."""
-        async with self.aapi(domain, api_prefix, request_timeout=request_timeout) as api:
+        async with self.aapi(**request) as api:
             return await delete_object(api, bucket, object_name, missing_ok=ignore_missing)
 
     delete_object = blocking(adelete_object)
@@ -203,14 +172,12 @@ class JetStreamObjectStoreHook(JetStreamBaseHook):
         object_name: str,
         *,
         after_revision: int | None = None,
-        domain: str | None = None,
-        api_prefix: str | None = None,
-        request_timeout: float | None = None,
+        **request: Unpack[Request],
     ) -> ObjectCheck:
         """The object check of ``JetStreamObjectSensor``: ``.done`` when object ``object_name`` of ``bucket`` is
         present (not deleted) and, with ``after_revision``, its revision is above it (a put after the one seen);
         ``.reason`` says why not; ``.to_xcom()`` gives the object's info."""
-        async with self.aapi(domain, api_prefix, request_timeout=request_timeout) as api:
+        async with self.aapi(**request) as api:
             return await check_object(api, bucket, object_name, after_revision)
 
     check_object = blocking(acheck_object)
@@ -221,16 +188,14 @@ class JetStreamObjectStoreHook(JetStreamBaseHook):
         bucket: str,
         *,
         after_revision: int | None = None,
-        domain: str | None = None,
-        api_prefix: str | None = None,
-        request_timeout: float | None = None,
+        **request: Unpack[Request],
     ) -> AsyncIterator[ObjectInfo]:
         """Every put and delete (``.deleted``) of an object of ``bucket`` after ``after_revision`` (default None:
         all that are stored), as it comes, until the caller stops iterating: an ordered consumer of the bucket's
         meta subjects, the server sending each change as it is stored (no polling). A change a later one of the
         same object replaced before it was read is not seen (one meta per object). Async only: no blocking
         twin."""
-        async with self.aapi(domain, api_prefix, request_timeout=request_timeout) as api:
+        async with self.aapi(**request) as api:
             async for info in watch_objects(api, bucket, after_revision=after_revision or 0):
                 if info is not None:
                     yield info

@@ -18,7 +18,8 @@ from airflow_provider_jetstream.core.publish.messages import outgoing
 from airflow_provider_jetstream.core.publish.subjects import check_publish_subject
 from airflow_provider_jetstream.core.signatures.operations import PUBLISH, SUBJECT_OUTSIDE_API
 from airflow_provider_jetstream.core.signatures.shared import LOG, REQUEST
-from airflow_provider_jetstream.hooks.base import JetStreamBaseHook, Logger, blocking, checked
+from airflow_provider_jetstream.hooks.base import JetStreamBaseHook
+from airflow_provider_jetstream.hooks.methods import Logger, blocking, checked
 
 
 class JetStreamPublishHook(JetStreamBaseHook):

@@ -7,6 +7,8 @@ The checks the sensors and triggers make, as hook methods: one check each, in an
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from airflow_provider_jetstream.core.signatures.operations import (
     CHECK_REPLICATION,
     CONSUMER_LAG,
@@ -17,7 +19,19 @@ from airflow_provider_jetstream.core.signatures.operations import (
 from airflow_provider_jetstream.core.signatures.shared import REQUEST
 from airflow_provider_jetstream.core.status.consumer_lag import ConsumerLagCheck, check_consumer_lag
 from airflow_provider_jetstream.core.status.replication import ReplicationCheck, ReplicationWatch, check_replication
-from airflow_provider_jetstream.hooks.base import JetStreamBaseHook, blocking, checked
+from airflow_provider_jetstream.hooks.base import JetStreamBaseHook
+from airflow_provider_jetstream.hooks.methods import Request, blocking, checked, request_of
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+
+class ConsumerLagLimits(Request, total=False):
+    """The limits of the consumer-lag check (:meth:`JetStreamStatusHook.aconsumer_lag`), and where it reads."""
+
+    max_unprocessed: int
+    max_outstanding_acks: int
+    max_redelivered: int | None
 
 
 class JetStreamStatusHook(JetStreamBaseHook):
@@ -30,13 +44,7 @@ class JetStreamStatusHook(JetStreamBaseHook):
         self,
         stream: str,
         consumer: str,
-        *,
-        max_unprocessed: int = 0,
-        max_outstanding_acks: int = 0,
-        max_redelivered: int | None = None,
-        domain: str | None = None,
-        api_prefix: str | None = None,
-        request_timeout: float | None = None,
+        **limits: Unpack[ConsumerLagLimits],
     ) -> ConsumerLagCheck:
         """The consumer-lag check of ``JetStreamConsumerLagSensor``: ``.done`` when the consumer's
         messages not delivered yet (``num_pending``) are at most ``max_unprocessed`` (default 0), its messages
@@ -45,10 +53,8 @@ class JetStreamStatusHook(JetStreamBaseHook):
         ``max_redelivered`` (default None: not checked); ``.reason`` says which count is over;
         ``.to_xcom()`` gives the counts and sequences as a dict. :class:`JetStreamNotFoundError` when the
         stream or consumer does not exist."""
-        async with self.aapi(domain, api_prefix, request_timeout=request_timeout) as api:
-            return await check_consumer_lag(
-                api, stream, consumer, max_unprocessed, max_outstanding_acks, max_redelivered
-            )
+        async with self.aapi(**request_of(limits)) as api:
+            return await check_consumer_lag(api, stream, consumer, **limits)
 
     consumer_lag = blocking(aconsumer_lag)
 
@@ -56,15 +62,12 @@ class JetStreamStatusHook(JetStreamBaseHook):
     async def acheck_replication(
         self,
         watch: ReplicationWatch,
-        *,
-        domain: str | None = None,
-        api_prefix: str | None = None,
-        request_timeout: float | None = None,
+        **request: Unpack[Request],
     ) -> ReplicationCheck:
         """One exact replication check of ``watch.stream`` with a :class:`ReplicationWatch` kept across
         checks (it remembers since when errors and outages last): what the replication sensor and
         trigger call at every check. For a single check, use :meth:`areplication_status`."""
-        async with self.aapi(domain, api_prefix, request_timeout=request_timeout) as api:
+        async with self.aapi(**request) as api:
             return await check_replication(api.nc, api, watch)
 
     check_replication = blocking(acheck_replication)
@@ -80,9 +83,7 @@ class JetStreamStatusHook(JetStreamBaseHook):
         error_grace: float | str = 30.0,
         verify_origin: str = "auto",
         unreachable_origins: str = "wait",
-        domain: str | None = None,
-        api_prefix: str | None = None,
-        request_timeout: float | None = None,
+        **request: Unpack[Request],
     ) -> ReplicationCheck:
         """Whether a stream's mirror, or every (named) source, has caught up with its origin: the exact
         check of ``JetStreamReplicationLagSensor`` (each origin asked for its last sequence in its own
@@ -116,9 +117,7 @@ class JetStreamStatusHook(JetStreamBaseHook):
                 "unreachable_origins": unreachable_origins,
             }
         )
-        return await self.acheck_replication(
-            watch, domain=domain, api_prefix=api_prefix, request_timeout=request_timeout
-        )
+        return await self.acheck_replication(watch, **request)
 
     replication_status = blocking(areplication_status)
 
@@ -130,9 +129,7 @@ class JetStreamStatusHook(JetStreamBaseHook):
         origins: list[str] | None = None,
         min_time_to_loss: float | str | None = None,
         min_headroom: float | None = None,
-        domain: str | None = None,
-        api_prefix: str | None = None,
-        request_timeout: float | None = None,
+        **request: Unpack[Request],
     ) -> ReplicationCheck:
         """For each origin of a mirror or sourced stream: what the copy has not taken yet (messages, bytes, the
         oldest uncopied message's age) against the origin's limits (``max_age``, ``max_msgs``, ``max_bytes``,
@@ -155,8 +152,6 @@ class JetStreamStatusHook(JetStreamBaseHook):
         watch = ReplicationWatch(
             stream, sources=origins, min_time_to_loss=min_time_to_loss, min_headroom=min_headroom, low_headroom="warn"
         )
-        return await self.acheck_replication(
-            watch, domain=domain, api_prefix=api_prefix, request_timeout=request_timeout
-        )
+        return await self.acheck_replication(watch, **request)
 
     retention_headroom = blocking(aretention_headroom)

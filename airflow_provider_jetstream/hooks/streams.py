@@ -8,7 +8,7 @@ part of :class:`~airflow_provider_jetstream.hooks.jetstream.JetStreamHook`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_jetstream.core.api import JetStreamApi, domain_of
 from airflow_provider_jetstream.core.errors import JetStreamNotFoundError, SpecError, SpecErrors
@@ -23,8 +23,12 @@ from airflow_provider_jetstream.core.manage.specs import StreamSpec
 from airflow_provider_jetstream.core.signatures.durable import ENSURE_DURABLE_SOURCE
 from airflow_provider_jetstream.core.signatures.operations import DELETE_STREAM, ENSURE_STREAM, PURGE, STREAM_INFO
 from airflow_provider_jetstream.core.signatures.shared import LOG, REQUEST
-from airflow_provider_jetstream.hooks.base import JetStreamBaseHook, Logger, blocking, checked
+from airflow_provider_jetstream.hooks.base import JetStreamBaseHook
 from airflow_provider_jetstream.hooks.consumers import JetStreamConsumersHook
+from airflow_provider_jetstream.hooks.methods import Declaring, Logged, Request, blocking, checked
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 
 class JetStreamStreamsHook(JetStreamBaseHook):
@@ -37,19 +41,7 @@ class JetStreamStreamsHook(JetStreamBaseHook):
 
     @checked(ENSURE_STREAM + REQUEST + LOG)
     async def aensure_stream(
-        self,
-        stream: StreamSpec | Mapping[str, Any],
-        *,
-        if_exists: str = "update",
-        dry_run: bool = False,
-        prune_sources: bool = False,
-        allow_data_loss: bool = False,
-        allow_double_store: bool = False,
-        peer_domains: list[str] | None = None,
-        domain: str | None = None,
-        api_prefix: str | None = None,
-        request_timeout: float | None = None,
-        logger: Logger | None = None,
+        self, stream: StreamSpec | Mapping[str, Any], **declaring: Unpack[Declaring]
     ) -> dict[str, Any]:
         """Create or update a stream (plain, mirror or sourced) from a spec, as
         ``JetStreamCreateStreamOperator`` does; returns the operator's XCom dict:
@@ -70,28 +62,8 @@ class JetStreamStreamsHook(JetStreamBaseHook):
         :param peer_domains: more domains for that check, besides the connection's own.
         """
         spec: StreamSpec = stream  # type: ignore[assignment]  # checked: a StreamSpec
-        logger = logger or self.log
-        async with self.aapi(domain, api_prefix, request_timeout=request_timeout) as api:
-            guard = await self._double_store_guard(
-                api,
-                spec.listen_subjects(),
-                f"stream {spec.name!r}",
-                allow_double_store,
-                logger,
-                peer_domains,
-                spec,
-            )
-            result = await reconcile_stream(
-                api,
-                spec,
-                if_exists=if_exists,
-                dry_run=dry_run,
-                prune_sources=prune_sources,
-                allow_data_loss=allow_data_loss,
-                guard=guard,
-                logger=logger,
-            )
-        return result.as_xcom()
+        what = f"stream {spec.name!r}"
+        return await self._reconcile(reconcile_stream, spec, spec, spec.listen_subjects(), what, declaring)
 
     ensure_stream = blocking(aensure_stream)
 
@@ -106,15 +78,7 @@ class JetStreamStreamsHook(JetStreamBaseHook):
         deliver_subject: str | None = None,
         subject_transforms: list[Mapping[str, Any]] | None = None,
         stream_overrides: Mapping[str, Any] | None = None,
-        if_exists: str = "update",
-        dry_run: bool = False,
-        allow_data_loss: bool = False,
-        allow_double_store: bool = False,
-        peer_domains: list[str] | None = None,
-        domain: str | None = None,
-        api_prefix: str | None = None,
-        request_timeout: float | None = None,
-        logger: Logger | None = None,
+        **declaring: Unpack[Declaring],
     ) -> dict[str, Any]:
         """Durable sourcing (nats-server 2.14+) in one call, as ``JetStreamCreateDurableSourceOperator``
         does: the work-queue (or interest) stream ``origin`` in ``origin_domain``, its flow-control consumer,
@@ -136,38 +100,23 @@ class JetStreamStreamsHook(JetStreamBaseHook):
         :param subject_transforms: the source's subject transforms, applied in the copy.
         :param stream_overrides: other fields of the copying stream (used when it is created or named).
         """
-        plan = DurableSource.build(
-            origin=origin,
-            origin_domain=origin_domain,
-            name=stream,
-            consumer=consumer,
-            deliver_subject=deliver_subject,
-            subject_transforms=subject_transforms,
-            stream_overrides=stream_overrides,
-        )
-        logger = logger or self.log
-        common = {"if_exists": if_exists, "dry_run": dry_run, "request_timeout": request_timeout, "logger": logger}
-        guarded = {"allow_data_loss": allow_data_loss, "allow_double_store": allow_double_store}
-        peers = [*(peer_domains or []), origin_domain]
+        # The declaration's rule built the three objects from these arguments when it checked them.
+        plan: DurableSource = declaring.pop("durable_source")  # type: ignore[typeddict-item]
+        logger = declaring["logger"] = declaring["logger"] or self.log
+        domain, request_timeout, peers = declaring["domain"], declaring["request_timeout"], declaring["peer_domains"]
         async with (
             self.aapi(origin_domain, None, request_timeout=request_timeout) as origin_api,
-            self.aapi(domain, api_prefix, request_timeout=request_timeout) as copy_api,
+            self.aapi(domain, declaring["api_prefix"], request_timeout=request_timeout) as copy_api,
         ):
             await check_durable_levels(origin_api, copy_api, plan)
             await check_deliver_subject(copy_api, plan)
             await check_delivery_kept(origin_api, copy_api, plan)
-        origin_result = await self.aensure_stream(
-            plan.origin,
-            domain=origin_domain,
-            peer_domains=[*(peer_domains or []), domain] if domain else peer_domains,
-            **common,
-            **guarded,
-        )
+        in_origin = {"domain": origin_domain, "api_prefix": None, "peer_domains": [*peers, domain] if domain else peers}
+        origin_result = await self.aensure_stream(plan.origin, **{**declaring, **in_origin})
+        reconciling = {name: declaring[name] for name in ("if_exists", "dry_run", "request_timeout", "logger")}
         consumers = self.role(JetStreamConsumersHook)
-        made = await consumers.aensure_consumer(plan.origin.name, plan.consumer, domain=origin_domain, **common)
-        copy = await self.aensure_stream(
-            plan.copy, domain=domain, api_prefix=api_prefix, peer_domains=peers, **common, **guarded
-        )
+        made = await consumers.aensure_consumer(plan.origin.name, plan.consumer, domain=origin_domain, **reconciling)
+        copy = await self.aensure_stream(plan.copy, **{**declaring, "peer_domains": [*peers, origin_domain]})
         actions = [origin_result["action"], made["action"], copy["action"]]
         action = next((a for a in ("created", "recreated", "updated", "planned") if a in actions), "unchanged")
         logger.info(
@@ -192,17 +141,10 @@ class JetStreamStreamsHook(JetStreamBaseHook):
     ensure_durable_source = blocking(aensure_durable_source)
 
     @checked(STREAM_INFO + REQUEST)
-    async def astream_info(
-        self,
-        stream: str,
-        *,
-        domain: str | None = None,
-        api_prefix: str | None = None,
-        request_timeout: float | None = None,
-    ) -> dict[str, Any]:
+    async def astream_info(self, stream: str, **request: Unpack[Request]) -> dict[str, Any]:
         """The server's ``STREAM.INFO`` of ``stream`` as JSON (``config``, ``state``, ``mirror``, ``sources``...),
         every field the server sends; :class:`JetStreamNotFoundError` if it does not exist."""
-        async with self.aapi(domain, api_prefix, request_timeout=request_timeout) as api:
+        async with self.aapi(**request) as api:
             info = await api.stream_info(stream)
         if info is None:
             raise JetStreamNotFoundError(f"stream {stream!r} does not exist in {api.target}")
@@ -214,14 +156,7 @@ class JetStreamStreamsHook(JetStreamBaseHook):
 
     @checked(DELETE_STREAM + REQUEST + LOG)
     async def adelete_stream(
-        self,
-        stream: str,
-        *,
-        ignore_missing: bool = True,
-        domain: str | None = None,
-        api_prefix: str | None = None,
-        request_timeout: float | None = None,
-        logger: Logger | None = None,
+        self, stream: str, *, ignore_missing: bool = True, **logged: Unpack[Logged]
     ) -> dict[str, Any]:
         """Delete ``stream`` and its data, as ``JetStreamDeleteStreamOperator`` does; returns
         ``{"deleted": bool, "stream", "domain"}``.
@@ -229,14 +164,10 @@ class JetStreamStreamsHook(JetStreamBaseHook):
         :param ignore_missing: a missing stream is success (``deleted: False``). Default True; False
             raises the server's refusal (:class:`JetStreamApiError`).
         """
-        logger = logger or self.log
-        async with self.aapi(domain, api_prefix, request_timeout=request_timeout) as api:
-            deleted = await api.delete_stream(stream, missing_ok=ignore_missing)
-        if deleted:
-            logger.info("deleted stream %r in %s", stream, api.target)
-        else:
-            logger.info("stream %r does not exist in %s: nothing to delete", stream, api.target)
-        return {"deleted": deleted, "stream": stream, "domain": domain_of(api.prefix)}
+        deleted, domain = await self._delete(
+            f"stream {stream!r}", lambda api: api.delete_stream(stream, missing_ok=ignore_missing), **logged
+        )
+        return {"deleted": deleted, "stream": stream, "domain": domain}
 
     delete_stream = blocking(adelete_stream)
 
@@ -248,10 +179,7 @@ class JetStreamStreamsHook(JetStreamBaseHook):
         subject: str | None = None,
         keep: int | None = None,
         up_to_seq: int | None = None,
-        domain: str | None = None,
-        api_prefix: str | None = None,
-        request_timeout: float | None = None,
-        logger: Logger | None = None,
+        **logged: Unpack[Logged],
     ) -> dict[str, Any]:
         """Purge messages from ``stream``, as ``JetStreamPurgeStreamOperator`` does; returns
         ``{"purged": n, "stream", "domain"}``. With none of the options, every message is purged.
@@ -267,8 +195,8 @@ class JetStreamStreamsHook(JetStreamBaseHook):
         body = {
             key: value for key, value in (("filter", subject), ("keep", keep), ("seq", up_to_seq)) if value is not None
         }
-        logger = logger or self.log
-        async with self.aapi(domain, api_prefix, request_timeout=request_timeout) as api:
+        logger = logged.pop("logger") or self.log
+        async with self.aapi(**logged) as api:
             if "seq" in body:
                 await self._check_purge_bound(api, stream, body["seq"])
             purged = await api.purge_stream(stream, body)

@@ -15,6 +15,7 @@ instance of its own class (``except SpecErrors`` keeps working): a subclass of b
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import functools
 from collections.abc import Callable, Sequence
@@ -40,7 +41,7 @@ from airflow_provider_jetstream.core.signatures.options import DeclareOptions, f
 from airflow_provider_jetstream.core.signatures.shared import IF_EXISTS_ARG, OPERATOR
 from airflow_provider_jetstream.hooks.base import JetStreamBaseHook
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
-from airflow_provider_jetstream.utils.arguments import CheckedArguments
+from airflow_provider_jetstream.utils.target import JetStreamTarget
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -150,44 +151,25 @@ def stream_locations(
     return [stream_location(server, domains[prefix], name) for (name, _), prefix in zip(streams, prefixes, strict=True)]
 
 
-class JetStreamBaseOperator(FailFastOnRefusal, CheckedArguments, OperatorLineageMixin, BaseOperator):
-    """Common arguments: where JetStream is, and how long to wait for its API.
+class JetStreamBaseOperator(FailFastOnRefusal, JetStreamTarget, OperatorLineageMixin, BaseOperator):
+    """Common arguments: where JetStream is (:class:`~airflow_provider_jetstream.utils.target.JetStreamTarget`:
+    ``jetstream_conn_id``, ``domain``, ``api_prefix``), and how long to wait for its API.
 
     Refusals (bad arguments, refused changes, double store, rejected credentials) fail the task
     at once, without retries (:mod:`airflow_provider_jetstream.operators.base`).
 
-    :param jetstream_conn_id: Airflow connection (type ``jetstream``). Default ``jetstream_default``.
-    :param domain: JetStream domain to act in (``$JS.<domain>.API``). Default: the connection's.
-    :param api_prefix: an imported JetStream API prefix (``JS.acc@hub.API``), instead of ``domain``.
     :param request_timeout: seconds to wait for each JetStream API answer. Default None: the connection's
         ``connect_timeout``.
     """
 
     arguments: Args = OPERATOR
-    template_fields: Sequence[str] = OPERATOR.template_fields()
     ui_color = "#34b27d"
     #: The role hook the operator works with (every role: :class:`JetStreamHook`).
     hook_class: type[JetStreamBaseHook] = JetStreamHook
 
-    def __init__(
-        self,
-        *,
-        jetstream_conn_id: str = JetStreamHook.default_conn_name,
-        domain: str | None = None,
-        api_prefix: str | None = None,
-        request_timeout: float | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, *, request_timeout: float | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.request_timeout = request_timeout
-        self.jetstream_conn_id = jetstream_conn_id
-        self.domain = domain
-        self.api_prefix = api_prefix
-
-    def get_hook(self) -> Any:
-        """The operator's role hook (``hook_class``) for the checked connection id, domain and API prefix."""
-        args = self.checked_arguments()
-        return self.hook_class(args["jetstream_conn_id"], domain=args["domain"], api_prefix=args["api_prefix"])
 
     def record_stream_lineage(
         self,
@@ -247,7 +229,6 @@ class ReconcileOperator(JetStreamBaseOperator):
     dry run, the double-store check, what a change may discard)."""
 
     arguments: Args = OPERATOR + declare_arguments()
-    template_fields: Sequence[str] = arguments.template_fields()
     #: The options fields the operator's hook method takes (the others are refused by its ``options``).
     declare_fields: Sequence[str] = tuple(DeclareOptions.arguments.args)
 
@@ -274,7 +255,31 @@ class ReconcileOperator(JetStreamBaseOperator):
         }
 
 
+class DeclareBucketOperator(ReconcileOperator):
+    """A "create" operator of a bucket (KV or object store): reconcile the bucket its ``bucket`` argument declares
+    with its role hook (:meth:`ensure`). Lineage: the bucket's stream is written, the origins of its mirror or
+    sources read (an asset event when it was created, updated or recreated)."""
+
+    template_fields_renderers = {"bucket": "json"}
+
+    def __init__(self, *, bucket: str | dict[str, Any], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.bucket = bucket
+        self.declare_lineage_outlet()
+
+    @abc.abstractmethod
+    def ensure(self, hook: Any, spec: Any, **reconcile: Any) -> dict[str, Any]:
+        """Reconcile the checked bucket ``spec`` with the role hook's method of its kind; its XCom dict."""
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        spec = self.checked_arguments()["bucket"]
+        result = self.ensure(self.get_hook(), spec, **self.reconcile_kwargs())
+        self.record_spec_lineage(context, spec.stream_spec(), result)
+        return result
+
+
 __all__ = [
+    "DeclareBucketOperator",
     "FailFastOnRefusal",
     "JetStreamBaseOperator",
     "ReconcileOperator",

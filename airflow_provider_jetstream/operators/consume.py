@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import importlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from airflow_provider_jetstream.core.arguments import Args, Rule
@@ -119,7 +119,6 @@ class JetStreamConsumeOperator(JetStreamBaseOperator):
     """
 
     arguments: Args = OPERATOR + _CONSUME
-    template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(
         self,
@@ -175,9 +174,9 @@ class _Run:
     def run(self) -> dict[str, Any]:
         """Batch after batch in this thread, the reading on the connection's own event loop (a hold)."""
         args = self.args
-        where = (None, None, args["request_timeout"])
+        request = {"request_timeout": args["request_timeout"]}  # in the hook's target
         reading_args = (args["stream"], args["consumer"], args["filter_subjects"], args["start_seq"])
-        with hold(self.hook._reading(*reading_args, args["start_time"], where)) as reading:
+        with hold(self.hook._reading(*reading_args, args["start_time"], request)) as reading:
             if args["consumer"] is not None and not reading.consumer.ackable:
                 raise JetStreamConfigError(
                     f"consumer {reading.consumer.name!r} on stream {args['stream']!r} has ack_policy none: nothing "

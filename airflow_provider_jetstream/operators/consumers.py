@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from airflow_provider_jetstream.core.arguments import Args
@@ -33,7 +32,6 @@ class JetStreamCreateConsumerOperator(ReconcileOperator):
     arguments: Args = (
         OPERATOR + ENSURE_CONSUMER.without("if_exists", "dry_run") + declare_arguments(without=_NOT_FOR_CONSUMERS)
     )
-    template_fields: Sequence[str] = arguments.template_fields()
     template_fields_renderers = {"consumer": "json"}
     declare_fields = ("dry_run",)
 
@@ -57,7 +55,6 @@ class JetStreamDeleteConsumerOperator(JetStreamBaseOperator):
 
     hook_class = JetStreamConsumersHook
     arguments: Args = OPERATOR + DELETE_CONSUMER
-    template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(self, *, stream: str, consumer: str, ignore_missing: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)

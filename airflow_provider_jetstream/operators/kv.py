@@ -17,7 +17,6 @@ created, updated or recreated); put and delete write it (an asset event with the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from airflow_provider_jetstream.core.arguments import Args
@@ -25,10 +24,10 @@ from airflow_provider_jetstream.core.manage.specs.kv import kv_stream_name
 from airflow_provider_jetstream.core.signatures.operations import ENSURE_BUCKET, KV_DELETE, KV_PUT
 from airflow_provider_jetstream.core.signatures.shared import OPERATOR
 from airflow_provider_jetstream.hooks.kv import JetStreamKeyValueHook
-from airflow_provider_jetstream.operators.base import JetStreamBaseOperator, ReconcileOperator, declare_arguments
+from airflow_provider_jetstream.operators.base import DeclareBucketOperator, JetStreamBaseOperator, declare_arguments
 
 
-class JetStreamCreateKeyValueOperator(ReconcileOperator):
+class JetStreamCreateKeyValueOperator(DeclareBucketOperator):
     """Create or update a KV bucket, including a mirror or sources in other domains or accounts.
 
     :param bucket: the bucket to declare: its name, or its spec: ``{"bucket": "config", "history": 5, "ttl": "1h",
@@ -49,19 +48,9 @@ class JetStreamCreateKeyValueOperator(ReconcileOperator):
 
     hook_class = JetStreamKeyValueHook
     arguments: Args = OPERATOR + Args("create bucket", {"bucket": ENSURE_BUCKET.args["bucket"]}) + declare_arguments()
-    template_fields: Sequence[str] = arguments.template_fields()
-    template_fields_renderers = {"bucket": "json"}
 
-    def __init__(self, *, bucket: str | dict[str, Any], **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.bucket = bucket
-        self.declare_lineage_outlet()
-
-    def execute(self, context: Any) -> dict[str, Any]:
-        spec = self.checked_arguments()["bucket"]
-        result = self.get_hook().ensure_key_value(spec, **self.reconcile_kwargs())
-        self.record_spec_lineage(context, spec.stream_spec(), result)
-        return result
+    def ensure(self, hook: JetStreamKeyValueHook, spec: Any, **reconcile: Any) -> dict[str, Any]:
+        return hook.ensure_key_value(spec, **reconcile)
 
 
 class _KeyOperator(JetStreamBaseOperator):
@@ -95,7 +84,6 @@ class JetStreamKeyValuePutOperator(_KeyOperator):
     """
 
     arguments: Args = OPERATOR + KV_PUT
-    template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(self, *, value: Any, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -118,7 +106,6 @@ class JetStreamKeyValueDeleteOperator(_KeyOperator):
     """Delete a key (a delete marker; ``purge=True`` also drops its history). XCom: the marker's revision."""
 
     arguments: Args = OPERATOR + KV_DELETE
-    template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(self, *, purge: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -14,7 +14,6 @@ mirror or sources; put and delete write it (an asset event with the object's nam
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from airflow_provider_jetstream.core.arguments import Args
@@ -27,10 +26,10 @@ from airflow_provider_jetstream.core.signatures.objects import (
 )
 from airflow_provider_jetstream.core.signatures.shared import OPERATOR
 from airflow_provider_jetstream.hooks.objects import JetStreamObjectStoreHook
-from airflow_provider_jetstream.operators.base import JetStreamBaseOperator, ReconcileOperator, declare_arguments
+from airflow_provider_jetstream.operators.base import DeclareBucketOperator, JetStreamBaseOperator, declare_arguments
 
 
-class JetStreamCreateObjectStoreOperator(ReconcileOperator):
+class JetStreamCreateObjectStoreOperator(DeclareBucketOperator):
     """Create or update an object store bucket, including a mirror or sources of other domains' buckets.
 
     :param bucket: the bucket to declare: its name, or its spec: ``{"bucket": "files", "description": "...",
@@ -51,19 +50,9 @@ class JetStreamCreateObjectStoreOperator(ReconcileOperator):
     arguments: Args = (
         OPERATOR + Args("create object store", {"bucket": ENSURE_OBJECT_STORE.args["bucket"]}) + declare_arguments()
     )
-    template_fields: Sequence[str] = arguments.template_fields()
-    template_fields_renderers = {"bucket": "json"}
 
-    def __init__(self, *, bucket: str | dict[str, Any], **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.bucket = bucket
-        self.declare_lineage_outlet()
-
-    def execute(self, context: Any) -> dict[str, Any]:
-        spec = self.checked_arguments()["bucket"]
-        result = self.get_hook().ensure_object_store(spec, **self.reconcile_kwargs())
-        self.record_spec_lineage(context, spec.stream_spec(), result)
-        return result
+    def ensure(self, hook: JetStreamObjectStoreHook, spec: Any, **reconcile: Any) -> dict[str, Any]:
+        return hook.ensure_object_store(spec, **reconcile)
 
 
 class _ObjectOperator(JetStreamBaseOperator):
@@ -102,7 +91,6 @@ class JetStreamPutObjectOperator(_ObjectOperator):
     """
 
     arguments: Args = OPERATOR + PUT_OBJECT
-    template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(
         self,
@@ -148,7 +136,6 @@ class JetStreamGetObjectOperator(_ObjectOperator):
     """
 
     arguments: Args = OPERATOR + GET_OBJECT
-    template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(self, *, local_path: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -174,7 +161,6 @@ class JetStreamDeleteObjectOperator(_ObjectOperator):
     """
 
     arguments: Args = OPERATOR + DELETE_OBJECT
-    template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(self, *, ignore_missing: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)

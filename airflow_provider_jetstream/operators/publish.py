@@ -15,7 +15,7 @@ stored the messages, in the domain its PubAcks name; unless ``outlets`` are give
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from airflow_provider_jetstream.assets.lineage import server_of, stream_location
@@ -77,7 +77,6 @@ class JetStreamPublishOperator(JetStreamBaseOperator):
 
     hook_class = JetStreamPublishHook
     arguments: Args = (OPERATOR + _PUBLISH + PUBLISH_FROM_FUNCTION).ruled(PUBLISHED_MESSAGES, SUBJECT_OUTSIDE_API)
-    template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(
         self,

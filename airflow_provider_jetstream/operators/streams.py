@@ -18,7 +18,7 @@ or recreated. Delete and purge report the stream as an OpenLineage output with a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from airflow_provider_jetstream.core.arguments import Args
@@ -69,6 +69,17 @@ class _DeclareStreamOperator(ReconcileOperator):
         return result
 
 
+class _CopyingStreamOperator(_DeclareStreamOperator):
+    """A "create" operator of a stream that copies others (a mirror, a sourced stream, a durable source's copy):
+    the stream's name (``stream``) and its other fields (``stream_overrides``) are arguments of its own."""
+
+    def __init__(self, *, stream: str, stream_overrides: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.stream = stream
+        self.stream_overrides = stream_overrides
+        self.declare_lineage_outlet()
+
+
 class JetStreamCreateStreamOperator(_DeclareStreamOperator):
     """Create or update a stream from a spec dict (every StreamConfig field; see docs/management.md).
 
@@ -85,7 +96,6 @@ class JetStreamCreateStreamOperator(_DeclareStreamOperator):
     """
 
     arguments: Args = OPERATOR + Args("create stream", {"stream": ENSURE_STREAM.args["stream"]}) + _STREAM_DECLARE
-    template_fields: Sequence[str] = arguments.template_fields()
     template_fields_renderers = {"stream": "json"}
 
     def __init__(self, *, stream: dict[str, Any], **kwargs: Any) -> None:
@@ -97,7 +107,7 @@ class JetStreamCreateStreamOperator(_DeclareStreamOperator):
         return self.checked_arguments()["stream"]
 
 
-class JetStreamCreateMirrorOperator(_DeclareStreamOperator):
+class JetStreamCreateMirrorOperator(_CopyingStreamOperator):
     """Create or update a mirror of a stream in another domain or account, in one task.
 
     The seed's ``backup-test-leaf``: ``JetStreamCreateMirrorOperator(task_id=..., stream="backup-test-leaf",
@@ -122,34 +132,28 @@ class JetStreamCreateMirrorOperator(_DeclareStreamOperator):
         + create_mirror(family_options(MirrorOptions, "MirrorOptions or a dict of its fields"))
         + Args("declare", {"if_exists": _STREAM_DECLARE.args["if_exists"]})
     )
-    template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(
         self,
         *,
-        stream: str,
         origin: str,
         origin_domain: str | None = None,
         origin_api_prefix: str | None = None,
         filter_subjects: str | list[str] | None = None,
         start_seq: int | None = None,
         start_time: Any = None,
-        stream_overrides: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.stream = stream
         self.origin = origin
         self.origin_domain = origin_domain
         self.origin_api_prefix = origin_api_prefix
         self.filter_subjects = filter_subjects
         self.start_seq = start_seq
         self.start_time = start_time
-        self.stream_overrides = stream_overrides
-        self.declare_lineage_outlet()
 
 
-class JetStreamCreateSourcedStreamOperator(_DeclareStreamOperator):
+class JetStreamCreateSourcedStreamOperator(_CopyingStreamOperator):
     """Create or update a stream that aggregates other streams (any domains/accounts), in one task.
 
     The seed's ``aggregate-test-leaf``: ``stream="aggregate-test-leaf", sources=[{"name": "test", "domain":
@@ -164,26 +168,14 @@ class JetStreamCreateSourcedStreamOperator(_DeclareStreamOperator):
     """
 
     arguments: Args = OPERATOR + CREATE_SOURCED + _STREAM_DECLARE
-    template_fields: Sequence[str] = arguments.template_fields()
 
-    def __init__(
-        self,
-        *,
-        stream: str,
-        sources: list[dict[str, Any]],
-        subjects: list[str] | None = None,
-        stream_overrides: dict[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, *, sources: list[dict[str, Any]], subjects: list[str] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.stream = stream
         self.sources = sources
         self.subjects = subjects
-        self.stream_overrides = stream_overrides
-        self.declare_lineage_outlet()
 
 
-class JetStreamCreateDurableSourceOperator(ReconcileOperator):
+class JetStreamCreateDurableSourceOperator(_CopyingStreamOperator):
     """Durable sourcing (nats-server 2.14+) in one task: a leaf's work-queue (or interest) stream, its
     flow-control consumer, and the hub stream's source of it through that consumer, so the leaf deletes
     only what the hub stored (see docs/management.md, "Durable sourcing").
@@ -205,31 +197,24 @@ class JetStreamCreateDurableSourceOperator(ReconcileOperator):
         the hub).
     """
 
-    hook_class = JetStreamStreamsHook
     arguments: Args = OPERATOR + create_durable_source(
         declare_arguments(DurableSourceOptions, without=("prune_sources",))
     )
-    template_fields: Sequence[str] = arguments.template_fields()
     template_fields_renderers = {"origin": "json", "consumer": "json", "stream_overrides": "json"}
     declare_fields = ("dry_run", "allow_data_loss", "allow_double_store", "peer_domains")
 
     def __init__(
         self,
         *,
-        stream: str,
         origin: dict[str, Any],
         origin_domain: str,
         consumer: Mapping[str, Any] | None = None,
-        stream_overrides: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.stream = stream
         self.origin = origin
         self.origin_domain = origin_domain
         self.consumer = consumer
-        self.stream_overrides = stream_overrides
-        self.declare_lineage_outlet()
 
     def execute(self, context: Any) -> dict[str, Any]:
         args = self.checked_arguments()
@@ -253,7 +238,6 @@ class JetStreamDeleteStreamOperator(JetStreamBaseOperator):
 
     hook_class = JetStreamStreamsHook
     arguments: Args = OPERATOR + DELETE_STREAM
-    template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(self, *, stream: str, ignore_missing: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -289,7 +273,6 @@ class JetStreamPurgeStreamOperator(JetStreamBaseOperator):
 
     hook_class = JetStreamStreamsHook
     arguments: Args = OPERATOR + PURGE
-    template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(
         self,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -79,7 +78,6 @@ class JetStreamAwaitMessageSensor(BaseJetStreamSensor):
     """
 
     arguments: Args = SENSOR + AWAIT_MESSAGE
-    template_fields: Sequence[str] = arguments.template_fields()
     event_key = "result"
 
     def __init__(
@@ -141,7 +139,7 @@ class JetStreamAwaitMessageSensor(BaseJetStreamSensor):
         subject = result.get("ack_subject")
         if subject:
             seq = result["match"]["seq"]
-            hook = self.make_hook()
+            hook = self.get_hook()
             hook.run(_ack(hook, subject, f"message {seq} of stream {self.stream!r}"))
             self.log.info("Acknowledged message #%s of stream %r", seq, self.stream)
         return result["match"]

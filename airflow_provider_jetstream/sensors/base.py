@@ -9,7 +9,7 @@ as the trigger's wait in the triggerer.
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -23,7 +23,7 @@ from airflow_provider_jetstream.core.status.waiting import DONE, WAITING, WaitOu
 from airflow_provider_jetstream.hooks.base import JetStreamBaseHook
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.triggers.base import JetStreamWaitTrigger
-from airflow_provider_jetstream.utils.arguments import CheckedArguments
+from airflow_provider_jetstream.utils.target import JetStreamTarget
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -35,12 +35,12 @@ REFUSED_REASONS = ("not_found", "invalid", "replication_error", "permission", "u
 STATE_KEY = "airflow_provider_jetstream.sensor_state"
 
 
-class BaseJetStreamSensor(CheckedArguments, BaseSensorOperator, abc.ABC):
+class BaseJetStreamSensor(JetStreamTarget, BaseSensorOperator, abc.ABC):
     """Poke, reschedule and deferrable modes over one async check shared with the trigger.
 
-    :param jetstream_conn_id: Airflow connection id. Default ``jetstream_default``.
-    :param domain: JetStream domain to look in. Default: the connection's.
-    :param api_prefix: JetStream API prefix instead of a domain. Default: the connection's.
+    Where JetStream is: :class:`~airflow_provider_jetstream.utils.target.JetStreamTarget`'s ``jetstream_conn_id``,
+    ``domain`` (the domain to look in) and ``api_prefix``.
+
     :param deferrable: wait in the triggerer instead of a worker slot. Default: Airflow's
         ``[operators] default_deferrable`` (False unless configured).
     :param unreachable_timeout: how long the target domain may go without answering (a leaf that
@@ -62,7 +62,6 @@ class BaseJetStreamSensor(CheckedArguments, BaseSensorOperator, abc.ABC):
     """
 
     arguments: Args = SENSOR
-    template_fields: Sequence[str] = SENSOR.template_fields()
     ui_color = "#27aae1"
     #: The role hook the sensor's checks use (every role: :class:`JetStreamHook`).
     hook_class: type[JetStreamBaseHook] = JetStreamHook
@@ -70,17 +69,11 @@ class BaseJetStreamSensor(CheckedArguments, BaseSensorOperator, abc.ABC):
     def __init__(
         self,
         *,
-        jetstream_conn_id: str = JetStreamBaseHook.default_conn_name,
-        domain: str | None = None,
-        api_prefix: str | None = None,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         unreachable_timeout: float | str | timedelta | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.jetstream_conn_id = jetstream_conn_id
-        self.domain = domain
-        self.api_prefix = api_prefix
         self.deferrable = deferrable
         self.unreachable_timeout = unreachable_timeout
         self._state: dict[str, Any] = {}
@@ -106,11 +99,6 @@ class BaseJetStreamSensor(CheckedArguments, BaseSensorOperator, abc.ABC):
     event_key: str = ""
 
     # -- shared plumbing ------------------------------------------------------------------------
-
-    def make_hook(self) -> Any:
-        """The sensor's role hook (``hook_class``) for the checked connection id, domain and API prefix."""
-        args = self.checked_arguments()
-        return self.hook_class(args["jetstream_conn_id"], domain=args["domain"], api_prefix=args["api_prefix"])
 
     def fail(self, message: str) -> NoReturn:
         """Fail the task without retries, or skip it with ``soft_fail=True``."""
@@ -150,7 +138,7 @@ class BaseJetStreamSensor(CheckedArguments, BaseSensorOperator, abc.ABC):
         """One check, as one step of the trigger's wait: what it must remember goes on in ``self._state``."""
         try:
             self.checked_arguments()  # once rendered, before any request
-            hook = self.make_hook()
+            hook = self.get_hook()
             trigger = self.trigger()
         except JetStreamConfigError as err:
             self.fail(str(err))

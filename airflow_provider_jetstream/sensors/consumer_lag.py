@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from airflow_provider_jetstream.core.arguments import Args
@@ -38,7 +37,6 @@ class JetStreamConsumerLagSensor(BaseJetStreamSensor):
 
     hook_class = JetStreamStatusHook
     arguments: Args = SENSOR + CONSUMER_LAG
-    template_fields: Sequence[str] = arguments.template_fields()
     event_key = "consumer"
 
     def __init__(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from airflow_provider_jetstream.core.arguments import Args
@@ -35,7 +34,6 @@ class JetStreamKeyValueSensor(BaseJetStreamSensor):
 
     hook_class = JetStreamKeyValueHook
     arguments: Args = SENSOR + KEY_CHECK
-    template_fields: Sequence[str] = arguments.template_fields()
     event_key = "entry"
 
     def __init__(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from airflow_provider_jetstream.core.arguments import Args
@@ -31,7 +30,6 @@ class JetStreamObjectSensor(BaseJetStreamSensor):
 
     hook_class = JetStreamObjectStoreHook
     arguments: Args = SENSOR + OBJECT_CHECK
-    template_fields: Sequence[str] = arguments.template_fields()
     event_key = "object"
 
     def __init__(self, *, bucket: str, object_name: str, after_revision: int | None = None, **kwargs: Any) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from airflow_provider_jetstream.core.arguments import Args
@@ -71,7 +70,6 @@ class JetStreamReplicationLagSensor(BaseJetStreamSensor):
 
     hook_class = JetStreamStatusHook
     arguments: Args = SENSOR + REPLICATION_WATCHED
-    template_fields: Sequence[str] = arguments.template_fields()
     event_key = "replication"
 
     def __init__(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -53,7 +53,6 @@ class JetStreamRetentionHeadroomSensor(JetStreamReplicationLagSensor):
     """
 
     arguments: Args = SENSOR + REPLICATION_WATCHED + HEADROOM_SENSOR
-    template_fields: Sequence[str] = arguments.template_fields()
 
     def __init__(
         self,

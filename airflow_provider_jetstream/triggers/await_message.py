@@ -21,7 +21,7 @@ from airflow_provider_jetstream.core.consume.matching import MAX_REMEMBERED, Loo
 from airflow_provider_jetstream.core.signatures.waits import AWAIT_MESSAGE_TRIGGER
 from airflow_provider_jetstream.core.status.waiting import DONE, WaitOutcome, failure_of
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
-from airflow_provider_jetstream.triggers.base import JetStreamWaitTrigger
+from airflow_provider_jetstream.triggers.base import JetStreamWaitTrigger, keeps_arguments
 
 
 class JetStreamAwaitMessageTrigger(JetStreamWaitTrigger):
@@ -54,21 +54,11 @@ class JetStreamAwaitMessageTrigger(JetStreamWaitTrigger):
         started), ``left`` (``on_match``: the sequences examined and left), ``unreachable_since``.
     """
 
-    fields = (
-        "stream",
-        "apply_function",
-        "apply_function_kwargs",
-        "consumer",
-        "task_consumer",
-        "filter_subjects",
-        "ack_mode",
-        "deliver_policy",
-        "ack_wait",
-        "max_wait",
-    )
     arguments = AWAIT_MESSAGE_TRIGGER
     event_key = "result"
+    what_format = "stream {stream!r}"
 
+    @keeps_arguments
     def __init__(
         self,
         jetstream_conn_id: str,
@@ -87,31 +77,10 @@ class JetStreamAwaitMessageTrigger(JetStreamWaitTrigger):
         unreachable_timeout: float | str | None = None,
         state: dict[str, Any] | None = None,
     ) -> None:
-        super().__init__(
-            jetstream_conn_id=jetstream_conn_id,
-            stream=stream,
-            apply_function=apply_function,
-            apply_function_kwargs=apply_function_kwargs,
-            consumer=consumer,
-            task_consumer=task_consumer,
-            filter_subjects=filter_subjects,
-            ack_mode=ack_mode,
-            deliver_policy=deliver_policy,
-            ack_wait=ack_wait,
-            max_wait=max_wait,
-            domain=domain,
-            api_prefix=api_prefix,
-            unreachable_timeout=unreachable_timeout,
-            state=state,
-        )
         # A look takes max_wait seconds: the next one starts as it ends (a failed one, max_wait later).
         self.poll_interval = self.max_wait
         self.api: JetStreamApi | None = None
         self.matcher: MessageMatcher | None = None
-
-    @property
-    def what(self) -> str:
-        return f"stream {self.stream!r}"
 
     def make_matcher(self, api: JetStreamApi) -> MessageMatcher:
         """The matcher of this wait (the function imported here: in the triggerer, or the worker's poke)."""

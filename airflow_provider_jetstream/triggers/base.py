@@ -10,14 +10,16 @@ classification of errors (:mod:`airflow_provider_jetstream.core.status.waiting`)
 from __future__ import annotations
 
 import abc
+import functools
+import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import nats.errors
 import nats.js.errors
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_provider_jetstream.core.api import describe_prefix, unavailable_hint
+from airflow_provider_jetstream.core.api import JetStreamApi, describe_prefix, unavailable_hint
 from airflow_provider_jetstream.core.arguments import Args, refusing_retired
 from airflow_provider_jetstream.core.arguments.options import Options
 from airflow_provider_jetstream.core.signatures.waits import WAIT
@@ -34,6 +36,27 @@ from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 
 #: The arguments every waiting trigger takes, in the order of :class:`JetStreamWaitTrigger`'s constructor.
 SHARED = ("jetstream_conn_id", "domain", "api_prefix", "unreachable_timeout", "state")
+Init = TypeVar("Init", bound=Callable[..., None])
+
+
+def keeps_arguments(init: Init) -> Init:
+    """A waiting trigger's ``__init__`` whose signature alone declares the trigger's arguments (their names, order,
+    types and defaults): called, its arguments (every default filled in) go to
+    :meth:`JetStreamWaitTrigger.__init__`, which checks them and keeps each in the attribute of its name; then its
+    body runs, for a set-up of its own. The arguments besides :data:`SHARED` are the class's
+    :attr:`~JetStreamWaitTrigger.fields`."""
+    signature = inspect.signature(init)
+
+    @functools.wraps(init)
+    def wrapper(self: JetStreamWaitTrigger, *args: Any, **kwargs: Any) -> None:
+        bound = signature.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        given = {name: value for name, value in bound.arguments.items() if name != "self"}
+        JetStreamWaitTrigger.__init__(self, **given)
+        init(self, *args, **kwargs)
+
+    wrapper.keeps_arguments = True  # type: ignore[attr-defined]
+    return wrapper  # type: ignore[return-value]
 
 
 def no_answer_reason(hook: JetStreamBaseHook, err: BaseException) -> str:
@@ -66,10 +89,13 @@ class JetStreamWaitTrigger(BaseTrigger, abc.ABC):
     """
 
     #: A subclass's own constructor arguments, each kept in the attribute of its name: serialized
-    #: with the shared ones, so the triggerer rebuilds the trigger from them.
+    #: with the shared ones, so the triggerer rebuilds the trigger from them (the parameters of an ``__init__``
+    #: that :func:`keeps_arguments`, besides :data:`SHARED`).
     fields: tuple[str, ...] = ()
     #: The signature of the trigger's constructor (its kwargs are checked with it, by the subclass).
     arguments: Args = WAIT
+    #: The condition's subject in messages, of the trigger's :attr:`fields`: ``"stream {stream!r}"``.
+    what_format: str = ""
     #: Key of the success event that holds the reading's XCom value.
     event_key: str = ""
     #: Whether the final event carries :attr:`state` (what the checks remembered), for the sensor to keep.
@@ -85,6 +111,8 @@ class JetStreamWaitTrigger(BaseTrigger, abc.ABC):
         super().__init_subclass__(**kwargs)
         init = cls.__dict__.get("__init__")
         if init is not None:
+            if getattr(init, "keeps_arguments", False):
+                cls.fields = tuple(name for name in inspect.signature(init).parameters if name not in ("self", *SHARED))
             cls.__init__ = refusing_retired(init)  # type: ignore[method-assign]
 
     def __init__(self, **values: Any) -> None:
@@ -113,9 +141,10 @@ class JetStreamWaitTrigger(BaseTrigger, abc.ABC):
     # -- the condition -----------------------------------------------------------------------------
 
     @property
-    @abc.abstractmethod
     def what(self) -> str:
-        """The condition's subject in messages: ``stream 'agg'``, ``consumer 's' > 'c'``..."""
+        """The condition's subject in messages: ``stream 'agg'``, ``consumer 's' > 'c'``... (:attr:`what_format`
+        filled in with the trigger's arguments)."""
+        return self.what_format.format(**{name: getattr(self, name) for name in self.fields})
 
     @abc.abstractmethod
     async def check(self, hook: Any) -> Reading:
@@ -159,3 +188,20 @@ class JetStreamWaitTrigger(BaseTrigger, abc.ABC):
         if self.event_state:
             event["state"] = self.state
         yield TriggerEvent(event)
+
+
+class JetStreamWatchTrigger(JetStreamWaitTrigger):
+    """A waiting trigger that watches instead of polling (the KV key's, the object's): the server sends each change as
+    it is stored to an ordered consumer of its own; while the domain does not answer it watches again every
+    ``poll_interval`` seconds, up to ``unreachable_timeout``. Its :meth:`check` (a sensor's poke) reads once. The
+    watch, like the connection, is held by ``run()``'s context managers: ``cleanup()`` has nothing left to do."""
+
+    async def wait(self, hook: Any) -> WaitOutcome:
+        """Watch (no polling) until the condition holds; while the domain does not answer, watch again every
+        ``poll_interval`` seconds: the shared wait loop with :meth:`watch` as its check."""
+        async with hook.aapi() as api:
+            return await wait_until_final(lambda: self.step(hook, lambda: self.watch(api)), self.poll_interval)
+
+    @abc.abstractmethod
+    async def watch(self, api: JetStreamApi) -> Reading:
+        """Watch until the condition holds (errors end the watch: the wait loop judges them)."""

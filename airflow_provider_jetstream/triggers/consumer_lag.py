@@ -12,7 +12,7 @@ from typing import Any
 from airflow_provider_jetstream.core.signatures.waits import CONSUMER_LAG_TRIGGER
 from airflow_provider_jetstream.core.status.consumer_lag import ConsumerLagCheck
 from airflow_provider_jetstream.hooks.status import JetStreamStatusHook
-from airflow_provider_jetstream.triggers.base import JetStreamWaitTrigger
+from airflow_provider_jetstream.triggers.base import JetStreamWaitTrigger, keeps_arguments
 
 
 class JetStreamConsumerLagTrigger(JetStreamWaitTrigger):
@@ -34,19 +34,14 @@ class JetStreamConsumerLagTrigger(JetStreamWaitTrigger):
     :param max_outstanding_acks: most messages delivered and not acknowledged. Default 0.
     :param max_redelivered: most redelivered messages; None (default) does not check.
     :param poll_interval: seconds between checks. Default 5.
-    :param unreachable_timeout: how long (seconds, or text like ``"10m"``) the domain may go without
-        answering before the trigger fails; None (default): no bound (the sensor's timeout applies).
-    :param state: what the sensor's checks so far left (``{"unreachable_since": epoch seconds}``).
-
-    What it opens (its use of the shared connection) is held by ``run()``'s context manager and
-    released when ``run()`` returns, is cancelled or is closed: ``cleanup()`` has nothing left to do.
     """
 
-    fields = ("stream", "consumer", "max_unprocessed", "max_outstanding_acks", "max_redelivered", "poll_interval")
     arguments = CONSUMER_LAG_TRIGGER
     hook_class = JetStreamStatusHook
     event_key = "consumer"
+    what_format = "consumer {stream!r} > {consumer!r}"
 
+    @keeps_arguments
     def __init__(
         self,
         jetstream_conn_id: str,
@@ -60,24 +55,7 @@ class JetStreamConsumerLagTrigger(JetStreamWaitTrigger):
         poll_interval: float = 5.0,
         unreachable_timeout: float | str | None = None,
         state: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(
-            jetstream_conn_id=jetstream_conn_id,
-            stream=stream,
-            consumer=consumer,
-            domain=domain,
-            api_prefix=api_prefix,
-            max_unprocessed=max_unprocessed,
-            max_outstanding_acks=max_outstanding_acks,
-            max_redelivered=max_redelivered,
-            poll_interval=poll_interval,
-            unreachable_timeout=unreachable_timeout,
-            state=state,
-        )
-
-    @property
-    def what(self) -> str:
-        return f"consumer {self.stream!r} > {self.consumer!r}"
+    ) -> None: ...
 
     async def check(self, hook: JetStreamStatusHook) -> ConsumerLagCheck:
         check = await hook.aconsumer_lag(

@@ -14,12 +14,11 @@ from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.consume.watch import watch_key
 from airflow_provider_jetstream.core.signatures.waits import KEY_TRIGGER
 from airflow_provider_jetstream.core.status.kv_key import KeyCheck, judge_entry
-from airflow_provider_jetstream.core.status.waiting import WaitOutcome, wait_until_final
 from airflow_provider_jetstream.hooks.kv import JetStreamKeyValueHook
-from airflow_provider_jetstream.triggers.base import JetStreamWaitTrigger
+from airflow_provider_jetstream.triggers.base import JetStreamWatchTrigger, keeps_arguments
 
 
-class JetStreamKeyValueTrigger(JetStreamWaitTrigger):
+class JetStreamKeyValueTrigger(JetStreamWatchTrigger):
     """Fires when a KV key is present (and equals ``value`` / is above ``after_revision``), in any domain.
 
     Watches the key (an ordered consumer of its own on the bucket's stream, starting with the key's latest
@@ -40,19 +39,14 @@ class JetStreamKeyValueTrigger(JetStreamWaitTrigger):
     :param value: value (UTF-8 text) the key must hold; None (default) accepts any value.
     :param after_revision: only a revision above this one counts; None (default) accepts any.
     :param poll_interval: seconds between two watches while the domain does not answer. Default 60.
-    :param unreachable_timeout: how long (seconds, or text like ``"10m"``) the domain may go without
-        answering before the trigger fails; None (default): no bound (the sensor's timeout applies).
-    :param state: what the sensor's checks so far left (``{"unreachable_since": epoch seconds}``).
-
-    What it opens (the shared connection, the watch) is held by ``run()``'s context managers and
-    released when ``run()`` returns, is cancelled or is closed: ``cleanup()`` has nothing left to do.
     """
 
-    fields = ("bucket", "key", "value", "after_revision", "poll_interval")
     arguments = KEY_TRIGGER
     hook_class = JetStreamKeyValueHook
     event_key = "entry"
+    what_format = "KV {bucket!r} key {key!r}"
 
+    @keeps_arguments
     def __init__(
         self,
         jetstream_conn_id: str,
@@ -65,23 +59,7 @@ class JetStreamKeyValueTrigger(JetStreamWaitTrigger):
         poll_interval: float = 60.0,
         unreachable_timeout: float | str | None = None,
         state: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(
-            jetstream_conn_id=jetstream_conn_id,
-            bucket=bucket,
-            key=key,
-            domain=domain,
-            api_prefix=api_prefix,
-            value=value,
-            after_revision=after_revision,
-            poll_interval=poll_interval,
-            unreachable_timeout=unreachable_timeout,
-            state=state,
-        )
-
-    @property
-    def what(self) -> str:
-        return f"KV {self.bucket!r} key {self.key!r}"
+    ) -> None: ...
 
     async def check(self, hook: JetStreamKeyValueHook) -> KeyCheck:
         """One read of the key (a sensor's poke); the trigger itself watches instead (:meth:`wait`)."""
@@ -90,13 +68,7 @@ class JetStreamKeyValueTrigger(JetStreamWaitTrigger):
         self.log.info("KV %r in %s: %s: %s", self.bucket, check.target, state, check.reason)
         return check
 
-    async def wait(self, hook: JetStreamKeyValueHook) -> WaitOutcome:
-        """Watch the key (no polling) until it satisfies the trigger; while the domain does not answer, watch
-        again every ``poll_interval`` seconds: the shared wait loop with the watch as its check."""
-        async with hook.aapi() as api:
-            return await wait_until_final(lambda: self.step(hook, lambda: self._watch(api)), self.poll_interval)
-
-    async def _watch(self, api: JetStreamApi) -> KeyCheck:
+    async def watch(self, api: JetStreamApi) -> KeyCheck:
         """Watch until the key satisfies the trigger (errors end the watch: the wait loop judges them)."""
         target = api.target
         seen = False

@@ -88,19 +88,7 @@ class JetStreamKeyValueEventTrigger(JetStreamMessageTrigger):
         dead_letter_stream: str | None = None,
         options: MessageOptions | dict[str, Any] | None = None,
     ) -> None:
-        given = {
-            "bucket": bucket,
-            "keys": keys,
-            "jetstream_conn_id": jetstream_conn_id,
-            "domain": domain,
-            "api_prefix": api_prefix,
-            "consumer": consumer,
-            "initial": initial,
-            "include_deletes": include_deletes,
-            "decode": decode,
-            "dead_letter_stream": dead_letter_stream,
-            "options": options,
-        }
+        given = {name: value for name, value in locals().items() if name in KV_EVENTS.args}  # the parameters
         checked = KV_EVENTS.check(given)
         options = checked.pop("options")
         tuning = {name: getattr(options, name) for name in KV_EVENT_TUNING}

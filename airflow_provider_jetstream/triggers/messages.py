@@ -89,19 +89,7 @@ class JetStreamMessageTrigger(BaseEventTrigger):
         options: MessageOptions | dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
-        given = {
-            "stream": stream,
-            "consumer": consumer,
-            "jetstream_conn_id": jetstream_conn_id,
-            "domain": domain,
-            "api_prefix": api_prefix,
-            "filter_subjects": filter_subjects,
-            "event_subjects": event_subjects,
-            "batch_size": batch_size,
-            "decode": decode,
-            "dead_letter_stream": dead_letter_stream,
-            "options": options,
-        }
+        given = {name: value for name, value in locals().items() if name in MESSAGES.args}  # the parameters
         # Checked with its one declaration: a bad argument is a DAG import error; nothing is sent anywhere.
         checked = MESSAGES.check(given)
         tuning = checked.pop("options")

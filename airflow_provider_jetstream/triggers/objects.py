@@ -8,12 +8,11 @@ from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.consume.watch import watch_objects
 from airflow_provider_jetstream.core.signatures.objects import OBJECT_TRIGGER
 from airflow_provider_jetstream.core.status.object_check import ObjectCheck, judge_object
-from airflow_provider_jetstream.core.status.waiting import WaitOutcome, wait_until_final
 from airflow_provider_jetstream.hooks.objects import JetStreamObjectStoreHook
-from airflow_provider_jetstream.triggers.base import JetStreamWaitTrigger
+from airflow_provider_jetstream.triggers.base import JetStreamWatchTrigger, keeps_arguments
 
 
-class JetStreamObjectTrigger(JetStreamWaitTrigger):
+class JetStreamObjectTrigger(JetStreamWatchTrigger):
     """Fires when object ``object_name`` of ``bucket`` is present (not deleted) and, with ``after_revision``, its
     revision (the sequence of its meta message) is above it: a put after the one seen. Watches the object's meta
     (an ordered consumer, :func:`~airflow_provider_jetstream.core.consume.watch.watch_objects`) over the
@@ -30,16 +29,14 @@ class JetStreamObjectTrigger(JetStreamWaitTrigger):
     :param api_prefix: JetStream API prefix instead of a domain. Default: the connection's.
     :param after_revision: revision the object must exceed; None (default): any revision.
     :param poll_interval: seconds between two watches while the domain does not answer. Default 5.
-    :param unreachable_timeout: how long (seconds, or text like ``"10m"``) the domain may go without answering
-        before the trigger fails; None (default): no bound (the sensor's timeout applies).
-    :param state: what the sensor's checks so far left.
     """
 
-    fields = ("bucket", "object_name", "after_revision", "poll_interval")
     arguments = OBJECT_TRIGGER
     hook_class = JetStreamObjectStoreHook
     event_key = "object"
+    what_format = "object store {bucket!r} object {object_name!r}"
 
+    @keeps_arguments
     def __init__(
         self,
         jetstream_conn_id: str,
@@ -51,22 +48,7 @@ class JetStreamObjectTrigger(JetStreamWaitTrigger):
         poll_interval: float = 5.0,
         unreachable_timeout: float | str | None = None,
         state: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(
-            jetstream_conn_id=jetstream_conn_id,
-            bucket=bucket,
-            object_name=object_name,
-            domain=domain,
-            api_prefix=api_prefix,
-            after_revision=after_revision,
-            poll_interval=poll_interval,
-            unreachable_timeout=unreachable_timeout,
-            state=state,
-        )
-
-    @property
-    def what(self) -> str:
-        return f"object store {self.bucket!r} object {self.object_name!r}"
+    ) -> None: ...
 
     async def check(self, hook: JetStreamObjectStoreHook) -> ObjectCheck:
         check = await hook.acheck_object(self.bucket, self.object_name, after_revision=self.after_revision)
@@ -74,13 +56,7 @@ class JetStreamObjectTrigger(JetStreamWaitTrigger):
         self.log.info("object store %r in %s: %s: %s", self.bucket, check.target, state, check.reason)
         return check
 
-    async def wait(self, hook: JetStreamObjectStoreHook) -> WaitOutcome:
-        """Watch the object's meta (no polling) until it satisfies the trigger; while the domain does not answer,
-        watch again every ``poll_interval`` seconds: the shared wait loop with the watch as its check."""
-        async with hook.aapi() as api:
-            return await wait_until_final(lambda: self.step(hook, lambda: self._watch(api)), self.poll_interval)
-
-    async def _watch(self, api: JetStreamApi) -> ObjectCheck:
+    async def watch(self, api: JetStreamApi) -> ObjectCheck:
         """Watch until the object satisfies the trigger (errors end the watch: the wait loop judges them)."""
         changes = watch_objects(api, self.bucket, object_name=self.object_name, after_revision=self.after_revision)
         info = None

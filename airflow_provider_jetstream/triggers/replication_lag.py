@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_provider_jetstream.core.signatures.operations import replication_watch
 from airflow_provider_jetstream.core.signatures.options import ReplicationOptions
 from airflow_provider_jetstream.core.signatures.waits import REPLICATION_TRIGGER
 from airflow_provider_jetstream.core.status.replication import ReplicationWatch
 from airflow_provider_jetstream.core.status.report import ReplicationCheck
 from airflow_provider_jetstream.core.status.waiting import PollClock
 from airflow_provider_jetstream.hooks.status import JetStreamStatusHook
-from airflow_provider_jetstream.triggers.base import JetStreamWaitTrigger
+from airflow_provider_jetstream.triggers.base import JetStreamWaitTrigger, keeps_arguments
 
 
 class JetStreamReplicationLagTrigger(JetStreamWaitTrigger):
@@ -58,29 +59,18 @@ class JetStreamReplicationLagTrigger(JetStreamWaitTrigger):
         and goes on waiting.
     :param state: what the sensor's checks so far left (:meth:`ReplicationWatch.state` and since when
         the domain has not answered), so the trigger goes on where the sensor was. Default: none.
-
-    What it opens (its use of the shared connection) is held by ``run()``'s context manager and
-    released when ``run()`` returns, is cancelled or is closed: ``cleanup()`` has nothing left to do.
     """
 
     arguments = REPLICATION_TRIGGER
     hook_class = JetStreamStatusHook
-    fields = (
-        "stream",
-        "origins",
-        "options",
-        "poll_interval",
-        "unreachable_origins",
-        "min_time_to_loss",
-        "min_headroom",
-        "low_headroom",
-    )
     event_key = "replication"
+    what_format = "stream {stream!r}"
     #: The final event carries the watch's state: the headroom sensor keeps its memory for the next run.
     event_state = True
     #: Confirm an error within one check (set by a rescheduled sensor without a state store; not serialized).
     confirm_errors = False
 
+    @keeps_arguments
     def __init__(
         self,
         jetstream_conn_id: str,
@@ -96,42 +86,13 @@ class JetStreamReplicationLagTrigger(JetStreamWaitTrigger):
         min_headroom: float | None = None,
         low_headroom: str = "fail",
         state: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(
-            jetstream_conn_id=jetstream_conn_id,
-            stream=stream,
-            domain=domain,
-            api_prefix=api_prefix,
-            origins=origins,
-            options=options,
-            poll_interval=poll_interval,
-            unreachable_origins=unreachable_origins,
-            unreachable_timeout=unreachable_timeout,
-            min_time_to_loss=min_time_to_loss,
-            min_headroom=min_headroom,
-            low_headroom=low_headroom,
-            state=state,
-        )
-
-    @property
-    def what(self) -> str:
-        return f"stream {self.stream!r}"
+    ) -> None: ...
 
     def new_watch(self) -> ReplicationWatch:
+        """The watch the trigger's arguments and options ask for, going on from what earlier checks remembered."""
         options: ReplicationOptions = self.options
-        return ReplicationWatch(
-            self.stream,
-            options.max_lag,
-            options.max_inactive,
-            options.error_grace,
-            self.origins,
-            verify_origin=options.verify_origin,
-            unreachable_origins=self.unreachable_origins,
-            unreachable_timeout=self.unreachable_timeout,
-            min_time_to_loss=self.min_time_to_loss,
-            min_headroom=self.min_headroom,
-            low_headroom=self.low_headroom,
-        ).restore(self.state.get("watch"))
+        values = {**{name: getattr(self, name) for name in self.fields}, **options.as_kwargs()}
+        return replication_watch(values, self.unreachable_timeout).restore(self.state.get("watch"))
 
     async def check(self, hook: JetStreamStatusHook) -> ReplicationCheck:
         """One exact check; the watch's memory (errors, silences, what was logged) goes on in :attr:`state`.

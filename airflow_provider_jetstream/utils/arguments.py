@@ -64,7 +64,8 @@ class CheckedArguments:
     of its name (or the one ``argument_attributes`` names).
     """
 
-    #: The signature of the class's public arguments (besides Airflow's own).
+    #: The signature of the class's public arguments (besides Airflow's own); its templated ones are the class's
+    #: ``template_fields``.
     arguments: ClassVar[Args]
     #: Where text forms (``"true"``, ``"5"``) are accepted: None, the arguments whose values came from
     #: a template (a rendered template is text; a literal ``purge="yes"`` is a mistake, not a boolean);
@@ -85,7 +86,11 @@ class CheckedArguments:
         return super().__new__(cls)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A class that names its ``arguments`` renders their templated ones (its ``template_fields``, unless it
+        sets its own); its ``__init__`` checks the literal values when it ends (see the module doc)."""
         super().__init_subclass__(**kwargs)
+        if "arguments" in cls.__dict__ and "template_fields" not in cls.__dict__:
+            cls.template_fields = cls.arguments.template_fields()
         init = cls.__dict__.get("__init__")
         if init is not None and not getattr(init, "_checks_arguments", False):
             cls.__init__ = _checking_after(init)  # type: ignore[method-assign]
