@@ -199,7 +199,7 @@ def test_adding_a_durable_source_to_an_existing_stream_is_gated_like_creating_on
     with pytest.raises(ReconcileError) as refused:
         hook.ensure_stream(durable, domain="hub")
     assert str(refused.value) == (
-        f"spec.sources[0].consumer needs nats-server >= 2.14; domain 'hub' reports API level {level} "
+        f"stream.sources[0].consumer needs nats-server >= 2.14; domain 'hub' reports API level {level} "
         "(API level 4 = nats-server 2.14); nothing was sent"
     )
     assert [s["name"] for s in raw.info("hub", copy)["config"]["sources"]] == ["elsewhere"]
