@@ -74,7 +74,10 @@ named by its domain.
    `{COMMANDS_STREAM}`, the KV bucket `{PIPELINE_BUCKET}` and `{AGGREGATE_STREAM}`, which sources every leaf,
    subjects rewritten to `edge.<leaf>.>`. All idempotent: an unchanged spec sends no update; nothing
    is ever deleted. **A leaf that is away has its mapped instances skipped**, not retried into a failure
-   (also when it drops between the check and its step); the hub steps run all the same.
+   (also when it drops between the check and its step); the hub steps run all the same. The leaf list is
+   this DAG's own declaration of its edge, so the aggregate takes a source of every listed leaf even if
+   that leaf never answered yet (`allow_unreachable_origins`; otherwise a domain the hub never saw is
+   refused as a wrong name, docs/management.md).
 3. **wait** (deferrable) until every source of `{AGGREGATE_STREAM}` that can be reached has exactly caught
    up with its origin: lag alone cannot tell a cut-off leaf from a caught-up one.
 4. **process** the new readings with Spark: from the sequence after the checkpoint in KV
@@ -342,6 +345,8 @@ with DAG(
         stream=AGGREGATE_STREAM,
         sources=hub_aggregate_sources(probe),
         stream_overrides=AGGREGATE_OVERRIDES,
+        # The listed leaves are the edge this DAG declares: one away on its first run is still sourced.
+        options={"allow_unreachable_origins": True},
         trigger_rule="none_failed",
     )
     pipeline_bucket = JetStreamCreateKeyValueOperator(

@@ -159,12 +159,35 @@ def test_dag_defaults_match_the_stack(compose: dict) -> None:
 
 #: The Python of each base image (read from the images' documentation, not run here): the official Airflow
 #: image names it in its tag; apache/spark's python3 images are Ubuntu 22.04's Python 3.10 at /usr/bin/python3.
-IMAGE_PYTHON = {"apache/airflow": ("3.11", "/usr/local/bin/python"), "apache/spark": ("3.10", "/usr/bin/python3")}
+IMAGE_PYTHON = {"apache/airflow": ("3.10", "/usr/local/bin/python"), "apache/spark": ("3.10", "/usr/bin/python3")}
+#: The Python minor of an apache/spark tag's suffix: its ``-python3`` images are built on Ubuntu 22.04 (jammy).
+SPARK_TAG_PYTHON = {"python3": "3.10"}
 
 
 def dockerfile(compose: dict, service: str) -> str:
     build = compose["services"][service]["build"]
     return (REPO / build["context"] / build["dockerfile"]).read_text()
+
+
+def image_python(compose: dict, service: str) -> str:
+    """The Python minor (``3.10``) of the image a service builds, read from its Dockerfile's ``FROM``: the
+    Airflow image's tag names it (``3.3.2-python3.10``); a Spark image's tag suffix names its Ubuntu's."""
+    image, tag = re.search(r"^FROM ([^:\s]+):(\S+)", dockerfile(compose, service), re.MULTILINE).groups()
+    if image == "apache/airflow":
+        return re.fullmatch(r"[\d.]+-python(3\.\d+)", tag).group(1)
+    assert image == "apache/spark", image
+    return SPARK_TAG_PYTHON[tag.split("-", 1)[1]]
+
+
+def test_the_spark_driver_and_its_workers_run_one_python(compose: dict) -> None:
+    """PySpark refuses a driver and workers of different Python minor versions: the driver runs in the Airflow
+    image (the submit operator, a task's own SparkSession), the Python workers in the Spark image. Every image a
+    service builds runs the same minor, the one the images' table records."""
+    built = [name for name, service in compose["services"].items() if "build" in service]
+    assert {name.split("-")[0] for name in built} == {"airflow", "spark"}, built
+    minors = {name: image_python(compose, name) for name in built}
+    assert len(set(minors.values())) == 1, minors
+    assert {version for version, _ in IMAGE_PYTHON.values()} == set(minors.values())
 
 
 def test_compose_file_follows_the_compose_spec(compose: dict) -> None:
@@ -210,10 +233,7 @@ def test_images_install_with_the_constraints_of_their_python(compose: dict) -> N
     where there is one, else ``constraints.txt`` (Python 3.11+)."""
     for service in ("airflow-apiserver", "spark-master"):
         text = dockerfile(compose, service)
-        base = re.search(r"^FROM ([^:\s]+):(\S+)", text, re.MULTILINE)
-        version = IMAGE_PYTHON[base.group(1)][0]
-        if base.group(1) == "apache/airflow":
-            assert base.group(2).endswith(f"-python{version}"), base.group(0)
+        version = image_python(compose, service)
         specific = REPO / f"constraints-py{version}.txt"
         expected = specific.name if specific.exists() else "constraints.txt"
         used = set(re.findall(r"-c /opt/provider/(\S+)", text))

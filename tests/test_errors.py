@@ -23,6 +23,7 @@ REFUSAL = {
     "SpecErrors": True,
     "UnsafeSubjectError": True,
     "ReconcileError": True,
+    "UnknownOriginDomainError": True,
     "DoubleStoreError": True,
     "DoubleStoreUnverifiedError": True,
     "JetStreamAuthError": True,

@@ -8,7 +8,8 @@ one place that speaks it, on nats-py's public request API.
 A stream whose leader died answers nothing, or 503 "JetStream system temporarily unavailable", until a new
 leader is elected (a few seconds): reads and consumer creates are asked again across that failover by the
 one resend rule (:func:`~airflow_provider_jetstream.core.resend.retry_failover`, within
-:attr:`JetStreamApi.failover` seconds).
+:attr:`JetStreamApi.failover` seconds). Only a 503 is a failover in another domain than the connection's
+(``$JS.<leaf>.API``): nobody answering there is that domain being away, answered at once.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ def unavailable_hint(prefix: str, cluster: bool = False, home: str | None = None
     domain = domain_of(prefix)
     if cluster:
         if domain and domain != home:
-            return f"{FAILOVER_WORDS} in the cluster, or a leaf that is offline, or a wrong domain name?"
+            return "a leaf that is offline (or its link moving to another node of the cluster), or a wrong domain name?"
         return f"{FAILOVER_WORDS} in the cluster"
     if domain:
         return "a leaf that is offline, or a wrong domain name?"
@@ -225,7 +226,11 @@ class JetStreamApi:
         if self.failover <= 0 or not suffix.startswith(IDEMPOTENT_REQUESTS):
             return await self._request_once(suffix, body)
         return await retry_failover(
-            lambda: self._request_once(suffix, body), self.nc, within=self.failover, what=f"{self.target}: {suffix}"
+            lambda: self._request_once(suffix, body),
+            self.nc,
+            within=self.failover,
+            what=f"{self.target}: {suffix}",
+            prefix=self.prefix,
         )
 
     async def _request_once(self, suffix: str, body: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -25,6 +25,7 @@ fix::
     │   ├── SpecError, SpecErrors                one or several invalid fields of a spec or arguments
     │   │   └── UnsafeSubjectError               a publish subject that is not literal, or reserved
     │   ├── ReconcileError                       a change the reconcile rules refuse
+    │   │   └── UnknownOriginDomainError         a copy of an origin domain that does not answer and was never seen
     │   └── DoubleStoreError                     a write that two connected domains would store
     │       └── DoubleStoreUnverifiedError       a domain answered the check with an error
     ├── JetStreamAuthError (also JetStreamConnectionError)   the server rejected the credentials
@@ -190,6 +191,12 @@ class UnsafeSubjectError(SpecError):
 
 class ReconcileError(JetStreamConfigError):
     """The spec cannot be applied as asked (replace-forcing change, if_exists='fail', server too old)."""
+
+
+class UnknownOriginDomainError(ReconcileError):
+    """A mirror or source of an origin domain that does not answer, and that nothing the target knows names (no
+    copy there of that domain, not in ``peer_domains``): a wrong domain name, refused unless
+    ``allow_unreachable_origins=True``; such a copy would block every later write in the target domain."""
 
 
 class DoubleStoreError(JetStreamConfigError):

@@ -13,9 +13,10 @@ message, fast-ingest and atomic batches, :mod:`~airflow_provider_jetstream.core.
   JetStream API request when it is a read or a consumer create (:data:`IDEMPOTENT_REQUESTS`). A KV or object
   write carries an id of its own.
 - **On which answers.** A failover (:func:`during_failover`): a clustered JetStream said it has no leader,
-  or, on a connection to a cluster, nobody answered. For a publish, an answer saying nothing could store
-  it now (:func:`nothing_stores_now`); a message with an id that gets no answer at all is sent again
-  after :func:`resend_after` seconds.
+  or, on a connection to a cluster, nobody in the connection's own domain answered (nobody answering in
+  another domain, behind a leaf link, is that domain being away: answered at once). For a publish, an
+  answer saying nothing could store it now (:func:`nothing_stores_now`); a message with an id that gets no
+  answer at all is sent again after :func:`resend_after` seconds.
 - **After what pause.** :data:`FIRST_PAUSE` seconds, doubling up to :data:`LONGEST_PAUSE`
   (:func:`pause_after`, :class:`ResendWindow`). A reader pulls again (or makes its consumer again) after
   :func:`pull_pauses`: :data:`FIRST_PULL_PAUSE`, doubling up to the pull request's expiry (a relinked leaf is
@@ -41,10 +42,11 @@ import nats.errors
 import nats.js.errors
 from nats.aio.client import Client
 
-from airflow_provider_jetstream.core.connection.client import clustered
+from airflow_provider_jetstream.core.connection.client import clustered, in_home_domain
 from airflow_provider_jetstream.core.errors import (
     UNAVAILABLE,
     WAIT,
+    JetStreamApiError,
     JetStreamNoLeaderError,
     JetStreamPublishError,
     disposition,
@@ -101,14 +103,22 @@ def may_resend(headers: Mapping[str, str] | None) -> bool:
     return bool(headers and headers.get(MSG_ID_HEADER))
 
 
-def during_failover(error: BaseException, nc: Client) -> bool:
-    """Whether ``error`` may be a failover that asking again after the election fixes: a clustered
-    JetStream said it has no leader (always), or, on a connection to a cluster
-    (:func:`~airflow_provider_jetstream.core.connection.client.clustered`), nobody answered (no responders,
-    a timeout, a reconnect: a request that reached a node as it died). Refusals never are."""
-    if isinstance(error, JetStreamNoLeaderError):
+def during_failover(error: BaseException, nc: Client, prefix: str | None = None) -> bool:
+    """Whether ``error``, the answer to a request at the JetStream API ``prefix``, may be a failover that asking
+    again after the election fixes: a clustered JetStream said it has no leader (a 503, always), or, on a
+    connection to a cluster (:func:`~airflow_provider_jetstream.core.connection.client.clustered`), nobody in
+    the connection's own domain answered (no responders, a timeout, a reconnect: a request that reached a node
+    as it died). Nobody answering in another domain (``$JS.<leaf>.API``, reached through a leaf link) is that
+    domain being away, not a failover: answered at once. Refusals never are. Default ``prefix``: None, the
+    connection's own domain."""
+    if isinstance(error, JetStreamNoLeaderError) or _unavailable(error):
         return True
-    return disposition(error) == WAIT and clustered(nc)
+    return disposition(error) == WAIT and clustered(nc) and in_home_domain(nc, prefix)
+
+
+def _unavailable(error: BaseException) -> bool:
+    """A JetStream answer with code 503 ("JetStream system temporarily unavailable"): no leader there now."""
+    return isinstance(error, JetStreamApiError) and error.code == UNAVAILABLE
 
 
 def nothing_stores_now(answer: BaseException | None, *, cluster: bool = False) -> bool:
@@ -235,16 +245,24 @@ async def repeat(
 
 
 async def retry_failover(
-    call: Callable[[], Awaitable[T]], nc: Client, *, within: float, what: str, unanswered_too: bool = False
+    call: Callable[[], Awaitable[T]],
+    nc: Client,
+    *,
+    within: float,
+    what: str,
+    unanswered_too: bool = False,
+    prefix: str | None = None,
 ) -> T:
-    """Across a failover: ``call()``, asked again while it fails :func:`during_failover`, within ``within``
-    seconds (:func:`repeat`). ``what`` names the call in the log.
+    """Across a failover: ``call()``, a request at the JetStream API ``prefix`` (default None: the connection's
+    own domain), asked again while it fails :func:`during_failover`, within ``within`` seconds (:func:`repeat`).
+    ``what`` names the call in the log.
 
-    :param unanswered_too: also ask again when nobody answers on a connection to one server (a question
-        to another domain through a leaf link, whose far side may be electing a leader). Default False.
+    :param unanswered_too: also ask again when nobody answers, in any domain and on a connection to one
+        server (a question to another domain through a leaf link, whose far side may be electing a leader).
+        Default False.
     """
 
     def failover(err: BaseException) -> bool:
-        return during_failover(err, nc) or (unanswered_too and disposition(err) == WAIT)
+        return during_failover(err, nc, prefix) or (unanswered_too and disposition(err) == WAIT)
 
     return await repeat(call, again=failover, within=within, what=what)

@@ -39,6 +39,7 @@ from airflow_provider_jetstream.core.errors import (
     SpecError,
 )
 from airflow_provider_jetstream.core.manage.double_store import guard_double_store
+from airflow_provider_jetstream.core.manage.origin_check import check_origin_domains
 from airflow_provider_jetstream.core.manage.specs import StreamSpec
 from airflow_provider_jetstream.core.read.settle import Settler
 from airflow_provider_jetstream.core.signatures.operations import ACCOUNT_INFO, API, HOOK, JETSTREAM, PROBE_DOMAINS
@@ -104,6 +105,15 @@ class JetStreamBaseHook(BaseHook):
         other = hook_class(self.jetstream_conn_id, domain=self.domain, api_prefix=self.api_prefix)
         other._config = self._config
         return other
+
+    @classmethod
+    def on_connection(cls: type[H], conn: Any, **kwargs: Any) -> H:
+        """This hook on a connection already read (an Airflow ``Connection``; its ``conn_id`` names it), where
+        the hook's own lookup would not find it: Airflow's api-server reads a team's connection only with the team
+        named (the JetStream page). ``kwargs``: the hook's other arguments (``domain``, ``api_prefix``)."""
+        hook = cls(conn.conn_id, **kwargs)
+        hook._config = cls._validated(conn)
+        return hook
 
     # -- connection settings -------------------------------------------------------------------
 
@@ -356,15 +366,32 @@ class JetStreamBaseHook(BaseHook):
         bucket: str | None = None,
     ) -> dict[str, Any]:
         """Declare ``spec`` on ``reconcile``, the reconcile ladder of its kind (``reconcile_stream``...), as
-        ``declaring`` asks (where, the ladder's choices, the guards), the double-store check of ``stream`` (what
-        stores the spec's messages: ``subjects``; ``what`` in messages, ``bucket`` for a KV bucket) run once a
-        write is decided; the result's XCom dict."""
+        ``declaring`` asks (where, the ladder's choices, the guards), the checks of ``stream`` run once a write is
+        decided: its origin domains answer or are known (or ``allow_unreachable_origins``), and the double-store
+        check (what stores the spec's messages: ``subjects``; ``what`` in messages, ``bucket`` for a KV bucket);
+        the result's XCom dict."""
         ladder = dict(declaring)
         logger = ladder.pop("logger") or self.log
         allow, peers = ladder.pop("allow_double_store"), ladder.pop("peer_domains")
+        unreachable = ladder.pop("allow_unreachable_origins")
         async with self.aapi(**request_of(ladder)) as api:
             guard = await self._double_store_guard(api, subjects, what, allow, logger, peers, stream, bucket=bucket)
-            result = await reconcile(api, spec, guard=guard, logger=logger, **ladder)
+
+            async def origin_check() -> list[str]:
+                notes = await check_origin_domains(
+                    api.nc,
+                    target_prefix=api.prefix,
+                    domains=stream.origin_domains(),
+                    what=what,
+                    peer_domains=peers or (),
+                    allow=unreachable,
+                    timeout=api.timeout,
+                )
+                for note in notes:
+                    logger.warning("%s", note)
+                return notes
+
+            result = await reconcile(api, spec, guard=guard, origin_check=origin_check, logger=logger, **ladder)
         return result.as_xcom()
 
     async def _delete(

@@ -49,6 +49,10 @@ class JetStreamKeyValueHook(JetStreamBaseHook):
         :param allow_double_store: create even if a bucket of this name takes writes in another
             connected domain of this account, or a domain cannot be checked. Default False.
         :param peer_domains: more domains for that check, besides the connection's own.
+        :param allow_unreachable_origins: declare a mirror or source of an origin domain that does not answer now and
+            was never seen (no copy of it in the target, not in ``peer_domains``). Default False:
+            :class:`UnknownOriginDomainError` (a wrong domain name?); a known domain that does not answer is declared
+            with a warning in the result's ``notes``.
         """
         spec: KeyValueSpec = bucket  # type: ignore[assignment]  # checked: a KeyValueSpec
         stream = spec.stream_spec()

@@ -60,7 +60,8 @@ class Logged(Request, total=False):
 class Declaring(Logged, total=False):
     """What a declaring method (``ensure_*``) takes besides what it declares: the reconcile ladder's choices
     (``if_exists``, ``dry_run``) and the guards of a change (``prune_sources``, ``allow_data_loss``,
-    ``allow_double_store``, ``peer_domains``), as far as its declaration takes them."""
+    ``allow_double_store``, ``peer_domains``, ``allow_unreachable_origins``), as far as its declaration takes
+    them."""
 
     if_exists: str
     dry_run: bool
@@ -68,6 +69,7 @@ class Declaring(Logged, total=False):
     allow_data_loss: bool
     allow_double_store: bool
     peer_domains: Sequence[str] | None
+    allow_unreachable_origins: bool
 
 
 def request_of(values: dict[str, Any]) -> Request:

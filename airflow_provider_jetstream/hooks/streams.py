@@ -17,8 +17,9 @@ from airflow_provider_jetstream.core.manage.durable_source import (
     check_deliver_subject,
     check_delivery_kept,
     check_durable_levels,
+    check_origin_answers,
 )
-from airflow_provider_jetstream.core.manage.reconcile import reconcile_stream
+from airflow_provider_jetstream.core.manage.reconcile import plan_new_consumer, reconcile_stream
 from airflow_provider_jetstream.core.manage.specs import StreamSpec
 from airflow_provider_jetstream.core.signatures.durable import ENSURE_DURABLE_SOURCE
 from airflow_provider_jetstream.core.signatures.operations import DELETE_STREAM, ENSURE_STREAM, PURGE, STREAM_INFO
@@ -60,6 +61,10 @@ class JetStreamStreamsHook(JetStreamBaseHook):
         :param allow_double_store: create even if another connected domain of this account stores the
             same subjects, or a domain cannot be checked. Default False: ``DoubleStoreError``.
         :param peer_domains: more domains for that check, besides the connection's own.
+        :param allow_unreachable_origins: declare a mirror or source of an origin domain that does not answer now and
+            was never seen (no copy of it in the target, not in ``peer_domains``). Default False:
+            :class:`UnknownOriginDomainError` (a wrong domain name?); a known domain that does not answer is declared
+            with a warning in the result's ``notes``.
         """
         spec: StreamSpec = stream  # type: ignore[assignment]  # checked: a StreamSpec
         what = f"stream {spec.name!r}"
@@ -108,6 +113,9 @@ class JetStreamStreamsHook(JetStreamBaseHook):
             self.aapi(origin_domain, None, request_timeout=request_timeout) as origin_api,
             self.aapi(domain, declaring["api_prefix"], request_timeout=request_timeout) as copy_api,
         ):
+            await check_origin_answers(
+                copy_api, plan, peer_domains=peers or (), allow=declaring["allow_unreachable_origins"]
+            )
             await check_durable_levels(origin_api, copy_api, plan)
             await check_deliver_subject(copy_api, plan)
             await check_delivery_kept(origin_api, copy_api, plan)
@@ -115,7 +123,14 @@ class JetStreamStreamsHook(JetStreamBaseHook):
         origin_result = await self.aensure_stream(plan.origin, **{**declaring, **in_origin})
         reconciling = {name: declaring[name] for name in ("if_exists", "dry_run", "request_timeout", "logger")}
         consumers = self.role(JetStreamConsumersHook)
-        made = await consumers.aensure_consumer(plan.origin.name, plan.consumer, domain=origin_domain, **reconciling)
+        if declaring["dry_run"] and origin_result.get("plan") in ("create", "recreate"):
+            # The origin stream is planned, not there: its consumer would be created with it.
+            async with self.aapi(origin_domain, None, request_timeout=request_timeout) as origin_api:
+                made = plan_new_consumer(origin_api, plan.origin.name, plan.consumer, logger=logger).as_xcom()
+        else:
+            made = await consumers.aensure_consumer(
+                plan.origin.name, plan.consumer, domain=origin_domain, **reconciling
+            )
         copy = await self.aensure_stream(plan.copy, **{**declaring, "peer_domains": [*peers, origin_domain]})
         actions = [origin_result["action"], made["action"], copy["action"]]
         action = next((a for a in ("created", "recreated", "updated", "planned") if a in actions), "unchanged")

@@ -12,7 +12,13 @@ from airflow_provider_jetstream.hooks.consumers import JetStreamConsumersHook
 from airflow_provider_jetstream.operators.base import JetStreamBaseOperator, ReconcileOperator, declare_arguments
 
 #: A consumer has no sources, limits or subjects of its own: of the declare options, only the dry run applies.
-_NOT_FOR_CONSUMERS = ("prune_sources", "allow_data_loss", "allow_double_store", "peer_domains")
+_NOT_FOR_CONSUMERS = (
+    "prune_sources",
+    "allow_data_loss",
+    "allow_double_store",
+    "peer_domains",
+    "allow_unreachable_origins",
+)
 
 
 class JetStreamCreateConsumerOperator(ReconcileOperator):

@@ -43,7 +43,9 @@ class JetStreamCreateKeyValueOperator(DeclareBucketOperator):
         none, or ``replicas`` lowered; refused by default, naming each field ``old -> new``; an existing bucket's
         fields the spec does not name are never changed), ``allow_double_store`` (create even if a bucket of
         this name takes writes in another connected domain of this account, or a domain cannot be checked;
-        refused by default, quoting the NATS docs' advice), ``peer_domains`` (more domains for that check).
+        refused by default, quoting the NATS docs' advice), ``peer_domains`` (more domains for that check),
+        ``allow_unreachable_origins`` (declare a mirror or source of an origin domain that does not answer and
+        was never seen: refused by default, a wrong domain name?).
     """
 
     hook_class = JetStreamKeyValueHook

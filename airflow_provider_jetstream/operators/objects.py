@@ -43,7 +43,9 @@ class JetStreamCreateObjectStoreOperator(DeclareBucketOperator):
         a lower ``max_bytes`` or ``ttl``, or one set where there was none, or fewer ``replicas``; refused by
         default, naming each field ``old -> new``), ``allow_double_store`` (create even if a bucket of this name
         takes writes in another connected domain of this account, or a domain cannot be checked; refused by
-        default), ``peer_domains`` (more domains for that check).
+        default), ``peer_domains`` (more domains for that check),
+        ``allow_unreachable_origins`` (declare a mirror or source of an origin domain that does not answer and
+        was never seen: refused by default, a wrong domain name?).
     """
 
     hook_class = JetStreamObjectStoreHook

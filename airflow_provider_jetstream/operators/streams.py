@@ -92,7 +92,8 @@ class JetStreamCreateStreamOperator(_DeclareStreamOperator):
         stored data or lowers ``replicas``: refused by default, naming each field ``old -> new``),
         ``allow_double_store`` (create even if a stream of this account in another connected domain listens on
         the same subjects, or a domain cannot be checked: refused by default), ``peer_domains`` (more domains
-        for that check).
+        for that check), ``allow_unreachable_origins`` (declare a mirror or source of an origin domain that does not
+        answer and was never seen: refused by default, a wrong domain name?).
     """
 
     arguments: Args = OPERATOR + Args("create stream", {"stream": ENSURE_STREAM.args["stream"]}) + _STREAM_DECLARE
@@ -201,7 +202,7 @@ class JetStreamCreateDurableSourceOperator(_CopyingStreamOperator):
         declare_arguments(DurableSourceOptions, without=("prune_sources",))
     )
     template_fields_renderers = {"origin": "json", "consumer": "json", "stream_overrides": "json"}
-    declare_fields = ("dry_run", "allow_data_loss", "allow_double_store", "peer_domains")
+    declare_fields = ("dry_run", "allow_data_loss", "allow_double_store", "peer_domains", "allow_unreachable_origins")
 
     def __init__(
         self,

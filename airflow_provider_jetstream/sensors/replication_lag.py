@@ -30,9 +30,9 @@ class JetStreamReplicationLagSensor(BaseJetStreamSensor):
     says what to do: ``"auto"`` falls back to the lag/active rule (``lag <= max_lag``, heard from
     within ``max_inactive``, no error: ``nats server check stream --lag-critical --seen-critical``),
     saying so in the table. Logs news only: the table when what it says changed (rows compared by origin,
-    in any order) and every 5 minutes, a one-line summary at every other check. An origin no JetStream
-    answers for shows its lag as ``unknown`` (the hub's own figure is the last it knew, 0 for a cut-off
-    leaf), with what the copy holds of it against the origin's last known sequence.
+    in any order) and every 5 minutes, between them a one-line summary once a minute (not at every poke).
+    An origin no JetStream answers for shows its lag as ``unknown`` (the hub's own figure is the last it
+    knew, 0 for a cut-off leaf), with what the copy holds of it against the origin's last known sequence.
     An origin that reports a replication error for longer than ``error_grace`` fails the task with
     the error; so do a refused request and an origin unreachable for longer than
     ``unreachable_timeout``. Returns (XCom) the stream's message count, last sequence, ``caught_up``

@@ -417,7 +417,8 @@ class LocalTopology:
 
     def wait_linked(self, timeout: float = 30.0, domains: list[str] | None = None) -> None:
         """Wait until the leaves of ``domains`` (default: every linked leaf) have both remotes up at
-        the hub and their JetStream, and the hub's, answer through the hub."""
+        the hub and their JetStream, and the hub's, answer through every running node of the hub (a leaf
+        links to one node; the others learn of it through their routes a moment later)."""
         from airflow_provider_jetstream.core.sync import run_sync
 
         run_sync(self._await_domains(timeout, sorted(self.linked) if domains is None else list(domains)))
@@ -438,19 +439,24 @@ class LocalTopology:
         from airflow_provider_jetstream.core.api import JetStreamApi
 
         user, password = USERS["ACC"]
-        servers = [hub.url for hub in self.hubs if hub.process is not None]
-        nc = await nats.connect(servers=servers, user=user, password=password, allow_reconnect=False)
+        nodes = [
+            await nats.connect(servers=[hub.url], user=user, password=password, allow_reconnect=False)
+            for hub in self.hubs
+            if hub.process is not None
+        ]
         try:
             deadline = time.monotonic() + timeout
-            waiting = {self.hub_domain, *domains}
+            waiting = {(index, domain) for index in range(len(nodes)) for domain in [self.hub_domain, *domains]}
             while waiting or not self._remotes_up(domains):
-                for domain in sorted(waiting):
+                for index, domain in sorted(waiting):
                     with contextlib.suppress(Exception):
-                        await JetStreamApi(nc, f"$JS.{domain}.API", timeout=1).account_info()
-                        waiting.discard(domain)
+                        await JetStreamApi(nodes[index], f"$JS.{domain}.API", timeout=1, failover=0).account_info()
+                        waiting.discard((index, domain))
                 if time.monotonic() > deadline:
+                    late = sorted({domain for _, domain in waiting} or domains)
                     logs = "\n".join(self.leaves[d]._log_tail(5) for d in domains)
-                    raise NatsServerError(f"domains {sorted(waiting or domains)} not linked after {timeout}s\n{logs}")
+                    raise NatsServerError(f"domains {late} not linked after {timeout}s\n{logs}")
                 await asyncio.sleep(0.05)
         finally:
-            await nc.close()
+            for nc in nodes:
+                await nc.close()

@@ -124,7 +124,9 @@ class JetStreamWaitTrigger(BaseTrigger, abc.ABC):
         for name in (*SHARED, *self.fields):
             setattr(self, name, args[name])
         self.state = self.state or {}
-        self._unreachable = UnreachableClock(self.unreachable_timeout, self.state.get("unreachable_since"))
+        self._unreachable = UnreachableClock(
+            self.unreachable_timeout, self.state.get("unreachable_since"), self.state.get("unreachable_logged")
+        )
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         names = ("jetstream_conn_id", *self.fields, "domain", "api_prefix", "unreachable_timeout", "state")
@@ -162,10 +164,12 @@ class JetStreamWaitTrigger(BaseTrigger, abc.ABC):
             no_answer=lambda err: no_answer_reason(hook, err),
             log=self.log,
         )
-        if self._unreachable.since is None:
-            self.state.pop("unreachable_since", None)
-        else:
-            self.state["unreachable_since"] = self._unreachable.since
+        clock = self._unreachable
+        for key, value in (("unreachable_since", clock.since), ("unreachable_logged", clock.logged)):
+            if value is None:
+                self.state.pop(key, None)
+            else:
+                self.state[key] = value
         return outcome
 
     async def poke_step(self, hook: Any) -> WaitOutcome:

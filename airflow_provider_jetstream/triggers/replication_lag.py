@@ -27,7 +27,8 @@ class JetStreamReplicationLagTrigger(JetStreamWaitTrigger):
     ``jetstream_conn_id``: asks each origin for its last sequence in the origin's own domain, then
     reads the stream (see :mod:`airflow_provider_jetstream.core.status.replication`). Logs news only: the
     replication table when what it says changed (its rows compared by origin, in any order) and every
-    5 minutes (``LOG_HEARTBEAT``), a one-line summary at every other check; an unreachable origin's lag is
+    5 minutes (``LOG_HEARTBEAT``), between them a one-line summary once a minute (``LOG_SUMMARY_EVERY``), not
+    at every check; an unreachable origin's lag is
     ``unknown``, with what the copy holds of it against the origin's last known sequence. Firing without
     some origins (``unreachable_origins="proceed"``) is logged at WARNING. Fires ``{"status": "success",
     "replication": {...}}``, or ``{"status": "error", "reason": ..., "message": ...}`` when the stream
@@ -114,7 +115,7 @@ class JetStreamReplicationLagTrigger(JetStreamWaitTrigger):
                     self.log.info("Stream %r: waiting: %s", self.stream, check.waiting_for())
                 if check.low_headroom and not check.failed:
                     self.log.warning("Stream %r: %s", self.stream, "; ".join(check.low_headroom))
-            else:  # nothing new since the table last logged: one line
+            elif watch.should_summarize():  # nothing new since the table last logged: one line a minute
                 self.log.info("%s", check.summary())
             if check.note():
                 self.log.warning("%s", check.note())

@@ -5,9 +5,11 @@ its JSON, both behind Airflow's authentication and its permission to read the ch
 - ``GET /jetstream/connections/{connection_id}``: the page of one connection (one check per load).
 - ``GET /jetstream/api/connections/{connection_id}``: the same check as JSON.
 
-Airflow's own dependencies decide who gets in (``requires_access_connection("GET")``: a logged-in user
-allowed to read that connection; no token: 401; a bad one, or no permission: 403). The NATS work runs
-through the hook's one sync bridge in FastAPI's worker threads; the history is an Airflow Variable.
+Nothing else: no OpenAPI schema or docs pages (they would answer without a login). Airflow's own dependencies
+decide who gets in (``requires_access_connection("GET")``: a logged-in user allowed to read that connection, its
+team's in multi-team mode; no token: 401; a bad one, or no permission: 403). A GET only reads: the history is
+kept in the api-server's memory (:mod:`.history`). The NATS work runs through the hook's one sync bridge in
+FastAPI's worker threads.
 """
 
 from __future__ import annotations
@@ -24,57 +26,86 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 
 from airflow_provider_jetstream.core.errors import JetStreamError
 from airflow_provider_jetstream.hooks.status import JetStreamStatusHook
-from airflow_provider_jetstream.ui.history import VariableStore, record_check
+from airflow_provider_jetstream.ui.history import PageMemory
 from airflow_provider_jetstream.ui.links import link_streams
 from airflow_provider_jetstream.ui.overview import gather_overview
 from airflow_provider_jetstream.ui.render import render_page
 
 CONN_TYPE = "jetstream"
-#: News entries the page and its JSON show (the Variable keeps more).
+#: News entries the page and its JSON show (the memory keeps more).
 NEWS_SHOWN = 50
 
-app = FastAPI(title="NATS JetStream", description="The JetStream page of airflow-provider-jetstream")
+app = FastAPI(
+    title="NATS JetStream",
+    description="The JetStream page of airflow-provider-jetstream",
+    docs_url=None,
+    redoc_url=None,
+    openapi_url=None,
+)
+#: The pages' history, per connection, in this api-server process.
+MEMORY = PageMemory()
 
 
-def jetstream_conn_ids(user: Any) -> list[str]:
-    """The ids of ``jetstream`` connections in Airflow's database and in ``AIRFLOW_CONN_*`` variables that the
-    user may read (other secrets backends cannot be listed: type the id in the URL)."""
-    from airflow.api_fastapi.app import get_auth_manager
-    from airflow.models.connection import Connection
-    from airflow.utils.session import create_session
-    from sqlalchemy import select
-
-    with create_session() as session:
-        ids = set(session.scalars(select(Connection.conn_id).where(Connection.conn_type == CONN_TYPE)))
+def _env_conn_ids() -> set[str]:
+    """The ids of ``jetstream`` connections in ``AIRFLOW_CONN_<ID>`` variables (not a team's
+    ``AIRFLOW_CONN__<TEAM>___<ID>``: Airflow gives those only to that team's tasks)."""
+    ids = set()
     for name, value in os.environ.items():
-        if name.startswith("AIRFLOW_CONN_"):
+        if name.startswith("AIRFLOW_CONN_") and not name.startswith("AIRFLOW_CONN__"):
             try:
                 kind = json.loads(value).get("conn_type")
             except (ValueError, AttributeError):
                 kind = value.partition("://")[0]
             if kind == CONN_TYPE:
                 ids.add(name.removeprefix("AIRFLOW_CONN_").lower())
+    return ids
+
+
+def jetstream_conn_ids(user: Any) -> list[str]:
+    """The ids of ``jetstream`` connections in Airflow's database and in ``AIRFLOW_CONN_*`` variables that the
+    user may read, each asked of the auth manager with its team (other secrets backends cannot be listed: type
+    the id in the URL)."""
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.models.connection import Connection
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        query = select(Connection.conn_id, Connection.team_name).where(Connection.conn_type == CONN_TYPE)
+        teams: dict[str, str | None] = {conn_id: team for conn_id, team in session.execute(query)}
+    for conn_id in _env_conn_ids():
+        teams.setdefault(conn_id, None)  # a connection in the database shadows the variable, as in Airflow
     auth = get_auth_manager()
-    return sorted(
-        i for i in ids if auth.is_authorized_connection(method="GET", details=ConnectionDetails(conn_id=i), user=user)
-    )
+
+    def readable(conn_id: str, team: str | None) -> bool:
+        details = ConnectionDetails(conn_id=conn_id, team_name=team)
+        return auth.is_authorized_connection(method="GET", details=details, user=user)
+
+    return sorted(conn_id for conn_id, team in teams.items() if readable(conn_id, team))
+
+
+def status_hook(conn_id: str) -> JetStreamStatusHook:
+    """The hook of a connection; a team's connection read with its team (Airflow's api-server finds a team's
+    connection only with the team named; ``requires_access_connection`` let the user in for that team)."""
+    from airflow.models.connection import Connection
+
+    team = Connection.get_team_name(conn_id)
+    if team is None:
+        return JetStreamStatusHook(jetstream_conn_id=conn_id)
+    return JetStreamStatusHook.on_connection(Connection.get_connection_from_secrets(conn_id, team_name=team))
 
 
 def check_connection(conn_id: str, user: Any) -> dict[str, Any]:
     """One check of the connection (see :func:`.overview.gather_overview`), recorded in its history, linked."""
-    hook = JetStreamStatusHook(jetstream_conn_id=conn_id)
-    store = VariableStore()
-    history = store.load(conn_id) or {}
-    watches = dict(history.get("watches") or {})
+    watches = MEMORY.watches(conn_id)
     try:
+        hook = status_hook(conn_id)
         overview = hook.run(gather_overview(hook, watches))
     except (JetStreamError, ValueError) as err:
         raise HTTPException(status_code=502, detail=str(err)) from None
     except Exception as err:  # a connection that does not exist, or is not a jetstream one
         raise HTTPException(status_code=404, detail=f"connection {conn_id!r}: {type(err).__name__}: {err}") from None
-    history = record_check(history, overview, time.time())
-    history["watches"] = watches
-    store.save(conn_id, history)
+    history = MEMORY.record(conn_id, overview, time.time(), watches)
     overview["history"] = {"news": history["news"][-NEWS_SHOWN:], "last_checked": history["last_checked"]}
     link_streams(overview, user)
     return overview

@@ -1,30 +1,23 @@
 """The JetStream page's memory of its last checks: since when each domain is (un)reachable and each origin in
-its state, the news between checks, and the replication watches, kept in one Airflow Variable per connection.
+its state, the news between checks, and the replication watches, kept per connection in the api-server's memory.
 
-A Variable lives in Airflow's own database (encrypted with its Fernet key when one is set), shows in
-Admin > Variables with a description saying what keeps it, and needs no write access to any NATS server:
-a page view never creates a bucket or a stream. It holds no secret: domain, stream and origin names,
-states and times. Two page views at once may each write; the later one wins, and the next check
-repairs what the other saw.
+A page view only reads: it writes no Airflow Variable and nothing on any NATS server (a user allowed to read a
+connection needs no other right, and a GET changes nothing). The memory lasts as long as the api-server process
+(each api-server, and each of its workers, keeps its own); the outage starts it shows survive a restart, as the
+hub's server reports them. For a record that lasts, the replication sensor logs every change (and its XCom keeps
+the outage). It holds no secret: domain, stream and origin names, states and times.
 """
 
 from __future__ import annotations
 
-import json
+import threading
 from typing import Any
 
 from airflow_provider_jetstream.core.arguments.durations import instant
 from airflow_provider_jetstream.core.status.report import iso_utc
 
-#: The Variable of a connection's page history: ``jetstream_page.<conn_id>``.
-KEY_PREFIX = "jetstream_page."
-#: Most news entries kept (the oldest go first).
+#: Most news entries kept per connection (the oldest go first).
 MAX_NEWS = 200
-DESCRIPTION = "Kept by the JetStream page (airflow-provider-jetstream): its last checks of connection {conn_id!r}"
-
-
-def variable_key(conn_id: str) -> str:
-    return f"{KEY_PREFIX}{conn_id}"
 
 
 def _states(overview: dict[str, Any]) -> tuple[dict[str, bool], dict[str, tuple[str, str, str | None]]]:
@@ -92,34 +85,25 @@ def record_check(history: dict[str, Any] | None, overview: dict[str, Any], now: 
     return history
 
 
-class VariableStore:
-    """The history of each connection's page in Airflow's ``variable`` table (one row per connection)."""
+class PageMemory:
+    """Each connection's page history in this process's memory (:func:`record_check`'s dict, with the replication
+    watches' memory under ``"watches"``). Two checks at once each record; the later one wins, and the next check
+    repairs what the other saw."""
 
-    def load(self, conn_id: str) -> dict[str, Any] | None:
-        from airflow.models.variable import Variable
-        from airflow.utils.session import create_session
-        from sqlalchemy import select
+    def __init__(self) -> None:
+        self._histories: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
 
-        with create_session() as session:
-            row = session.scalar(select(Variable).where(Variable.key == variable_key(conn_id)))
-            text = row.val if row is not None else None
-        try:
-            found = json.loads(text) if text else None
-        except ValueError:  # edited by hand into something else: start again
-            return None
-        return found if isinstance(found, dict) else None
+    def watches(self, conn_id: str) -> dict[str, Any]:
+        """What the replication watches of this connection's last check remembered (a copy to change)."""
+        with self._lock:
+            return dict((self._histories.get(conn_id) or {}).get("watches") or {})
 
-    def save(self, conn_id: str, history: dict[str, Any]) -> None:
-        from airflow.models.variable import Variable
-        from airflow.utils.session import create_session
-        from sqlalchemy import select
-
-        text = json.dumps(history, sort_keys=True)
-        with create_session() as session:
-            row = session.scalar(select(Variable).where(Variable.key == variable_key(conn_id)))
-            if row is None:
-                session.add(
-                    Variable(key=variable_key(conn_id), val=text, description=DESCRIPTION.format(conn_id=conn_id))
-                )
-            else:
-                row.val = text
+    def record(self, conn_id: str, overview: dict[str, Any], now: float, watches: dict[str, Any]) -> dict[str, Any]:
+        """Record a check (see :func:`record_check`, which annotates ``overview``) and the watches it left; the
+        history after it."""
+        with self._lock:
+            history = record_check(self._histories.get(conn_id), overview, now)
+            history["watches"] = watches
+            self._histories[conn_id] = history
+            return history

@@ -89,6 +89,7 @@ with DAG(dag_id="{NOTE_DAG_ID}", schedule=None, start_date=pendulum.datetime(202
     declare = JetStreamCreateSourcedStreamOperator(
         task_id="declare", jetstream_conn_id="nats_hub", domain="hub", stream="{NOTED}",
         sources=[{{"name": "{NOTED}", "domain": "leaf-a"}}, {{"name": "{NOTED}", "domain": "leaf-gone"}}],
+        options={{"allow_unreachable_origins": True}},
     )
     declare >> JetStreamReplicationLagSensor(
         task_id="caught_up", jetstream_conn_id="nats_hub", domain="hub", stream="{NOTED}",

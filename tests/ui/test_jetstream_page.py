@@ -11,7 +11,9 @@ consumer. The page's JSON says caught up, then (leaf cut, more messages on the l
 unknown lag, then caught up again; Chromium shows the page inside Airflow's UI at each step (screenshots in
 test-output/jetstream-page-{before,during,after}.png) and the test reads its text. A DAG run (``dag.test()``)
 declares a hub stream and publishes to it: the page links that stream to the run, for those who may read the
-DAG, and the link opens the run in Airflow's UI (test-output/jetstream-page-{links,run}.png).
+DAG, and the link opens the run in Airflow's UI (test-output/jetstream-page-{links,run}.png). Issue #36: each team's
+connection in Airflow's database is listed and opened for its team only; no route of the app (read from the app)
+answers without a login, and FastAPI's docs and schema are not served; a GET writes no Variable.
 The same page across ``make stack``'s leaf cut is asserted in ``tests/deployment/test_real_deployment.py``;
 here, the suite's topology lets the test cut its own leaf and add users and teams.
 """
@@ -19,9 +21,12 @@ here, the suite's topology lets the test cut its own leaf and add users and team
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import sys
+import urllib.error
 import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -101,9 +106,36 @@ def teams(airflow_db: Path) -> tuple[str, ...]:
     return TEAMS
 
 
+#: A ``jetstream`` connection in Airflow's database for each team (multi-team mode: only its team may read it).
+TEAM_CONNECTIONS = {"orders": "js_page_orders", "others": "js_page_others"}
+
+
+@pytest.fixture(scope="module")
+def team_connections(airflow_db: Path, conn_json: str, teams: tuple[str, ...]) -> dict[str, str]:
+    """The hub's connection once more per team, in Airflow's database with the team as its owner."""
+    from airflow.models.connection import Connection
+    from airflow.utils.session import create_session
+
+    fields = json.loads(conn_json)
+    with create_session() as session:
+        for team, conn_id in TEAM_CONNECTIONS.items():
+            session.merge(
+                Connection(
+                    conn_id=conn_id, conn_type="jetstream", host=fields["host"], login=fields["login"],
+                    password=fields["password"], team_name=team,
+                )
+            )  # fmt: skip
+    return TEAM_CONNECTIONS
+
+
 @pytest.fixture(scope="module")
 def server(
-    airflow_db: Path, installed: Path, conn_json: str, streams: JetStreamHook, teams: tuple[str, ...]
+    airflow_db: Path,
+    installed: Path,
+    conn_json: str,
+    streams: JetStreamHook,
+    teams: tuple[str, ...],
+    team_connections: dict[str, str],
 ) -> Iterator[dict[str, Any]]:
     passwords = {user.split(":")[0]: secrets.token_urlsafe(12) for user in USERS_CONFIG.split(",")}
     passwords_file = airflow_db / "page-passwords.json"
@@ -162,6 +194,91 @@ def test_nobody_without_a_login_or_the_right_to_read_connections_gets_anything(s
     assert status == 403 and MIRROR.encode() not in body, (status, body[:300])
     status, body = get(f"{url}/jetstream/api/connections/{CONN_ID}", server["admin"])
     assert status == 200 and MIRROR.encode() in body
+
+
+def app_requests() -> list[tuple[str, str]]:
+    """Every route of the page's app (read from the app, so a route added later is covered) as (method, path under
+    Airflow), ``CONN_ID`` in each path parameter; and the FastAPI docs and schema paths, which must not answer."""
+    from airflow_provider_jetstream.ui.app import app
+
+    found = [
+        (method, "/jetstream" + re.sub(r"\{[^}]+\}", CONN_ID, route.path))
+        for route in app.routes
+        for method in sorted(getattr(route, "methods", None) or ["GET"])
+    ]
+    return found + [("GET", f"/jetstream/{path}") for path in ("docs", "redoc", "openapi.json", "docs/oauth2-redirect")]
+
+
+def request(url: str, method: str, token: str | None = None) -> tuple[int, bytes]:
+    """``method url`` with a bearer token (or none), redirects not followed: the status and the body."""
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        with urllib.request.build_opener(NoRedirect).open(
+            urllib.request.Request(url, headers=headers, method=method), timeout=60
+        ) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read()
+
+
+def test_no_route_of_the_app_answers_without_a_login(server: dict[str, Any]) -> None:
+    requests = app_requests()
+    paths = {path for _, path in requests}
+    assert {"/jetstream/", f"/jetstream/connections/{CONN_ID}", f"/jetstream/api/connections/{CONN_ID}"} <= paths
+    for method, path in requests:
+        for user_token in (None, "not-a-token"):
+            status, body = request(server["url"] + path, method, user_token)
+            assert status in (401, 403, 404), (method, path, user_token, status, body[:300])
+            assert MIRROR.encode() not in body and b"openapi" not in body.lower(), (method, path, body[:300])
+    # The docs and the schema are not served at all, even to an admin.
+    for path in ("docs", "redoc", "openapi.json"):
+        status, _ = request(f"{server['url']}/jetstream/{path}", "GET", server["admin"])
+        assert status == 404, (path, status)
+
+
+def test_a_team_lists_and_opens_its_own_connections_not_another_teams(server: dict[str, Any]) -> None:
+    url = server["url"]
+    for user, team, other in (("ops", "orders", "others"), ("outsider", "others", "orders")):
+        user_token = token(server, user)
+        status, body = request(f"{url}/jetstream/", "GET", user_token)
+        assert status == 200, (user, status, body[-2000:])
+        assert TEAM_CONNECTIONS[team].encode() in body and CONN_ID.encode() in body, (user, body[-2000:])
+        assert TEAM_CONNECTIONS[other].encode() not in body, (user, body[-2000:])
+        # Their team's connection opens (read with its team), page and JSON; the other team's is refused.
+        status, body = request(f"{url}/jetstream/connections/{TEAM_CONNECTIONS[team]}", "GET", user_token)
+        assert status == 200 and MIRROR.encode() in body, (user, status, body[-2000:])
+        status, body = get(f"{url}/jetstream/api/connections/{TEAM_CONNECTIONS[team]}", user_token)
+        assert status == 200 and json.loads(body)["connection"]["conn_id"] == TEAM_CONNECTIONS[team], (user, body)
+        for path in ("connections", "api/connections"):
+            status, body = request(f"{url}/jetstream/{path}/{TEAM_CONNECTIONS[other]}", "GET", user_token)
+            assert status == 403 and MIRROR.encode() not in body, (user, path, status, body[:300])
+
+
+def variables() -> dict[str, str | None]:
+    from airflow.models.variable import Variable
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        return {row.key: row.val for row in session.scalars(select(Variable))}
+
+
+def test_viewing_the_page_writes_no_variable(server: dict[str, Any]) -> None:
+    """A GET only reads: the page's history is kept in the api-server's memory, not in an Airflow Variable."""
+    before = variables()
+    for user in ("ops", "outsider"):
+        user_token = token(server, user)
+        for method, path in app_requests():
+            if method == "GET":
+                request(server["url"] + path, method, user_token)
+        news = overview(server, user)["history"]["news"]
+        assert news, news  # the history is still kept (in memory)
+    assert variables() == before
 
 
 def screenshot(server: dict[str, Any], name: str, expect: str) -> str:

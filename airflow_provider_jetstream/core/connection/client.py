@@ -21,6 +21,7 @@ import nats.errors
 from nats.aio.client import Client
 from nats.aio.transport import TcpTransport
 
+from airflow_provider_jetstream.core.arguments.names import domain_of
 from airflow_provider_jetstream.core.connection.settings import JetStreamConnectionConfig
 from airflow_provider_jetstream.core.errors import (
     JetStreamAuthError,
@@ -79,6 +80,15 @@ def home_domain(nc: Client) -> str | None:
     """The JetStream domain of the server the connection is on (its INFO says), None when unknown."""
     info = getattr(nc, "_server_info", None)
     return info.get("domain") or None if isinstance(info, dict) else None
+
+
+def in_home_domain(nc: Client, prefix: str | None) -> bool:
+    """Whether a request at the JetStream API ``prefix`` goes to the connection's own domain: ``$JS.API`` (or
+    no prefix), an imported prefix (``JS.acc@hub.API``: answered by the servers the account is on), or
+    ``$JS.<domain>.API`` of the server's own domain (:func:`home_domain`). Another domain is reached through
+    a leaf link: nobody answering there is that domain being away, not a failover of the connection's cluster."""
+    domain = domain_of(prefix.rstrip(".")) if prefix else None
+    return domain is None or domain == home_domain(nc)
 
 
 class TlsOnlyTransport(TcpTransport):

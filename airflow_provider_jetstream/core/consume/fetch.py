@@ -205,7 +205,11 @@ class Reading:
         self._taken = {}
         self._want = batch_size
         await retry_failover(
-            lambda: self._pull(batch_size, max_wait, no_wait), self.api.nc, within=self.api.failover, what=self.where
+            lambda: self._pull(batch_size, max_wait, no_wait),
+            self.api.nc,
+            within=self.api.failover,
+            what=self.where,
+            prefix=self.api.prefix,
         )
         taken, self._taken = self._taken, {}
         self._sent = [d.handle for d in taken.values() if d.handle is not None]

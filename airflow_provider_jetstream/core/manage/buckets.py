@@ -296,7 +296,7 @@ async def _write(
             unanswered = True
             raise
 
-    revision = await retry_failover(ask, api.nc, within=api.failover, what=f"write to {where}")
+    revision = await retry_failover(ask, api.nc, within=api.failover, what=f"write to {where}", prefix=api.prefix)
     return revision, target
 
 

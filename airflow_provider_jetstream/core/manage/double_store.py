@@ -185,18 +185,40 @@ async def local_domain(nc: Client, timeout: float, settle: float = 0.0) -> tuple
     return (info or {}).get("domain") or None, ""
 
 
-async def replication_domains(nc: Client, prefix: str, timeout: float, settle: float = 0.0) -> tuple[list[str], str]:
+async def replication_domains(
+    nc: Client, prefix: str, timeout: float, settle: float = 0.0
+) -> tuple[dict[str, list[str]], str]:
     """Domains that the streams behind ``prefix`` mirror or source from (connected peers, found for
-    free in their configs, every page of ``STREAM.LIST``); and why the list may be incomplete."""
+    free in their configs, every page of ``STREAM.LIST``), each with the streams that copy from it; and why
+    the list may be incomplete."""
     streams, problem = await _listing(JetStreamApi(nc, prefix, timeout=timeout), "STREAM.LIST", {}, settle)
-    found: list[str] = []
+    found: dict[str, list[str]] = {}
     for info in streams:
         config = info.get("config") or {}
         for origin in [config.get("mirror"), *(config.get("sources") or [])]:
             domain = domain_of(((origin or {}).get("external") or {}).get("api", "").rstrip("."))
             if domain:
-                found.append(domain)
+                found.setdefault(domain, []).append(config.get("name") or "?")
     return found, problem
+
+
+def describe_copy(stream: str) -> str:
+    """A copying stream in words: a KV bucket's (``KV_<b>``) and an object store's (``OBJ_<b>``) by its bucket."""
+    for prefix, kind in (("KV_", "KV bucket"), ("OBJ_", "object store")):
+        if stream.startswith(prefix) and len(stream) > len(prefix):
+            return f"{kind} {stream[len(prefix) :]!r} (stream {stream!r})"
+    return f"stream {stream!r}"
+
+
+def copies_named(domain: str, copies: dict[str, list[str]], target: str | None) -> str:
+    """What to fix when ``domain`` does not answer and ``copies`` (of :func:`replication_domains`) name it."""
+    names = ", ".join(describe_copy(stream) for stream in dict.fromkeys(copies.get(domain) or []))
+    if not names:
+        return ""
+    return (
+        f"; domain {domain!r} is the origin of {names} in domain {target!r} (its mirror or sources): if that "
+        f"domain name is wrong, fix or delete that copy; if the leaf is only away, this write can go once it is linked"
+    )
 
 
 async def find_overlaps(
@@ -256,14 +278,17 @@ async def guard_double_store(
     unchecked: dict[str, str] = {}
     if own_problem:
         unchecked["the connection's own server"] = f"INFO: {own_problem}"
+    copies: dict[str, list[str]] = {}
     if target:
-        found, problem = await replication_domains(nc, f"$JS.{target}.API", timeout, left())
-        known.extend(found)
+        copies, problem = await replication_domains(nc, f"$JS.{target}.API", timeout, left())
+        known.extend(copies)
         if problem:
             unchecked[f"domain {target!r}"] = f"STREAM.LIST (which domains its streams copy from): {problem}"
     peers = [d for d in dict.fromkeys(known) if d and d != target]
     overlaps, problems = await find_overlaps(nc, peers, subjects, timeout=timeout, settle=left())
-    unchecked.update({f"domain {domain!r}": why for domain, why in problems.items()})
+    unchecked.update(
+        {f"domain {domain!r}": why + copies_named(domain, copies, target) for domain, why in problems.items()}
+    )
     if not overlaps:
         if unchecked:
             _unverified(what, target, unchecked, allow, logger)

@@ -9,20 +9,28 @@ server acknowledges what it stored, in its flow-control replies, and only then d
 it. While the link is down the messages wait at the origin; nothing is dropped for want of a copy.
 
 :class:`DurableSource` builds and checks the three specs from the arguments (pure logic);
-:func:`check_durable_levels` refuses, before anything is sent to either domain, a domain whose server
-is older than 2.14 (JetStream API level 4).
+:func:`check_origin_answers` refuses, before anything is sent to either domain, an origin domain that does
+not answer (a domain never seen: a wrong name?); :func:`check_durable_levels` a domain whose server is older
+than 2.14 (JetStream API level 4).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.arguments.names import domain_of, subjects_collide
-from airflow_provider_jetstream.core.errors import JetStreamNotFoundError, ReconcileError, SpecError, SpecErrors
+from airflow_provider_jetstream.core.errors import (
+    JetStreamDomainUnavailableError,
+    JetStreamNotFoundError,
+    ReconcileError,
+    SpecError,
+    SpecErrors,
+)
 from airflow_provider_jetstream.core.manage.double_store import find_overlaps
+from airflow_provider_jetstream.core.manage.origin_check import check_origin_domains, unanswered_domains
 from airflow_provider_jetstream.core.manage.reconcile import check_api_level
 from airflow_provider_jetstream.core.manage.specs import ConsumerSpec, StreamSpec
 from airflow_provider_jetstream.core.manage.specs.consumer import FLOW_CONTROL
@@ -201,6 +209,34 @@ async def check_delivery_kept(origin_api: JetStreamApi, copy_api: JetStreamApi, 
         )
 
 
+async def check_origin_answers(
+    copy_api: JetStreamApi, source: DurableSource, *, peer_domains: Iterable[str] = (), allow: bool = False
+) -> None:
+    """Refuse, before anything is sent, a durable source whose origin domain does not answer now: its stream and
+    flow-control consumer are declared there. A domain never seen (no copy of it in the copy's domain, not in
+    ``peer_domains``) raises :class:`~airflow_provider_jetstream.core.errors.UnknownOriginDomainError` (a wrong
+    domain name?) unless ``allow``; a known one (or allowed) :class:`JetStreamDomainUnavailableError`: waited
+    for, a retry succeeds once the leaf is linked."""
+    away = await unanswered_domains(copy_api.nc, [source.origin_domain], copy_api.timeout)
+    if not away:
+        return
+    what = f"durable source of {source.origin.name!r} into {source.copy.name!r}"
+    await check_origin_domains(
+        copy_api.nc,
+        target_prefix=copy_api.prefix,
+        domains=[source.origin_domain],
+        what=what,
+        peer_domains=peer_domains,
+        allow=allow,
+        timeout=copy_api.timeout,
+    )
+    raise JetStreamDomainUnavailableError(
+        f"{what}: origin domain {source.origin_domain!r} does not answer now ({away[source.origin_domain]}); its "
+        "stream and flow-control consumer are declared there, so nothing can be declared before it is linked; "
+        "nothing was changed"
+    )
+
+
 async def check_durable_levels(origin_api: JetStreamApi, copy_api: JetStreamApi, source: DurableSource) -> None:
     """Refuse, before anything is sent, a domain too old for durable sourcing: the origin's runs the
     flow-control consumer, the copy's reads it (both need JetStream API level 4, nats-server 2.14).
@@ -218,6 +254,7 @@ __all__ = [
     "check_deliver_subject",
     "check_delivery_kept",
     "check_durable_levels",
+    "check_origin_answers",
     "default_consumer_name",
     "default_deliver_subject",
 ]

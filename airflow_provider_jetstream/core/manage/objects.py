@@ -274,7 +274,7 @@ async def _store(api: JetStreamApi, layout: ObjectLayout, subject: str, payload:
             raise ObjectStoreError(f"{where}: {err.description}") from None
         return ack.seq
 
-    return await retry_failover(ask, api.nc, within=api.failover, what=f"write to {where}")
+    return await retry_failover(ask, api.nc, within=api.failover, what=f"write to {where}", prefix=api.prefix)
 
 
 def _writable(layout: ObjectLayout, api: JetStreamApi) -> None:

@@ -5,7 +5,9 @@ Shared by every "create" operator (streams, mirrors, sourced streams, KV buckets
 1. One request reads the object (``STREAM.INFO`` / ``CONSUMER.INFO``). An unchanged spec stops
    here: one round trip, nothing sent.
 2. Missing: check the target's JetStream API level against the fields the spec uses, run the
-   caller's guard (double-store topology check), then create with exactly the fields given.
+   caller's checks (the origin domains of its mirror and sources answer or are known, see
+   :mod:`~airflow_provider_jetstream.core.manage.origin_check`; the double-store topology check), then create
+   with exactly the fields given. An update that adds sources runs the origin check too.
 3. Present: diff (see :mod:`airflow_provider_jetstream.core.manage.specs.diff`). Changes the server applies in
    place are sent as the server's own config with the spec's fields laid over it, so nothing the
    spec does not name is reset, and sources the spec does not name are kept. A change that would
@@ -93,6 +95,8 @@ class ReconcileResult:
 
 
 Guard = Callable[[], Awaitable[None]]
+#: A check of the origin domains a declaration copies from: the warnings to add to the result's notes.
+OriginCheck = Callable[[], Awaitable[list[str]]]
 
 
 #: The parser of ``if_exists``: every layer's (``core.signatures.shared.IF_EXISTS_ARG``), and this module's own.
@@ -216,6 +220,8 @@ class _Object:
     #: What recreating deletes, in words.
     loses: str
     guard: Guard | None = None
+    #: The check of the origin domains it copies from, run before creating it or adding sources.
+    origin_check: OriginCheck | None = None
     #: Whether an in-place update needs the guard, given what changes.
     guard_update: Callable[[Diff], bool] = lambda diff: False
     replace_advice: Callable[[Mapping[str, Any]], str | None] | None = None
@@ -251,14 +257,16 @@ async def _reconcile(
     kind, label, where = obj.kind, obj.label, api.target
     requirements = obj.spec.requirements()
 
-    async def checks(fields: list[Requirement], guarded: bool) -> None:
+    async def checks(fields: list[Requirement], guarded: bool, copies: bool) -> None:
         await check_api_level(api, fields)
+        if obj.origin_check and copies:
+            result.notes = [*result.notes, *await obj.origin_check()]
         if obj.guard and guarded:
             await obj.guard()
 
     if info is None:
         result.changes = {"created": {"old": "absent", "new": obj.summary}}
-        await checks(requirements, True)
+        await checks(requirements, True, True)
         if dry_run:
             result.action, result.plan = "planned", "create"
             _log_plan(logger, f"dry run: would create {kind} {label!r} in {where}: {obj.spec.wire()}", None)
@@ -290,7 +298,7 @@ async def _reconcile(
             raise _replace_error(kind, label, where, diff, dry_run, advice, obj.names)
         if advice:
             result.notes = [*result.notes, advice]
-        await checks(requirements, True)
+        await checks(requirements, True, True)
         if dry_run:
             result.action, result.plan = "planned", "recreate"
             _log_plan(logger, f"dry run: would delete and recreate {kind} {label!r} in {where}:", diff)
@@ -303,7 +311,9 @@ async def _reconcile(
     if diff.discarding and not allow_data_loss:
         raise _data_loss_error(kind, label, where, diff, dry_run, obj.names)
     changed = diff.as_dict()
-    await checks([r for r in requirements if r.top_field(obj.spec.path) in changed], obj.guard_update(diff))
+    await checks(
+        [r for r in requirements if r.top_field(obj.spec.path) in changed], obj.guard_update(diff), "sources" in changed
+    )
     if dry_run:
         result.action, result.plan = "planned", "update"
         _log_plan(logger, f"dry run: would update {kind} {label!r} in {where}:", diff)
@@ -323,6 +333,7 @@ async def reconcile_stream(
     prune_sources: bool = False,
     allow_data_loss: bool = False,
     guard: Guard | None = None,
+    origin_check: OriginCheck | None = None,
     kind: str = "stream",
     label: str | None = None,
     logger: logging.Logger | logging.LoggerAdapter = log,
@@ -339,7 +350,8 @@ async def reconcile_stream(
     returns (the caller's migration recipe) replaces the generic ``if_exists='recreate'`` line of
     the error, and is logged when recreating. ``spec_names`` gives the spec's own name of a stream
     field whose name differs (a bucket's ``history`` for ``max_msgs_per_subject``), shown beside it in
-    refusals.
+    refusals. ``origin_check`` (default None: none) is run before the stream is created or sources are added:
+    its warnings join the result's ``notes``.
     """
     if_exists = check_if_exists(if_exists)
     name = spec.name
@@ -365,6 +377,7 @@ async def reconcile_stream(
         state=stream_state,
         loses="its data is deleted",
         guard=guard,
+        origin_check=origin_check,
         guard_update=lambda diff: "subjects" in diff.as_dict(),
         replace_advice=replace_advice,
         names=spec_names or {},
@@ -422,6 +435,24 @@ async def reconcile_consumer(
         allow_data_loss=False,  # no consumer field discards stored data
         logger=logger,
     )
+
+
+def plan_new_consumer(
+    api: JetStreamApi,
+    stream: str,
+    spec: ConsumerSpec,
+    *,
+    logger: logging.Logger | logging.LoggerAdapter = log,
+) -> ReconcileResult:
+    """The dry run's plan of consumer ``spec`` on ``stream``, a stream the same dry run plans to create (or
+    recreate): the consumer would be created; nothing is asked (the stream is not there to ask)."""
+    result = _result("consumer", spec.name, api)
+    result.changes = {"created": {"old": "absent", "new": f"consumer {spec.name!r} on {stream!r}"}}
+    result.action, result.plan = "planned", "create"
+    _log_plan(
+        logger, f"dry run: would create consumer {stream + ' > ' + spec.name!r} in {api.target}: {spec.wire()}", None
+    )
+    return _done(result, api)
 
 
 def _done(result: ReconcileResult, api: JetStreamApi) -> ReconcileResult:

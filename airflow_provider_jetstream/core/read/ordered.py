@@ -22,8 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from airflow_provider_jetstream.core.api import JetStreamApi, hint_for, no_leader_error
-from airflow_provider_jetstream.core.arguments.names import domain_of
-from airflow_provider_jetstream.core.connection.client import clustered, home_domain
+from airflow_provider_jetstream.core.connection.client import clustered, in_home_domain
 from airflow_provider_jetstream.core.errors import JetStreamDomainUnavailableError, JetStreamError
 from airflow_provider_jetstream.core.protocol import AckReply, parse_ack_reply
 from airflow_provider_jetstream.core.read.pull import (
@@ -177,7 +176,7 @@ class OrderedConsumer:
         try:
             return await self.start(start_seq=next_seq, last_per_subject=next_seq is None)
         except Exception as err:
-            if not during_failover(err, self.api.nc) or not self._failing_over():
+            if not during_failover(err, self.api.nc, self.api.prefix) or not self._failing_over():
                 raise
             self.broken = f"the consumer could not be made again: {err}"  # a new leader is being elected
             return None
@@ -190,7 +189,7 @@ class OrderedConsumer:
         nc, prefix = self.api.nc, self.api.prefix
         sub = self.sub
         if sub is not None and sub.no_responders():
-            if clustered(nc) and domain_of(prefix) in (None, home_domain(nc)):  # the cluster's own streams
+            if clustered(nc) and in_home_domain(nc, prefix):  # the cluster's own streams
                 return no_leader_error(self.api.target, self.stream, f": the read of {self.where} stopped")
             hint = hint_for(nc, prefix) if clustered(nc) else "is the domain connected?"
             return JetStreamDomainUnavailableError(f"no JetStream responded for {self.where}: {hint}")

@@ -11,7 +11,12 @@ from airflow_provider_jetstream.core.arguments.names import domain_name, literal
 from airflow_provider_jetstream.core.errors import SpecError
 from airflow_provider_jetstream.core.manage.durable_source import DurableSource
 from airflow_provider_jetstream.core.signatures.operations import _RECONCILE, _STORED, STREAM_SPEC
-from airflow_provider_jetstream.core.signatures.shared import ALLOW_DOUBLE_STORE, PEER_DOMAINS, STREAM
+from airflow_provider_jetstream.core.signatures.shared import (
+    ALLOW_DOUBLE_STORE,
+    ALLOW_UNREACHABLE_ORIGINS,
+    PEER_DOMAINS,
+    STREAM,
+)
 
 
 def _fields(what: str) -> Any:
@@ -87,6 +92,7 @@ ENSURE_DURABLE_SOURCE = Args(
         **_RECONCILE,
         "allow_double_store": ALLOW_DOUBLE_STORE,
         "peer_domains": PEER_DOMAINS,
+        "allow_unreachable_origins": ALLOW_UNREACHABLE_ORIGINS,
         **_STORED,
     },
     [Rule(_DURABLE_PARTS, _durable_source, "the three objects these arguments declare")],
@@ -97,7 +103,9 @@ def create_durable_source(declare: Args) -> Args:
     """``JetStreamCreateDurableSourceOperator``'s own arguments: the durable source's parts, and ``declare``
     (``if_exists``, and ``options`` holding the deliver subject, the subject transforms and the declare
     options); the derived value ``durable_source`` is what they declare."""
-    parts = ENSURE_DURABLE_SOURCE.without(*DURABLE_TUNING, *_RECONCILE, *_STORED, "allow_double_store", "peer_domains")
+    parts = ENSURE_DURABLE_SOURCE.without(
+        *DURABLE_TUNING, *_RECONCILE, *_STORED, "allow_double_store", "peer_domains", "allow_unreachable_origins"
+    )
     signature = parts + declare
 
     def build(values: Mapping[str, Any], prefix: str) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from airflow_provider_jetstream.core.signatures.shared import (
     AFTER_REVISION,
     ALLOW_DATA_LOSS,
     ALLOW_DOUBLE_STORE,
+    ALLOW_UNREACHABLE_ORIGINS,
     DRY_RUN,
     IF_EXISTS_ARG,
     PEER_DOMAINS,
@@ -58,6 +59,7 @@ ENSURE_OBJECT_STORE = Args(
         "allow_data_loss": ALLOW_DATA_LOSS,
         "allow_double_store": ALLOW_DOUBLE_STORE,
         "peer_domains": PEER_DOMAINS,
+        "allow_unreachable_origins": ALLOW_UNREACHABLE_ORIGINS,
     },
 )
 OBJECT = Args("object", {"bucket": OBJECT_BUCKET, "object_name": OBJECT_NAME})

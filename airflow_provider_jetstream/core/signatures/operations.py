@@ -41,6 +41,7 @@ from airflow_provider_jetstream.core.signatures.shared import (
     AFTER_REVISION,
     ALLOW_DATA_LOSS,
     ALLOW_DOUBLE_STORE,
+    ALLOW_UNREACHABLE_ORIGINS,
     BUCKET,
     CONN_ID,
     CONSUMER,
@@ -73,7 +74,12 @@ BUCKET_SPEC = spec_arg(
     KeyValueSpec, "the KV bucket: a name, a KeyValueSpec or its dict, e.g. {'bucket': 'config', 'history': 5}"
 )
 _RECONCILE = {"if_exists": IF_EXISTS_ARG, "dry_run": DRY_RUN}
-_GUARDED = {"prune_sources": PRUNE_SOURCES, "allow_double_store": ALLOW_DOUBLE_STORE, "peer_domains": PEER_DOMAINS}
+_GUARDED = {
+    "prune_sources": PRUNE_SOURCES,
+    "allow_double_store": ALLOW_DOUBLE_STORE,
+    "peer_domains": PEER_DOMAINS,
+    "allow_unreachable_origins": ALLOW_UNREACHABLE_ORIGINS,
+}
 #: What only stores (streams and buckets) have: limits whose lowering discards stored data.
 _STORED = {"allow_data_loss": ALLOW_DATA_LOSS}
 

@@ -42,6 +42,9 @@ class DeclareOptions(Options):
     :param allow_double_store: create even if another connected domain of this account stores the same
         subjects, or a domain cannot be checked. Default False: refused.
     :param peer_domains: more domains for that check, besides the connection's own. Default none.
+    :param allow_unreachable_origins: declare a mirror or source of an origin domain that does not answer now
+        and was never seen (the target has no copy of it, ``peer_domains`` does not name it). Default False:
+        refused, a wrong domain name? (a known domain that does not answer is declared with a warning).
     """
 
     arguments = Args("declare options", _DECLARE)
@@ -51,6 +54,7 @@ class DeclareOptions(Options):
     allow_data_loss: bool = False
     allow_double_store: bool = False
     peer_domains: Sequence[str] = ()
+    allow_unreachable_origins: bool = False
 
 
 @Options.declare

@@ -146,6 +146,15 @@ ALLOW_DOUBLE_STORE = Arg(
     "be checked; default False: refused",
     templated=True,
 )
+ALLOW_UNREACHABLE_ORIGINS = Arg(
+    boolean,
+    False,
+    VALUE,
+    "declare a mirror or source of an origin domain that does not answer now and that the target has no copy "
+    "of (nor peer_domains names); default False: refused (a wrong domain name?); a known domain that does not "
+    "answer is declared with a warning",
+    templated=True,
+)
 PEER_DOMAINS = Arg(
     list_of(domain_name, words="use a list of domain names, e.g. ['leaf']"),
     (),
@@ -180,6 +189,7 @@ __all__ = [
     "AFTER_REVISION",
     "ALLOW_DATA_LOSS",
     "ALLOW_DOUBLE_STORE",
+    "ALLOW_UNREACHABLE_ORIGINS",
     "API_PREFIX",
     "BUCKET",
     "CONN_ID",

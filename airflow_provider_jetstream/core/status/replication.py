@@ -69,13 +69,13 @@ from airflow_provider_jetstream.core.status.origins import (
     probe_origin,
     statuses_from_stream_info,
 )
-from airflow_provider_jetstream.core.status.report import OriginVerdict, ReplicationCheck, format_seconds
+from airflow_provider_jetstream.core.status.report import OriginVerdict, ReplicationCheck, format_seconds, summary_due
 
 #: ``verify_origin`` values: probe each origin where it can be (auto), everywhere (required), never (off).
 VERIFY_ORIGIN = ("auto", "required", "off")
 #: ``unreachable_origins`` values: an unreachable origin holds the sensor back (wait), or not (proceed).
 UNREACHABLE_ORIGINS = ("wait", "proceed")
-#: Seconds between two logs of an unchanged replication table (a one-line summary at each check between).
+#: Seconds between two logs of an unchanged replication table (a one-line summary each minute between).
 LOG_HEARTBEAT = 300.0
 
 log = logging.getLogger(__name__)
@@ -214,6 +214,10 @@ class ReplicationWatch:
         """Log the table when what it says changed, or ``LOG_HEARTBEAT`` seconds after the last log."""
         return check.is_news(self._logged, LOG_HEARTBEAT, time.time() if now is None else now)
 
+    def should_summarize(self, now: float | None = None) -> bool:
+        """A check with no news: a one-line summary ``LOG_SUMMARY_EVERY`` seconds after the last log, else nothing."""
+        return summary_due(self._logged, time.time() if now is None else now)
+
     # -- the rules ------------------------------------------------------------------------------------
 
     def select(self, info: dict[str, Any]) -> list[ReplicationStatus]:
@@ -308,14 +312,8 @@ class ReplicationWatch:
                 else "the origin has no message to copy"
             )
             return OriginVerdict(status, True, reason, "exact", origin_last, held.seq)
-        return OriginVerdict(
-            status,
-            False,
-            f"holds origin seq {held.seq} < the origin's last {origin_last}: copy not complete",
-            "exact",
-            origin_last,
-            held.seq,
-        )
+        reason = f"holds origin seq {held.seq} < the origin's last {origin_last}: copy not complete"
+        return OriginVerdict(status, False, reason, "exact", origin_last, held.seq)
 
     def judge(
         self,

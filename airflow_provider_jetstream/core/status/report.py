@@ -65,15 +65,21 @@ class OriginVerdict:
 
     @property
     def lag(self) -> int | None:
-        """Messages the copy lacks; None (unknown) for an unreachable origin: the server's figure is the last it
-        knew, 0 for a leaf cut off with messages the hub never got."""
-        return None if self.unreachable else self.status.lag
+        """Messages the copy lacks. By the exact rule, the origin's last sequence less the one the copy holds: the
+        server's own figure stays 0 until the copy hears from the origin again (a leaf relinked with 500 new
+        messages reads lag 0 for seconds). None (unknown) for an unreachable origin: the server's figure is the
+        last it knew, 0 for a leaf cut off with messages the hub never got. Else the server's figure."""
+        if self.unreachable:
+            return None
+        if self.check == "exact" and self.origin_last_seq is not None and self.held_seq is not None:
+            return max(0, self.origin_last_seq - self.held_seq)
+        return self.status.lag
 
     def lag_cell(self) -> str:
         """The table's lag: a number, or ``unknown`` with what the copy holds against the origin's last known
         sequence."""
         if not self.unreachable:
-            return str(self.status.lag)
+            return str(self.lag)
         held = "?" if self.held_seq is None else str(self.held_seq)
         if self.last_known_seq is None:
             return f"unknown (holds {held})"
@@ -239,6 +245,21 @@ class ReplicationCheck:
             else None
         )
         return json.dumps([rows, self.failed, self.done, health, len(self.low_headroom)], default=str)
+
+
+#: Seconds between two one-line summaries of checks that found nothing new (news logs the table at once): a
+#: leaf away for hours logs a line a minute, not one per poke.
+LOG_SUMMARY_EVERY = 60.0
+
+
+def summary_due(logged: dict[str, Any], now: float) -> bool:
+    """Whether a check with no news logs its one-line summary: ``LOG_SUMMARY_EVERY`` seconds passed since the last
+    table or summary (``logged``: their times, updated when so)."""
+    last = max(float(logged.get("at", 0)), float(logged.get("summary_at", 0)))
+    if now - last >= LOG_SUMMARY_EVERY:
+        logged["summary_at"] = now
+        return True
+    return False
 
 
 def cluster_line(health: dict[str, Any]) -> str:

@@ -111,12 +111,14 @@ class UnreachableClock:
         (``unreachable_timeout``); None: no bound (the sensor's own timeout applies).
     :param since: wall-clock time (epoch seconds) it was first seen unanswering, kept across checks by
         the sensor and handed to the trigger; None: it answered last time.
+    :param logged: when an unanswered check was last logged (epoch seconds), kept across checks like ``since``
+        (a sensor makes a new clock at each poke); None (default): not yet.
     """
 
-    def __init__(self, timeout: float | None, since: float | None = None) -> None:
+    def __init__(self, timeout: float | None, since: float | None = None, logged: float | None = None) -> None:
         self.timeout = timeout
         self.since = since
-        self._logged: float | None = None
+        self.logged = logged
 
     def note(self, reason: str, now: float | None = None) -> str | None:
         """Record a check that got no answer; return the failure message once it outlasted the bound."""
@@ -134,14 +136,14 @@ class UnreachableClock:
     def should_log(self, now: float | None = None) -> bool:
         """Log the first unanswered check, then once per ``LOG_HEARTBEAT`` seconds, not every check."""
         now = time.time() if now is None else now
-        if self._logged is None or now - self._logged >= LOG_HEARTBEAT:
-            self._logged = now
+        if self.logged is None or now - self.logged >= LOG_HEARTBEAT:
+            self.logged = now
             return True
         return False
 
     def clear(self) -> None:
         self.since = None
-        self._logged = None
+        self.logged = None
 
 
 async def wait_step(
