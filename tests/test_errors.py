@@ -39,6 +39,7 @@ REFUSAL = {
     "JetStreamApiError": False,
     "JetStreamPublishError": False,
     "JetStreamAckError": False,
+    "ConsumerDeletedError": True,
     "KeyValueError": False,
     "ObjectStoreError": False,
     "ObjectDigestError": False,

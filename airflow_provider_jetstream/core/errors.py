@@ -32,6 +32,7 @@ fix::
     ├── JetStreamPermissionError                 a Permissions Violation: the user may not ask
     │   └── JetStreamImportMissingError          the account has no import of that API
     ├── JetStreamNotFoundError (also LookupError)   a stream, consumer or bucket that must exist is not there
+    │   └── ConsumerDeletedError (also JetStreamAckError)   a settle's consumer (or stream) was deleted
     ├── JetStreamReplicationError                an origin reports a replication error beyond the grace period
     ├── StreamRecreatedError (also JetStreamDataLossError)   a kept position names another stream of that name
     └── KeyValueConflictError (also KeyValueError)   compare-and-set failed
@@ -317,6 +318,12 @@ class JetStreamAckError(JetStreamError):
     """A consumer did not confirm a verdict (ack, nak, term, in progress) sent for a message: it answered that
     nobody takes it (the consumer deleted, or its leader gone for longer than a failover lasts), or it did not
     answer in time. The message names each one; the consumer delivers them again after its ``ack_wait``."""
+
+
+class ConsumerDeletedError(JetStreamAckError, JetStreamNotFoundError):
+    """A verdict (ack, nak, term, in progress) got no responders and the consumer (or its stream) is gone: the
+    message names its stream sequence, the consumer, the stream and the domain. Nothing settles that message
+    now; a consumer made again under that name delivers it again."""
 
 
 class JetStreamDataLossError(JetStreamError):

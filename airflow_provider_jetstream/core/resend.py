@@ -22,8 +22,9 @@ message, fast-ingest and atomic batches, :mod:`~airflow_provider_jetstream.core.
   :func:`pull_pauses`: :data:`FIRST_PULL_PAUSE`, doubling up to the pull request's expiry (a relinked leaf is
   heard from soon).
 - **Settles.** A verdict sent to a consumer (an ack, a nak, a term, in progress) goes again when it was not
-  answered, or, on a cluster's connection, answered "no responders" (a consumer leader being elected)
-  (:func:`may_settle_again`): a consumer answers a verdict it took already too, so one sent twice does no harm.
+  answered, or, on a cluster's connection, answered "no responders" in the connection's own domain (a consumer
+  leader being elected) (:func:`may_settle_again`): a consumer answers a verdict it took already too, so one
+  sent twice does no harm.
 - **For how long.** Within a window (:class:`ResendWindow`): :data:`FAILOVER_WAIT` seconds for requests
   and writes across a failover (a leader election takes a few seconds), the publish's ``ack_timeout`` for
   messages. :func:`repeat` is the one loop: call, and while the answer says so and the window is open,
@@ -177,11 +178,13 @@ def pull_pauses(cap: float) -> Backoff:
     return Backoff(FIRST_PULL_PAUSE, cap)
 
 
-def may_settle_again(*, refused: bool, nc: Client) -> bool:
-    """Whether a verdict sent to a consumer and not confirmed goes again: when nobody answered it at all, or,
-    on a connection to a cluster, when it was answered "no responders" (``refused``: a consumer leader being
-    elected). On one server "no responders" means nobody takes that consumer's verdicts: the consumer is gone."""
-    return not refused or clustered(nc)
+def may_settle_again(*, refused: bool, nc: Client, prefix: str) -> bool:
+    """Whether a verdict sent to a consumer of the JetStream API ``prefix`` and not confirmed goes again: when
+    nobody answered it at all, or, on a connection to a cluster, when it was answered "no responders" in the
+    connection's own domain (``refused``: a consumer leader being elected; the rule of :func:`during_failover`).
+    On one server, or in another domain reached through a leaf link (a cut leaf), "no responders" means nobody
+    takes that consumer's verdicts now: not a failover of the connection's cluster."""
+    return not refused or (clustered(nc) and in_home_domain(nc, prefix))
 
 
 class ResendWindow:

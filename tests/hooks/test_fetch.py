@@ -11,6 +11,7 @@ import nats
 import pytest
 
 from airflow_provider_jetstream.core.errors import (
+    ConsumerDeletedError,
     JetStreamAckError,
     JetStreamConfigError,
     JetStreamNotFoundError,
@@ -286,6 +287,11 @@ def test_an_ack_the_consumer_cannot_take_names_the_message_and_the_consumer(hub_
     hook = JetStreamHook(hub_conn, domain="hub")
     (message,) = hook.fetch(name, "work", batch_size=1, max_wait=1)
     raw.api("hub", f"CONSUMER.DELETE.{name}.work")
-    with pytest.raises(JetStreamAckError, match=rf"\+ACK of message 1 of consumer 'work' on stream '{name}'"):
+    started = time.monotonic()
+    with pytest.raises(ConsumerDeletedError, match=rf"\+ACK of message 1 of consumer 'work' on stream '{name}'") as err:
         message.ack()
+    assert time.monotonic() - started < scaled(3)
+    said = str(err.value)
+    assert "stream sequence 1" in said and "domain 'hub'" in said and "consumer was deleted" in said, said
+    assert isinstance(err.value, JetStreamAckError)
     assert not message.confirmed and message.verdict is None  # not taken: it may be settled again

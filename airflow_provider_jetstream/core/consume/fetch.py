@@ -131,7 +131,9 @@ class Reading:
         if self._durable is not None:
             self.consumer = await durable_consumer(self.api, self.stream, self._durable, self.filter_subjects)
             if self.consumer.ackable:
-                self.route = SettleRoute(self.settler, self.reopen, self.api.timeout, self.api.failover)
+                self.route = SettleRoute(
+                    self.settler, self.api.prefix, self.reopen, self.api.timeout, self.api.failover
+                )
             self.sub = await PullSubscription(
                 self.api, self.stream, self.consumer.name, self._on_frame, _REQUESTS
             ).open()

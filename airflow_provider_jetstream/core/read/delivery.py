@@ -216,7 +216,7 @@ async def ack_by_reply(api: JetStreamApi, reply: str, what: str) -> None:
     """Acknowledge a message known only by its ack reply subject (the await-message sensor's match, acked once
     Airflow stored it) on ``api``'s connection, confirmed before this returns; ``what`` names it in errors."""
     settler = Settler.of(api.nc)
-    handle = AckHandle(reply, SettleRoute(settler, None, api.timeout, api.failover), what)
+    handle = AckHandle(reply, SettleRoute(settler, api.prefix, None, api.timeout, api.failover), what)
     handle.verdict = "ack"
     await settler.send(handle, ACK)
     await settler.confirm([handle])

@@ -7,11 +7,13 @@ twice does no harm. :class:`Settler` keeps one inbox per connection for those an
 :mod:`~airflow_provider_jetstream.core.wire.intake`), sends each settle as it is given, without waiting for
 its answer, and :meth:`Settler.confirm` waits for the answers of what was sent: a settle not answered within
 its ``timeout`` is sent again, and one answered "no responders" (nobody takes acks for that consumer now) is
-sent again after a pause on a cluster's connection (a consumer leader being elected) within its ``failover``
-seconds (the one resend rule, :func:`~airflow_provider_jetstream.core.resend.may_settle_again`); what is still
-not confirmed then raises :class:`~airflow_provider_jetstream.core.errors.JetStreamAckError` naming each
-message. Synchronous code in another thread hands settles over with :meth:`Settler.submit`: they are sent by
-the connection's loop in bulk, and confirmed by the same barrier.
+sent again after a pause on a cluster's connection in its own domain (a consumer leader being elected) within
+its ``failover`` seconds (the one resend rule, :func:`~airflow_provider_jetstream.core.resend.may_settle_again`);
+what is still not confirmed then raises :class:`~airflow_provider_jetstream.core.errors.JetStreamAckError`
+naming each message. A settle answered "no responders" first asks ``CONSUMER.INFO`` once per consumer: a
+consumer (or stream) that is gone raises :class:`~airflow_provider_jetstream.core.errors.ConsumerDeletedError`
+at once, not after a failover's wait. Synchronous code in another thread hands settles over with
+:meth:`Settler.submit`: they are sent by the connection's loop in bulk, and confirmed by the same barrier.
 
 Airflow-free: Spark executors import it.
 """
@@ -30,8 +32,16 @@ from dataclasses import dataclass
 from nats.aio.client import Client
 from nats.aio.subscription import Subscription
 
-from airflow_provider_jetstream.core.errors import JetStreamAckError
-from airflow_provider_jetstream.core.protocol import NO_RESPONDERS, parse_header_block, settle_verb
+from airflow_provider_jetstream.core.api import CONSUMER_NOT_FOUND, STREAM_NOT_FOUND, JetStreamApi, describe_prefix
+from airflow_provider_jetstream.core.arguments.names import domain_of
+from airflow_provider_jetstream.core.connection.client import home_domain
+from airflow_provider_jetstream.core.errors import (
+    ConsumerDeletedError,
+    JetStreamAckError,
+    JetStreamApiError,
+    JetStreamError,
+)
+from airflow_provider_jetstream.core.protocol import NO_RESPONDERS, parse_ack_reply, parse_header_block, settle_verb
 from airflow_provider_jetstream.core.resend import may_settle_again, pause_after
 from airflow_provider_jetstream.core.tasks import wait_event
 from airflow_provider_jetstream.core.wire.intake import subscribe_frames
@@ -45,11 +55,14 @@ Reopen = Callable[[], AbstractAsyncContextManager[Client]]
 
 @dataclass(frozen=True)
 class SettleRoute:
-    """Where the settles of one reading go: the delivering connection's settler, how to reach the account once
-    that connection is closed, and how long a settle may wait for its confirmation (``timeout`` seconds per
-    attempt, asked again across a failover within ``failover`` seconds)."""
+    """Where the settles of one reading go: the delivering connection's settler, the JetStream API prefix of the
+    consumer's domain (``$JS.hub.API``...: whether "no responders" may be a failover, and where to ask whether
+    the consumer is gone), how to reach the account once that connection is closed, and how long a settle may
+    wait for its confirmation (``timeout`` seconds per attempt, asked again across a failover within
+    ``failover`` seconds)."""
 
     settler: Settler
+    prefix: str
     reopen: Reopen | None
     timeout: float
     failover: float
@@ -198,6 +211,8 @@ class Settler:
                 await asyncio.sleep(0)  # submitted from another thread: its drain starts on this loop
         rounds = 0  # rounds of verdicts sent again after "no responders"
         failed: list[tuple[_Sent, str]] = []
+        gone: dict[tuple[str, str, str], str | None] = {}  # (prefix, stream, consumer): why it is gone, None if not
+        deleted = False
         while True:
             pending = [(t, s) for t, s in self.waiting.items() if handles is None or s.handle in handles]
             if not pending:
@@ -210,12 +225,16 @@ class Settler:
                 if not sent.refused and now - sent.last < route.timeout:
                     left = sent.last + route.timeout - now
                     wait = left if wait is None else min(wait, left)
-                elif not may_settle_again(refused=sent.refused, nc=self.nc):
-                    failed.append((sent, "nobody takes its settles (the consumer was deleted?)"))
-                    del self.waiting[token]
+                elif sent.refused and (why := await self._gone(sent, gone)):
+                    failed.append((sent, why))
+                    deleted = True
+                    self.waiting.pop(token, None)
+                elif not may_settle_again(refused=sent.refused, nc=self.nc, prefix=route.prefix):
+                    failed.append((sent, "nobody takes its settles now (the consumer's domain away?)"))
+                    self.waiting.pop(token, None)
                 elif now - sent.first >= route.failover:
                     failed.append((sent, "nobody took it" if sent.refused else f"no answer within {route.failover:g}s"))
-                    del self.waiting[token]
+                    self.waiting.pop(token, None)
                 else:
                     again.append((token, sent))
             if again:
@@ -230,10 +249,40 @@ class Settler:
         if failed:
             named = "; ".join(f"{settle_verb(s.body)} of {s.handle.what}: {why}" for s, why in failed[:_NAMED])
             more = f" (and {len(failed) - _NAMED} more)" if len(failed) > _NAMED else ""
-            raise JetStreamAckError(
+            raise (ConsumerDeletedError if deleted else JetStreamAckError)(
                 f"{len(failed)} settle(s) not confirmed: {named}{more}; each message is delivered again after its "
                 "consumer's ack_wait"
             )
+
+    async def _gone(self, sent: _Sent, known: dict[tuple[str, str, str], str | None]) -> str | None:
+        """Why nobody takes ``sent``'s verdict when its consumer (or stream) is gone (``CONSUMER.INFO`` asked once
+        per consumer in ``known``), naming the message's stream sequence, consumer, stream and domain; None
+        when the consumer is there or the question got no answer (a failover, a domain away)."""
+        meta = parse_ack_reply(sent.handle.reply)
+        if meta is None:
+            return None
+        prefix = sent.handle.route.prefix
+        key = (prefix, meta.stream, meta.consumer)
+        if key not in known:
+            known[key] = None
+            api = JetStreamApi(self.nc, prefix, timeout=sent.handle.route.timeout, failover=0)
+            try:
+                await api.request(f"CONSUMER.INFO.{meta.stream}.{meta.consumer}")
+            except JetStreamApiError as err:
+                if err.err_code in (CONSUMER_NOT_FOUND, STREAM_NOT_FOUND):
+                    what = "consumer" if err.err_code == CONSUMER_NOT_FOUND else "stream"
+                    known[key] = f"the {what} was deleted ({err.description})"
+            except JetStreamError:
+                pass  # no answer: decided by the resend rule
+        why = known[key]
+        if why is None:
+            return None
+        domain = meta.domain or domain_of(prefix) or home_domain(self.nc)
+        where = f"domain {domain!r}" if domain else describe_prefix(prefix)
+        return (
+            f"nobody takes it: stream sequence {meta.sequence}, consumer {meta.consumer!r}, stream "
+            f"{meta.stream!r}, {where}: {why}"
+        )
 
     async def _send_again(self, settles: list[tuple[int, _Sent]]) -> None:
         now = time.monotonic()
