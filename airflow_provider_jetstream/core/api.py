@@ -157,7 +157,8 @@ def parse_reply(data: bytes, subject: str = "", target: str = "JetStream") -> di
 class JetStreamApi:
     """JSON requests to one JetStream API (a domain or an imported prefix), counted in ``requests``.
 
-    :param nc: a connected client. :param prefix: the API prefix. Default ``$JS.API``.
+    :param nc: a connected client.
+    :param prefix: the API prefix. Default ``$JS.API``.
     :param timeout: seconds each request waits for its answer. Default 5.
     :param target: the target in words. Default: from the prefix (:func:`describe_prefix`).
     :param failover: seconds the requests of

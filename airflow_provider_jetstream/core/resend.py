@@ -152,7 +152,8 @@ class Backoff:
     """A growing pause: ``first`` seconds, doubling at each :meth:`next` up to ``cap``; :meth:`reset` once the
     server serves again.
 
-    :param first: the first pause, seconds. Default 1. :param cap: the longest pause, seconds. Default 30.
+    :param first: the first pause, seconds. Default 1.
+    :param cap: the longest pause, seconds. Default 30.
     """
 
     def __init__(self, first: float = 1.0, cap: float = 30.0) -> None:

@@ -87,7 +87,8 @@ class JetStreamConsumeOperator(JetStreamBaseOperator):
     """Consume up to ``max_messages`` messages and apply a function to each (or each batch), acking each only
     after the function returned for it.
 
-    :param stream: the stream. :param consumer: a durable pull consumer the DAG declared
+    :param stream: the stream.
+    :param consumer: a durable pull consumer the DAG declared
         (``JetStreamCreateConsumerOperator``; ``ack_policy`` ``explicit`` or ``all``), never created here.
         Default None: an ephemeral read of the stream (``options``' ``filter_subjects``, from its ``start_seq`` or
         ``start_time``) that acks nothing: a function that raises then fails the task, unless ``term_on``.

@@ -40,7 +40,8 @@ class JetStreamAwaitMessageTrigger(JetStreamWaitTrigger):
     :param apply_function: dotted path of ``f(message, **apply_function_kwargs)``, imported in the
         triggerer; ``message`` is a :class:`~airflow_provider_jetstream.core.read.delivery.Delivery`.
     :param apply_function_kwargs: its keyword arguments (JSON). Default none.
-    :param consumer: the user's durable pull consumer. :param task_consumer: the task's own (created).
+    :param consumer: the user's durable pull consumer.
+    :param task_consumer: the task's own (created).
         Neither with ``ack_mode='none'``.
     :param filter_subjects: subjects the task's own consumer delivers. Default all.
     :param ack_mode: ``all_seen`` (default), ``on_match`` or ``none``: see the sensor.

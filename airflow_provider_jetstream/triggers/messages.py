@@ -50,7 +50,8 @@ class JetStreamMessageTrigger(BaseEventTrigger):
     the server redelivers everything above that floor: events may repeat (at-least-once, same
     ``seq``); nothing below it is lost.
 
-    :param stream: stream name. :param consumer: durable consumer name (created, or reconciled, on start).
+    :param stream: stream name.
+    :param consumer: durable consumer name (created, or reconciled, on start).
     :param jetstream_conn_id: Airflow connection id. Default ``jetstream_default``.
     :param domain: JetStream domain of the stream; or ``api_prefix`` (e.g. ``JS.acc@hub.API``). Default:
         the connection's.

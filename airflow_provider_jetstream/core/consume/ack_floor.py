@@ -34,7 +34,8 @@ class AckFloor:
     exactly the held ones (see :meth:`sync`).
 
     :param api: the JetStream API of the stream (its client sends the acks).
-    :param stream: stream name. :param consumer: durable consumer name.
+    :param stream: stream name.
+    :param consumer: durable consumer name.
     :param held: the puller's held tickets by stream sequence (shared: an ack of the floor removes
         the ones it covers).
     :param counts: the puller's counters (``floor_acks``, ``floor_waits``, ``reacked``, verdicts).

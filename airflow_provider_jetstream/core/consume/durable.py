@@ -105,7 +105,8 @@ class DurablePuller:
 
     :param nc: a connected client (shared: the puller never closes it).
     :param api: the JetStream API (domain or prefix) of the stream.
-    :param stream: stream name. :param consumer: durable consumer name.
+    :param stream: stream name.
+    :param consumer: durable consumer name.
     :param max_in_flight: unsettled messages at most (with ``ack_all``: held ones, settled or not).
         Default 256.
     :param ack_wait: the consumer's ack wait in seconds (drives the ``+WPI`` period). Default 30.

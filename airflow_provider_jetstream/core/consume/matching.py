@@ -105,7 +105,8 @@ class LookResult:
 class MessageMatcher:
     """Looks through a consumer's messages for the first one ``function`` returns a truthy value for.
 
-    :param nc: a connected client. :param api: the JetStream API of the stream's domain or prefix.
+    :param nc: a connected client.
+    :param api: the JetStream API of the stream's domain or prefix.
     :param stream: stream name.
     :param consumer: durable consumer (``all_seen`` / ``on_match``); None with ``ack_mode='none'``.
     :param create: create the consumer (the task's own) if missing, from ``deliver_policy`` and

@@ -100,7 +100,8 @@ class PullSubscription:
     """Pull requests of one consumer, answered on one inbox: what is owed, what the server said.
 
     :param api: the JetStream API of the stream's domain or prefix (its client sends the requests).
-    :param stream: stream name. :param consumer: consumer name.
+    :param stream: stream name.
+    :param consumer: consumer name.
     :param on_message: ``on_message(subject, reply, headers, payload)``, bytes each, for every message the
         requests deliver, in wire order, in the client's read loop (it must not block).
     :param requests: how the requests are made (:class:`PullRequests`); kept as this subscription's attributes

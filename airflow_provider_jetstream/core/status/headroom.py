@@ -130,7 +130,8 @@ class Headroom:
     :param uncopied_bytes: their size, estimated from the origin's average stored message size.
     :param oldest_age: seconds since the oldest uncopied message was stored; None when nothing is uncopied.
     :param first_uncopied_seq: its sequence in the origin; None when nothing is uncopied.
-    :param rate_msgs: messages per second arriving at the origin. :param rate_bytes: bytes per second.
+    :param rate_msgs: messages per second arriving at the origin.
+    :param rate_bytes: bytes per second.
     :param limits: every limit the origin has, with its room and time.
     :param measured_at: wall-clock time (epoch seconds) of the measurement.
     :param discarded: origin sequences after the held one already gone (uncopied messages the origin
@@ -278,12 +279,15 @@ def compute_headroom(
 ) -> Headroom:
     """One origin's headroom from what was read (pure; see the module doc for every rule).
 
-    :param info: the origin's raw ``STREAM.INFO``. :param account: its domain's ``INFO`` (None: unknown).
-    :param held: the highest origin sequence the copy holds. :param origin_last: the origin's last sequence
-        on the copied subjects. :param first_uncopied: the origin's first message after ``held`` on those
+    :param info: the origin's raw ``STREAM.INFO``.
+    :param account: its domain's ``INFO`` (None: unknown).
+    :param held: the highest origin sequence the copy holds.
+    :param origin_last: the origin's last sequence on the copied subjects.
+    :param first_uncopied: the origin's first message after ``held`` on those
         subjects (raw ``STREAM.MSG.GET`` message: ``seq``, ``time``, ``subject``), None when there is none.
     :param subject_messages: messages on that message's subject (for ``max_msgs_per_subject``; None: not read).
-    :param rate_msgs: messages per second arriving. :param now: wall-clock time, epoch seconds.
+    :param rate_msgs: messages per second arriving.
+    :param now: wall-clock time, epoch seconds.
     """
     config = info.get("config") or {}
     state = info.get("state") or {}
