@@ -1,5 +1,6 @@
 # The commands of the README: `make demo` runs the demo pipeline, `make stack` starts a Docker-free
-# deployment to look at, `make test` runs the tests.
+# deployment to look at (`make stack-cut LEAF=leaf-a` cuts one of its leaves off the hub while it runs,
+# `make stack-relink LEAF=leaf-a` links it again), `make test` runs the tests.
 # Each creates .venv when missing and installs the package with what it needs.
 # `make wheel` builds the wheel into dist/. With INSTALL=wheel (`make demo INSTALL=wheel`, also
 # stack), .venv gets that wheel, rebuilt from the working tree, instead of the editable sources.
@@ -16,6 +17,8 @@ WHEEL = dist/airflow_provider_jetstream-$(VERSION)-py3-none-any.whl
 STAMP := $(VENV)/$(if $(filter wheel,$(INSTALL)),.installed-wheel-stamp,.installed-stamp)
 PYTEST_ARGS ?=
 SPHINX_ARGS ?=
+# The work directory of `make stack` (logs, stores, Airflow's home, the control socket).
+STACK_DIR ?= .stack
 # Parallel test workers (pytest-xdist): a test file runs whole on one worker, in order, with the
 # servers, SparkSession and deployment of that worker. PYTEST_WORKERS=0 runs them in one process.
 PYTEST_WORKERS ?= 2
@@ -27,7 +30,7 @@ JS_STAMP := $(JS_DIR)/node_modules/.installed-stamp
 PY_VERSION = $(shell $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 CONSTRAINTS = $(if $(wildcard constraints-py$(PY_VERSION).txt),constraints-py$(PY_VERSION).txt,constraints.txt)
 
-.PHONY: install wheel interop-deps demo stack test docs fuzz lint format clean
+.PHONY: install wheel interop-deps demo stack stack-cut stack-relink test docs fuzz lint format clean
 
 ifeq ($(INSTALL),wheel)
 # Always rebuilt and reinstalled: a module removed from the sources must leave the install too.
@@ -73,7 +76,12 @@ demo: $(STAMP)
 	$(BIN)/python demo/run.py
 
 stack: $(STAMP)
-	$(BIN)/python -m local_stack.stack --dags-folder dags --workdir .stack
+	$(BIN)/python -m local_stack.stack --dags-folder dags --workdir $(STACK_DIR)
+
+# Talk to the running `make stack` (its control socket in $(STACK_DIR)): cut a leaf off the hub, link it again.
+stack-cut stack-relink:
+	$(if $(LEAF),,$(error LEAF=<name> is required, e.g. make $@ LEAF=leaf-a))
+	$(BIN)/python -m local_stack.control $(patsubst stack-%,%,$@) '$(LEAF)' --workdir $(STACK_DIR)
 
 test: $(STAMP) $(JS_STAMP)
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
@@ -98,4 +106,4 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 
 clean:
-	rm -rf $(VENV) .demo .stack .pytest_cache $(JS_DIR)/node_modules build dist docs/_build docs/_api
+	rm -rf $(VENV) .demo $(STACK_DIR) .pytest_cache $(JS_DIR)/node_modules build dist docs/_build docs/_api

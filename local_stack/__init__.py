@@ -6,6 +6,8 @@ NATS hub and leaves with the package's own testing utility,
 :class:`airflow_provider_jetstream.testing.LocalTopology`, which is what users' tests get.
 
 - :mod:`local_stack.stack`: :class:`~local_stack.stack.LocalStack` (everything) and ``make stack``;
+- :mod:`local_stack.control`: ``make stack-cut`` / ``make stack-relink``, a leaf cut off the running stack's
+  hub and linked again, through its control socket;
 - :mod:`local_stack.airflow_stack`: Airflow's processes and a small client of its REST API;
 - :mod:`local_stack.processes`: managed process groups, PostgreSQL, a Spark standalone cluster, and
   :class:`~local_stack.processes.StackError`.

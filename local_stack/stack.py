@@ -37,6 +37,7 @@ from typing import Any
 from airflow_provider_jetstream.testing.ports import LOOPBACK
 from airflow_provider_jetstream.testing.servers import USERS, LocalTopology
 from local_stack.airflow_stack import ADMIN_USER, LocalAirflow
+from local_stack.control import CONTROL_SOCKET, StackControl
 from local_stack.processes import LocalPostgres, LocalSparkCluster, StackError
 
 #: Connection ids the stack creates (the example DAGs' defaults, and the Spark cluster's).
@@ -207,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     if workdir.exists():
         shutil.rmtree(workdir)  # a fresh stack each time: PostgreSQL, NATS stores and Airflow home
     stack = LocalStack(workdir, dags_folder=Path(args.dags_folder))
+    control = StackControl(stack.nats, workdir / CONTROL_SOCKET)
     stopping = False
 
     def on_signal(signum: int, _frame: Any) -> None:
@@ -224,7 +226,9 @@ def main(argv: list[str] | None = None) -> int:
         stack.airflow.wait_dags(["jetstream_edge_to_hub", "jetstream_kv_gate", "jetstream_maintenance"])
         asyncio.run(_publish_sample_readings(stack, args.readings))
         stack.airflow.api.request("PATCH", "/dags/jetstream_edge_to_hub", {"is_paused": False})
+        control.start()
         user, password = USERS["ACC"]
+        stack_dir = "" if workdir == Path(".stack") else f" STACK_DIR={workdir}"
         print(
             f"""
 ready in {time.monotonic() - started:.0f}s; everything runs until Ctrl-C.
@@ -246,6 +250,10 @@ ready in {time.monotonic() - started:.0f}s; everything runs until Ctrl-C.
   AIRFLOW_CONN_NATS_LEAF=jetstream://{user}:{password}@{LOOPBACK}:{stack.nats.leaves[stack.leaf_domains[0]].port} \\
   {sys.executable} -c 'from airflow_provider_jetstream.hooks.jetstream import JetStreamHook; \\
   print(JetStreamHook("nats_leaf").publish("sensors.{stack.leaf_domains[0]}.temp", [{{"value": 1}}]))'
+
+Cut a leaf off the hub (its readings wait there) and link it again, from another shell:
+  make stack-cut LEAF={stack.leaf_domains[0]}{stack_dir}
+  make stack-relink LEAF={stack.leaf_domains[0]}{stack_dir}
 """,
             flush=True,
         )
@@ -258,6 +266,7 @@ ready in {time.monotonic() - started:.0f}s; everything runs until Ctrl-C.
         print(f"\nthe stack failed: {err}", file=sys.stderr, flush=True)
         return 1
     finally:
+        control.stop()
         stack.stop()
     print("stopped: nothing of the stack is left running.")
     return 0
