@@ -249,9 +249,13 @@ class Settler:
         if failed:
             named = "; ".join(f"{settle_verb(s.body)} of {s.handle.what}: {why}" for s, why in failed[:_NAMED])
             more = f" (and {len(failed) - _NAMED} more)" if len(failed) > _NAMED else ""
+            then = (
+                "a consumer made again under that name delivers them again"
+                if deleted
+                else "each message is delivered again after its consumer's ack_wait"
+            )
             raise (ConsumerDeletedError if deleted else JetStreamAckError)(
-                f"{len(failed)} settle(s) not confirmed: {named}{more}; each message is delivered again after its "
-                "consumer's ack_wait"
+                f"{len(failed)} settle(s) not confirmed: {named}{more}; {then}"
             )
 
     async def _gone(self, sent: _Sent, known: dict[tuple[str, str, str], str | None]) -> str | None:
