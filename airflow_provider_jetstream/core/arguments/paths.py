@@ -30,7 +30,7 @@ _SEPARATORS = tuple(sep for sep in (os.sep, os.altsep) if sep)
 def _limit(path: str, name: str, default: int) -> int:
     """The file system's ``name`` limit (``PC_NAME_MAX``...) at the nearest existing directory of ``path``."""
     directory = Path(os.path.abspath(path))
-    while not directory.is_dir() and directory != directory.parent:
+    while not os.path.isdir(directory) and directory != directory.parent:
         directory = directory.parent
     try:
         return int(os.pathconf(directory, name))
@@ -103,10 +103,10 @@ def destination_file(value: Any, object_name: str, field: str) -> Path:
     (see :func:`refuse_special`)."""
     text = local_destination(value, field)
     path = Path(text)
-    if path.is_symlink():  # "link/" too: a link to a directory is not followed either
+    if os.path.islink(path):  # "link/" too: a link to a directory is not followed either
         refuse_special(path, field, value)
-    if text.endswith(_SEPARATORS) or path.is_dir():
-        if not path.is_dir():
+    if text.endswith(_SEPARATORS) or os.path.isdir(path):
+        if not os.path.isdir(path):
             raise SpecError(
                 field, value, f"the directory {text!r} does not exist: create it first, or give a file path"
             )
@@ -116,7 +116,7 @@ def destination_file(value: Any, object_name: str, field: str) -> Path:
                 field, value, f"the object's name {object_name!r} does not end in a file name: give a file path"
             )
         path = path / last
-    if not path.parent.is_dir():
+    if not os.path.isdir(path.parent):
         raise SpecError(field, value, f"the directory {str(path.parent)!r} does not exist: create it first")
     refuse_special(path, field, value)
     return path
