@@ -48,8 +48,19 @@ OBJECT_STORE_SPEC = spec_arg(
 )
 OBJECT_BUCKET = Arg(object_bucket_name, REQUIRED, REFUSE, "the object store bucket's name", templated=True)
 OBJECT_NAME = Arg(object_name, REQUIRED, REFUSE, "the object's name in its object store", templated=True)
-#: A file on the machine the task runs on: the file an object is stored from (read), or written to (a destination).
-LOCAL_PATH = Arg(local_file, REQUIRED, REFUSE, "a file on the machine the task runs on", templated=True)
+#: ``local_path`` by role, on the machine the task runs on: the file an object is stored from (read) ...
+LOCAL_FILE = Arg(
+    local_file, REQUIRED, REFUSE, "the file to store, on the machine the task runs on: a regular file", templated=True
+)
+#: ... or the file it is written to (a destination).
+LOCAL_DESTINATION = Arg(
+    local_destination,
+    REQUIRED,
+    REFUSE,
+    "the file to write the object to, on the machine the task runs on; a directory (or a path ending in '/') takes "
+    "the object's last name part; a device, FIFO, socket or symbolic link is refused",
+    templated=True,
+)
 
 ENSURE_OBJECT_STORE = Args(
     "ensure object store",
@@ -81,7 +92,7 @@ PUT_OBJECT = (
     + Args(
         "put object",
         {
-            "local_path": LOCAL_PATH.but(doc="the file to store, on the machine the task runs on: a regular file"),
+            "local_path": LOCAL_FILE,
             "description": Arg(optional(text), None, VALUE, "the object's description; default None", templated=True),
             "headers": Arg(
                 optional(string_map), None, VALUE, "headers recorded in the object's meta; default None", templated=True
@@ -98,13 +109,7 @@ PUT_OBJECT = (
 ).ruled(Rule(("bucket", "object_name"), _meta_subject_fits, "a put's object name fits its meta subject"))
 GET_OBJECT = OBJECT + Args(
     "get object",
-    {
-        "local_path": LOCAL_PATH.but(
-            parse=local_destination,
-            doc="the file to write the object to, on the machine the task runs on; a directory (or a path ending "
-            "in '/') takes the object's last name part; a device, FIFO, socket or symbolic link is refused",
-        )
-    },
+    {"local_path": LOCAL_DESTINATION},
 )
 DELETE_OBJECT = OBJECT + Args(
     "delete object",
@@ -133,7 +138,8 @@ __all__ = [
     "ENSURE_OBJECT_STORE",
     "GET_OBJECT",
     "LIST_OBJECTS",
-    "LOCAL_PATH",
+    "LOCAL_DESTINATION",
+    "LOCAL_FILE",
     "OBJECT",
     "OBJECT_BUCKET",
     "OBJECT_CHECK",
