@@ -110,6 +110,8 @@ def test_a_special_file_or_link_at_the_destination_is_refused_before_connecting_
                 JetStreamConfigError, match=r"local_path=.* not allowed: .*(device, FIFO|symbolic link)"
             ):
                 get_operator(quiet_conn, bucket, "a.txt", destination).execute({})
+            with pytest.raises(JetStreamConfigError, match=r"local_path=.* not allowed"):
+                JetStreamHook(quiet_conn).get_object(bucket, "a.txt", destination)
             assert kind(os.lstat(destination.rstrip("/")).st_mode), destination
         assert connections(quiet_server) == before  # refused before connecting
     finally:
