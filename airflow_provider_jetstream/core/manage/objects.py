@@ -32,9 +32,9 @@ import hashlib
 import logging
 import os
 import tempfile
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from nats.nuid import NUID
 
@@ -74,6 +74,7 @@ from airflow_provider_jetstream.core.resend import retry_failover
 log = logging.getLogger(__name__)
 
 _NUID = NUID()
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -198,6 +199,23 @@ async def _purge_chunks(api: JetStreamApi, layout: ObjectLayout, nuid: str) -> N
     await api.purge_stream(layout.stream, {"filter": chunk_subject(layout.subjects_of, nuid)})
 
 
+async def _settled(write: Awaitable[T]) -> T:
+    """``write``'s result, awaited to its end even when the put is cancelled meanwhile: a message in flight is
+    stored (or refused) before a failed put's chunks are purged, never after the purge. A write that was stored
+    returns, and the cancellation is passed on at the next await; one that failed raises the cancellation."""
+    task = asyncio.ensure_future(write)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait([task])  # bounded by the request timeout; a second cancellation ends it
+        if task.cancelled() or task.exception() is not None:
+            raise
+        current = asyncio.current_task()
+        if current is not None:
+            current.cancel()
+        return task.result()
+
+
 async def _purge_failed_put(api: JetStreamApi, layout: ObjectLayout, nuid: str) -> None:
     """Purge the chunks of a put that failed or was cancelled midway, as nats.go does; a second cancellation
     does not stop it (shielded). Nothing stays referenced by a meta, so a failure is only logged, naming the
@@ -252,7 +270,7 @@ async def put_object(
         with path.open("rb") as file:
             while chunk := await asyncio.to_thread(file.read, chunk_size):
                 sha.update(chunk)
-                await _store(api, layout, subject, chunk, {})
+                await _settled(_store(api, layout, subject, chunk, {}))
                 size, chunks = size + len(chunk), chunks + 1
         digest = format_digest(sha.digest())
         payload = meta_message(
@@ -266,7 +284,7 @@ async def put_object(
             description=description,
             headers={key: [value] for key, value in (headers or {}).items()},
         )
-        revision = await _store(api, layout, meta_on, payload, {ROLLUP_HEADER: "sub"})
+        revision = await _settled(_store(api, layout, meta_on, payload, {ROLLUP_HEADER: "sub"}))
     except BaseException:
         await _purge_failed_put(api, layout, nuid)
         raise
