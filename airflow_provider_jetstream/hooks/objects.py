@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_jetstream.core.arguments.paths import destination_file, readable_file
 from airflow_provider_jetstream.core.consume.watch import watch_objects
+from airflow_provider_jetstream.core.manage.object_messages import ObjectInfo
 from airflow_provider_jetstream.core.manage.objects import (
-    ObjectInfo,
     delete_object,
     get_object,
     list_objects,
@@ -93,15 +94,19 @@ class JetStreamObjectStoreHook(JetStreamBaseHook):
     ) -> ObjectInfo:
         """Store the file ``local_path`` as object ``object_name`` of ``bucket`` in the target domain, one chunk in
         memory at a time (replacing an object of that name once the new one is stored); its
-        :class:`ObjectInfo` (``size``, ``chunks``, ``digest``, ``revision``). A mirror bucket takes no writes.
+        :class:`ObjectInfo` (``size``, ``chunks``, ``digest``, ``revision``). A mirror bucket takes no writes. A
+        put that fails or is cancelled midway purges the chunks it stored.
 
+        :param local_path: the file to store: a regular file (checked before connecting).
         :param description: the object's description. Default None.
         :param headers: headers recorded in the object's meta. Default None.
-        :param chunk_size: bytes per chunk, at most the server's ``max_payload``. Default 128 KiB.
+        :param chunk_size: bytes per chunk, 1 KiB to 8 MiB, at most what a read gets back through the connected
+            server (3/4 of its ``max_payload`` less 1 KiB). Default 128 KiB.
         """
+        source = readable_file(local_path, "local_path")
         async with self.aapi(**request) as api:
             return await put_object(
-                api, bucket, object_name, local_path, description=description, headers=headers, chunk_size=chunk_size
+                api, bucket, object_name, source, description=description, headers=headers, chunk_size=chunk_size
             )
 
     put_object = blocking(aput_object)
@@ -117,9 +122,14 @@ class JetStreamObjectStoreHook(JetStreamBaseHook):
         """Write object ``object_name`` of ``bucket`` (a mirror of another domain's bucket included) to the file
         ``local_path``, one chunk in memory at a time; the file appears only once its size and SHA-256 digest
         are verified (:class:`ObjectDigestError` otherwise). :class:`JetStreamNotFoundError` if there is no
-        such object."""
+        such object.
+
+        :param local_path: the file to write; a directory (or a path ending in ``/``) takes the object's last
+            name part. Refused before connecting: a missing directory, a device, FIFO, socket or symbolic link.
+        """
+        destination = destination_file(local_path, object_name, "local_path")
         async with self.aapi(**request) as api:
-            return await get_object(api, bucket, object_name, local_path)
+            return await get_object(api, bucket, object_name, destination)
 
     get_object = blocking(aget_object)
 

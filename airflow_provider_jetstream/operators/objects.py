@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_provider_jetstream.core.arguments import Args
+from airflow_provider_jetstream.core.arguments.paths import destination_file
 from airflow_provider_jetstream.core.manage.specs.objects import object_stream_name
 from airflow_provider_jetstream.core.signatures.objects import (
     DELETE_OBJECT,
@@ -89,7 +90,8 @@ class JetStreamPutObjectOperator(_ObjectOperator):
     :param local_path: the file to store, on the machine the task runs on. An empty rendered value is refused.
     :param description: the object's description. Default None.
     :param headers: headers recorded in the object's meta (name -> text). Default None.
-    :param chunk_size: bytes per chunk. Default 128 KiB, as every official client.
+    :param chunk_size: bytes per chunk, 1 KiB to 8 MiB (at most what a read gets back through the connected
+        server). Default 128 KiB, as every official client.
     """
 
     arguments: Args = OPERATOR + PUT_OBJECT
@@ -129,12 +131,13 @@ class JetStreamPutObjectOperator(_ObjectOperator):
 class JetStreamGetObjectOperator(_ObjectOperator):
     """Write an object of a bucket (a mirror of another domain's bucket included) to a local file, one chunk in
     memory at a time; the file appears only once its size and SHA-256 digest are verified. XCom: the object's
-    info and ``path``.
+    info and ``path`` (the file written).
 
     :param bucket: the object store bucket's name.
     :param object_name: the object's name in it.
-    :param local_path: the file to write, on the machine the task runs on, in an existing directory. An empty
-        rendered value is refused.
+    :param local_path: the file to write, on the machine the task runs on, in an existing directory; a directory
+        (or a path ending in ``/``) takes the object's last name part. A device, FIFO, socket or symbolic link there
+        is refused, never replaced; so is an empty rendered value.
     """
 
     arguments: Args = OPERATOR + GET_OBJECT
@@ -145,10 +148,11 @@ class JetStreamGetObjectOperator(_ObjectOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         args = self.checked_arguments()
+        path = str(destination_file(args["local_path"], args["object_name"], "local_path"))
         info = self.get_hook().get_object(
-            args["bucket"], args["object_name"], args["local_path"], request_timeout=args["request_timeout"]
+            args["bucket"], args["object_name"], path, request_timeout=args["request_timeout"]
         )
-        result = {**info.to_xcom(), "path": args["local_path"]}
+        result = {**info.to_xcom(), "path": path}
         self.record_object_lineage(context, result, written=False)
         return result
 

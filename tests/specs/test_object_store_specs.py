@@ -8,7 +8,8 @@ import hashlib
 import pytest
 
 from airflow_provider_jetstream.core.errors import ObjectDigestError, SpecErrors
-from airflow_provider_jetstream.core.manage.objects import encode_name, format_digest, object_layout, parse_digest
+from airflow_provider_jetstream.core.manage.object_messages import encode_name, format_digest, parse_digest
+from airflow_provider_jetstream.core.manage.objects import object_layout
 from airflow_provider_jetstream.core.manage.specs.objects import ObjectStoreSpec
 
 

@@ -23,7 +23,8 @@ from collections.abc import AsyncIterator, Sequence
 
 from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.manage.buckets import KvEntry, bucket_layout_of
-from airflow_provider_jetstream.core.manage.objects import ObjectInfo, layout_of, meta_subject
+from airflow_provider_jetstream.core.manage.object_messages import ObjectInfo, meta_subject
+from airflow_provider_jetstream.core.manage.objects import layout_of
 from airflow_provider_jetstream.core.protocol import KV_OPERATION, AckReply, parse_header_block
 from airflow_provider_jetstream.core.read.ordered import OrderedConsumer
 from airflow_provider_jetstream.core.read.pull import PullRequests

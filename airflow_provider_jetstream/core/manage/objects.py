@@ -2,22 +2,21 @@
 
 nats-py's ``js.object_store()`` writes ``$O.<bucket>...`` whatever its context's domain and reads chunks
 through a push consumer of the connection's own domain; this module speaks to one domain (or imported
-prefix) through the one API speaker (:class:`~airflow_provider_jetstream.core.api.JetStreamApi`):
+prefix) through the one API speaker (:class:`~airflow_provider_jetstream.core.api.JetStreamApi`), with the
+messages :mod:`~airflow_provider_jetstream.core.manage.object_messages` builds and reads:
 
-- an object ``name`` of bucket ``b`` is a meta message on ``$O.b.M.<base64url(name)>`` (JSON: ``name``,
-  ``bucket``, ``nuid``, ``size``, ``chunks``, ``digest`` ``SHA-256=<base64url>``, ``options.max_chunk_size``,
-  rolled up: one per object) and its content the chunks on ``$O.b.C.<nuid>``, a new ``nuid`` per put;
 - writes are published on ``$O.b...`` as every client publishes them (the server maps no domain prefix
   for object subjects, unlike KV's ``$JS.<domain>.API.$KV.``): they reach the bucket's stream wherever it
   listens in the connected account (a leaf's, through the hub), each with a ``Nats-Msg-Id``, asked again
   across a failover (:func:`~airflow_provider_jetstream.core.resend.retry_failover`), and each ack checked to
   come from ``OBJ_b`` in the target domain; before the first chunk the double-store guard's store probe
-  refuses the put if a bucket of that name in another reachable domain would store it too; the meta message is
-  written last, so a reader never sees an object whose chunks are not all stored, and the replaced object's
-  chunks are purged after it;
+  refuses the put if a bucket of that name in another reachable domain would store it too, and a meta subject
+  too long to send is refused; the meta message is written last, so a reader never sees an object whose chunks
+  are not all stored, and the replaced object's chunks are purged after it; a put that fails or is cancelled
+  midway purges the chunks it stored (``$O.b.C.<nuid>``), as nats.go does;
 - reads ask the stream for one message at a time (``STREAM.MSG.GET`` with ``next_by_subj``): one chunk in
   memory at a time whatever the object's size, through any domain; the size and SHA-256 digest are
-  verified before the destination file is written (a temporary file beside it, renamed when verified);
+  verified before the destination file is replaced (a temporary file beside it, synced, renamed when verified);
 - a mirror bucket in the hub (``OBJ_<b>`` mirroring a leaf's ``OBJ_<origin>``, its subjects transformed to
   ``$O.<b>.>``, :mod:`~airflow_provider_jetstream.core.manage.specs.objects`) is read by its own name, like
   any bucket; it takes no writes (they are refused, naming the origin). Watching a bucket is an ordered
@@ -28,23 +27,20 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import binascii
 import contextlib
 import hashlib
-import json
 import logging
 import os
 import tempfile
-from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from pathlib import Path
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from nats.nuid import NUID
 
 from airflow_provider_jetstream.core.api import JetStreamApi, describe_prefix
 from airflow_provider_jetstream.core.arguments.names import object_bucket_name, object_name
+from airflow_provider_jetstream.core.arguments.paths import destination_file, readable_file, refuse_special
 from airflow_provider_jetstream.core.errors import (
     JetStreamConfigError,
     JetStreamNotFoundError,
@@ -53,6 +49,17 @@ from airflow_provider_jetstream.core.errors import (
     ObjectStoreError,
 )
 from airflow_provider_jetstream.core.manage.double_store import refuse_unknown_stores
+from airflow_provider_jetstream.core.manage.object_messages import (
+    CHUNK_SIZE,
+    ObjectInfo,
+    chunk_size_for,
+    chunk_subject,
+    format_digest,
+    meta_message,
+    meta_subject,
+    parse_digest,
+    put_meta_subject,
+)
 from airflow_provider_jetstream.core.manage.reconcile import ReconcileResult, reconcile_stream
 from airflow_provider_jetstream.core.manage.specs.objects import (
     OBJ_STREAM_PREFIX,
@@ -66,105 +73,8 @@ from airflow_provider_jetstream.core.resend import retry_failover
 
 log = logging.getLogger(__name__)
 
-#: The chunk size of every official client, bytes (at most the server's ``max_payload``).
-CHUNK_SIZE = 128 * 1024
-DIGEST_TYPE = "SHA-256="
 _NUID = NUID()
-
-
-def encode_name(name: str) -> str:
-    """An object name as its meta subject's last token: base64url with padding, as nats.go and nats.js."""
-    return base64.urlsafe_b64encode(name.encode()).decode()
-
-
-def meta_subject(bucket: str, name: str) -> str:
-    return f"$O.{bucket}.M.{encode_name(name)}"
-
-
-def chunk_subject(bucket: str, nuid: str) -> str:
-    return f"$O.{bucket}.C.{nuid}"
-
-
-def format_digest(sha256: bytes) -> str:
-    """``SHA-256=<base64url of the digest>``, the form every official client writes."""
-    return DIGEST_TYPE + base64.urlsafe_b64encode(sha256).decode()
-
-
-def parse_digest(text: str) -> bytes:
-    """The SHA-256 bytes of a meta's ``digest`` (base64url or standard base64, padded or not, as clients wrote
-    it over time); :class:`ObjectDigestError` when it is not a SHA-256 digest."""
-    if not isinstance(text, str) or not text.upper().startswith(DIGEST_TYPE):
-        raise ObjectDigestError(f"the object's digest {text!r} is not a {DIGEST_TYPE} digest")
-    body = text[len(DIGEST_TYPE) :].strip()
-    body += "=" * (-len(body) % 4)
-    try:
-        raw = base64.b64decode(body.replace("-", "+").replace("_", "/"), validate=True)
-    except (binascii.Error, ValueError):
-        raw = b""
-    if len(raw) != 32:
-        raise ObjectDigestError(f"the object's digest {text!r} is not a base64 SHA-256 digest")
-    return raw
-
-
-@dataclass(frozen=True)
-class ObjectInfo:
-    """An object as its meta message records it: ``size`` bytes in ``chunks`` chunks on ``$O.<bucket>.C.<nuid>``,
-    its ``digest`` (``SHA-256=...``), ``revision`` (the meta message's stream sequence: it grows with every put
-    and delete of the object), ``modified`` (when the server stored the meta, RFC 3339) and ``deleted``."""
-
-    bucket: str
-    name: str
-    nuid: str
-    size: int
-    chunks: int
-    digest: str
-    revision: int
-    modified: str | None = None
-    deleted: bool = False
-    description: str | None = None
-    headers: dict[str, list[str]] = field(default_factory=dict)
-    chunk_size: int | None = None
-    #: A link's target (``{"bucket", "name"}``, as nats.go's ``AddLink`` writes it); None for an object.
-    link: dict[str, Any] | None = None
-
-    @classmethod
-    def from_message(cls, message: Mapping[str, Any], bucket: str) -> ObjectInfo:
-        """From a ``STREAM.MSG.GET`` answer of a meta subject; :class:`ObjectStoreError` if it is not a meta."""
-        try:
-            meta = json.loads(base64.b64decode(message.get("data") or ""))
-            return cls(
-                bucket=bucket,
-                name=str(meta["name"]),
-                nuid=str(meta.get("nuid") or ""),
-                size=int(meta.get("size") or 0),
-                chunks=int(meta.get("chunks") or 0),
-                digest=str(meta.get("digest") or ""),
-                revision=int(message["seq"]),
-                modified=message.get("time"),
-                deleted=bool(meta.get("deleted")),
-                description=meta.get("description") or None,
-                headers=dict(meta.get("headers") or {}),
-                chunk_size=(meta.get("options") or {}).get("max_chunk_size"),
-                link=(meta.get("options") or {}).get("link") or None,
-            )
-        except (ValueError, KeyError, TypeError, binascii.Error) as err:
-            raise ObjectStoreError(
-                f"bucket {bucket!r}: the message at sequence {message.get('seq')} on {message.get('subject')!r} is not "
-                f"an object's meta ({err})"
-            ) from None
-
-    def to_xcom(self) -> dict[str, Any]:
-        return {
-            "bucket": self.bucket,
-            "name": self.name,
-            "size": self.size,
-            "chunks": self.chunks,
-            "digest": self.digest,
-            "revision": self.revision,
-            "modified": self.modified,
-            "deleted": self.deleted,
-            "nuid": self.nuid,
-        }
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -289,6 +199,39 @@ async def _purge_chunks(api: JetStreamApi, layout: ObjectLayout, nuid: str) -> N
     await api.purge_stream(layout.stream, {"filter": chunk_subject(layout.subjects_of, nuid)})
 
 
+async def _settled(write: Awaitable[T]) -> T:
+    """``write``'s result, awaited to its end even when the put is cancelled meanwhile: a message in flight is
+    stored (or refused) before a failed put's chunks are purged, never after the purge. A write that was stored
+    returns, and the cancellation is passed on at the next await; one that failed raises the cancellation."""
+    task = asyncio.ensure_future(write)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait([task])  # bounded by the request timeout; a second cancellation ends it
+        if task.cancelled() or task.exception() is not None:
+            raise
+        current = asyncio.current_task()
+        if current is not None:
+            current.cancel()
+        return task.result()
+
+
+async def _purge_failed_put(api: JetStreamApi, layout: ObjectLayout, nuid: str) -> None:
+    """Purge the chunks of a put that failed or was cancelled midway, as nats.go does; a second cancellation
+    does not stop it (shielded). Nothing stays referenced by a meta, so a failure is only logged, naming the
+    subject to purge by hand."""
+    try:
+        await asyncio.shield(_purge_chunks(api, layout, nuid))
+    except (Exception, asyncio.CancelledError) as err:
+        log.warning(
+            "bucket %r in %s: the chunks of a failed put were not purged (purge %r by hand): %s",
+            layout.bucket,
+            api.target,
+            chunk_subject(layout.subjects_of, nuid),
+            err,
+        )
+
+
 async def put_object(
     api: JetStreamApi,
     bucket: str,
@@ -301,23 +244,24 @@ async def put_object(
 ) -> ObjectInfo:
     """Store the file ``source`` as the object ``name`` of ``bucket`` in ``api``'s domain, one chunk in memory at
     a time; returns its info (``revision`` the new meta's sequence). An existing object of that name is
-    replaced: its chunks are purged once the new meta is stored. A write that fails midway purges the chunks
-    it stored and raises; the old object stays as it was.
+    replaced: its chunks are purged once the new meta is stored. A write that fails or is cancelled midway purges
+    the chunks it stored and raises; the old object stays as it was.
 
     :param description: the object's description. Default None.
     :param headers: headers recorded in the object's meta (name -> text). Default None.
-    :param chunk_size: bytes per chunk, at most the server's ``max_payload``. Default 128 KiB, as every client.
+    :param chunk_size: bytes per chunk, at most what a read gets back through the connected server
+        (:func:`~airflow_provider_jetstream.core.manage.object_messages.chunk_size_for`). Default 128 KiB, as
+        every client.
     """
     object_name(name, "name")
-    path = Path(source)
-    if not path.is_file():
-        raise JetStreamConfigError(f"source={str(source)!r} is not allowed: a readable file to store")
+    path = readable_file(source, "local_path")
     layout = await layout_of(api, bucket)
     _writable(layout, api)
+    meta_on = put_meta_subject(layout.subjects_of, name)
     # Before the first chunk: a bucket of this name in another reachable domain would store every write too.
     what = f"put to object store bucket {bucket!r}"
     await refuse_unknown_stores(api, subjects=object_subjects(layout.subjects_of), what=what)
-    chunk_size = max(1, min(int(chunk_size), api.nc.max_payload or CHUNK_SIZE))
+    chunk_size = chunk_size_for(int(chunk_size), api.nc.max_payload)
     old = await _info(api, layout, name, show_deleted=True)
     nuid = _NUID.next().decode()
     subject = chunk_subject(layout.subjects_of, nuid)
@@ -326,27 +270,23 @@ async def put_object(
         with path.open("rb") as file:
             while chunk := await asyncio.to_thread(file.read, chunk_size):
                 sha.update(chunk)
-                await _store(api, layout, subject, chunk, {})
+                await _settled(_store(api, layout, subject, chunk, {}))
                 size, chunks = size + len(chunk), chunks + 1
-        meta: dict[str, Any] = {
-            "name": name,
-            "options": {"max_chunk_size": chunk_size},
-            "bucket": layout.subjects_of,
-            "nuid": nuid,
-            "size": size,
-            "mtime": datetime.now(timezone.utc).isoformat().replace("+00:00", "Z"),
-            "chunks": chunks,
-            "digest": format_digest(sha.digest()),
-        }
-        if description:
-            meta["description"] = description
-        if headers:
-            meta["headers"] = {key: [value] for key, value in headers.items()}
-        payload = json.dumps(meta, separators=(",", ":")).encode()
-        revision = await _store(api, layout, meta_subject(layout.subjects_of, name), payload, {ROLLUP_HEADER: "sub"})
+        digest = format_digest(sha.digest())
+        payload = meta_message(
+            layout.subjects_of,
+            name,
+            nuid,
+            size,
+            chunks,
+            digest,
+            options={"max_chunk_size": chunk_size},
+            description=description,
+            headers={key: [value] for key, value in (headers or {}).items()},
+        )
+        revision = await _settled(_store(api, layout, meta_on, payload, {ROLLUP_HEADER: "sub"}))
     except BaseException:
-        with contextlib.suppress(Exception):
-            await _purge_chunks(api, layout, nuid)
+        await _purge_failed_put(api, layout, nuid)
         raise
     if old is not None and old.nuid and old.nuid != nuid:
         try:
@@ -355,7 +295,7 @@ async def put_object(
             log.warning("bucket %r: the replaced chunks of %r were not purged: %s", bucket, name, err)
     info = await _info(api, layout, name, show_deleted=True)
     log.info("put object %r (%d bytes, %d chunks) in bucket %r of %s", name, size, chunks, bucket, api.target)
-    return info or ObjectInfo(bucket, name, nuid, size, chunks, meta["digest"], revision)
+    return info or ObjectInfo(bucket, name, nuid, size, chunks, digest, revision)
 
 
 async def read_object(api: JetStreamApi, bucket: str, name: str) -> tuple[ObjectInfo, AsyncIterator[bytes]]:
@@ -397,26 +337,34 @@ async def _chunks(api: JetStreamApi, layout: ObjectLayout, info: ObjectInfo, exp
 
 
 async def get_object(api: JetStreamApi, bucket: str, name: str, destination: str | os.PathLike[str]) -> ObjectInfo:
-    """Read the object ``name`` of ``bucket`` into the file ``destination``, one chunk in memory at a time; returns
-    its info. The content goes to a temporary file beside ``destination``, renamed to it only once its size and
-    SHA-256 digest are verified: a failed get leaves ``destination`` as it was."""
-    target = Path(destination)
-    if target.is_dir() or not target.parent.is_dir():
-        raise JetStreamConfigError(
-            f"destination={str(destination)!r} is not allowed: a file path in an existing directory"
-        )
+    """Read the object ``name`` of ``bucket`` into the file ``destination`` (a directory, or a path ending in
+    ``/``: ``<destination>/<last part of name>``, see
+    :func:`~airflow_provider_jetstream.core.arguments.paths.destination_file`), one chunk in memory at a time;
+    returns its info. The content goes to a temporary file beside the destination, synced and renamed to it only
+    once its size and SHA-256 digest are verified: a failed get leaves the destination as it was."""
+    target = destination_file(destination, name, "local_path")
     info, chunks = await read_object(api, bucket, name)
-    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
+    handle, temporary = tempfile.mkstemp(prefix=".object-", suffix=".part", dir=target.parent)
     try:
         with os.fdopen(handle, "wb") as file:
             async for chunk in chunks:
                 await asyncio.to_thread(file.write, chunk)
+            file.flush()
+            await asyncio.to_thread(os.fsync, file.fileno())
+        refuse_special(target, "local_path", destination)  # nothing special appeared there meanwhile
         os.replace(temporary, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
-    log.info("got object %r (%d bytes, digest verified) of bucket %r in %s", name, info.size, bucket, api.target)
+    log.info(
+        "got object %r (%d bytes, digest verified) of bucket %r in %s into %s",
+        name,
+        info.size,
+        bucket,
+        api.target,
+        target,
+    )
     return info
 
 
@@ -432,17 +380,7 @@ async def delete_object(api: JetStreamApi, bucket: str, name: str, *, missing_ok
         if missing_ok:
             return None
         raise JetStreamNotFoundError(f"object {name!r} does not exist in bucket {bucket!r} of {api.target}")
-    meta = {
-        "name": name,
-        "bucket": layout.subjects_of,
-        "nuid": info.nuid,
-        "size": 0,
-        "mtime": datetime.now(timezone.utc).isoformat().replace("+00:00", "Z"),
-        "chunks": 0,
-        "digest": "",
-        "deleted": True,
-    }
-    payload = json.dumps(meta, separators=(",", ":")).encode()
+    payload = meta_message(layout.subjects_of, name, info.nuid, 0, 0, "", deleted=True)
     await _store(api, layout, meta_subject(layout.subjects_of, name), payload, {ROLLUP_HEADER: "sub"})
     await _purge_chunks(api, layout, info.nuid)
     log.info("deleted object %r of bucket %r in %s", name, bucket, api.target)

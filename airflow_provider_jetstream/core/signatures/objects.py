@@ -2,19 +2,26 @@
 
 Each is an :class:`~airflow_provider_jetstream.core.arguments.Args` the hook method, its operator and its
 sensor share; file paths, names and revisions given empty (a template that rendered nothing) are refused,
-never taken as "not given".
+never taken as "not given". A put's ``local_path`` is a file read (:func:`~.paths.local_file`), a get's a
+destination (:func:`~.paths.local_destination`: a directory or a path ending in ``/`` takes the object's last
+name part); a put's object name must fit its meta subject.
 """
 
 from __future__ import annotations
 
-import os
+from collections.abc import Mapping
 from typing import Any
 
-from airflow_provider_jetstream.core.arguments import REFUSE, REQUIRED, VALUE, Arg, Args
+from airflow_provider_jetstream.core.arguments import REFUSE, REQUIRED, VALUE, Arg, Args, Rule
 from airflow_provider_jetstream.core.arguments.names import object_bucket_name, object_name
+from airflow_provider_jetstream.core.arguments.paths import local_destination, local_file
 from airflow_provider_jetstream.core.arguments.values import boolean, integer, optional, string_map, text
-from airflow_provider_jetstream.core.errors import SpecError
-from airflow_provider_jetstream.core.manage.objects import CHUNK_SIZE
+from airflow_provider_jetstream.core.manage.object_messages import (
+    CHUNK_SIZE,
+    MAX_CHUNK_SIZE,
+    MIN_CHUNK_SIZE,
+    put_meta_subject,
+)
 from airflow_provider_jetstream.core.manage.specs.objects import ObjectStoreSpec
 from airflow_provider_jetstream.core.signatures.shared import (
     AFTER_REVISION,
@@ -30,13 +37,8 @@ from airflow_provider_jetstream.core.signatures.shared import (
 from airflow_provider_jetstream.core.signatures.waits import POLL_INTERVAL, WAIT
 
 
-def file_path(value: Any, field: str) -> str:
-    """A local file path (text or ``os.PathLike``), as text."""
-    if isinstance(value, os.PathLike):
-        value = os.fspath(value)
-    if not isinstance(value, str) or not value.strip() or "\x00" in value:
-        raise SpecError(field, value, "a file path (text or a pathlib.Path), e.g. '/data/day-1.csv'")
-    return value
+def _meta_subject_fits(values: Mapping[str, Any], prefix: str) -> None:
+    put_meta_subject(values["bucket"], values["object_name"], f"{prefix}object_name")
 
 
 OBJECT_STORE_SPEC = spec_arg(
@@ -46,8 +48,19 @@ OBJECT_STORE_SPEC = spec_arg(
 )
 OBJECT_BUCKET = Arg(object_bucket_name, REQUIRED, REFUSE, "the object store bucket's name", templated=True)
 OBJECT_NAME = Arg(object_name, REQUIRED, REFUSE, "the object's name in its object store", templated=True)
-#: A file on the machine the task runs on: the file an object is stored from, or written to.
-LOCAL_PATH = Arg(file_path, REQUIRED, REFUSE, "a file on the machine the task runs on", templated=True)
+#: ``local_path`` by role, on the machine the task runs on: the file an object is stored from (read) ...
+LOCAL_FILE = Arg(
+    local_file, REQUIRED, REFUSE, "the file to store, on the machine the task runs on: a regular file", templated=True
+)
+#: ... or the file it is written to (a destination).
+LOCAL_DESTINATION = Arg(
+    local_destination,
+    REQUIRED,
+    REFUSE,
+    "the file to write the object to, on the machine the task runs on; a directory (or a path ending in '/') takes "
+    "the object's last name part; a device, FIFO, socket or symbolic link is refused",
+    templated=True,
+)
 
 ENSURE_OBJECT_STORE = Args(
     "ensure object store",
@@ -74,22 +87,29 @@ LIST_OBJECTS = Args(
         "show_deleted": Arg(boolean, False, VALUE, "also deleted objects; default False", templated=True),
     },
 )
-PUT_OBJECT = OBJECT + Args(
-    "put object",
-    {
-        "local_path": LOCAL_PATH.but(doc="the file to store, on the machine the task runs on"),
-        "description": Arg(optional(text), None, VALUE, "the object's description; default None", templated=True),
-        "headers": Arg(
-            optional(string_map), None, VALUE, "headers recorded in the object's meta; default None", templated=True
-        ),
-        "chunk_size": Arg(
-            integer(1, 8 * 1024 * 1024), CHUNK_SIZE, VALUE, f"bytes per chunk; default {CHUNK_SIZE} (128 KiB)"
-        ),
-    },
-)
+PUT_OBJECT = (
+    OBJECT
+    + Args(
+        "put object",
+        {
+            "local_path": LOCAL_FILE,
+            "description": Arg(optional(text), None, VALUE, "the object's description; default None", templated=True),
+            "headers": Arg(
+                optional(string_map), None, VALUE, "headers recorded in the object's meta; default None", templated=True
+            ),
+            "chunk_size": Arg(
+                integer(MIN_CHUNK_SIZE, MAX_CHUNK_SIZE, " (1 KiB to 8 MiB)"),
+                CHUNK_SIZE,
+                VALUE,
+                f"bytes per chunk, at most what a read gets back through the connected server; default {CHUNK_SIZE} "
+                "(128 KiB)",
+            ),
+        },
+    )
+).ruled(Rule(("bucket", "object_name"), _meta_subject_fits, "a put's object name fits its meta subject"))
 GET_OBJECT = OBJECT + Args(
     "get object",
-    {"local_path": LOCAL_PATH.but(doc="the file to write the object to, on the machine the task runs on")},
+    {"local_path": LOCAL_DESTINATION},
 )
 DELETE_OBJECT = OBJECT + Args(
     "delete object",
@@ -118,7 +138,8 @@ __all__ = [
     "ENSURE_OBJECT_STORE",
     "GET_OBJECT",
     "LIST_OBJECTS",
-    "LOCAL_PATH",
+    "LOCAL_DESTINATION",
+    "LOCAL_FILE",
     "OBJECT",
     "OBJECT_BUCKET",
     "OBJECT_CHECK",
@@ -128,5 +149,4 @@ __all__ = [
     "OBJECT_TRIGGER",
     "PUT_OBJECT",
     "WATCH_OBJECTS",
-    "file_path",
 ]

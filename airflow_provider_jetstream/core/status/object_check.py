@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_jetstream.core.api import JetStreamApi
-from airflow_provider_jetstream.core.manage.objects import ObjectInfo, object_info
+from airflow_provider_jetstream.core.manage.object_messages import ObjectInfo
+from airflow_provider_jetstream.core.manage.objects import object_info
 
 
 @dataclass(frozen=True)
