@@ -8,10 +8,10 @@ What the server accepts, checked before any request; each parser is ``parse(valu
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from airflow_provider_jetstream.core.errors import SpecError
+from airflow_provider_jetstream.core.errors import SpecError, UnsafeSubjectError
 
 _NAME_BAD = re.compile(r"[\s.*>/\\]|[\x00-\x1f\x7f]")
 _BUCKET_OK = re.compile(r"^[a-zA-Z0-9_-]+$")
@@ -217,11 +217,49 @@ def subject(*, wildcards: bool = True, use: str | None = None) -> Callable[[Any,
 
 
 subject_filter = subject()
-literal_subject = subject(wildcards=False)
 #: A subject filter that selects a stream's messages (consumer and source filters, transforms' sources).
 reading_filter = subject(use=FILTER)
 #: A subject a stream stores messages on (its subjects, the destination of a transform or republish).
 stored_subject = subject(use=STORE)
+
+
+def delivery_subject_problem(value: Any, api_prefixes: Iterable[str | None] = ()) -> str | None:
+    """Why data or deliveries must not be sent to ``value``, or None if they may.
+
+    :param value: the subject the package publishes to, or a consumer pushes to.
+    :param api_prefixes: JetStream API prefixes of the account (``JS.acc@hub.API``...); subjects under
+        them are refused like ``$JS.``. Empty entries are ignored.
+    """
+    problem = subject_problem(value, wildcards=False) or reserved_problem(value, PUBLISH)
+    if problem:
+        return problem
+    for prefix in api_prefixes:
+        prefix = (prefix or "").rstrip(".")
+        if prefix and (value == prefix or value.startswith(prefix + ".")):
+            return (
+                f"it is under the account's JetStream API prefix {prefix!r}: a message there is a request "
+                "the server may obey, e.g. deleting a stream"
+            )
+    return None
+
+
+def delivery_subject(value: Any, field: str = "subject", api_prefixes: Iterable[str | None] = ()) -> str:
+    """A subject the package sends data or deliveries to (a publish subject, a dead-letter subject, a push
+    consumer's ``deliver_subject``): literal, never empty, outside the reserved spaces (``$JS.``, ``$JSC.``,
+    ``$NRG.``, ``$SYS.``, ``_INBOX.``, ``$KV.``, ``$O.``), any JetStream API (``$JS.<domain>.API``,
+    ``JS.acc@hub.API``) and ``api_prefixes``: a message there is a request the server may obey.
+
+    :raises UnsafeSubjectError: naming ``field``, the value and what is allowed.
+    """
+    problem = delivery_subject_problem(value, api_prefixes)
+    if problem:
+        raise UnsafeSubjectError(
+            field,
+            value,
+            f"{problem}; send to a literal subject outside $JS., $KV., $O., $SYS., _INBOX. and the JetStream "
+            "API prefixes (e.g. 'orders.created')",
+        )
+    return value
 
 
 def subject_list(parse_item: Callable[[Any, str], str] = subject_filter) -> Callable[[Any, str], list[str]]:

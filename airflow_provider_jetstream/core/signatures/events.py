@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_provider_jetstream.core.arguments import DEFAULT, REQUIRED, VALUE, Arg, Args, Rule, requires
+from airflow_provider_jetstream.core.arguments import DEFAULT, REFUSE, REQUIRED, VALUE, Arg, Args, Rule, requires
 from airflow_provider_jetstream.core.arguments.durations import parse_instant
 from airflow_provider_jetstream.core.arguments.names import (
     consumer_name,
+    delivery_subject,
     kv_key_pattern,
     reading_filter,
     stream_name,
@@ -27,7 +28,6 @@ from airflow_provider_jetstream.core.consume.deliveries import DECODINGS
 from airflow_provider_jetstream.core.consume.durable import ACK_POLICIES
 from airflow_provider_jetstream.core.errors import SpecError
 from airflow_provider_jetstream.core.manage.specs.consumer import ConsumerSpec
-from airflow_provider_jetstream.core.publish.subjects import check_publish_subject
 from airflow_provider_jetstream.core.signatures.shared import BUCKET, CONN_ID, STREAM, TARGET
 
 DELIVER_POLICIES = ("all", "new", "last", "last_per_subject", "by_start_sequence", "by_start_time")
@@ -112,7 +112,7 @@ MESSAGE_SETTINGS = (
             "batch_size": Arg(positive_count, 1, VALUE, "messages per event; default 1"),
             "batch_window": Arg(seconds(allow_zero=True), 0.0, VALUE, "seconds a batch waits for more; default 0"),
             "dead_letter_stream": Arg(stream_name, None, DEFAULT, "stream receiving rejected messages"),
-            "dead_letter_subject": Arg(check_publish_subject, None, DEFAULT, "their subject in it"),
+            "dead_letter_subject": Arg(delivery_subject, None, REFUSE, "their subject in it"),
             "event_subjects": Arg(_subjects, None, DEFAULT, "this watcher's own narrowing (client side); default all"),
             "decode": Arg(
                 choice(DECODINGS, _one_of(DECODINGS)), "auto", VALUE, "payload decoding: auto, json, text or base64"

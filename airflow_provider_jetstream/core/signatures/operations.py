@@ -16,6 +16,7 @@ from nats.aio.client import Client
 from airflow_provider_jetstream.core.arguments import REFUSE, REQUIRED, VALUE, Arg, Args, Rule, exclusive
 from airflow_provider_jetstream.core.arguments.durations import seconds_of
 from airflow_provider_jetstream.core.arguments.names import (
+    delivery_subject,
     domain_name,
     headers,
     stream_name,
@@ -36,7 +37,6 @@ from airflow_provider_jetstream.core.arguments.values import (
 )
 from airflow_provider_jetstream.core.errors import SpecError, SpecErrors
 from airflow_provider_jetstream.core.manage.specs import ConsumerSpec, KeyValueSpec, StreamSpec, encode_kv_value
-from airflow_provider_jetstream.core.publish.subjects import check_publish_subject
 from airflow_provider_jetstream.core.signatures.shared import (
     AFTER_REVISION,
     ALLOW_DATA_LOSS,
@@ -332,7 +332,7 @@ def msg_id_template(value: Any, field: str) -> str | None:
 
 
 def _subject_outside_api_prefix(values: Mapping[str, Any], prefix: str) -> None:
-    check_publish_subject(values["subject"], f"{prefix}subject", [values["api_prefix"]])
+    delivery_subject(values["subject"], f"{prefix}subject", [values["api_prefix"]])
 
 
 #: The subject is not under the ``api_prefix`` given with it (that would be an API request).
@@ -342,7 +342,7 @@ PUBLISH = Args(
     "publish",
     {
         "subject": Arg(
-            check_publish_subject,
+            delivery_subject,
             REQUIRED,
             VALUE,
             "the subject: literal, outside the reserved subject spaces and the JetStream API prefixes",

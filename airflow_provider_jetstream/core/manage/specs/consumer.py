@@ -91,7 +91,7 @@ CONSUMER = Struct(
         Field(
             "deliver_subject",
             "deliver_subject",
-            N.literal_subject,
+            N.delivery_subject,
             "where the flow-control consumer of durable sourcing pushes (ack_policy flow_control only)",
             normalize=F.norm_text,
             editable=F.IMMUTABLE,  # the server refuses to move it ("consumer name already in use")
