@@ -30,6 +30,7 @@ from airflow_provider_jetstream.core.arguments.values import (
     instance_of,
     integer,
     list_of,
+    message_id,
     optional,
     positive_count,
     seconds,
@@ -317,20 +318,6 @@ def payloads(value: Any, field: str) -> Iterable[Any]:
     return value
 
 
-def msg_id_template(value: Any, field: str) -> str | None:
-    """A ``Nats-Msg-Id`` template (``{index}``: the message's index), or None: no id.
-
-    ``""`` is refused: a template that renders empty would silently turn deduplication off (a retried
-    task would store every message twice); None says so explicitly."""
-    if value is None:
-        return None
-    if isinstance(value, str) and not value.strip():
-        raise SpecError(field, value, "use a text template with {index} (e.g. 'run-1/{index}'), or None for no id")
-    if not isinstance(value, str):
-        raise SpecError(field, value, "use a text template with {index} (e.g. 'run-1/{index}'), or None for no id")
-    return value
-
-
 def _subject_outside_api_prefix(values: Mapping[str, Any], prefix: str) -> None:
     delivery_subject(values["subject"], f"{prefix}subject", [values["api_prefix"]])
 
@@ -353,7 +340,7 @@ PUBLISH = Args(
         ),
         "headers": Arg(optional(headers), None, VALUE, "headers on every message: names to strings", templated=True),
         "msg_id": Arg(
-            msg_id_template,
+            optional(message_id),
             None,
             VALUE,
             "template of each message's Nats-Msg-Id ({index}: the message's index); None: no id; default None",
