@@ -217,8 +217,9 @@ def subject(*, wildcards: bool = True, use: str | None = None) -> Callable[[Any,
 
 
 subject_filter = subject()
-#: A subject filter that selects a stream's messages (consumer and source filters, transforms' sources).
-reading_filter = subject(use=FILTER)
+#: A subject filter that selects a stream's messages (consumer and source filters, transforms' sources); where
+#: the stream's config is known, it must also overlap the stream's subjects (:func:`check_stream_filter`).
+stream_filter = subject(use=FILTER)
 #: A subject a stream stores messages on (its subjects, the destination of a transform or republish).
 stored_subject = subject(use=STORE)
 
@@ -276,6 +277,7 @@ def subject_list(parse_item: Callable[[Any, str], str] = subject_filter) -> Call
             raise SpecError(field, value, "each subject once")
         return out
 
+    parse.parses = parse_item  # type: ignore[attr-defined]  # the type of each subject
     return parse
 
 
@@ -380,3 +382,37 @@ def subjects_collide(a: str, b: str) -> bool:
         if x != y and x != "*" and y != "*":
             return False
     return True
+
+
+def consumer_filters(config: Mapping[str, Any]) -> list[str]:
+    """A consumer config's filter subjects, from its ``filter_subject`` or ``filter_subjects`` (none: all)."""
+    if config.get("filter_subject"):
+        return [config["filter_subject"]]
+    return list(config.get("filter_subjects") or [])
+
+
+def filters_outside_stream(filters: Iterable[str], stream_config: Mapping[str, Any]) -> list[str]:
+    """The subject filters of ``filters`` that select nothing the stream stores: that overlap none of its
+    ``subjects`` (nats subject semantics: tokens, ``*``, ``>``). Empty when all overlap, and when the stream's
+    subjects do not say what it stores: a mirror, a stream with sources or a subject transform, or one with no
+    subjects (it stores its name's subject then)."""
+    subjects = stream_config.get("subjects") or []
+    if not subjects or stream_config.get("mirror") or stream_config.get("sources"):
+        return []
+    if stream_config.get("subject_transform"):
+        return []
+    return [f for f in filters if not any(subjects_collide(f, s) for s in subjects)]
+
+
+def check_stream_filter(filters: Iterable[str], stream_config: Mapping[str, Any], field: str, where: str) -> None:
+    """Refuse a filter subject that selects nothing of the stream it reads (:func:`filters_outside_stream`):
+    a consumer on it would wait for ever. ``where`` names the stream (``stream 'orders' in domain 'hub'``)."""
+    outside = filters_outside_stream(filters, stream_config)
+    if outside:
+        shown = outside[0] if len(outside) == 1 else outside
+        raise SpecError(
+            field,
+            shown,
+            f"a filter subject selects messages of the stream it reads, and {shown!r} overlaps none of the subjects "
+            f"{where} stores ({', '.join(stream_config['subjects'])}): give a filter within those subjects",
+        )

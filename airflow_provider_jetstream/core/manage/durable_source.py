@@ -21,7 +21,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_jetstream.core.api import JetStreamApi
-from airflow_provider_jetstream.core.arguments.names import delivery_subject, domain_of, subjects_collide
+from airflow_provider_jetstream.core.arguments.names import (
+    check_stream_filter,
+    consumer_filters,
+    delivery_subject,
+    domain_of,
+    subjects_collide,
+)
 from airflow_provider_jetstream.core.errors import (
     JetStreamDomainUnavailableError,
     JetStreamNotFoundError,
@@ -140,6 +146,9 @@ class DurableSource:
         consumer_spec = ConsumerSpec.from_dict(
             {**extra, "name": consumer_name, "ack_policy": FLOW_CONTROL, "deliver_subject": subject}, "consumer"
         )
+        origin_filters = consumer_filters(consumer_spec.values)
+        where = f"the origin stream {origin_spec.name!r}"
+        check_stream_filter(origin_filters, origin_spec.values, "consumer.filter_subject", where)
         source: dict[str, Any] = {
             "name": origin_spec.name,
             "domain": origin_domain,

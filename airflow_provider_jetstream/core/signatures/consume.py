@@ -22,7 +22,7 @@ from airflow_provider_jetstream.core.arguments.durations import parse_instant
 from airflow_provider_jetstream.core.arguments.names import (
     consumer_name,
     delivery_subject,
-    reading_filter,
+    stream_filter,
     stream_name,
     subject_list,
 )
@@ -62,7 +62,7 @@ _READ = {
         templated=True,
     ),
     "filter_subjects": Arg(
-        subject_list(reading_filter),
+        subject_list(stream_filter),
         None,
         REFUSE,
         "only these subjects (wildcards allowed; one may be a string); default every subject",

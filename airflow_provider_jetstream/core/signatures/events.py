@@ -12,7 +12,7 @@ from airflow_provider_jetstream.core.arguments.names import (
     consumer_name,
     delivery_subject,
     kv_key_pattern,
-    reading_filter,
+    stream_filter,
     stream_name,
 )
 from airflow_provider_jetstream.core.arguments.values import (
@@ -41,7 +41,7 @@ def _one_of(options: tuple[str, ...]) -> str:
 
 def _subjects(value: Any, field: str) -> list[str] | None:
     """Subject filters; an empty list means all (None)."""
-    return list_of(reading_filter)(value, field) or None
+    return list_of(stream_filter)(value, field) or None
 
 
 def _consumer_at_spec_path(value: Any, field: str) -> str:

@@ -114,12 +114,12 @@ CONSUMER = Struct(
             normalize=lambda v: list(v) if v else None,
         ),
         Field(
-            "filter_subject", "filter_subject", N.reading_filter, "deliver only these subjects", normalize=F.norm_text
+            "filter_subject", "filter_subject", N.stream_filter, "deliver only these subjects", normalize=F.norm_text
         ),
         Field(
             "filter_subjects",
             "filter_subjects",
-            N.subject_list(N.reading_filter),
+            N.subject_list(N.stream_filter),
             "several filters",
             since="2.10",
             normalize=F.norm_sorted,

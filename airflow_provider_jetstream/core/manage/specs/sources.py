@@ -28,7 +28,7 @@ from airflow_provider_jetstream.core.manage.specs.fields import Field, Struct
 TRANSFORM = Struct(
     "subject transform",
     (
-        Field("src", "src", N.reading_filter, "subjects to transform", aliases=("source",)),
+        Field("src", "src", N.stream_filter, "subjects to transform", aliases=("source",)),
         Field("dest", "dest", N.stored_subject, "destination subject (mapping)", aliases=("destination",)),
     ),
 )
@@ -74,7 +74,7 @@ SOURCE = Struct(
         Field("domain", "domain", N.domain_name, "JetStream domain of the origin: external API $JS.<domain>.API"),
         Field("api_prefix", "api_prefix", N.api_prefix, "external API prefix, e.g. the imported JS.acc@hub.API"),
         Field("deliver_prefix", "deliver_prefix", N.delivery_subject, "delivery subject prefix (imports)"),
-        Field("filter_subject", "filter_subject", N.reading_filter, "copy only messages on these subjects"),
+        Field("filter_subject", "filter_subject", N.stream_filter, "copy only messages on these subjects"),
         Field(
             "subject_transforms",
             "subject_transforms",
