@@ -414,5 +414,5 @@ def check_stream_filter(filters: Iterable[str], stream_config: Mapping[str, Any]
             field,
             shown,
             f"a filter subject selects messages of the stream it reads, and {shown!r} overlaps none of the subjects "
-            f"{where} stores ({', '.join(stream_config['subjects'])}): give a filter within those subjects",
+            f"of {where} ({', '.join(stream_config['subjects'])}): give a filter within those subjects",
         )

@@ -447,7 +447,8 @@ async def _check_new_filter(api: JetStreamApi, stream: str, spec: ConsumerSpec, 
     stream_info = await api.stream_info(stream)
     if stream_info is not None:  # a missing stream is the create's own refusal
         where = f"stream {stream!r} in {api.target}"
-        check_stream_filter(filters, stream_info.get("config") or {}, f"consumer {spec.name!r} filter_subjects", where)
+        field = "consumer.filter_subject" if "filter_subject" in spec.values else "consumer.filter_subjects"
+        check_stream_filter(filters, stream_info.get("config") or {}, field, where)
 
 
 def plan_new_consumer(
