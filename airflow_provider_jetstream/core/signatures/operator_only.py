@@ -93,7 +93,7 @@ _MIRROR_ARGS = {
     "origin_domain": _source_arg("domain", "JetStream domain of the origin"),
     "origin_api_prefix": _source_arg("api_prefix", "API prefix of the origin (another account), instead"),
     "filter_subjects": Arg(
-        _one_filter, None, DEFAULT, "copy only messages on this subject filter (wildcards allowed)", templated=True
+        _one_filter, None, REFUSE, "copy only messages on this subject filter (wildcards allowed)", templated=True
     ),
     "start_seq": _source_arg("start_seq", "first origin sequence to copy; 0 or None: from the first").but(
         parse=_from_the_first(_spec_part(SOURCE, "start_seq"))
@@ -154,7 +154,7 @@ _SOURCED_ARGS = {
         "subject_transforms, start_seq | start_time",
         templated=True,
     ),
-    "subjects": Arg(_subjects, None, DEFAULT, "subjects the stream also listens on", templated=True),
+    "subjects": Arg(_subjects, None, REFUSE, "subjects the stream also listens on", templated=True),
     "stream_overrides": _MIRROR_ARGS["stream_overrides"].but(
         parse=_overrides(("name", "mirror", "sources", "subjects"))
     ),
