@@ -100,7 +100,6 @@ ATTACKS: dict[Callable[..., Any], list[Any]] = {
     events._instant_text: ["yesterday", NAIVE, 5],
     events._keys: [5, ["a..b"]],
     events._subjects: [5, ["a..b"], ["$JS.API.>"]],
-    objects.file_path: ["a\x00b", 5],
     operations.expected_text: [5],
     operations.origin_names: [5, ["a.b"]],
     operations.payloads: [5],
@@ -137,6 +136,10 @@ def type_of(parse: Callable[..., Any]) -> Callable[..., Any]:
             found = getattr(found, part)
         return found
     return parse
+
+
+# Local paths: whatever types the object signatures declare for the file a put reads and the one a get writes.
+ATTACKS.update({type_of(s.args["local_path"].parse): ["a\x00b", 5] for s in (objects.PUT_OBJECT, objects.GET_OBJECT)})
 
 
 def public_arguments() -> Iterator[tuple[str, Arg]]:
