@@ -301,11 +301,13 @@ class PullSubscription:
 class EphemeralConsumer(NamedTuple):
     """A reader's consumer as the server created it: ``name``, the messages it has ``pending``, and the stream
     sequence it starts ``after`` (the server chose its first sequence, ``after + 1``: the first stored at
-    or after the start time, or the next one to be stored when none is yet)."""
+    or after the start time, or the next one to be stored when none is yet), and the stream's config its filter
+    was checked against (None: no filter), for the next consumer of the same reader."""
 
     name: str
     pending: int
     after: int
+    stream_config: Mapping[str, Any] | None = None
 
 
 async def create_ephemeral_consumer(
@@ -375,7 +377,8 @@ async def create_ephemeral_consumer(
             f"no JetStream answered for {where} within {api.timeout:g}s: {hint}"
         ) from err
     delivered = info.get("delivered") or {}
-    return EphemeralConsumer(name, int(info.get("num_pending") or 0), int(delivered.get("stream_seq") or 0))
+    pending, after = int(info.get("num_pending") or 0), int(delivered.get("stream_seq") or 0)
+    return EphemeralConsumer(name, pending, after, stream_config)
 
 
 async def discard_consumer(api: JetStreamApi, stream: str, name: str) -> None:
