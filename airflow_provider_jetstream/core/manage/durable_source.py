@@ -141,7 +141,7 @@ class DurableSource:
         subject = (
             default_deliver_subject(name, origin_domain, origin_spec.name)
             if deliver_subject is None
-            else delivery_subject(deliver_subject, "deliver_subject")
+            else deliver_subject
         )
         consumer_spec = ConsumerSpec.from_dict(
             {**extra, "name": consumer_name, "ack_policy": FLOW_CONTROL, "deliver_subject": subject}, "consumer"
