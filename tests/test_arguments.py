@@ -19,12 +19,12 @@ from airflow_provider_jetstream.core.arguments.names import (
     api_prefix,
     bucket_name,
     consumer_name,
+    delivery_subject,
     domain_name,
     headers,
     is_name,
     kv_key,
     kv_key_pattern,
-    literal_subject,
     stream_name,
     subject_filter,
     subject_text,
@@ -43,7 +43,6 @@ from airflow_provider_jetstream.core.arguments.values import (
     text,
 )
 from airflow_provider_jetstream.core.errors import SpecError, SpecErrors, UnsafeSubjectError
-from airflow_provider_jetstream.core.publish.subjects import check_publish_subject
 from airflow_provider_jetstream.core.signatures.events import KV_EVENT_SETTINGS, MESSAGE_SETTINGS
 from airflow_provider_jetstream.core.signatures.operations import PURGE
 from airflow_provider_jetstream.core.signatures.shared import REQUEST
@@ -193,13 +192,13 @@ REFUSALS: list[tuple[Any, Any, dict[str, Any]]] = [
     (kv_key, "a..b", {}),
     (kv_key_pattern, "a.>.b", {}),
     (subject_filter, "a.>.b", {}),
-    (literal_subject, "a.*", {}),
+    (delivery_subject, "a.*", {}),
     (subject_text, "a b", {}),
     (headers, ["a"], {}),
     (seconds_of(positive=True), "soon", {}),
     (fraction, 1.5, {}),
     (fraction, "0", {"text": True}),
-    (check_publish_subject, "$JS.API.STREAM.DELETE.x", {}),
+    (delivery_subject, "$JS.API.STREAM.DELETE.x", {}),
 ]
 
 
@@ -213,7 +212,7 @@ def test_every_refusal_names_the_field_the_value_and_what_is_allowed(parse: Any,
 
 
 def test_an_unsafe_subject_is_one_of_those_refusals() -> None:
-    err = refusal(check_publish_subject, "_INBOX.x")
+    err = refusal(delivery_subject, "_INBOX.x")
     assert isinstance(err, UnsafeSubjectError) and "reserved subject space" in err.allowed
 
 

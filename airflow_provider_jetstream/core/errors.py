@@ -23,7 +23,7 @@ fix::
     JetStreamRefusalError
     ├── JetStreamConfigError (also ValueError)   a bad connection field, argument or spec
     │   ├── SpecError, SpecErrors                one or several invalid fields of a spec or arguments
-    │   │   └── UnsafeSubjectError               a publish subject that is not literal, or reserved
+    │   │   └── UnsafeSubjectError               a delivery subject that is not literal, or reserved
     │   ├── ReconcileError                       a change the reconcile rules refuse
     │   │   └── UnknownOriginDomainError         a copy of an origin domain that does not answer and was never seen
     │   └── DoubleStoreError                     a write that two connected domains would store
@@ -187,7 +187,8 @@ def unknown_key(path: str, key: str, known: Iterable[str]) -> SpecError:
 
 
 class UnsafeSubjectError(SpecError):
-    """A publish subject that is not a literal subject, or lies in a reserved subject space."""
+    """A subject data or deliveries would be sent to (a publish, dead-letter or deliver subject) that is empty, not
+    literal, or in a reserved subject space or under a JetStream API prefix."""
 
 
 class ReconcileError(JetStreamConfigError):

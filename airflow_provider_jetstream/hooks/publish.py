@@ -11,11 +11,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from airflow_provider_jetstream.core.api import domain_of
+from airflow_provider_jetstream.core.arguments.names import delivery_subject
 from airflow_provider_jetstream.core.protocol import EXPECTED_STREAM_HEADER
 from airflow_provider_jetstream.core.publish.engine import JetStreamPublishError, ack_problems, publish_messages
 from airflow_provider_jetstream.core.publish.fast_ingest import batch_target
 from airflow_provider_jetstream.core.publish.messages import outgoing
-from airflow_provider_jetstream.core.publish.subjects import check_publish_subject
 from airflow_provider_jetstream.core.signatures.operations import PUBLISH, SUBJECT_OUTSIDE_API
 from airflow_provider_jetstream.core.signatures.shared import LOG, REQUEST
 from airflow_provider_jetstream.hooks.base import JetStreamBaseHook
@@ -76,7 +76,7 @@ class JetStreamPublishHook(JetStreamBaseHook):
         target_prefix = self.resolve_api_prefix(domain, api_prefix)
         # The subject against the API prefixes only the connection knows (its own, the hook's).
         prefixes = [p for p in dict.fromkeys([api_prefix, self.api_prefix, config.api_prefix, target_prefix]) if p]
-        check_publish_subject(subject, "subject", prefixes)
+        delivery_subject(subject, "subject", prefixes)
         base = dict(headers or {})
         if expected_stream:
             base[EXPECTED_STREAM_HEADER] = expected_stream

@@ -21,13 +21,17 @@ from typing import Any
 
 from airflow_provider_jetstream.core.arguments import DEFAULT, REFUSE, Arg, Args, Rule, exclusive, requires
 from airflow_provider_jetstream.core.arguments.durations import instant, parse_instant, seconds_of
-from airflow_provider_jetstream.core.arguments.names import stream_name, stream_names_text, subject_text
+from airflow_provider_jetstream.core.arguments.names import (
+    delivery_subject,
+    stream_name,
+    stream_names_text,
+    subject_text,
+)
 from airflow_provider_jetstream.core.arguments.retired import CAMEL
 from airflow_provider_jetstream.core.arguments.values import Parser, boolean, integer, number, text
 from airflow_provider_jetstream.core.connection.fields import api_prefix_for
 from airflow_provider_jetstream.core.connection.settings import JetStreamConnectionConfig
 from airflow_provider_jetstream.core.errors import JetStreamConfigError, SpecError
-from airflow_provider_jetstream.core.publish.subjects import check_publish_subject
 from airflow_provider_jetstream.core.read.settings import READER, PullSettings, default_reader
 from airflow_provider_jetstream.core.signatures.shared import API_PREFIX, DOMAIN
 from airflow_provider_jetstream.spark.connection import (
@@ -238,7 +242,7 @@ WRITE = (
     Args(
         "write options",
         {
-            "subject": Arg(check_publish_subject, None, REFUSE, "subject to publish every row to"),
+            "subject": Arg(delivery_subject, None, REFUSE, "subject to publish every row to"),
             "subjectColumn": Arg(
                 text, None, DEFAULT, "column holding each row's subject (default: subject, if present)"
             ),
@@ -449,7 +453,7 @@ class WriteOptions:
         connection = connection_config(opts)
         api_prefix = _api_prefix(args, connection)
         if subject is not None:
-            check_publish_subject(subject, f"{OPTION}subject", [api_prefix, connection.api_prefix])
+            delivery_subject(subject, f"{OPTION}subject", [api_prefix, connection.api_prefix])
         return cls(
             connection=connection,
             api_prefix=api_prefix,

@@ -24,6 +24,7 @@ from nats.aio.client import Client
 
 from airflow_provider_jetstream.core.api import JetStreamApi, describe_prefix
 from airflow_provider_jetstream.core.arguments.durations import instant
+from airflow_provider_jetstream.core.arguments.names import check_stream_filter
 from airflow_provider_jetstream.core.errors import (
     JetStreamDataLossError,
     JetStreamNotFoundError,
@@ -64,11 +65,13 @@ def target_name(options: ReadOptions) -> str:
 
 
 async def stream_bounds(nc: Client, options: ReadOptions) -> StreamBounds:
-    """The stream's first and last sequence, the JetStream domain that holds it, and its identity."""
+    """The stream's first and last sequence, the JetStream domain that holds it, and its identity; a
+    ``filterSubjects`` that overlaps none of the stream's subjects is refused (the read would be empty)."""
     api = JetStreamApi(nc, options.api_prefix, timeout=options.pull.request_timeout)
     info = await api.stream_info(options.stream)
     if info is None:
         raise JetStreamNotFoundError(f"{target_name(options)} does not exist")
+    check_stream_filter(options.filter_subjects, info.get("config") or {}, "filterSubjects", target_name(options))
     account = await api.account_info()
     state = info["state"]
     first = max(state.get("first_seq", 0), 1)

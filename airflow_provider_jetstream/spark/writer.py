@@ -40,8 +40,9 @@ from pyspark.sql.types import StructType
 
 from airflow_provider_jetstream.core.api import JetStreamApi, describe_prefix
 from airflow_provider_jetstream.core.arguments.names import domain_of
+from airflow_provider_jetstream.core.arguments.values import MESSAGE_ID_ALLOWED
 from airflow_provider_jetstream.core.connection.client import open_connection, release
-from airflow_provider_jetstream.core.errors import JetStreamError
+from airflow_provider_jetstream.core.errors import JetStreamError, SpecError
 from airflow_provider_jetstream.core.protocol import EXPECTED_STREAM_HEADER, MSG_ID_HEADER
 from airflow_provider_jetstream.core.publish.atomic import MAX_BATCH, AtomicBatches, AtomicTarget, atomic_target
 from airflow_provider_jetstream.core.publish.blocks import Block, Item
@@ -96,14 +97,23 @@ def _payloads(column: pa.Array | pa.ChunkedArray) -> list[bytes]:
 
 
 def _msg_ids(column: pa.Array | pa.ChunkedArray, opts: WriteOptions) -> list[str]:
-    """A ``msgIdColumn`` as each row's ``Nats-Msg-Id`` (text); a null one is refused."""
-    if column.null_count:
-        raise JetStreamError(
-            f"jetstream write: a row has a null {opts.msg_id_column!r} (msgIdColumn): "
-            "every row needs a message id for deduplication"
+    """A ``msgIdColumn`` as each row's ``Nats-Msg-Id`` (text); a row whose id is null, empty, blank or holds a line
+    break is refused before the batch is sent (:func:`~airflow_provider_jetstream.core.arguments.values.message_id`:
+    an empty id would turn deduplication off)."""
+    if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+        column = pc.cast(column, pa.string())
+    valid = pc.fill_null(pc.match_substring_regex(column, r"^[^\r\n]*\S[^\r\n]*$"), False)
+    if not pc.all(valid).as_py():
+        row = pc.index(valid, False).as_py()
+        value = column[row].as_py()
+        raise SpecError(
+            "msgIdColumn",
+            value,
+            MESSAGE_ID_ALLOWED,
+            message=f"jetstream write: row {row} of a batch has {opts.msg_id_column}={value!r} (msgIdColumn), which "
+            f"is not allowed: {MESSAGE_ID_ALLOWED}; nothing of this batch was sent",
         )
-    ids = column.to_pylist()
-    return ids if pa.types.is_string(column.type) or pa.types.is_large_string(column.type) else list(map(str, ids))
+    return column.to_pylist()
 
 
 def _items(batches: Iterator[pa.RecordBatch], opts: WriteOptions) -> Iterator[Item]:

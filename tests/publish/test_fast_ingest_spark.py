@@ -115,7 +115,7 @@ def test_rows_to_one_subject_are_stored_alike_in_fast_ingest_batches_and_one_by_
     leaf_api(hub_leaf, f"STREAM.CREATE.{name}", {"name": name, "subjects": [f"{name}.>"], "allow_batched": True})
     try:
         nulls = spark.createDataFrame([("a", "1"), ("b", None), ("c", "3")], "data string, id string").coalesce(1)
-        with pytest.raises(Exception, match="a row has a null 'id' \\(msgIdColumn\\)"):
+        with pytest.raises(Exception, match=r"row 1 of a batch has id=None \(msgIdColumn\), which is not allowed"):
             nulls.write.format("jetstream").options(
                 **stream.write_options(subject=f"{name}.rows", msgIdColumn="id")
             ).mode("append").save()

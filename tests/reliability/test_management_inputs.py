@@ -135,14 +135,14 @@ PARSE_TIME_CASES: list[tuple[str, Callable[[], Any], tuple[str, ...]]] = [
         lambda: JetStreamCreateMirrorOperator(
             task_id="t", stream="m", origin="o", origin_domain="leaf", start_time=NAIVE
         ),
-        (f"stream.mirror.start_time='{NAIVE}'", "a time zone is required"),
+        (f"start_time='{NAIVE}'", "a time zone is required"),
     ),
     (
         "source start_time naive datetime",
         lambda: JetStreamCreateSourcedStreamOperator(
             task_id="t", stream="a", sources=[{"name": "o", "domain": "leaf", "start_time": dt.datetime(2026, 1, 1)}]
         ),
-        ("stream.sources[0].start_time=datetime.datetime(2026, 1, 1, 0, 0)", "a time zone is required"),
+        ("sources[0].start_time=datetime.datetime(2026, 1, 1, 0, 0)", "a time zone is required"),
     ),
     (
         "consumer start_time without a zone",

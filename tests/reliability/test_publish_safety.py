@@ -50,10 +50,10 @@ def test_the_operators_api_prefix_is_reserved_too_and_ordinary_subjects_pass() -
         JetStreamPublishOperator(
             task_id="p", subject="JS.acc@hub.API.STREAM.DELETE.x", messages=["x"], api_prefix="JS.acc@hub.API"
         )
-    from airflow_provider_jetstream.core.publish.subjects import publish_subject_problem
+    from airflow_provider_jetstream.core.arguments.names import delivery_subject_problem
 
     for subject in ("orders.created", "JS.other", "KV.x", "$JSX.a", "inbox.a"):
-        assert publish_subject_problem(subject, ["JS.acc@hub.API"]) is None, subject
+        assert delivery_subject_problem(subject, ["JS.acc@hub.API"]) is None, subject
 
 
 def test_publish_operator_to_the_stream_delete_api_is_refused_and_the_stream_survives(hub_conn, raw, api_watch) -> None:

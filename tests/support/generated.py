@@ -629,20 +629,9 @@ def _is_airflow_outcome(err: BaseException) -> bool:
     return isinstance(err, (AirflowFailException, AirflowSkipException, AirflowNotFoundException))
 
 
-#: Operator arguments that are fields of the spec the operator builds: refused at their place in it.
-SPEC_PATHS = {
-    "origin": "stream.mirror.name",
-    "origin_domain": "stream.mirror.domain",
-    "origin_api_prefix": "stream.mirror.api_prefix",
-    "filter_subjects": "stream.mirror.filter_subject",
-}
-
-
 def names_field(message: str, arg: str, entry: Entry) -> bool:
-    """Whether a refusal's message names the argument (or, for a spec field, the field)."""
+    """Whether a refusal's message names the argument."""
     names = {arg, arg.rsplit(".", 1)[-1]}
-    if entry.kind == "operator" and arg in SPEC_PATHS:
-        names.add(SPEC_PATHS[arg])
     if entry.kind == "job":
         names.add(arg.lstrip("-").replace("-", "_"))
     if entry.kind == "connection" and arg == "host":

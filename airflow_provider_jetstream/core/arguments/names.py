@@ -8,10 +8,10 @@ What the server accepts, checked before any request; each parser is ``parse(valu
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from airflow_provider_jetstream.core.errors import SpecError
+from airflow_provider_jetstream.core.errors import SpecError, UnsafeSubjectError
 
 _NAME_BAD = re.compile(r"[\s.*>/\\]|[\x00-\x1f\x7f]")
 _BUCKET_OK = re.compile(r"^[a-zA-Z0-9_-]+$")
@@ -217,11 +217,50 @@ def subject(*, wildcards: bool = True, use: str | None = None) -> Callable[[Any,
 
 
 subject_filter = subject()
-literal_subject = subject(wildcards=False)
-#: A subject filter that selects a stream's messages (consumer and source filters, transforms' sources).
-reading_filter = subject(use=FILTER)
+#: A subject filter that selects a stream's messages (consumer and source filters, transforms' sources); where
+#: the stream's config is known, it must also overlap the stream's subjects (:func:`check_stream_filter`).
+stream_filter = subject(use=FILTER)
 #: A subject a stream stores messages on (its subjects, the destination of a transform or republish).
 stored_subject = subject(use=STORE)
+
+
+def delivery_subject_problem(value: Any, api_prefixes: Iterable[str | None] = ()) -> str | None:
+    """Why data or deliveries must not be sent to ``value``, or None if they may.
+
+    :param value: the subject the package publishes to, or a consumer pushes to.
+    :param api_prefixes: JetStream API prefixes of the account (``JS.acc@hub.API``...); subjects under
+        them are refused like ``$JS.``. Empty entries are ignored.
+    """
+    problem = subject_problem(value, wildcards=False) or reserved_problem(value, PUBLISH)
+    if problem:
+        return problem
+    for prefix in api_prefixes:
+        prefix = (prefix or "").rstrip(".")
+        if prefix and (value == prefix or value.startswith(prefix + ".")):
+            return (
+                f"it is under the account's JetStream API prefix {prefix!r}: a message there is a request "
+                "the server may obey, e.g. deleting a stream"
+            )
+    return None
+
+
+def delivery_subject(value: Any, field: str = "subject", api_prefixes: Iterable[str | None] = ()) -> str:
+    """A subject the package sends data or deliveries to (a publish subject, a dead-letter subject, a push
+    consumer's ``deliver_subject``): literal, never empty, outside the reserved spaces (``$JS.``, ``$JSC.``,
+    ``$NRG.``, ``$SYS.``, ``_INBOX.``, ``$KV.``, ``$O.``), any JetStream API (``$JS.<domain>.API``,
+    ``JS.acc@hub.API``) and ``api_prefixes``: a message there is a request the server may obey.
+
+    :raises UnsafeSubjectError: naming ``field``, the value and what is allowed.
+    """
+    problem = delivery_subject_problem(value, api_prefixes)
+    if problem:
+        raise UnsafeSubjectError(
+            field,
+            value,
+            f"{problem}; send to a literal subject outside $JS., $KV., $O., $SYS., _INBOX. and the JetStream "
+            "API prefixes (e.g. 'orders.created')",
+        )
+    return value
 
 
 def subject_list(parse_item: Callable[[Any, str], str] = subject_filter) -> Callable[[Any, str], list[str]]:
@@ -238,6 +277,7 @@ def subject_list(parse_item: Callable[[Any, str], str] = subject_filter) -> Call
             raise SpecError(field, value, "each subject once")
         return out
 
+    parse.parses = parse_item  # type: ignore[attr-defined]  # the type of each subject
     return parse
 
 
@@ -342,3 +382,37 @@ def subjects_collide(a: str, b: str) -> bool:
         if x != y and x != "*" and y != "*":
             return False
     return True
+
+
+def consumer_filters(config: Mapping[str, Any]) -> list[str]:
+    """A consumer config's filter subjects, from its ``filter_subject`` or ``filter_subjects`` (none: all)."""
+    if config.get("filter_subject"):
+        return [config["filter_subject"]]
+    return list(config.get("filter_subjects") or [])
+
+
+def filters_outside_stream(filters: Iterable[str], stream_config: Mapping[str, Any]) -> list[str]:
+    """The subject filters of ``filters`` that select nothing the stream stores: that overlap none of its
+    ``subjects`` (nats subject semantics: tokens, ``*``, ``>``). Empty when all overlap, and when the stream's
+    subjects do not say what it stores: a mirror, a stream with sources or a subject transform, or one with no
+    subjects (it stores its name's subject then)."""
+    subjects = stream_config.get("subjects") or []
+    if not subjects or stream_config.get("mirror") or stream_config.get("sources"):
+        return []
+    if stream_config.get("subject_transform"):
+        return []
+    return [f for f in filters if not any(subjects_collide(f, s) for s in subjects)]
+
+
+def check_stream_filter(filters: Iterable[str], stream_config: Mapping[str, Any], field: str, where: str) -> None:
+    """Refuse a filter subject that selects nothing of the stream it reads (:func:`filters_outside_stream`):
+    a consumer on it would wait for ever. ``where`` names the stream (``stream 'orders' in domain 'hub'``)."""
+    outside = filters_outside_stream(filters, stream_config)
+    if outside:
+        shown = outside[0] if len(outside) == 1 else outside
+        raise SpecError(
+            field,
+            shown,
+            f"a filter subject selects messages of the stream it reads, and {shown!r} overlaps none of the subjects "
+            f"of {where} ({', '.join(stream_config['subjects'])}): give a filter within those subjects",
+        )

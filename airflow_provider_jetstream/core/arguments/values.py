@@ -207,6 +207,21 @@ def non_empty_text(value: Any, field: str) -> str:
     return value
 
 
+#: What a message id may be, said by every refusal of one (an argument or a row of a data column).
+MESSAGE_ID_ALLOWED = (
+    "a message id (Nats-Msg-Id) is non-empty text without line breaks: an empty one would turn deduplication "
+    "off and store a retried message twice (e.g. 'run-1/7')"
+)
+
+
+def message_id(value: Any, field: str) -> str:
+    """A message id (``Nats-Msg-Id``), or a template of them: never empty, blank or holding a line break, in an
+    argument and in a data column alike (the stream deduplicates by it; an empty one turns that off)."""
+    if not isinstance(value, str) or not value.strip() or "\n" in value or "\r" in value:
+        raise SpecError(field, value, MESSAGE_ID_ALLOWED)
+    return value
+
+
 def anything(value: Any, field: str) -> Any:
     """Any value (an argument whose meaning a later step checks, such as a payload to encode)."""
     return value
@@ -219,6 +234,7 @@ def optional(parse: Parser) -> Parser:
         return None if value is None else parse_value(parse, value, field, text=text)
 
     parse_optional.reads_text = getattr(parse, "reads_text", False)  # type: ignore[attr-defined]
+    parse_optional.parses = parse  # type: ignore[attr-defined]  # the type of the value, when one is given
     return parse_optional
 
 

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from airflow_provider_jetstream.core.api import JetStreamApi, domain_of
+from airflow_provider_jetstream.core.arguments.names import consumer_filters
 from airflow_provider_jetstream.core.errors import (
     JetStreamConfigError,
     JetStreamDomainUnavailableError,
@@ -46,12 +47,6 @@ class ReadingConsumer(NamedTuple):
     ack_wait: float | None = None
 
 
-def _filters(config: dict) -> list[str]:
-    if config.get("filter_subject"):
-        return [config["filter_subject"]]
-    return list(config.get("filter_subjects") or [])
-
-
 async def durable_consumer(
     api: JetStreamApi, stream: str, consumer: str, filter_subjects: Sequence[str] = ()
 ) -> ReadingConsumer:
@@ -71,7 +66,7 @@ async def durable_consumer(
     config = info.get("config") or {}
     if config.get("deliver_subject"):
         raise JetStreamConfigError(f"{where} is a push consumer: fetch needs a pull consumer (no deliver_subject)")
-    filters = _filters(config)
+    filters = consumer_filters(config)
     if filter_subjects and sorted(filters) != sorted(filter_subjects):
         raise JetStreamConfigError(
             f"{where} filters {filters or 'every subject'}, not {', '.join(map(repr, filter_subjects))}: a durable "

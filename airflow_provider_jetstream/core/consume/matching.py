@@ -157,6 +157,8 @@ class MessageMatcher:
         self._queue: asyncio.Queue[Ticket | BaseException] = asyncio.Queue(maxsize=1)
         self._pump: asyncio.Task[None] | None = None
         self._ephemeral: str | None = None
+        #: The stream's config, once asked (a filter is checked against its subjects).
+        self._stream_config: dict[str, Any] | None = None
 
     @property
     def where(self) -> str:
@@ -175,7 +177,7 @@ class MessageMatcher:
             filters = self.filter_subjects
             name, *_ = await create_ephemeral_consumer(
                 self.api, self.stream, where=self.where, start_seq=self.next_sequence, filter_subjects=filters,
-                kind="await",
+                kind="await", stream_config=self._stream_config,
             )  # fmt: skip
             self._ephemeral = consumer = name
         else:
@@ -194,6 +196,7 @@ class MessageMatcher:
         info = await self.api.stream_info(self.stream)
         if info is None:
             raise JetStreamNotFoundError(f"{self.where} does not exist")
+        self._stream_config = info.get("config") or {}
         return int((info.get("state") or {}).get("last_seq") or 0)
 
     async def _ensure_durable(self) -> None:

@@ -21,7 +21,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_jetstream.core.api import JetStreamApi
-from airflow_provider_jetstream.core.arguments.names import domain_of, subjects_collide
+from airflow_provider_jetstream.core.arguments.names import (
+    check_stream_filter,
+    consumer_filters,
+    delivery_subject,
+    domain_of,
+    subjects_collide,
+)
 from airflow_provider_jetstream.core.errors import (
     JetStreamDomainUnavailableError,
     JetStreamNotFoundError,
@@ -132,10 +138,17 @@ class DurableSource:
             raise SpecErrors(errors)
         origin_spec = StreamSpec.from_dict(origin_values, "origin")
         consumer_name = extra.pop("name", None) or extra.pop("durable_name", None) or default_consumer_name(name)
-        subject = deliver_subject or default_deliver_subject(name, origin_domain, origin_spec.name)
+        subject = (
+            default_deliver_subject(name, origin_domain, origin_spec.name)
+            if deliver_subject is None
+            else deliver_subject
+        )
         consumer_spec = ConsumerSpec.from_dict(
             {**extra, "name": consumer_name, "ack_policy": FLOW_CONTROL, "deliver_subject": subject}, "consumer"
         )
+        origin_filters = consumer_filters(consumer_spec.values)
+        where = f"the origin stream {origin_spec.name!r}"
+        check_stream_filter(origin_filters, origin_spec.values, "consumer.filter_subject", where)
         source: dict[str, Any] = {
             "name": origin_spec.name,
             "domain": origin_domain,
@@ -168,7 +181,9 @@ def deliver_subject_clash(listing: str) -> str:
 
 async def check_deliver_subject(copy_api: JetStreamApi, source: DurableSource) -> None:
     """Refuse a deliver subject that a stream of the origin's or the copy's domain listens on (asked of both,
-    ``STREAM.NAMES`` by subject), before anything is sent: that stream would store every pushed message."""
+    ``STREAM.NAMES`` by subject), or one under the copy's API prefix (a request there is obeyed), before anything
+    is sent: that stream would store every pushed message."""
+    delivery_subject(source.deliver_subject, "deliver_subject", [copy_api.prefix])
     domains = [source.origin_domain, domain_of(copy_api.prefix)]
     overlaps, _ = await find_overlaps(
         copy_api.nc, [d for d in dict.fromkeys(domains) if d], [source.deliver_subject], timeout=copy_api.timeout

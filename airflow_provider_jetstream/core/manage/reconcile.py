@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_jetstream.core.api import JetStreamApi
-from airflow_provider_jetstream.core.arguments.names import domain_of
+from airflow_provider_jetstream.core.arguments.names import check_stream_filter, consumer_filters, domain_of
 from airflow_provider_jetstream.core.arguments.values import choice
 from airflow_provider_jetstream.core.errors import (
     ReconcileError,
@@ -425,6 +425,7 @@ async def reconcile_consumer(
         loses="its delivery state is lost",
     )
     info = await api.consumer_info(stream, name)
+    await _check_new_filter(api, stream, spec, info)
     return await _reconcile(
         api,
         consumer,
@@ -435,6 +436,19 @@ async def reconcile_consumer(
         allow_data_loss=False,  # no consumer field discards stored data
         logger=logger,
     )
+
+
+async def _check_new_filter(api: JetStreamApi, stream: str, spec: ConsumerSpec, info: Mapping[str, Any] | None) -> None:
+    """Refuse a new or changed filter of ``spec`` that overlaps none of the stream's subjects (the server accepts
+    it; the consumer would deliver nothing, for ever). An unchanged one is left alone."""
+    filters = consumer_filters(spec.values)
+    if not filters or (info is not None and consumer_filters(info.get("config") or {}) == filters):
+        return
+    stream_info = await api.stream_info(stream)
+    if stream_info is not None:  # a missing stream is the create's own refusal
+        where = f"stream {stream!r} in {api.target}"
+        field = "consumer.filter_subject" if "filter_subject" in spec.values else "consumer.filter_subjects"
+        check_stream_filter(filters, stream_info.get("config") or {}, field, where)
 
 
 def plan_new_consumer(

@@ -16,7 +16,7 @@ messages go; each mode's protocol is a part of the engine in a module of its own
   stored whole or not at all (:mod:`~airflow_provider_jetstream.core.publish.atomic`).
 
 Before a message is sent its subject passes
-:func:`~airflow_provider_jetstream.core.publish.subjects.check_publish_subject` (no reserved subject
+:func:`~airflow_provider_jetstream.core.arguments.names.delivery_subject` (no reserved subject
 spaces, no wildcards). After the last ack, :func:`ack_problems` says what went
 wrong: refused messages, and messages stored by a stream or in a domain other than the one aimed at.
 

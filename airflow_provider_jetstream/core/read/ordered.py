@@ -18,8 +18,9 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from airflow_provider_jetstream.core.api import JetStreamApi, hint_for, no_leader_error
 from airflow_provider_jetstream.core.connection.client import clustered, in_home_domain
@@ -77,6 +78,7 @@ class OrderedConsumer:
         self.api, self.stream, self.where = api, stream, where or f"stream {stream!r} in {api.target}"
         self.on_message, self.requests = on_message, requests
         self.filter_subjects = list(filter_subjects)
+        self._stream_config: Mapping[str, Any] | None = None
         self.inactive_threshold, self.max_resumes, self.kind = inactive_threshold, max_resumes, kind
         self.check_order = check_order
         self.changed = changed or asyncio.Event()
@@ -111,9 +113,11 @@ class OrderedConsumer:
             start_time=start_time,
             last_per_subject=last_per_subject,
             filter_subjects=self.filter_subjects,
+            stream_config=self._stream_config,
             inactive_threshold=self.inactive_threshold,
             kind=self.kind,
         )
+        self._stream_config = made.stream_config  # its filter is checked once
         self.sub = await PullSubscription(
             self.api, self.stream, made.name, self._on_frame, self.requests, changed=self.changed, on_idle=self.on_idle
         ).open()

@@ -35,7 +35,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -44,6 +44,7 @@ from nats.aio.subscription import Subscription
 
 from airflow_provider_jetstream.core.api import STREAM_NOT_FOUND, JetStreamApi, JetStreamApiError, hint_for
 from airflow_provider_jetstream.core.arguments.durations import parse_instant
+from airflow_provider_jetstream.core.arguments.names import check_stream_filter
 from airflow_provider_jetstream.core.connection.client import clustered
 from airflow_provider_jetstream.core.errors import (
     JetStreamConnectionError,
@@ -301,11 +302,13 @@ class PullSubscription:
 class EphemeralConsumer(NamedTuple):
     """A reader's consumer as the server created it: ``name``, the messages it has ``pending``, and the stream
     sequence it starts ``after`` (the server chose its first sequence, ``after + 1``: the first stored at
-    or after the start time, or the next one to be stored when none is yet)."""
+    or after the start time, or the next one to be stored when none is yet), and the stream's config its filter
+    was checked against (None: no filter), for the next consumer of the same reader."""
 
     name: str
     pending: int
     after: int
+    stream_config: Mapping[str, Any] | None = None
 
 
 async def create_ephemeral_consumer(
@@ -319,6 +322,7 @@ async def create_ephemeral_consumer(
     filter_subjects: Sequence[str] = (),
     inactive_threshold: float = 120.0,
     kind: str = "read",
+    stream_config: Mapping[str, Any] | None = None,
 ) -> EphemeralConsumer:
     """Create a pull consumer that only this reader uses: no acks, delivering from ``start_seq`` (or the
     first message stored at or after ``start_time``, or with ``last_per_subject`` the last message of each
@@ -330,8 +334,17 @@ async def create_ephemeral_consumer(
     The create is asked again across a failover (the API's one retry rule). ``where`` names the stream in
     errors: :class:`JetStreamNotFoundError` when it does not exist, :class:`JetStreamNoLeaderError` when the
     cluster still has no leader for it, :class:`JetStreamDomainUnavailableError` when no JetStream answers
-    for it, :class:`JetStreamError` for another refusal.
+    for it, :class:`JetStreamError` for another refusal. A filter that overlaps none of the stream's subjects is
+    refused (:class:`SpecError` naming ``filter_subjects``): the server accepts it and the reader would wait for
+    ever. That is checked against ``stream_config`` (the stream's config, asked of the server when not given).
     """
+    if filter_subjects:
+        if stream_config is None:
+            info = await api.stream_info(stream)
+            if info is None:
+                raise JetStreamNotFoundError(f"{where} does not exist")
+            stream_config = info.get("config") or {}
+        check_stream_filter(filter_subjects, stream_config, "filter_subjects", where)
     name = f"{kind}_{uuid.uuid4().hex}"
     config: dict[str, Any] = {
         "name": name,
@@ -365,7 +378,8 @@ async def create_ephemeral_consumer(
             f"no JetStream answered for {where} within {api.timeout:g}s: {hint}"
         ) from err
     delivered = info.get("delivered") or {}
-    return EphemeralConsumer(name, int(info.get("num_pending") or 0), int(delivered.get("stream_seq") or 0))
+    pending, after = int(info.get("num_pending") or 0), int(delivered.get("stream_seq") or 0)
+    return EphemeralConsumer(name, pending, after, stream_config)
 
 
 async def discard_consumer(api: JetStreamApi, stream: str, name: str) -> None:

@@ -19,10 +19,15 @@ from airflow_provider_jetstream.core.arguments import (
     requires,
 )
 from airflow_provider_jetstream.core.arguments.durations import parse_instant
-from airflow_provider_jetstream.core.arguments.names import consumer_name, reading_filter, stream_name, subject_list
+from airflow_provider_jetstream.core.arguments.names import (
+    consumer_name,
+    delivery_subject,
+    stream_filter,
+    stream_name,
+    subject_list,
+)
 from airflow_provider_jetstream.core.arguments.values import boolean, choice, integer, optional, seconds
 from airflow_provider_jetstream.core.errors import SpecError
-from airflow_provider_jetstream.core.publish.subjects import check_publish_subject
 from airflow_provider_jetstream.core.signatures.shared import STREAM
 
 #: The most messages one pull request may ask for here (the server's ``max_request_batch`` may be lower).
@@ -57,7 +62,7 @@ _READ = {
         templated=True,
     ),
     "filter_subjects": Arg(
-        subject_list(reading_filter),
+        subject_list(stream_filter),
         None,
         REFUSE,
         "only these subjects (wildcards allowed; one may be a string); default every subject",
@@ -165,7 +170,7 @@ CONSUME_OPERATOR = Args(
             stream_name, None, REFUSE, "stream receiving a copy of each terminated message", templated=True
         ),
         "dead_letter_subject": Arg(
-            check_publish_subject,
+            delivery_subject,
             None,
             REFUSE,
             "their subject; default <dead_letter_stream>.<stream>.<consumer>",

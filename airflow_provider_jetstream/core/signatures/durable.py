@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_provider_jetstream.core.arguments import DEFAULT, REFUSE, REQUIRED, Arg, Args, Rule
-from airflow_provider_jetstream.core.arguments.names import domain_name, literal_subject
+from airflow_provider_jetstream.core.arguments.names import delivery_subject, domain_name
 from airflow_provider_jetstream.core.errors import SpecError
 from airflow_provider_jetstream.core.manage.durable_source import DurableSource
 from airflow_provider_jetstream.core.signatures.operations import _RECONCILE, _STORED, STREAM_SPEC
@@ -55,10 +55,11 @@ def _durable_source(values: Mapping[str, Any], prefix: str) -> dict[str, Any]:
 #: What the durable source operator takes in its options (:class:`~.options.DurableSourceOptions`).
 DURABLE_TUNING = {
     "deliver_subject": Arg(
-        literal_subject,
+        delivery_subject,
         None,
-        DEFAULT,
-        "where the origin's flow-control consumer pushes; default '_sourcing.<stream>.<origin_domain>.<origin>'",
+        REFUSE,
+        "where the origin's flow-control consumer pushes (a delivery subject: literal, outside the reserved "
+        "spaces and the API prefixes); not given: '_sourcing.<stream>.<origin_domain>.<origin>'",
         templated=True,
     ),
     "subject_transforms": Arg(

@@ -6,12 +6,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_provider_jetstream.core.arguments import DEFAULT, REQUIRED, VALUE, Arg, Args, Rule, requires
+from airflow_provider_jetstream.core.arguments import DEFAULT, REFUSE, REQUIRED, VALUE, Arg, Args, Rule, requires
 from airflow_provider_jetstream.core.arguments.durations import parse_instant
 from airflow_provider_jetstream.core.arguments.names import (
     consumer_name,
+    delivery_subject,
     kv_key_pattern,
-    reading_filter,
+    stream_filter,
     stream_name,
 )
 from airflow_provider_jetstream.core.arguments.values import (
@@ -27,7 +28,6 @@ from airflow_provider_jetstream.core.consume.deliveries import DECODINGS
 from airflow_provider_jetstream.core.consume.durable import ACK_POLICIES
 from airflow_provider_jetstream.core.errors import SpecError
 from airflow_provider_jetstream.core.manage.specs.consumer import ConsumerSpec
-from airflow_provider_jetstream.core.publish.subjects import check_publish_subject
 from airflow_provider_jetstream.core.signatures.shared import BUCKET, CONN_ID, STREAM, TARGET
 
 DELIVER_POLICIES = ("all", "new", "last", "last_per_subject", "by_start_sequence", "by_start_time")
@@ -41,7 +41,7 @@ def _one_of(options: tuple[str, ...]) -> str:
 
 def _subjects(value: Any, field: str) -> list[str] | None:
     """Subject filters; an empty list means all (None)."""
-    return list_of(reading_filter)(value, field) or None
+    return list_of(stream_filter)(value, field) or None
 
 
 def _consumer_at_spec_path(value: Any, field: str) -> str:
@@ -112,7 +112,7 @@ MESSAGE_SETTINGS = (
             "batch_size": Arg(positive_count, 1, VALUE, "messages per event; default 1"),
             "batch_window": Arg(seconds(allow_zero=True), 0.0, VALUE, "seconds a batch waits for more; default 0"),
             "dead_letter_stream": Arg(stream_name, None, DEFAULT, "stream receiving rejected messages"),
-            "dead_letter_subject": Arg(check_publish_subject, None, DEFAULT, "their subject in it"),
+            "dead_letter_subject": Arg(delivery_subject, None, REFUSE, "their subject in it"),
             "event_subjects": Arg(_subjects, None, DEFAULT, "this watcher's own narrowing (client side); default all"),
             "decode": Arg(
                 choice(DECODINGS, _one_of(DECODINGS)), "auto", VALUE, "payload decoding: auto, json, text or base64"

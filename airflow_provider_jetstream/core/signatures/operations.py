@@ -16,6 +16,7 @@ from nats.aio.client import Client
 from airflow_provider_jetstream.core.arguments import REFUSE, REQUIRED, VALUE, Arg, Args, Rule, exclusive
 from airflow_provider_jetstream.core.arguments.durations import seconds_of
 from airflow_provider_jetstream.core.arguments.names import (
+    delivery_subject,
     domain_name,
     headers,
     stream_name,
@@ -29,6 +30,7 @@ from airflow_provider_jetstream.core.arguments.values import (
     instance_of,
     integer,
     list_of,
+    message_id,
     optional,
     positive_count,
     seconds,
@@ -36,7 +38,6 @@ from airflow_provider_jetstream.core.arguments.values import (
 )
 from airflow_provider_jetstream.core.errors import SpecError, SpecErrors
 from airflow_provider_jetstream.core.manage.specs import ConsumerSpec, KeyValueSpec, StreamSpec, encode_kv_value
-from airflow_provider_jetstream.core.publish.subjects import check_publish_subject
 from airflow_provider_jetstream.core.signatures.shared import (
     AFTER_REVISION,
     ALLOW_DATA_LOSS,
@@ -317,22 +318,8 @@ def payloads(value: Any, field: str) -> Iterable[Any]:
     return value
 
 
-def msg_id_template(value: Any, field: str) -> str | None:
-    """A ``Nats-Msg-Id`` template (``{index}``: the message's index), or None: no id.
-
-    ``""`` is refused: a template that renders empty would silently turn deduplication off (a retried
-    task would store every message twice); None says so explicitly."""
-    if value is None:
-        return None
-    if isinstance(value, str) and not value.strip():
-        raise SpecError(field, value, "use a text template with {index} (e.g. 'run-1/{index}'), or None for no id")
-    if not isinstance(value, str):
-        raise SpecError(field, value, "use a text template with {index} (e.g. 'run-1/{index}'), or None for no id")
-    return value
-
-
 def _subject_outside_api_prefix(values: Mapping[str, Any], prefix: str) -> None:
-    check_publish_subject(values["subject"], f"{prefix}subject", [values["api_prefix"]])
+    delivery_subject(values["subject"], f"{prefix}subject", [values["api_prefix"]])
 
 
 #: The subject is not under the ``api_prefix`` given with it (that would be an API request).
@@ -342,7 +329,7 @@ PUBLISH = Args(
     "publish",
     {
         "subject": Arg(
-            check_publish_subject,
+            delivery_subject,
             REQUIRED,
             VALUE,
             "the subject: literal, outside the reserved subject spaces and the JetStream API prefixes",
@@ -353,7 +340,7 @@ PUBLISH = Args(
         ),
         "headers": Arg(optional(headers), None, VALUE, "headers on every message: names to strings", templated=True),
         "msg_id": Arg(
-            msg_id_template,
+            optional(message_id),
             None,
             VALUE,
             "template of each message's Nats-Msg-Id ({index}: the message's index); None: no id; default None",

@@ -2,8 +2,8 @@
 and the publish operator's message function.
 
 The hook methods take the spec itself (:data:`.operations.ENSURE_STREAM`); these operators take its
-fields as arguments, each checked on its own (reported at its place in the spec,
-``stream.mirror.start_time``), then the whole spec they build (the derived value ``spec``).
+fields as arguments, each checked on its own (refused under the argument's name, ``start_time``), then the
+whole spec they build (the derived value ``spec``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from airflow_provider_jetstream.core.arguments import DEFAULT, REQUIRED, VALUE, Arg, Args, Rule
+from airflow_provider_jetstream.core.arguments import DEFAULT, REFUSE, REQUIRED, VALUE, Arg, Args, Rule
 from airflow_provider_jetstream.core.arguments.values import Parser, optional, parse_value
 from airflow_provider_jetstream.core.errors import SpecError
 from airflow_provider_jetstream.core.manage.specs import StreamSpec
@@ -20,16 +20,17 @@ from airflow_provider_jetstream.core.manage.specs.sources import SOURCE
 from airflow_provider_jetstream.core.manage.specs.stream import STREAM as STREAM_FIELDS
 
 
-def _spec_part(struct: Struct, key: str, path: str) -> Parser:
-    """The parser of ``struct``'s field ``key``, reporting at ``path`` (``stream.mirror.start_time``):
-    an operator argument that is a field of the spec it builds. The value is returned as given: the
-    whole spec, built from it, parses it in context."""
+def _spec_part(struct: Struct, key: str) -> Parser:
+    """The parser of ``struct``'s field ``key``: an operator argument that is a field of the spec it builds,
+    refused under the argument's own name (``start_time``, not ``stream.mirror.start_time``). The value is
+    returned as given: the whole spec, built from it, parses it in context."""
     field_parse = struct.by_key()[key].parse
 
     def parse(value: Any, field: str) -> Any:
-        parse_value(field_parse, value, path, text=True)
+        parse_value(field_parse, value, field, text=True)
         return value
 
+    parse.parses = field_parse  # type: ignore[attr-defined]  # the type of the spec's field
     return parse
 
 
@@ -63,11 +64,12 @@ def _from_the_first(parse: Parser) -> Parser:
     def parse_start(value: Any, field: str) -> Any:
         return None if value == 0 and not isinstance(value, bool) else parse(value, field)
 
+    parse_start.parses = parse  # type: ignore[attr-defined]
     return parse_start
 
 
 def _source_arg(key: str, doc: str, templated: bool = True) -> Arg:
-    return Arg(_spec_part(SOURCE, key, f"stream.mirror.{key}"), None, DEFAULT, doc, templated=templated)
+    return Arg(_spec_part(SOURCE, key), None, DEFAULT, doc, templated=templated)
 
 
 def _one_filter(value: Any, field: str) -> Any:
@@ -79,23 +81,22 @@ def _one_filter(value: Any, field: str) -> Any:
                 field, value, "give one subject filter (text or a list of one); for several, use subject_transforms"
             )
         value = value[0]
-    return _spec_part(SOURCE, "filter_subject", "stream.mirror.filter_subject")(value, field)
+    return _spec_part(SOURCE, "filter_subject")(value, field)
+
+
+_one_filter.parses = SOURCE.by_key()["filter_subject"].parse  # type: ignore[attr-defined]
 
 
 _MIRROR_ARGS = {
-    "stream": Arg(
-        _spec_part(STREAM_FIELDS, "name", "stream.name"), REQUIRED, VALUE, "the mirror's name", templated=True
-    ),
-    "origin": Arg(
-        _spec_part(SOURCE, "name", "stream.mirror.name"), REQUIRED, VALUE, "the origin stream", templated=True
-    ),
+    "stream": Arg(_spec_part(STREAM_FIELDS, "name"), REQUIRED, VALUE, "the mirror's name", templated=True),
+    "origin": Arg(_spec_part(SOURCE, "name"), REQUIRED, VALUE, "the origin stream", templated=True),
     "origin_domain": _source_arg("domain", "JetStream domain of the origin"),
     "origin_api_prefix": _source_arg("api_prefix", "API prefix of the origin (another account), instead"),
     "filter_subjects": Arg(
-        _one_filter, None, DEFAULT, "copy only messages on this subject filter (wildcards allowed)", templated=True
+        _one_filter, None, REFUSE, "copy only messages on this subject filter (wildcards allowed)", templated=True
     ),
     "start_seq": _source_arg("start_seq", "first origin sequence to copy; 0 or None: from the first").but(
-        parse=_from_the_first(_spec_part(SOURCE, "start_seq", "stream.mirror.start_seq"))
+        parse=_from_the_first(_spec_part(SOURCE, "start_seq"))
     ),
     "start_time": _source_arg("start_time", "copy from this instant (with a time zone)"),
     "stream_overrides": Arg(
@@ -104,7 +105,9 @@ _MIRROR_ARGS = {
 }
 #: What a mirror operator takes in its options (:class:`~.options.MirrorOptions`) besides the declare options.
 MIRROR_TUNING = {
-    "deliver_prefix": _source_arg("deliver_prefix", "delivery subject prefix of an imported origin; default none"),
+    "deliver_prefix": _source_arg("deliver_prefix", "delivery subject prefix of an imported origin; default none").but(
+        empty=REFUSE
+    ),
     "subject_transforms": _source_arg(
         "subject_transforms", "filter and transform subjects ([{src, dest}]); default none", templated=False
     ),
@@ -135,20 +138,23 @@ def create_mirror(options: Arg) -> Args:
 
 
 def _subjects(value: Any, field: str) -> Any:
-    return _spec_part(STREAM_FIELDS, "subjects", "stream.subjects")(value, field) if value else None
+    return _spec_part(STREAM_FIELDS, "subjects")(value, field) if value else None
+
+
+_subjects.parses = STREAM_FIELDS.by_key()["subjects"].parse  # type: ignore[attr-defined]
 
 
 _SOURCED_ARGS = {
     "stream": _MIRROR_ARGS["stream"].but(doc="the stream's name"),
     "sources": Arg(
-        _spec_part(STREAM_FIELDS, "sources", "stream.sources"),
+        _spec_part(STREAM_FIELDS, "sources"),
         REQUIRED,
         VALUE,
         "the stream's sources, each a spec: name, domain | api_prefix (+ deliver_prefix), filter_subject | "
         "subject_transforms, start_seq | start_time",
         templated=True,
     ),
-    "subjects": Arg(_subjects, None, DEFAULT, "subjects the stream also listens on", templated=True),
+    "subjects": Arg(_subjects, None, REFUSE, "subjects the stream also listens on", templated=True),
     "stream_overrides": _MIRROR_ARGS["stream_overrides"].but(
         parse=_overrides(("name", "mirror", "sources", "subjects"))
     ),

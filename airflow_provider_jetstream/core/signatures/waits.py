@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_provider_jetstream.core.arguments import DEFAULT, REFUSE, REQUIRED, VALUE, Arg, Args, Rule, exclusive
-from airflow_provider_jetstream.core.arguments.names import consumer_name, reading_filter, subject_list
+from airflow_provider_jetstream.core.arguments.names import consumer_name, stream_filter, subject_list
 from airflow_provider_jetstream.core.arguments.options import options_arg
 from airflow_provider_jetstream.core.arguments.values import boolean, choice, integer, json_map, optional, seconds
 from airflow_provider_jetstream.core.consume.matching import ACK_MODES
@@ -161,7 +161,7 @@ AWAIT_MESSAGE = Args(
             templated=True,
         ),
         "filter_subjects": Arg(
-            optional(subject_list(reading_filter)),
+            optional(subject_list(stream_filter)),
             None,
             REFUSE,
             "subjects the task's own consumer delivers; default all",

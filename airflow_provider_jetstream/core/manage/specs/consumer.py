@@ -91,7 +91,7 @@ CONSUMER = Struct(
         Field(
             "deliver_subject",
             "deliver_subject",
-            N.literal_subject,
+            N.delivery_subject,
             "where the flow-control consumer of durable sourcing pushes (ack_policy flow_control only)",
             normalize=F.norm_text,
             editable=F.IMMUTABLE,  # the server refuses to move it ("consumer name already in use")
@@ -114,12 +114,12 @@ CONSUMER = Struct(
             normalize=lambda v: list(v) if v else None,
         ),
         Field(
-            "filter_subject", "filter_subject", N.reading_filter, "deliver only these subjects", normalize=F.norm_text
+            "filter_subject", "filter_subject", N.stream_filter, "deliver only these subjects", normalize=F.norm_text
         ),
         Field(
             "filter_subjects",
             "filter_subjects",
-            N.subject_list(N.reading_filter),
+            N.subject_list(N.stream_filter),
             "several filters",
             since="2.10",
             normalize=F.norm_sorted,

@@ -28,7 +28,7 @@ from airflow_provider_jetstream.core.manage.specs.fields import Field, Struct
 TRANSFORM = Struct(
     "subject transform",
     (
-        Field("src", "src", N.reading_filter, "subjects to transform", aliases=("source",)),
+        Field("src", "src", N.stream_filter, "subjects to transform", aliases=("source",)),
         Field("dest", "dest", N.stored_subject, "destination subject (mapping)", aliases=("destination",)),
     ),
 )
@@ -51,7 +51,7 @@ SOURCE_CONSUMER = Struct(
         Field(
             "deliver_subject",
             "deliver_subject",
-            N.literal_subject,
+            N.delivery_subject,
             "the subject that consumer pushes to (its deliver_subject), where the copying server listens",
         ),
     ),
@@ -73,8 +73,8 @@ SOURCE = Struct(
         Field("name", "name", N.stream_name, "name of the origin stream"),
         Field("domain", "domain", N.domain_name, "JetStream domain of the origin: external API $JS.<domain>.API"),
         Field("api_prefix", "api_prefix", N.api_prefix, "external API prefix, e.g. the imported JS.acc@hub.API"),
-        Field("deliver_prefix", "deliver_prefix", N.literal_subject, "delivery subject prefix (imports)"),
-        Field("filter_subject", "filter_subject", N.reading_filter, "copy only messages on these subjects"),
+        Field("deliver_prefix", "deliver_prefix", N.delivery_subject, "delivery subject prefix (imports)"),
+        Field("filter_subject", "filter_subject", N.stream_filter, "copy only messages on these subjects"),
         Field(
             "subject_transforms",
             "subject_transforms",

@@ -40,7 +40,7 @@ PLACEMENT = Struct(
 REPUBLISH = Struct(
     "republish",
     (
-        Field("src", "src", N.reading_filter, "subjects to republish (default all)", aliases=("source",)),
+        Field("src", "src", N.stream_filter, "subjects to republish (default all)", aliases=("source",)),
         Field("dest", "dest", N.stored_subject, "destination subject", aliases=("destination",)),
         Field("headers_only", "headers_only", V.boolean, "republish headers only"),
     ),
