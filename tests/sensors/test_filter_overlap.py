@@ -12,7 +12,10 @@ from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.triggers.await_message import JetStreamAwaitMessageTrigger
 from tests.support.natsutil import connect, unique
-from tests.triggers.test_await_message_trigger import FUNCTION, Running, from_kwargs, make_stream
+from tests.support.triggers import Running, make_stream, rebuild
+
+#: The await trigger's match function (importable by the triggerer).
+DONE_FOR_SITE = "tests.support.matchers.done_for_site"
 
 
 async def consumer_names(url: str, stream: str) -> list[str]:
@@ -30,11 +33,11 @@ def test_the_await_trigger_fails_at_once_naming_the_filter_and_the_streams_subje
     async def scenario() -> None:
         await make_stream(leaf, stream)
         trigger = JetStreamAwaitMessageTrigger(
-            hub_conn, stream, FUNCTION, task_consumer=None if ack == "none" else "af_overlap", ack_mode=ack,
+            hub_conn, stream, DONE_FOR_SITE, task_consumer=None if ack == "none" else "af_overlap", ack_mode=ack,
             filter_subjects=["zzz.>"], domain="leaf", max_wait=1,
             state={"start_sequence": 1} if ack == "none" else None,
         )  # fmt: skip
-        run = Running(from_kwargs(*trigger.serialize()))
+        run = Running(rebuild(trigger))
         try:
             event = await run.first(timeout=30)
         finally:

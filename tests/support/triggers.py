@@ -1,4 +1,4 @@
-"""Trigger helpers: the serialize -> rebuild -> run round trip Airflow makes; the event tests' message trigger."""
+"""Trigger helpers: the round trip Airflow makes (serialize, rebuild, run), a run as the triggerer does it."""
 
 from __future__ import annotations
 
@@ -8,9 +8,13 @@ import json
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
+from nats.js.api import StreamConfig
 
 from airflow_provider_jetstream.core.signatures.events import MESSAGE_TUNING
+from airflow_provider_jetstream.triggers.await_message import JetStreamAwaitMessageTrigger
 from airflow_provider_jetstream.triggers.messages import JetStreamMessageTrigger
+from tests.support.natsutil import connect
+from tests.support.waiting import scaled
 
 
 def rebuild(trigger: BaseTrigger) -> BaseTrigger:
@@ -39,3 +43,28 @@ def message_trigger(conn: str, stream: str, **kw: Any) -> JetStreamMessageTrigge
     kw.setdefault("consumer", "af_events")
     options = {"cohort_wait": 0, **{name: kw.pop(name) for name in MESSAGE_TUNING if name in kw}}
     return JetStreamMessageTrigger(jetstream_conn_id=conn, stream=stream, options=options, **kw)
+
+
+async def make_stream(url: str, stream: str) -> None:
+    nc = await connect(url)
+    await nc.jetstream().add_stream(StreamConfig(name=stream, subjects=[f"{stream}.>"]))
+    await nc.close()
+
+
+class Running:
+    """A trigger's run() in a task of its own, as the triggerer runs it: its events, and a cancel (a restart)."""
+
+    def __init__(self, trigger: JetStreamAwaitMessageTrigger) -> None:
+        self.events: asyncio.Queue = asyncio.Queue()
+        self.task = asyncio.create_task(self._run(trigger))
+
+    async def _run(self, trigger: JetStreamAwaitMessageTrigger) -> None:
+        async for event in trigger.run():
+            await self.events.put(event.payload)
+
+    async def first(self, timeout: float = 30) -> dict:
+        return await asyncio.wait_for(self.events.get(), scaled(timeout))
+
+    async def stop(self) -> None:
+        self.task.cancel()
+        await asyncio.gather(self.task, return_exceptions=True)

@@ -9,13 +9,13 @@ import json
 from typing import Any
 
 import pytest
-from nats.js.api import StreamConfig
 
 from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.read.delivery import ack_by_reply
 from airflow_provider_jetstream.triggers.await_message import JetStreamAwaitMessageTrigger
 from tests.support import matchers
 from tests.support.natsutil import acked_through, connect, consumer_state, unique
+from tests.support.triggers import Running, make_stream
 from tests.support.waiting import eventually, scaled
 
 FUNCTION = "tests.support.matchers.done_for_site"
@@ -36,33 +36,8 @@ async def publish_events(url: str, stream: str, bodies: list[dict]) -> list[int]
     return seqs
 
 
-async def make_stream(url: str, stream: str) -> None:
-    nc = await connect(url)
-    await nc.jetstream().add_stream(StreamConfig(name=stream, subjects=[f"{stream}.>"]))
-    await nc.close()
-
-
 NOT_YET = [{"status": "started", "site": "lyon"}, {"status": "done", "site": "oslo"}, {"status": "running"}]
 MATCH = {"status": "done", "site": "lyon", "batch": 7}
-
-
-class Running:
-    """A trigger's run() in a task of its own, as the triggerer runs it: its events, and a cancel (a restart)."""
-
-    def __init__(self, trigger: JetStreamAwaitMessageTrigger) -> None:
-        self.events: asyncio.Queue = asyncio.Queue()
-        self.task = asyncio.create_task(self._run(trigger))
-
-    async def _run(self, trigger: JetStreamAwaitMessageTrigger) -> None:
-        async for event in trigger.run():
-            await self.events.put(event.payload)
-
-    async def first(self, timeout: float = 30) -> dict:
-        return await asyncio.wait_for(self.events.get(), scaled(timeout))
-
-    async def stop(self) -> None:
-        self.task.cancel()
-        await asyncio.gather(self.task, return_exceptions=True)
 
 
 @pytest.mark.parametrize("ack", ["all_seen", "on_match", "none"])
