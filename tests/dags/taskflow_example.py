@@ -25,7 +25,9 @@ with DAG(
         hub = hook.ensure_stream(
             {"name": "readings-all", "sources": [{"name": "readings", "domain": "leaf"}]}, domain="hub"
         )
-        hook.ensure_consumer("readings-all", {"name": "reports", "ack_wait": "30s"}, domain="hub")
+        hook.ensure_consumer(
+            "readings-all", {"name": "reports", "ack_policy": "explicit", "ack_wait": "30s"}, domain="hub"
+        )
         hook.ensure_key_value({"bucket": "pipeline", "history": 5}, domain="hub")
         return {"leaf": leaf["action"], "hub": hub["action"]}
 
