@@ -32,6 +32,9 @@ from airflow_provider_jetstream.testing.servers import USERS, LocalTopology  # n
 
 READINGS_PER_LEAF = int(os.environ.get("DEMO_READINGS_PER_LEAF", "5000"))
 SENSORS = ["temp", "humidity", "pressure", "vibration"]
+# Acks awaited per window, below nats-py's limit of pending async publishes: waiting on that limit turns a
+# Ctrl-C into TooManyStalledMsgsError instead of KeyboardInterrupt.
+PUBLISH_WINDOW = 1000
 
 
 def airflow_env(topology: LocalTopology) -> dict[str, str]:
@@ -83,6 +86,9 @@ async def publish_edge_readings(topology: LocalTopology) -> dict[str, int]:
                     "value": round(rng.gauss(20.0, 3.0), 2),
                 }
                 acks.append(await js.publish_async(f"sensors.{leaf}.{sensor}", json.dumps(reading).encode()))
+                if len(acks) == PUBLISH_WINDOW:
+                    await asyncio.gather(*acks)
+                    acks.clear()
             await asyncio.gather(*acks)
             published[leaf] = READINGS_PER_LEAF
         finally:
