@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import airflow_provider_jetstream
+from tests.support.syntax import parse_file
 
 PACKAGE = Path(airflow_provider_jetstream.__file__).parent
 #: What the core never imports: the Airflow layers, Spark, the test harness.
@@ -74,7 +75,7 @@ def runtime_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
 def test_the_core_imports_nothing_from_the_airflow_layers() -> None:
     offenders = []
     for path in (PACKAGE / "core").rglob("*.py"):
-        for node in runtime_imports(ast.parse(path.read_text())):
+        for node in runtime_imports(parse_file(path)):
             names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             names += [a.name for a in node.names] if isinstance(node, ast.Import) else []
             for name in names:
@@ -107,7 +108,7 @@ def test_each_layer_imports_only_what_the_architecture_allows() -> None:
     offenders = []
     for layer, allowed in MAY_IMPORT.items():
         for path in (PACKAGE / layer).rglob("*.py"):
-            for node in runtime_imports(ast.parse(path.read_text())):
+            for node in runtime_imports(parse_file(path)):
                 names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
                 for name in names:
                     parts = name.split(".")
@@ -122,7 +123,7 @@ def test_nothing_in_the_package_imports_the_repository_stack() -> None:
     package would fail on every installed provider."""
     offenders = []
     for path in PACKAGE.rglob("*.py"):
-        for node in runtime_imports(ast.parse(path.read_text())):
+        for node in runtime_imports(parse_file(path)):
             names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
             offenders += [f"{path.relative_to(PACKAGE)} imports {n}" for n in names if n.split(".")[0] == "local_stack"]
     assert offenders == []
@@ -159,7 +160,7 @@ def import_graph(*, annotations: bool = False) -> dict[str, set[str]]:
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         targets = graph.setdefault(name, set())
-        tree = ast.parse(path.read_text())
+        tree = parse_file(path)
         nodes = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
         for node in nodes if annotations else runtime_imports(tree):
             if isinstance(node, ast.ImportFrom):
@@ -251,7 +252,7 @@ def test_only_the_vectorised_intake_and_spark_import_numpy_or_pyarrow() -> None:
         relative = str(path.relative_to(PACKAGE))
         if relative.startswith((VECTORISED, "spark/")):
             continue
-        for node in runtime_imports(ast.parse(path.read_text())):
+        for node in runtime_imports(parse_file(path)):
             names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
             offenders += [f"{relative} imports {n}" for n in names if n.split(".")[0] in ("numpy", "pyarrow")]
     assert offenders == []
@@ -269,7 +270,7 @@ def test_no_module_is_over_500_lines() -> None:
 def test_every_module_opens_with_a_one_line_summary() -> None:
     missing = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        doc = ast.get_docstring(ast.parse(path.read_text()))
+        doc = ast.get_docstring(parse_file(path))
         if path.name == "__init__.py" and not path.read_text().strip():
             continue
         if not doc or not doc.splitlines()[0].strip():

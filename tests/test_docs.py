@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.syntax import parse_file
+
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
 
@@ -57,7 +59,7 @@ def docstrings() -> list[tuple[str, int, str]]:
     """Every docstring of the package's modules, classes and functions: ``(file, line, text)``."""
     found = []
     for path in sorted((REPO / "airflow_provider_jetstream").rglob("*.py")):
-        tree = ast.parse(path.read_text())
+        tree = parse_file(path)
         for node in [tree, *ast.walk(tree)]:
             if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
                 text = ast.get_docstring(node, clean=False)

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import airflow_provider_jetstream
+from tests.support.syntax import parse_file
 
 PACKAGE = Path(airflow_provider_jetstream.__file__).parent
 RESEND = "core/resend.py"
@@ -36,13 +37,13 @@ def modules() -> Iterator[tuple[str, ast.Module]]:
     for path in sorted(PACKAGE.rglob("*.py")):
         relative = path.relative_to(PACKAGE).as_posix()
         if not relative.startswith(HARNESS):
-            yield relative, ast.parse(path.read_text())
+            yield relative, parse_file(path)
 
 
 def public_names(relative: str) -> set[str]:
     """The names a module of the package defines at its top level (functions, classes, constants)."""
     names = set()
-    for node in ast.parse((PACKAGE / relative).read_text()).body:
+    for node in parse_file(PACKAGE / relative).body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):

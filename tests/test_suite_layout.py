@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.support.syntax import parse_file
+
 TESTS = Path(__file__).resolve().parent
 #: What a test module may import from the suite: the shared helpers, and the DAG files Airflow loads.
 SHARED = ("tests.support", "tests.dags")
@@ -12,7 +14,7 @@ SHARED = ("tests.support", "tests.dags")
 
 def _imported_modules(path: Path) -> list[str]:
     names = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parse_file(path)):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names += [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
         elif isinstance(node, ast.Import):
@@ -33,7 +35,7 @@ def test_no_test_module_or_conftest_imports_another_one() -> None:
 def test_every_support_module_opens_with_a_one_line_summary() -> None:
     missing = []
     for path in sorted((TESTS / "support").rglob("*.py")):
-        doc = ast.get_docstring(ast.parse(path.read_text()))
+        doc = ast.get_docstring(parse_file(path))
         if not doc or not doc.splitlines()[0].strip():
             missing.append(str(path.relative_to(TESTS.parent)))
     assert missing == []

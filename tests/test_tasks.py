@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_jetstream.core.tasks import next_item, stop_task, wait_task
+from tests.support.syntax import parse_file
 
 PACKAGE = Path(__file__).resolve().parents[1] / "airflow_provider_jetstream"
 
@@ -84,7 +85,7 @@ def test_the_package_never_calls_asyncio_wait_for() -> None:
     """Every bounded await goes through ``core/tasks.py``."""
     offenders = []
     for path in PACKAGE.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parse_file(path)):
             if isinstance(node, ast.Attribute) and node.attr == "wait_for":
                 offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
     assert offenders == []

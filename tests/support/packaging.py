@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.syntax import parse_file
+
 REPO = Path(__file__).resolve().parents[2]
 DIST = "airflow-provider-jetstream"
 PACKAGE = "airflow_provider_jetstream"
@@ -50,7 +52,7 @@ def run(what: str, command: list[str], timeout: float, **kwargs) -> subprocess.C
 
 def source_version() -> str:
     """``__version__`` as the sources declare it (read, not imported: the tests run the installed one)."""
-    tree = ast.parse((REPO / PACKAGE / "__init__.py").read_text())
+    tree = parse_file(REPO / PACKAGE / "__init__.py")
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__version__" for t in node.targets):
             return ast.literal_eval(node.value)
