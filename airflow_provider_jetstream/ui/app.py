@@ -7,9 +7,9 @@ its JSON, both behind Airflow's authentication and its permission to read the ch
 
 Nothing else: no OpenAPI schema or docs pages (they would answer without a login). Airflow's own dependencies
 decide who gets in (``requires_access_connection("GET")``: a logged-in user allowed to read that connection, its
-team's in multi-team mode; no token: 401; a bad one, or no permission: 403). A GET only reads: the history is
-kept in the api-server's memory (:mod:`.history`). The NATS work runs through the hook's one sync bridge in
-FastAPI's worker threads.
+team's in multi-team mode; no token: 401; a bad one, or no permission: 403). A GET writes no Airflow Variable:
+the history is kept in a private file per connection that the api-server's workers share (:mod:`.history`). The
+NATS work runs through the hook's one sync bridge in FastAPI's worker threads.
 """
 
 from __future__ import annotations
@@ -17,10 +17,12 @@ from __future__ import annotations
 import json
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 from airflow.api_fastapi.auth.managers.models.resource_details import ConnectionDetails
 from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_connection
+from airflow.configuration import AIRFLOW_HOME
 from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 
@@ -42,8 +44,8 @@ app = FastAPI(
     redoc_url=None,
     openapi_url=None,
 )
-#: The pages' history, per connection, in this api-server process.
-MEMORY = PageMemory()
+#: The pages' history, per connection, shared by this machine's api-server workers.
+MEMORY = PageMemory(Path(AIRFLOW_HOME) / "jetstream_page")
 
 
 def _env_conn_ids() -> set[str]:

@@ -1,16 +1,25 @@
 """The JetStream page's memory of its last checks: since when each domain is (un)reachable and each origin in
-its state, the news between checks, and the replication watches, kept per connection in the api-server's memory.
+its state, the news between checks, and the replication watches, kept per connection in a file of the
+api-server's machine that all its workers share.
 
-A page view only reads: it writes no Airflow Variable and nothing on any NATS server (a user allowed to read a
-connection needs no other right, and a GET changes nothing). The memory lasts as long as the api-server process
-(each api-server, and each of its workers, keeps its own); the outage starts it shows survive a restart, as the
-hub's server reports them. For a record that lasts, the replication sensor logs every change (and its XCom keeps
-the outage). It holds no secret: domain, stream and origin names, states and times.
+A page view writes no Airflow Variable and nothing on any NATS server (a user allowed to read a connection needs
+no other right). Its memory is a private JSON file per connection (:class:`PageMemory`), so every worker of an
+api-server (``[api] workers``) shows the same news; another api-server machine keeps its own. The outage starts it
+shows are the hub's server's own, the same on every machine. For a record that lasts, the replication sensor logs
+every change (and its XCom keeps the outage). It holds no secret: domain, stream and origin names, states and times.
 """
 
 from __future__ import annotations
 
-import threading
+import contextlib
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from airflow_provider_jetstream.core.arguments.durations import instant
@@ -85,25 +94,58 @@ def record_check(history: dict[str, Any] | None, overview: dict[str, Any], now: 
     return history
 
 
-class PageMemory:
-    """Each connection's page history in this process's memory (:func:`record_check`'s dict, with the replication
-    watches' memory under ``"watches"``). Two checks at once each record; the later one wins, and the next check
-    repairs what the other saw."""
+log = logging.getLogger(__name__)
 
-    def __init__(self) -> None:
-        self._histories: dict[str, dict[str, Any]] = {}
-        self._lock = threading.Lock()
+
+class PageMemory:
+    """Each connection's page history (:func:`record_check`'s dict, with the replication watches' memory under
+    ``"watches"``) in ``directory``, one private JSON file per connection, shared by every process that uses the
+    same directory (an api-server's workers). A check's read, update and write hold the file's lock, so two checks
+    at once never lose each other's news. An unreadable file is started again (logged), never fatal to the page.
+
+    :param directory: where the files live; made private (0700) on first use.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def _path(self, conn_id: str) -> Path:
+        # Connection ids may hold any character: the file is named by a digest.
+        return self.directory / f"{hashlib.sha256(conn_id.encode()).hexdigest()[:32]}.json"
+
+    @contextlib.contextmanager
+    def _locked(self, conn_id: str) -> Iterator[Path]:
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path = self._path(conn_id)
+        fd = os.open(path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield path
+        finally:
+            os.close(fd)  # releases the lock
+
+    def _read(self, conn_id: str, path: Path) -> dict[str, Any] | None:
+        try:
+            return json.loads(path.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as err:
+            log.warning("the JetStream page's history of %r could not be read (%s): started again", conn_id, err)
+            return None
 
     def watches(self, conn_id: str) -> dict[str, Any]:
         """What the replication watches of this connection's last check remembered (a copy to change)."""
-        with self._lock:
-            return dict((self._histories.get(conn_id) or {}).get("watches") or {})
+        with self._locked(conn_id) as path:
+            return dict((self._read(conn_id, path) or {}).get("watches") or {})
 
     def record(self, conn_id: str, overview: dict[str, Any], now: float, watches: dict[str, Any]) -> dict[str, Any]:
         """Record a check (see :func:`record_check`, which annotates ``overview``) and the watches it left; the
         history after it."""
-        with self._lock:
-            history = record_check(self._histories.get(conn_id), overview, now)
+        with self._locked(conn_id) as path:
+            history = record_check(self._read(conn_id, path), overview, now)
             history["watches"] = watches
-            self._histories[conn_id] = history
+            fd, temporary = tempfile.mkstemp(dir=self.directory, prefix=".history-")
+            with os.fdopen(fd, "w") as out:
+                json.dump(history, out)
+            os.replace(temporary, path)
             return history

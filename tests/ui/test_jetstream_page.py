@@ -269,7 +269,7 @@ def variables() -> dict[str, str | None]:
 
 
 def test_viewing_the_page_writes_no_variable(server: dict[str, Any]) -> None:
-    """A GET only reads: the page's history is kept in the api-server's memory, not in an Airflow Variable."""
+    """A GET writes no Airflow Variable: the page's history is kept in a file of the api-server's machine."""
     before = variables()
     for user in ("ops", "outsider"):
         user_token = token(server, user)
@@ -277,7 +277,7 @@ def test_viewing_the_page_writes_no_variable(server: dict[str, Any]) -> None:
             if method == "GET":
                 request(server["url"] + path, method, user_token)
         news = overview(server, user)["history"]["news"]
-        assert news, news  # the history is still kept (in memory)
+        assert news, news  # the history is still kept (in the api-server machine's file)
     assert variables() == before
 
 

@@ -1,12 +1,12 @@
-"""The JetStream page's pure logic: its history of news between checks, servers shown without credentials, and
-values escaped in its HTML."""
+"""The JetStream page's logic: its history of news between checks (in a file its workers share), servers shown
+without credentials, and values escaped in its HTML."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
-from airflow_provider_jetstream.ui.history import record_check
+from airflow_provider_jetstream.ui.history import PageMemory, record_check
 from airflow_provider_jetstream.ui.overview import public_servers
 from airflow_provider_jetstream.ui.render import render_page
 
@@ -78,3 +78,23 @@ def test_an_outage_is_dated_from_the_hubs_last_contact_on_every_row() -> None:
     )
     record_check(None, later, 160.0)
     assert later["domains"][1]["since"] == "1970-01-01T00:02:40Z"
+
+
+def test_the_history_is_shared_by_every_worker_using_its_directory(tmp_path) -> None:
+    """Two api-server workers (two ``PageMemory`` on one directory): a check recorded by one is news the other
+    shows, and a broken file starts the history again instead of failing the page."""
+    first, second = PageMemory(tmp_path / "page"), PageMemory(tmp_path / "page")
+    first.record("nats/hub", overview(True, "caught up", "caught up"), 1_000.0, {"AGG": {"since": 1}})
+    assert second.watches("nats/hub") == {"AGG": {"since": 1}}
+    history = second.record("nats/hub", overview(False, "unreachable", "lag unknown"), 1_060.0, {})
+    assert "domain leaf UNREACHABLE" in [n["what"] for n in history["news"]]
+    assert first.watches("nats/hub") == {} and second.watches("other") == {}
+    assert oct((tmp_path / "page").stat().st_mode & 0o777) == "0o700"
+    for stored in (tmp_path / "page").glob("*.json"):
+        stored.write_text("{not json")
+    again = first.record("nats/hub", overview(True, "caught up", "caught up"), 1_120.0, {})
+    assert [n["what"] for n in again["news"]] == [
+        "domain hub reachable (first seen)",
+        "domain leaf reachable (first seen)",
+        "hub/m <- mirror:r:$JS.leaf.API: caught up (first seen)",
+    ]
