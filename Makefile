@@ -21,12 +21,13 @@ SPHINX_ARGS ?=
 STACK_DIR ?= .stack
 # Parallel test workers (pytest-xdist): a test file runs whole on one worker, in order, with the
 # servers, SparkSession and deployment of that worker. PYTEST_WORKERS=0 runs them in one process.
-PYTEST_WORKERS ?= 2
+# Four, even on two cores: most of a test is waiting on servers, processes and deadlines, not computing.
+PYTEST_WORKERS ?= 4
 # nats.js (the official JavaScript client) for tests/interop, pinned by its package-lock.json.
 JS_DIR := tests/interop/js
 JS_STAMP := $(JS_DIR)/node_modules/.installed-stamp
 # constraints.txt pins releases that need Python 3.11+; a Python with its own
-# constraints-py<version>.txt (3.10, see .ci/python_matrix.sh) installs with that one.
+# constraints-py<version>.txt (3.10: constraints.txt's direct pins, the rest resolved on 3.10) installs with that one.
 PY_VERSION = $(shell $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 CONSTRAINTS = $(if $(wildcard constraints-py$(PY_VERSION).txt),constraints-py$(PY_VERSION).txt,constraints.txt)
 

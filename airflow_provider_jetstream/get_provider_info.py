@@ -32,6 +32,33 @@ def connection_form_fields() -> dict[str, dict[str, Any]]:
     return fields
 
 
+def connection_type_info() -> dict[str, Any]:
+    """The ``jetstream`` connection type as provider info declares it (Airflow 3.1 reads the same through the
+    hook's ``get_connection_form_widgets`` / ``get_ui_field_behaviour``)."""
+    return {
+        "hook-class-name": "airflow_provider_jetstream.hooks.jetstream.JetStreamHook",
+        "hook-name": "NATS JetStream",
+        "connection-type": "jetstream",
+        "conn-fields": connection_form_fields(),
+        "ui-field-behaviour": {
+            "hidden-fields": ["schema", "extra"],
+            "relabeling": {
+                "host": "Servers",
+                "port": "Default port",
+                "login": "User",
+                "password": "Password",
+            },
+            "placeholders": {
+                "host": "nats://hub-1:4222,nats://hub-2:4222",
+                "port": "4222",
+                "login": "acc",
+                "password": "password of the NATS user",
+                **{name: spec.placeholder for name, spec in EXTRA_FIELDS.items() if spec.placeholder},
+            },
+        },
+    }
+
+
 def get_provider_info() -> dict[str, Any]:
     return {
         "package-name": "airflow-provider-jetstream",
@@ -90,28 +117,5 @@ def get_provider_info() -> dict[str, Any]:
         "queues": ["airflow_provider_jetstream.queues.jetstream.JetStreamMessageQueueProvider"],
         "asset-uris": [ASSET_URIS],
         "dataset-uris": [ASSET_URIS],  # the pre-3.0 name, as the Kafka provider declares both
-        "connection-types": [
-            {
-                "hook-class-name": "airflow_provider_jetstream.hooks.jetstream.JetStreamHook",
-                "hook-name": "NATS JetStream",
-                "connection-type": "jetstream",
-                "conn-fields": connection_form_fields(),
-                "ui-field-behaviour": {
-                    "hidden-fields": ["schema", "extra"],
-                    "relabeling": {
-                        "host": "Servers",
-                        "port": "Default port",
-                        "login": "User",
-                        "password": "Password",
-                    },
-                    "placeholders": {
-                        "host": "nats://hub-1:4222,nats://hub-2:4222",
-                        "port": "4222",
-                        "login": "acc",
-                        "password": "password of the NATS user",
-                        **{name: spec.placeholder for name, spec in EXTRA_FIELDS.items() if spec.placeholder},
-                    },
-                },
-            }
-        ],
+        "connection-types": [connection_type_info()],
     }

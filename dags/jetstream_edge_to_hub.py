@@ -15,7 +15,6 @@ from typing import Any
 
 import pendulum
 from airflow.sdk import DAG, Param, task
-from airflow.sdk.exceptions import AirflowSkipException
 from edge_pipeline_config import (
     AGGREGATE_OVERRIDES,
     AGGREGATE_STREAM,
@@ -39,6 +38,7 @@ from edge_pipeline_config import (
     leaf_subject_transforms,
 )
 
+from airflow_provider_jetstream.compat import AirflowSkipException
 from airflow_provider_jetstream.core.errors import JetStreamDomainUnavailableError
 from airflow_provider_jetstream.operators.kv import JetStreamCreateKeyValueOperator, JetStreamKeyValuePutOperator
 from airflow_provider_jetstream.operators.spark import JetStreamSparkSubmitOperator
@@ -225,9 +225,7 @@ with DAG(
         import datetime as dt
         import logging
 
-        from airflow.sdk import conf
-        from airflow.sdk.exceptions import AirflowFailException
-
+        from airflow_provider_jetstream.compat import AirflowFailException, conf
         from airflow_provider_jetstream.core.api import JetStreamApi
         from airflow_provider_jetstream.core.connection.fields import api_prefix_for
         from airflow_provider_jetstream.core.errors import JetStreamError

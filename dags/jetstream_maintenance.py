@@ -7,9 +7,9 @@ import json
 
 import pendulum
 from airflow.sdk import DAG, task
-from airflow.sdk.exceptions import AirflowSkipException
 from edge_pipeline_config import AGGREGATE_STREAM, CHECKPOINT_KEY, HUB_DOMAIN, NATS_CONN_ID, PIPELINE_BUCKET
 
+from airflow_provider_jetstream.compat import AirflowSkipException
 from airflow_provider_jetstream.operators.streams import JetStreamPurgeStreamOperator
 
 DOC = f"""

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_provider_jetstream.testing.ports import LOOPBACK, free_port
-from local_stack.processes import ManagedProcess, StackError, tail, wait_until
+from local_stack.processes import ManagedProcess, StackError, stop_together, tail, wait_until
 
 #: The one user of the stack's Airflow (simple auth manager).
 ADMIN_USER = "admin"
@@ -109,6 +109,9 @@ class LocalAirflow:
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.home / "passwords.json"),
             "AIRFLOW__API__BASE_URL": f"http://{LOOPBACK}:{self.port}",
             "AIRFLOW__API__WORKERS": "2",  # one also serves every task's Execution API calls
+            # A task's calls to the Execution API wait 30 s, not 5: on a busy machine (everything on one) the
+            # api-server can take longer, and a task whose start call times out fails before it runs.
+            "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "30",
             "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_urlsafe(32),
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": database_url,
             "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
@@ -178,8 +181,7 @@ class LocalAirflow:
         self.api.request("POST", "/connections", connection, expect=(201,))
 
     def stop(self) -> None:
-        # Scheduler first (its LocalExecutor workers and their spark-submit children), the API server last.
-        for component in ("scheduler", "triggerer", "dag-processor", "api-server"):
-            process = self.processes.pop(component, None)
-            if process:
-                process.stop()
+        # The API server last: the scheduler's LocalExecutor workers (and their spark-submit children) and the
+        # triggerer report to it as they stop.
+        for components in (("scheduler", "triggerer", "dag-processor"), ("api-server",)):
+            stop_together([self.processes.pop(c) for c in components if c in self.processes])

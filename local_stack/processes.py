@@ -17,7 +17,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -102,36 +102,51 @@ class ManagedProcess:
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> None:
         """Signal the process group, wait, then kill whatever of it (children included) is left."""
-        if self.process is None:
-            return
-        import psutil
+        stop_together([self], sig, timeout)
 
-        family = self.pids()
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, sig)
-        try:
-            self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(10)
-        # Children that left the group (or ignored the signal) go too.
-        leftovers = []
-        for pid in family:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                leftovers.append(psutil.Process(pid))
-        for proc in leftovers:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                proc.terminate()
-        _, alive = psutil.wait_procs(leftovers, timeout=10)
-        for proc in alive:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                proc.kill()
-        psutil.wait_procs(alive, timeout=10)
+    def _closed(self) -> None:
         self.process = None
         if self._log:
             self._log.close()
             self._log = None
+
+
+def stop_together(processes: Sequence[ManagedProcess], sig: int = signal.SIGTERM, timeout: float = 30.0) -> None:
+    """Signal every process group at once, wait ``timeout`` s in all for them, then kill whatever of them
+    (children included) is left: stopping several takes as long as the slowest, not the sum of them."""
+    import psutil
+
+    running = [managed for managed in processes if managed.process is not None]
+    family: set[int] = set()
+    for managed in running:
+        family |= managed.pids()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(managed.process.pid, sig)  # type: ignore[union-attr]
+    deadline = time.monotonic() + timeout
+    for managed in running:
+        process = managed.process
+        assert process is not None
+        try:
+            process.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(10)
+    # Children that left the group (or ignored the signal) go too.
+    leftovers = []
+    for pid in family:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            leftovers.append(psutil.Process(pid))
+    for proc in leftovers:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.terminate()
+    _, alive = psutil.wait_procs(leftovers, timeout=10)
+    for proc in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.kill()
+    psutil.wait_procs(alive, timeout=10)
+    for managed in running:
+        managed._closed()
 
 
 def _demote(user: str) -> Callable[[], None]:
@@ -357,6 +372,5 @@ class LocalSparkCluster:
         wait_until(f"Spark master with {self.worker_count} workers alive", workers_alive, timeout, interval=0.5)
 
     def stop(self) -> None:
-        for process in reversed(self.processes):
-            process.stop()
+        stop_together(self.processes)
         self.processes.clear()

@@ -197,6 +197,38 @@ async def _publish_sample_readings(stack: LocalStack, per_leaf: int) -> None:
             await nc.drain()
 
 
+def ready_banner(stack: LocalStack, *, readings: int, seconds: float) -> str:
+    """What ``make stack`` prints once ``stack`` is ready (after ``seconds``, ``readings`` published on each
+    leaf): where everything is, how to log in, publish, and cut a leaf off and link it again."""
+    user, password = USERS["ACC"]
+    stack_dir = "" if stack.workdir == Path(".stack").resolve() else f" STACK_DIR={stack.workdir}"
+    leaves = "".join(
+        f"\n  NATS {leaf:<12} nats://{user}:{password}@{LOOPBACK}:{server.port}   (domain {leaf})"
+        for leaf, server in stack.nats.leaves.items()
+    )
+    first = stack.leaf_domains[0]
+    return f"""
+ready in {seconds:.0f}s; everything runs until Ctrl-C.
+
+  Airflow UI        {stack.airflow.url}   login: {ADMIN_USER} / {stack.airflow.admin_password}
+                    DAGs: jetstream_edge_to_hub (unpaused: its first scheduled run starts now),
+                    jetstream_kv_gate, jetstream_maintenance; connections {NATS_CONN_ID}, {SPARK_CONN_ID}
+  Spark master UI   {stack.spark.ui_url}   ({stack.spark.master_url}, {stack.spark.worker_count} workers)
+  NATS hub          nats://{user}:{password}@{LOOPBACK}:{stack.nats.hub.port}   (domain {stack.hub_domain}){leaves}
+  Parquet output    {stack.output_dir / "readings"}
+  logs              {stack.workdir}/airflow/*.log, spark/, postgres/, nats/
+
+{readings} readings were published on each leaf; publish more with this package's hook, e.g.
+  AIRFLOW_CONN_NATS_LEAF=jetstream://{user}:{password}@{LOOPBACK}:{stack.nats.leaves[first].port} \\
+  {sys.executable} -c 'from airflow_provider_jetstream.hooks.jetstream import JetStreamHook; \\
+  print(JetStreamHook("nats_leaf").publish("sensors.{first}.temp", [{{"value": 1}}]))'
+
+Cut a leaf off the hub (its readings wait there) and link it again, from another shell:
+  make stack-cut LEAF={first}{stack_dir}
+  make stack-relink LEAF={first}{stack_dir}
+"""
+
+
 def main(argv: list[str] | None = None) -> int:
     """``make stack``: start the stack, print where everything is, stop it all on Ctrl-C."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -227,36 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         asyncio.run(_publish_sample_readings(stack, args.readings))
         stack.airflow.api.request("PATCH", "/dags/jetstream_edge_to_hub", {"is_paused": False})
         control.start()
-        user, password = USERS["ACC"]
-        stack_dir = "" if workdir == Path(".stack") else f" STACK_DIR={workdir}"
-        print(
-            f"""
-ready in {time.monotonic() - started:.0f}s; everything runs until Ctrl-C.
-
-  Airflow UI        {stack.airflow.url}   login: {ADMIN_USER} / {stack.airflow.admin_password}
-                    DAGs: jetstream_edge_to_hub (unpaused: its first scheduled run starts now),
-                    jetstream_kv_gate, jetstream_maintenance; connections {NATS_CONN_ID}, {SPARK_CONN_ID}
-  Spark master UI   {stack.spark.ui_url}   ({stack.spark.master_url}, {stack.spark.worker_count} workers)
-  NATS hub          nats://{user}:{password}@{LOOPBACK}:{stack.nats.hub.port}   (domain {stack.hub_domain})"""
-            + "".join(
-                f"\n  NATS {leaf:<12} nats://{user}:{password}@{LOOPBACK}:{server.port}   (domain {leaf})"
-                for leaf, server in stack.nats.leaves.items()
-            )
-            + f"""
-  Parquet output    {stack.output_dir / "readings"}
-  logs              {stack.workdir}/airflow/*.log, spark/, postgres/, nats/
-
-{args.readings} readings were published on each leaf; publish more with this package's hook, e.g.
-  AIRFLOW_CONN_NATS_LEAF=jetstream://{user}:{password}@{LOOPBACK}:{stack.nats.leaves[stack.leaf_domains[0]].port} \\
-  {sys.executable} -c 'from airflow_provider_jetstream.hooks.jetstream import JetStreamHook; \\
-  print(JetStreamHook("nats_leaf").publish("sensors.{stack.leaf_domains[0]}.temp", [{{"value": 1}}]))'
-
-Cut a leaf off the hub (its readings wait there) and link it again, from another shell:
-  make stack-cut LEAF={stack.leaf_domains[0]}{stack_dir}
-  make stack-relink LEAF={stack.leaf_domains[0]}{stack_dir}
-""",
-            flush=True,
-        )
+        print(ready_banner(stack, readings=args.readings, seconds=time.monotonic() - started), flush=True)
         while True:
             stack.airflow.check_alive()
             time.sleep(2)

@@ -19,6 +19,7 @@ REFUSAL = {
     "JetStreamError": False,
     "JetStreamRefusalError": True,
     "JetStreamConfigError": True,
+    "AirflowVersionError": True,
     "SpecError": True,
     "SpecErrors": True,
     "UnsafeSubjectError": True,

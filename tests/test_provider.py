@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import json
 import os
 import subprocess
 import sys
@@ -70,6 +71,38 @@ def test_airflow_sees_the_provider_and_the_connection_type(airflow_db) -> None:
     assert not widgets["extra__jetstream__domain"].is_sensitive
     listed = subprocess.run([AIRFLOW, "providers", "list"], capture_output=True, text=True, check=True)
     assert "airflow-provider-jetstream" in listed.stdout
+
+
+#: What the api-server serves at ``/ui/connections/hook_meta`` for ``jetstream``, from a fresh interpreter (as the
+#: api-server builds it once, in its own process: a ProvidersManager filled earlier with real WTForms fields
+#: would not be what the api-server sees).
+HOOK_META = """
+import json
+from airflow.api_fastapi.core_api.services.ui.connections import HookMetaService
+(meta,) = [hook for hook in HookMetaService.hook_meta_data() if hook.connection_type == "jetstream"]
+fields = {name: getattr(param, "dump", lambda p=param: p)() for name, param in meta.extra_fields.items()}
+print("HOOK_META", json.dumps({"meta": meta.model_dump(mode="json", exclude={"extra_fields"}), "fields": fields}))
+"""
+
+
+def test_the_ui_gets_the_connection_form_from_provider_info_on_every_supported_airflow(airflow_db) -> None:
+    """Airflow 3.2+ builds the form from provider info, 3.1 from the hook's ``get_connection_form_widgets`` /
+    ``get_ui_field_behaviour``: both give the same form (3.1 and 3.2 give Params, 3.3 their dumped form)."""
+    run = subprocess.run([sys.executable, "-c", HOOK_META], capture_output=True, text=True, env=os.environ.copy())
+    assert run.returncode == 0, run.stderr[-3000:]
+    (line,) = [line for line in run.stdout.splitlines() if line.startswith("HOOK_META ")]
+    answer = json.loads(line.removeprefix("HOOK_META "))
+    meta, fields = answer["meta"], answer["fields"]
+    assert meta["hook_name"] == "NATS JetStream"
+    standard = meta["standard_fields"]
+    assert standard["host"]["title"] == "Servers"
+    assert standard["host"]["placeholder"] == "nats://hub-1:4222,nats://hub-2:4222"
+    assert standard["url_schema"]["hidden"]
+    assert set(fields) == set(EXTRA_FIELDS)
+    secret = {name for name, field in fields.items() if field["schema"].get("format") == "password"}
+    assert secret == {"token", "nkey_seed", "creds"}
+    assert fields["domain"]["schema"]["title"] == "JetStream domain"
+    assert fields["tls_verify"]["value"] is True and fields["tls_verify"]["schema"]["type"][0] == "boolean"
 
 
 # Six `airflow` CLI processes, each loading Airflow and its providers: minutes on a busy 2-core machine.

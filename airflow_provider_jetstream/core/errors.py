@@ -26,8 +26,9 @@ fix::
     │   │   └── UnsafeSubjectError               a delivery subject that is not literal, or reserved
     │   ├── ReconcileError                       a change the reconcile rules refuse
     │   │   └── UnknownOriginDomainError         a copy of an origin domain that does not answer and was never seen
-    │   └── DoubleStoreError                     a write that two connected domains would store
-    │       └── DoubleStoreUnverifiedError       a domain answered the check with an error
+    │   ├── DoubleStoreError                     a write that two connected domains would store
+    │   │   └── DoubleStoreUnverifiedError       a domain answered the check with an error
+    │   └── AirflowVersionError                  a feature asked for on an Airflow release that lacks it
     ├── JetStreamAuthError (also JetStreamConnectionError)   the server rejected the credentials
     ├── JetStreamPermissionError                 a Permissions Violation: the user may not ask
     │   └── JetStreamImportMissingError          the account has no import of that API
@@ -131,6 +132,11 @@ class JetStreamRefusalError(JetStreamError):
 class JetStreamConfigError(JetStreamRefusalError, ValueError):
     """A connection field, operator argument or spec is invalid, or the change it asks for is
     refused; nothing was sent to a server, or nothing was changed."""
+
+
+class AirflowVersionError(JetStreamConfigError):
+    """A feature of the provider was asked for on an Airflow release that lacks what it needs (a refusal:
+    retrying cannot help)."""
 
 
 def _show(value: Any) -> str:

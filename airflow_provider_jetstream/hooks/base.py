@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import nats.errors
 import nats.js.errors
 from airflow.sdk import BaseHook
-from airflow.sdk.exceptions import AirflowNotFoundException
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
+from airflow_provider_jetstream.compat import AirflowNotFoundException
 from airflow_provider_jetstream.core.api import JetStreamApi, describe_prefix, domain_of, is_imported_prefix
 from airflow_provider_jetstream.core.connection.client import open_connection, refusal_since, release
 from airflow_provider_jetstream.core.connection.settings import JetStreamConnectionConfig, api_prefix_for

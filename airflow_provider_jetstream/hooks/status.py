@@ -1,4 +1,5 @@
-"""``JetStreamStatusHook``: the status role: replication, retention headroom and consumer lag (sync and async).
+"""``JetStreamStatusHook``: the status role: replication, retention headroom, consumer lag and event drift (sync
+and async).
 
 The checks the sensors and triggers make, as hook methods: one check each, in any domain (see
 :mod:`airflow_provider_jetstream.core.status` for every rule). Usable alone, or as part of
@@ -7,17 +8,19 @@ The checks the sensors and triggers make, as hook methods: one check each, in an
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_jetstream.core.signatures.operations import (
     CHECK_REPLICATION,
     CONSUMER_LAG,
+    EVENT_DRIFT,
     REPLICATION,
     RETENTION_HEADROOM,
     replication_watch,
 )
 from airflow_provider_jetstream.core.signatures.shared import REQUEST
 from airflow_provider_jetstream.core.status.consumer_lag import ConsumerLagCheck, check_consumer_lag
+from airflow_provider_jetstream.core.status.event_drift import MAX_LOOKUPS, EventDrift, check_event_drift
 from airflow_provider_jetstream.core.status.replication import ReplicationCheck, ReplicationWatch, check_replication
 from airflow_provider_jetstream.hooks.base import JetStreamBaseHook
 from airflow_provider_jetstream.hooks.methods import Request, blocking, checked, request_of
@@ -57,6 +60,49 @@ class JetStreamStatusHook(JetStreamBaseHook):
             return await check_consumer_lag(api, stream, consumer, **limits)
 
     consumer_lag = blocking(aconsumer_lag)
+
+    @checked(EVENT_DRIFT + REQUEST)
+    async def aevent_drift(
+        self,
+        stream: str,
+        consumer: str,
+        stored_sequences: list[int],
+        *,
+        start_seq: int | None = None,
+        subjects: list[str] | None = None,
+        position: dict[str, Any] | None = None,
+        max_lookups: int = MAX_LOOKUPS,
+        **request: Unpack[Request],
+    ) -> EventDrift:
+        """Whether an event trigger's consumer and Airflow agree: every message the consumer acked (up to its ack
+        floor) has a stored asset event. Returns an :class:`EventDrift`: ``.drifted``, ``.lost`` (sequences acked
+        without a stored event), ``.pending_stored`` (stored, not acked yet: may fire again), ``.duplicates``,
+        ``.reason`` and ``.to_xcom()``. :class:`JetStreamNotFoundError` when the stream or consumer does not exist.
+
+        :param stored_sequences: the stream sequences of the asset events Airflow stored, e.g.
+            ``event_sequences(inlet_events[asset])`` (see
+            :func:`~airflow_provider_jetstream.core.status.event_drift.event_sequences`).
+        :param start_seq: first sequence compared. Default None: the lowest stored one (else the stream's first).
+        :param subjects: only messages on these subjects need an event (a watcher's ``event_subjects``). Default
+            None: every message the consumer delivers.
+        :param position: the position the trigger recorded in the Asset State Store (key
+            ``position_key(stream, consumer)``); a position above the ack floor, or on another incarnation of the
+            stream, is drift. Default None: not compared.
+        :param max_lookups: most sequences without a stored event looked up in the stream. Default 1000.
+        """
+        async with self.aapi(**request) as api:
+            return await check_event_drift(
+                api,
+                stream,
+                consumer,
+                stored_sequences,
+                start_seq=start_seq,
+                subjects=subjects,
+                position=position,
+                max_lookups=max_lookups,
+            )
+
+    event_drift = blocking(aevent_drift)
 
     @checked(CHECK_REPLICATION + REQUEST)
     async def acheck_replication(

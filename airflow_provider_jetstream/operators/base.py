@@ -22,7 +22,6 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_jetstream.assets.lineage import (
     Location,
@@ -32,6 +31,7 @@ from airflow_provider_jetstream.assets.lineage import (
     spec_origins,
     stream_location,
 )
+from airflow_provider_jetstream.compat import AirflowFailException
 from airflow_provider_jetstream.core.arguments import Args
 from airflow_provider_jetstream.core.arguments.names import domain_of
 from airflow_provider_jetstream.core.arguments.options import Options

@@ -17,7 +17,7 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,14 +37,14 @@ try:
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-    from airflow_provider_jetstream.spark.job_args import FLAGS, JOB, SUBMIT, SparkJobOptions, job_arguments
+    from airflow_provider_jetstream.spark.job_args import SUBMIT, SparkJobOptions, job_command_line
 except ImportError as err:  # the optional [spark] extra: the Spark provider, pyspark and pyarrow
     raise AirflowOptionalProviderFeatureException(
         f"JetStreamSparkSubmitOperator needs the Spark provider, pyspark and pyarrow ({err}): "
         "install 'airflow-provider-jetstream[spark]'"
     ) from err
 
-__all__ = ["JetStreamSparkSubmitHook", "JetStreamSparkSubmitOperator", "SparkJobOptions"]
+__all__ = ["JetStreamSparkSubmitHook", "JetStreamSparkSubmitOperator", "SparkJobOptions", "job_xcom"]
 
 #: A line of spark-submit output that states an error: a log record at level ERROR (the packaged
 #: job logs its failure so), a Python exception line (``pkg.SomeError: ...``) or a JVM one.
@@ -60,8 +60,36 @@ RESULT_LINE = re.compile(r"\bstream_to_parquet: result: (\{.*\})\s*$")
 #: The packaged spark-submit job (its file, as spark-submit takes it).
 PACKAGED_JOB = str(Path(__file__).resolve().parents[1] / "spark" / "jobs" / "stream_to_parquet.py")
 DEFAULT_LOCAL_MASTER = "local[*]"
+#: PySpark's mark of a process that opened a Spark Connect session (a ``PySparkOperator`` task before this one in
+#: the same process): inherited, it would turn the job's SparkSession into a Spark Connect one without a URL.
+SPARK_CONNECT_MARK = "SPARK_CONNECT_MODE_ENABLED"
 #: The arguments ``SparkSubmitHook`` takes (``SparkSubmitOperator`` takes each of them too).
 _HOOK_PARAMETERS = frozenset(inspect.signature(SparkSubmitHook.__init__).parameters) - {"self"}
+
+
+def checkpoint_place(args: Mapping[str, Any]) -> tuple[str, str]:
+    """The packaged job's checkpoint, from the checked arguments: KV bucket and key."""
+    return args["checkpoint_bucket"], args["options"].checkpoint_key or f"stream_to_parquet.{args['stream']}"
+
+
+def job_xcom(args: Mapping[str, Any], result: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The XCom of a packaged job's run, from the checked arguments and the job's result: ``outcome`` (``written``,
+    ``already committed``, ``nothing new``), the sequence range ``start``-``end``, ``rows`` written, the committed
+    ``directory``, the ``checkpoint`` sequence after and where it is kept, ``skipped`` False."""
+    found = dict(result or {"outcome": "unknown: the job printed no result line"})
+    bucket, key = checkpoint_place(args)
+    return {
+        "stream": args["stream"],
+        "outcome": found.get("outcome"),
+        "start": found.get("start"),
+        "end": found.get("end"),
+        "rows": found.get("rows"),
+        "directory": found.get("directory"),
+        "checkpoint": found.get("checkpoint"),
+        "checkpoint_bucket": bucket,
+        "checkpoint_key": key,
+        "skipped": False,
+    }
 
 
 class JetStreamSparkSubmitHook(SparkSubmitHook):
@@ -130,7 +158,8 @@ class JetStreamSparkSubmitHook(SparkSubmitHook):
 
     def submit(self, application: str = "", **kwargs: Any) -> str | None:
         """spark-submit ``application``; a failure's exception starts with the job's own error line."""
-        kwargs["env"] = {**(kwargs.get("env") or os.environ), **self._process_env, **self._secret_env}
+        inherited = {k: v for k, v in (kwargs.get("env") or os.environ).items() if k != SPARK_CONNECT_MARK}
+        kwargs["env"] = {**inherited, **self._process_env, **self._secret_env}
         self._output_watch = watch = _ErrorLineWatch(super().log)
         self.job_result = None
         try:
@@ -263,28 +292,6 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, CheckedArguments, Operator
         if self._packaged:
             self.declare_lineage_outlet()
 
-    def _job_arguments(self) -> list[str]:
-        """The packaged job's command-line arguments (checked): names and paths only, never a credential.
-
-        Every argument given, and the partitioning and data-loss rule always (the job's defaults when not
-        given), so the command line says how the output is laid out.
-        """
-        given = job_arguments(self.checked_arguments())
-        for name in ("partition_by", "fail_on_data_loss"):
-            if given[name] is None:
-                given[name] = JOB.args[name].default_value(name)
-        command: list[str] = []
-        for name, value in given.items():
-            if value is None:
-                continue
-            if name == "partition_by":
-                value = ",".join(value)
-            elif name == "fail_on_data_loss":
-                value = "true" if value else "false"
-            # One "--flag=value" each: a value that starts with '-' is never taken for a flag.
-            command.append(f"{FLAGS[name]}={str(value).strip()}")
-        return command
-
     def execute(self, context: Any) -> dict[str, Any] | None:
         """Run the job; with the packaged job, return (XCom) what it did (:meth:`job_result`), or skip
         spark-submit when the checkpoint already covers the stream's last sequence (:meth:`covered`)."""
@@ -292,7 +299,7 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, CheckedArguments, Operator
 
         args = self.checked_arguments()  # once rendered, before any connection or process
         if self._packaged:
-            job_arguments = self._job_arguments()
+            job_arguments = job_command_line(args)
             covered = self.covered()
             if covered is not None:
                 self.log.info(
@@ -334,29 +341,10 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, CheckedArguments, Operator
         self._record_copy_lineage(context)
         return self.job_result(getattr(self._hook, "job_result", None))
 
-    def _checkpoint_place(self) -> tuple[str, str]:
-        args = self.checked_arguments()
-        return args["checkpoint_bucket"], args["options"].checkpoint_key or f"stream_to_parquet.{args['stream']}"
-
     def job_result(self, result: dict[str, Any] | None) -> dict[str, Any]:
-        """The XCom of a packaged job's run: ``outcome`` (``written``, ``already committed``, ``nothing new``),
-        the sequence range ``start``-``end``, ``rows`` written, the committed ``directory``, the ``checkpoint``
-        sequence after, ``skipped`` False; the job's own result line, read from its output."""
-        bucket, key = self._checkpoint_place()
-        found = dict(result or {"outcome": "unknown: the job printed no result line"})
-        self.log.info("Spark job result: %s", json.dumps(found))
-        return {
-            "stream": self.checked_arguments()["stream"],
-            "outcome": found.get("outcome"),
-            "start": found.get("start"),
-            "end": found.get("end"),
-            "rows": found.get("rows"),
-            "directory": found.get("directory"),
-            "checkpoint": found.get("checkpoint"),
-            "checkpoint_bucket": bucket,
-            "checkpoint_key": key,
-            "skipped": False,
-        }
+        """The XCom of a packaged job's run (:func:`job_xcom`); the job's own result line, read from its output."""
+        self.log.info("Spark job result: %s", json.dumps(result or {}))
+        return job_xcom(self.checked_arguments(), result)
 
     def covered(self) -> dict[str, Any] | None:
         """The skip's XCom when the packaged job has nothing to do, else None (run it).
@@ -375,7 +363,7 @@ class JetStreamSparkSubmitOperator(FailFastOnRefusal, CheckedArguments, Operator
         args = self.checked_arguments()
         if args.get("end_time") is not None:
             return None
-        bucket, key = self._checkpoint_place()
+        bucket, key = checkpoint_place(args)
         hook = JetStreamKeyValueHook(args["jetstream_conn_id"])
         try:
             entry = hook.kv_get(bucket, key, domain=args["options"].checkpoint_domain)

@@ -13,9 +13,14 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
-from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
+from airflow_provider_jetstream.compat import (
+    AirflowFailException,
+    AirflowSkipException,
+    conf,
+    require_airflow,
+)
 from airflow_provider_jetstream.core.arguments import Args
 from airflow_provider_jetstream.core.errors import REFUSE, RETRY, JetStreamConfigError, JetStreamError
 from airflow_provider_jetstream.core.signatures.waits import SENSOR
@@ -45,7 +50,9 @@ class BaseJetStreamSensor(JetStreamTarget, BaseSensorOperator, abc.ABC):
         ``[operators] default_deferrable`` (False unless configured).
     :param unreachable_timeout: how long the target domain may go without answering (a leaf that
         is offline, or a wrong domain name) before the task fails: seconds, ``timedelta`` or text
-        like ``"10m"`` (templated). Default None: keep waiting until the sensor's ``timeout``.
+        like ``"10m"`` (templated). Default None: keep waiting until the sensor's ``timeout``. With
+        ``mode="reschedule"`` it needs Airflow 3.3 (the task state store that keeps since when across
+        reschedules): on older releases the DAG fails to parse, saying so.
 
     Each sensor declares its signature (``arguments``: :data:`~airflow_provider_jetstream.core.signatures.waits.SENSOR`
     and its check's, :mod:`airflow_provider_jetstream.core.signatures.operations`): literal values are
@@ -74,6 +81,9 @@ class BaseJetStreamSensor(JetStreamTarget, BaseSensorOperator, abc.ABC):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        if unreachable_timeout is not None and self.reschedule:
+            # Each reschedule is a new process: without the task state store it would forget since when.
+            require_airflow('unreachable_timeout with mode="reschedule"', "3.3")
         self.deferrable = deferrable
         self.unreachable_timeout = unreachable_timeout
         self._state: dict[str, Any] = {}

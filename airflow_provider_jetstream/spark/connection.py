@@ -94,6 +94,21 @@ def connection_env(config: JetStreamConnectionConfig) -> dict[str, str]:
     return {CONNECTION_ENV_VAR: json.dumps(connection_fields(config))}
 
 
+def connection_options(config: JetStreamConnectionConfig) -> dict[str, str]:
+    """The connection options (``servers``, ``user``, ``password``, ``tlsCaFile``...) that rebuild ``config``
+    where the data source runs: what a Spark Connect server needs, its environment not being the client's.
+    Secrets included: never log them. Settings without an option (``client_name``, reconnects) take their defaults.
+    """
+    fields = connection_fields(config)
+    by_target = {target: option for option, target in CONNECTION_OPTIONS.items()}
+    given = {"host": fields["host"], "login": fields["login"], "password": fields["password"], **fields["extra"]}
+    return {
+        by_target[name]: (str(value).lower() if isinstance(value, bool) else str(value))
+        for name, value in given.items()
+        if name in by_target and value is not None
+    }
+
+
 def _fields_from_env(env_var: str) -> dict[str, Any] | None:
     raw = os.environ.get(env_var)
     if not raw:

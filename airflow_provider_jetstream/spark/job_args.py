@@ -331,3 +331,24 @@ SUBMIT = Args(
 def job_arguments(values: Mapping[str, Any]) -> dict[str, Any]:
     """The packaged job's arguments from the operator's checked values (each None: the job's default)."""
     return _given(values)
+
+
+def job_command_line(values: Mapping[str, Any]) -> list[str]:
+    """The packaged job's command line from the operator's checked values: names and paths only, never a
+    credential. Every argument given, and the partitioning and data-loss rule always (the job's defaults when not
+    given), so the command line says how the output is laid out. One ``--flag=value`` each: a value that starts
+    with ``-`` is never taken for a flag."""
+    given = job_arguments(values)
+    for name in ("partition_by", "fail_on_data_loss"):
+        if given[name] is None:
+            given[name] = JOB.args[name].default_value(name)
+    command: list[str] = []
+    for name, value in given.items():
+        if value is None:
+            continue
+        if name == "partition_by":
+            value = ",".join(value)
+        elif name == "fail_on_data_loss":
+            value = "true" if value else "false"
+        command.append(f"{FLAGS[name]}={str(value).strip()}")
+    return command

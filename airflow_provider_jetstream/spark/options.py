@@ -40,6 +40,7 @@ from airflow_provider_jetstream.spark.connection import (
     connection_config,
     connection_env,
     connection_fields,
+    connection_options,
 )
 
 __all__ = [
@@ -53,6 +54,7 @@ __all__ = [
     "connection_config",
     "connection_env",
     "connection_fields",
+    "connection_options",
 ]
 
 #: The prefix of every option's name in messages.

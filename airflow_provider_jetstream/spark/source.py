@@ -370,6 +370,11 @@ def worker_python_problem(master: str, configured_python: str | None) -> str | N
     return f"PYSPARK_PYTHON is not set, so Spark's Python workers run {python3}, which fails: {last_line}"
 
 
+def is_spark_connect(spark: Any) -> bool:
+    """Whether ``spark`` is a Spark Connect session (a client of a server elsewhere: no JVM, no SparkContext here)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect.")
+
+
 def register(spark: Any) -> type[JetStreamDataSource]:
     """Register the ``jetstream`` format with ``spark``, defaulting partitions to its parallelism.
 
@@ -378,15 +383,18 @@ def register(spark: Any) -> type[JetStreamDataSource]:
     a local session whose Python workers cannot import this package (``PYSPARK_PYTHON`` not set,
     ``python3`` on PATH another interpreter) fails here, saying what to set, instead of at the
     first read with ``ModuleNotFoundError`` deep in a worker's traceback.
+    Over Spark Connect it registers the source in the server's session (the class travels pickled; the server's
+    Python workers import this package, so it must be installed where the server runs) and reads without
+    ``minPartitions`` use the CPU count of the planning Python worker, on the server.
     Returns the registered class.
     """
-    try:
+    if is_spark_connect(spark):
+        parallelism, master, configured = None, "", None
+    else:
         context = spark.sparkContext
         parallelism = int(context.defaultParallelism)
         master = context.master
         configured = context.getConf().get("spark.pyspark.python") or os.environ.get("PYSPARK_PYTHON")
-    except Exception:  # Spark Connect has no SparkContext
-        parallelism, master, configured = None, "", None
     problem = worker_python_problem(master, configured)
     if problem:
         raise JetStreamConfigError(worker_python_hint(problem))

@@ -7,7 +7,8 @@ import contextlib
 import hashlib
 import json
 import logging
-from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
+import time
+from collections.abc import AsyncIterator, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +19,8 @@ from airflow_provider_jetstream.core.consume.durable import DurablePuller, ensur
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.core.manage.specs.consumer import ConsumerSpec
 from airflow_provider_jetstream.core.read.delivery import Delivery
-from airflow_provider_jetstream.core.tasks import stop_task
+from airflow_provider_jetstream.core.status.event_drift import position_key
+from airflow_provider_jetstream.core.tasks import stop_task, wait_task
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 
 try:  # Airflow >= 3.3: ack mode of shared streams
@@ -66,8 +68,50 @@ SUBSCRIBER_FIELDS = ("event_subjects", "decode", "max_payload_bytes", "include_h
 #: Advance lanes: a message that waits on one watcher delays the acks of 1/16 of the others only.
 LANES = 16
 
+#: Seconds between two readings of the consumer's ack floor recorded in the watched assets' Asset State Store.
+POSITION_INTERVAL = 5.0
+
 # Producers running in this process, by (connection, target, stream, consumer): their fingerprint and count.
 _ACTIVE: dict[tuple[str, str, str, str], tuple[str, int]] = {}
+# The Asset State Store accessors of the watchers subscribed in this process, by group key, then by watcher.
+_STATE_STORES: dict[Hashable, dict[int, Any]] = {}
+
+
+def group_key(kwargs: Mapping[str, Any]) -> Hashable:
+    """The shared-stream key of a trigger's settings (flat): same connection, target, stream, consumer and
+    consumer settings, same group."""
+    return (
+        "jetstream",
+        kwargs["jetstream_conn_id"],
+        kwargs["domain"] or "",
+        kwargs["api_prefix"] or "",
+        kwargs["stream"],
+        kwargs["consumer"],
+        producer_fingerprint(kwargs),
+    )
+
+
+@contextlib.contextmanager
+def positions_recorded_in(key: Hashable, state_store: Any) -> Iterator[None]:
+    """While in the block, the group ``key``'s producer records its position in ``state_store`` (a watcher's
+    ``asset_state_store``, set by Airflow >= 3.3's triggerer; None: nothing is recorded)."""
+    token = id(state_store)
+    if state_store is not None:
+        _STATE_STORES.setdefault(key, {})[token] = state_store
+    try:
+        yield
+    finally:
+        stores = _STATE_STORES.get(key, {})
+        stores.pop(token, None)
+        if not stores:
+            _STATE_STORES.pop(key, None)
+
+
+def asset_accessors(state_store: Any) -> list[Any]:
+    """One accessor per watched asset of a watcher's ``asset_state_store``: a trigger shared by several
+    assets (same kwargs) watches them all; Airflow's accessors mapping has no public way to list them."""
+    found = [*getattr(state_store, "_by_name", {}).values(), *getattr(state_store, "_by_uri", {}).values()]
+    return found or [state_store]
 
 
 def producer_fingerprint(kwargs: Mapping[str, Any]) -> str:
@@ -103,7 +147,10 @@ class JetStreamSharedStreamProducer(SharedStreamProducer):
         self.consumer: str = consumer_spec.name
         self.fingerprint = producer_fingerprint(kwargs)
         self.hook = JetStreamHook(kwargs["jetstream_conn_id"], domain=kwargs["domain"], api_prefix=kwargs["api_prefix"])
+        self.key = group_key(self.kwargs)
         self.puller: DurablePuller | None = None
+        self._positions: asyncio.Task[None] | None = None
+        self._recorded: dict[int, tuple[int, str | None]] = {}  # per state store: the last position written
         self._exit = contextlib.AsyncExitStack()
         self._registered: tuple[str, str, str, str] | None = None
 
@@ -135,6 +182,7 @@ class JetStreamSharedStreamProducer(SharedStreamProducer):
             nak_max_delay=kw["nak_max_delay"],
             ack_all=ready.ack_policy == "all",
         )
+        self._positions = asyncio.create_task(self._record_positions())
         batch_size = kw["batch_size"]
         tickets = self.puller.deliveries()
         if batch_size <= 1:
@@ -175,6 +223,46 @@ class JetStreamSharedStreamProducer(SharedStreamProducer):
             )
         _ACTIVE[key] = (self.fingerprint, (known[1] if known else 0) + 1)
         self._registered = key
+
+    # -- positions ----------------------------------------------------------------------------
+
+    async def _record_positions(self) -> None:
+        while True:
+            await asyncio.sleep(POSITION_INTERVAL)
+            await self.record_position()
+
+    async def record_position(self) -> None:
+        """Read the consumer's ack floor (where it resumes; every message below it is stored by every watcher)
+        and write it to each subscribed watcher's assets in the Asset State Store, under
+        :func:`~airflow_provider_jetstream.core.status.event_drift.position_key`, when it changed. Best effort:
+        a failure is logged and tried again at the next interval."""
+        stores = dict(_STATE_STORES.get(self.key, {}))
+        if not stores or self.puller is None:
+            return
+        api = self.puller.api
+        try:
+            info = await api.consumer_info(self.stream, self.consumer)
+            if info is None:
+                return
+            floor = info.get("ack_floor") or {}
+            now = (int(floor.get("stream_seq") or 0), self.puller.created)
+            position = {
+                "stream": self.stream,
+                "consumer": self.consumer,
+                "target": api.target,
+                "stream_seq": now[0],
+                "consumer_seq": int(floor.get("consumer_seq") or 0),
+                "stream_created": now[1],
+                "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            }
+            for token, store in stores.items():
+                if self._recorded.get(token) == now:
+                    continue
+                for accessor in asset_accessors(store):
+                    await accessor.aset(position_key(self.stream, self.consumer), position)
+                self._recorded[token] = now
+        except Exception as err:  # the position is a record, never a reason to stop the group
+            log.warning("%s > %s: position not recorded in the Asset State Store: %s", self.stream, self.consumer, err)
 
     # -- acks -------------------------------------------------------------------------------
 
@@ -222,9 +310,13 @@ class JetStreamSharedStreamProducer(SharedStreamProducer):
         log.warning("%s dead-lettered to %s #%d: %s", where, target, seq, reason)
 
     async def aclose(self) -> None:
-        """Stop renewing, nak what is unsettled (it comes back at once), release the connection."""
+        """Stop renewing, nak what is unsettled (it comes back at once), record the position, release the
+        connection."""
+        await stop_task(self._positions)
         if self.puller is not None:
             await self.puller.stop()
+            with contextlib.suppress(Exception):
+                await wait_task(self.record_position(), POSITION_INTERVAL)
         if self._registered is not None:
             fingerprint, count = _ACTIVE.get(self._registered, (self.fingerprint, 1))
             if count <= 1:

@@ -23,7 +23,8 @@ from airflow_provider_jetstream.triggers.message_producer import (
     AdvanceItem,
     AdvanceOutcome,
     JetStreamSharedStreamProducer,
-    producer_fingerprint,
+    group_key,
+    positions_recorded_in,
     reject_shared_stream_event,
 )
 
@@ -49,6 +50,10 @@ class JetStreamMessageTrigger(BaseEventTrigger):
     ``max_ack_pending``) until it comes back and is stored. After a reconnect or a triggerer restart
     the server redelivers everything above that floor: events may repeat (at-least-once, same
     ``seq``); nothing below it is lost.
+
+    On Airflow >= 3.3 the group records the consumer's position (its ack floor) in each watched asset's Asset
+    State Store, key ``jetstream.position.<stream>.<consumer>``; ``JetStreamHook.event_drift`` compares the
+    consumer with the asset events Airflow stored (docs/events.md).
 
     :param stream: stream name.
     :param consumer: durable consumer name (created, or reconciled, on start).
@@ -117,16 +122,7 @@ class JetStreamMessageTrigger(BaseEventTrigger):
 
     def shared_stream_key(self) -> Hashable | None:
         """Watchers with the same connection, target, stream, consumer and consumer settings share a group."""
-        kw = self.kwargs
-        return (
-            "jetstream",
-            kw["jetstream_conn_id"],
-            kw["domain"] or "",
-            kw["api_prefix"] or "",
-            kw["stream"],
-            kw["consumer"],
-            producer_fingerprint(kw),
-        )
+        return group_key(self.kwargs)
 
     @classmethod
     def message_kwargs(cls, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -141,16 +137,18 @@ class JetStreamMessageTrigger(BaseEventTrigger):
         return JetStreamSharedStreamProducer(message_kwargs, JetStreamMessageTrigger.consumer_spec(message_kwargs))
 
     async def filter_shared_stream(self, shared_stream: AsyncIterator[Any]) -> AsyncIterator[TriggerEvent]:
-        """One event per raw message (or batch) for this watcher; never raises on a bad message (rejects it)."""
-        async for raw in shared_stream:
-            try:
-                payload = self.event_payload(raw)
-            except Exception as err:  # a raise here would count the message as stored: reject instead
-                log.warning("%s: rejecting %s: %s", self.kwargs["stream"], _describe(raw), err)
-                reject_shared_stream_event()
-                continue
-            if payload is not None:
-                yield TriggerEvent(payload)
+        """One event per raw message (or batch) for this watcher; never raises on a bad message (rejects it).
+        Meanwhile the group's producer records the consumer's position in the watched assets' Asset State Store."""
+        with positions_recorded_in(self.shared_stream_key(), getattr(self, "asset_state_store", None)):
+            async for raw in shared_stream:
+                try:
+                    payload = self.event_payload(raw)
+                except Exception as err:  # a raise here would count the message as stored: reject instead
+                    log.warning("%s: rejecting %s: %s", self.kwargs["stream"], _describe(raw), err)
+                    reject_shared_stream_event()
+                    continue
+                if payload is not None:
+                    yield TriggerEvent(payload)
 
     # -- events -----------------------------------------------------------------------------
 

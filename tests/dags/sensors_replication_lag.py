@@ -5,6 +5,7 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import DAG, Param
 
+from airflow_provider_jetstream.compat import AIRFLOW_V_3_3_PLUS
 from airflow_provider_jetstream.sensors.replication_lag import JetStreamReplicationLagSensor
 
 PARAMS = {
@@ -49,20 +50,22 @@ with DAG(
 
 # The target domain never answers: only a state kept across reschedules (Airflow's task state
 # store) lets unreachable_timeout end the wait before the sensor's own timeout.
-with DAG(
-    "sensors_replication_lag_unreachable_reschedule",
-    schedule=None,
-    start_date=pendulum.datetime(2026, 1, 1),
-    catchup=False,
-    params=PARAMS,
-) as sensors_replication_lag_unreachable_reschedule:
-    JetStreamReplicationLagSensor(
-        task_id="wait_for_replication",
-        jetstream_conn_id="{{ params.conn_id }}",
-        domain="{{ params.domain }}",
-        stream="{{ params.stream }}",
-        unreachable_timeout="2s",
-        mode="reschedule",
-        poke_interval=0.5,
-        timeout=120,
-    )
+# It needs Airflow 3.3; older releases refuse it when the DAG is parsed (the sensor test asserts that).
+if AIRFLOW_V_3_3_PLUS:
+    with DAG(
+        "sensors_replication_lag_unreachable_reschedule",
+        schedule=None,
+        start_date=pendulum.datetime(2026, 1, 1),
+        catchup=False,
+        params=PARAMS,
+    ) as sensors_replication_lag_unreachable_reschedule:
+        JetStreamReplicationLagSensor(
+            task_id="wait_for_replication",
+            jetstream_conn_id="{{ params.conn_id }}",
+            domain="{{ params.domain }}",
+            stream="{{ params.stream }}",
+            unreachable_timeout="2s",
+            mode="reschedule",
+            poke_interval=0.5,
+            timeout=120,
+        )

@@ -5,11 +5,12 @@ Airflow's api-server, scheduler (LocalExecutor), dag-processor and triggerer as 
 a Spark standalone master with two workers, and a NATS hub with leaves ``leaf-a`` and ``leaf-b``.
 ``jetstream_edge_to_hub`` runs scheduled, then through the REST API without and with a logical date,
 while ``leaf-b`` is cut off from the hub for longer than the DAG's retry window, and once more after
-it is back. At each step (both leaves caught up, leaf-b cut, leaf-b back) Chromium shows the JetStream
-page inside Airflow's UI (test-output/stack-page-{before,during,after}.png) and the test asserts what it
-shows: leaf-b unreachable with its lag unknown (never a false 0), then caught up, in the page's history.
-The run that went on without leaf-b says so in its sensor's task note. Every process is stopped at the
-end, on failure too, and none may be left.
+it is back. The cut and the relink are the ``make stack-cut`` / ``make stack-relink`` lines ``make stack``
+prints, run as printed against the stack's control socket. At each step (both leaves caught up, leaf-b cut,
+leaf-b back) Chromium shows the JetStream page inside Airflow's UI
+(test-output/stack-page-{before,during,after}.png) and the test asserts what it shows: leaf-b unreachable with
+its lag unknown (never a false 0), then caught up, in the page's history. The run that went on without leaf-b
+says so in its sensor's task note. Every process is stopped at the end, on failure too, and none may be left.
 
 Select it alone with ``pytest -m deployment``. The DAGs' retry settings are shortened through
 their ``JETSTREAM_*`` variables (1 retry, 5 s apart), so the cut outlasts every retry of a per-leaf
@@ -22,6 +23,9 @@ import asyncio
 import contextlib
 import datetime as dt
 import json
+import re
+import shlex
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -32,8 +36,9 @@ import nats
 import psutil
 import pytest
 
+from local_stack.control import CONTROL_SOCKET, StackControl
 from local_stack.processes import wait_until
-from local_stack.stack import NATS_CONN_ID, LocalStack
+from local_stack.stack import NATS_CONN_ID, LocalStack, ready_banner
 from tests.support.airflow_ui import OUTPUT, chromium, get, login_token, open_jetstream_page
 
 REPO = Path(__file__).resolve().parents[2]
@@ -63,16 +68,19 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
         dags_folder=REPO / "dags",
         dag_env={"JETSTREAM_RETRIES": str(RETRIES), "JETSTREAM_RETRY_DELAY": str(RETRY_DELAY)},
     )
+    control = StackControl(stack.nats, stack.workdir / CONTROL_SOCKET)  # as `make stack` serves it
     seen: dict[int, float] = {}
     try:
         stack.start(timeout=420, progress=phase)
         stack.airflow.wait_dags([DAG_ID, "jetstream_kv_gate", "jetstream_maintenance"])
+        control.start()
         phase("stack ready, DAGs parsed")
         seen = started_at(stack.pids())
         yield stack
     finally:
         seen |= started_at(stack.pids())
         phase("stopping the stack")
+        control.stop()
         stack.stop()
         phase("stack stopped")
         left = [pid for pid, created in seen.items() if running(pid, created)]
@@ -116,6 +124,18 @@ async def _publish(stack: LocalStack, leaf: str, count: int) -> tuple[int, int]:
         return acks[0].seq, acks[-1].seq
     finally:
         await nc.drain()
+
+
+def stack_command(stack: LocalStack, target: str, leaf: str) -> subprocess.CompletedProcess[str]:
+    """The ``make <target> LEAF=...`` line ``make stack`` prints once ready, run as printed with ``leaf``
+    (``leaf=""``: without ``LEAF``)."""
+    banner = ready_banner(stack, readings=0, seconds=0)
+    [line] = [line.strip() for line in banner.splitlines() if line.strip().startswith(f"make {target} ")]
+    args = [
+        *shlex.split(re.sub(r"LEAF=\S*", f"LEAF={leaf}" if leaf else "", line)),
+        f"VENV={Path(sys.executable).parents[1]}",
+    ]
+    return subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=180)
 
 
 def publish(stack: LocalStack, leaf: str, count: int) -> tuple[int, int]:
@@ -250,7 +270,13 @@ def test_edge_to_hub_scheduled_rest_and_leaf_outage(stack: LocalStack) -> None:
     assert "Domain leaf-b" in text and cfg.AGGREGATE_STREAM in text
 
     # 2. leaf-b is cut off; each edge keeps publishing locally (leaf-b's readings stay on leaf-b).
-    stack.nats.disconnect_leaf("leaf-b")
+    # With `make stack-cut`, as `make stack` says to (its control socket); a leaf the stack lacks is refused.
+    wrong = stack_command(stack, "stack-cut", "leaf-z")
+    assert wrong.returncode != 0 and "LEAF='leaf-z' is not allowed: one of leaf-a, leaf-b" in wrong.stderr
+    missing = stack_command(stack, "stack-relink", "")
+    assert missing.returncode != 0 and "LEAF=<name> is required" in missing.stderr
+    cut = stack_command(stack, "stack-cut", "leaf-b")
+    assert cut.returncode == 0 and "leaf-b cut off the hub" in cut.stdout, cut.stderr
     cut_at = time.monotonic()
     publish(stack, "leaf-a", 5)
     publish(stack, "leaf-b", 7)
@@ -317,7 +343,8 @@ def test_edge_to_hub_scheduled_rest_and_leaf_outage(stack: LocalStack) -> None:
     assert trigger_row["classpath"].endswith("JetStreamReplicationLagTrigger")
     assert trigger_row["job_type"] == "TriggererJob"
     assert time.monotonic() - cut_at > RETRY_WINDOW
-    stack.nats.reconnect_leaf("leaf-b")
+    relink = stack_command(stack, "stack-relink", "leaf-b")
+    assert relink.returncode == 0 and "leaf-b linked to the hub again" in relink.stdout, relink.stderr
     run = wait_run(stack, waiting)
     phase(f"run with logical date {waiting} succeeded after leaf-b came back")
     assert run["logical_date"] and dt.datetime.fromisoformat(run["logical_date"].replace("Z", "+00:00")) == (

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import nats
 import pytest
-from airflow.dag_processing.dagbag import DagBag
 
 from airflow_provider_jetstream.triggers.messages import JetStreamMessageTrigger
+from tests.support.airflow_names import DagBag
 from tests.support.triggerer import Triggerer
 
 REPO = Path(__file__).resolve().parents[2]

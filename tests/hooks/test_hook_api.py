@@ -10,8 +10,8 @@ import json
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException
 
+from airflow_provider_jetstream.compat import AirflowFailException
 from airflow_provider_jetstream.core.errors import JetStreamConfigError, JetStreamNotFoundError
 from airflow_provider_jetstream.core.manage.buckets import KeyValueConflictError, KeyValueError
 from airflow_provider_jetstream.core.manage.double_store import DoubleStoreError

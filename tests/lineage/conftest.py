@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from airflow.sdk._shared.listeners import hookimpl
+from airflow.listeners import hookimpl
 
 
 @dataclass
@@ -43,7 +43,7 @@ class LineageCapture:
 
 @pytest.fixture
 def lineage_capture() -> Iterator[LineageCapture]:
-    from airflow.sdk.listener import get_listener_manager
+    from tests.support.airflow_names import get_listener_manager
 
     capture = LineageCapture()
     manager = get_listener_manager()

@@ -31,6 +31,7 @@ NEEDS_EXTRA = {
     "airflow_provider_jetstream.spark": "spark",
     "airflow_provider_jetstream.core.read.vectorised": "spark",
     "airflow_provider_jetstream.operators.spark": "spark",
+    "airflow_provider_jetstream.operators.spark_connect": "spark",
     "airflow_provider_jetstream.queues.jetstream": "messaging",
 }
 #: The example DAGs that need no Spark (jetstream_edge_events.py, jetstream_kv_gate.py, jetstream_maintenance.py).

@@ -426,8 +426,7 @@ def test_guard_reads_every_page_of_the_stream_listing(make_topology, jetstream_c
 
 
 def test_a_task_failure_keeps_the_error_class_and_pickles() -> None:
-    from airflow.sdk.exceptions import AirflowFailException
-
+    from airflow_provider_jetstream.compat import AirflowFailException
     from airflow_provider_jetstream.core.errors import SpecError
     from airflow_provider_jetstream.operators.base import as_task_failure
 
@@ -440,8 +439,7 @@ def test_a_task_failure_keeps_the_error_class_and_pickles() -> None:
 
 
 def test_spark_submit_refusals_fail_the_task_too(jetstream_conn: Callable[..., str]) -> None:
-    from airflow.sdk.exceptions import AirflowFailException
-
+    from airflow_provider_jetstream.compat import AirflowFailException
     from airflow_provider_jetstream.operators.spark import JetStreamSparkSubmitOperator
 
     conn = jetstream_conn("127.0.0.1:4222", domain="leaf", api_prefix="JS.acc@hub.API")

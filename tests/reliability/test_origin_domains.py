@@ -74,7 +74,7 @@ def test_a_copy_of_a_domain_that_never_answered_is_refused_before_anything_is_cr
 def test_the_operator_refuses_it_too_and_declares_it_when_asked(
     hub_leaf: LocalTopology, hub_conn: str, airflow_db: Any
 ) -> None:
-    from airflow.sdk.exceptions import AirflowFailException
+    from airflow_provider_jetstream.compat import AirflowFailException
 
     name = uid("typoop")
     mirror = {"task_id": "m", "jetstream_conn_id": hub_conn, "domain": "hub", "stream": name, "origin": "x"}

@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
-from airflow_provider_jetstream.operators.spark import JetStreamSparkSubmitOperator
-from airflow_provider_jetstream.spark.job_args import SparkJobOptions
+from airflow_provider_jetstream.operators.spark import SPARK_CONNECT_MARK, JetStreamSparkSubmitOperator
+from airflow_provider_jetstream.spark.job_args import SparkJobOptions, job_command_line
 from tests.support import spark as spark_streams
 
 PACKAGED = {"stream": "s", "output_path": "/data/orders", "checkpoint_bucket": "b"}
@@ -60,7 +60,11 @@ def test_good_arguments_pass_and_templated_ones_wait_for_rendering() -> None:
         start_seq="earliest",
     )
     op.end_seq = "100"  # rendered
-    assert op._job_arguments()[-3:] == ["--min-partitions=4", "--partition-by=subject,date", "--fail-on-data-loss=true"]
+    assert job_command_line(op.checked_arguments())[-3:] == [
+        "--min-partitions=4",
+        "--partition-by=subject,date",
+        "--fail-on-data-loss=true",
+    ]
 
 
 def test_a_templated_argument_that_renders_bad_fails_before_spark_submit(hub_conn) -> None:
@@ -92,7 +96,10 @@ def test_a_custom_application_refuses_the_packaged_jobs_arguments() -> None:
 
 
 @pytest.mark.spark
-def test_a_failing_job_puts_its_own_error_line_in_the_task_exception(hub_conn, tmp_path) -> None:
+def test_a_failing_job_puts_its_own_error_line_in_the_task_exception(hub_conn, tmp_path, monkeypatch) -> None:
+    # This process opened a Spark Connect session before (a @task.pyspark task in the same dag.test()): PySpark's
+    # mark of it stays in the environment, and must not turn the submitted job's local session into a Connect one.
+    monkeypatch.setenv(SPARK_CONNECT_MARK, "1")
     op = JetStreamSparkSubmitOperator(
         task_id="t",
         jetstream_conn_id=hub_conn,
@@ -140,7 +147,7 @@ def test_the_pull_reader_hands_over_chunks_within_a_small_buffer(make_stream) ->
 
 def test_checkpoint_replicas_reaches_the_jobs_command_line_and_the_job() -> None:
     op = JetStreamSparkSubmitOperator(task_id="t", **PACKAGED, options={"checkpoint_replicas": "3"})
-    command = op._job_arguments()
+    command = job_command_line(op.checked_arguments())
     assert "--checkpoint-replicas=3" in command
     from airflow_provider_jetstream.spark.jobs.stream_to_parquet import parse_args
 

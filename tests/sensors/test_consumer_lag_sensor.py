@@ -86,7 +86,7 @@ def test_missing_consumer_fails_at_once_or_is_skipped(airflow_db, hub_leaf, hub_
 
 
 def test_deferrable_sensor_defers_with_the_sensor_timeout_and_a_json_trigger(hub_leaf, hub_conn) -> None:
-    from airflow.sdk.exceptions import TaskDeferred
+    from tests.support.airflow_names import TaskDeferred
 
     stream = unique("cls")
     asyncio.run(leaf_stream_with_consumer(hub_leaf.url("leaf"), stream, 2))
@@ -128,7 +128,7 @@ def test_deferrable_defaults_to_the_airflow_setting(monkeypatch) -> None:
     import airflow_provider_jetstream.sensors.consumer_lag as module
 
     monkeypatch.setenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", "True")
-    from airflow.sdk import conf
+    from airflow_provider_jetstream.compat import conf
 
     assert conf.getboolean("operators", "default_deferrable")
     importlib.reload(base)

@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException
 from nats.js.api import ConsumerConfig, KeyValueConfig, StreamConfig, StreamSource
 
+from airflow_provider_jetstream.compat import AirflowFailException
 from airflow_provider_jetstream.sensors.consumer_lag import JetStreamConsumerLagSensor
 from airflow_provider_jetstream.sensors.kv import JetStreamKeyValueSensor
 from airflow_provider_jetstream.sensors.replication_lag import JetStreamReplicationLagSensor

@@ -6,8 +6,10 @@ import asyncio
 import time
 
 import pytest
+from airflow import __version__ as AIRFLOW_VERSION_TEXT
 from nats.js.api import StreamConfig, StreamSource
 
+from airflow_provider_jetstream.compat import AIRFLOW_V_3_3_PLUS, AirflowVersionError
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.sensors.replication_lag import JetStreamReplicationLagSensor, ReplicationOptions
 from tests.dags import sensors_replication_lag as dags
@@ -90,7 +92,7 @@ def test_replication_error_beyond_grace_fails_the_task(airflow_db, hub_leaf, hub
 @pytest.mark.parametrize("soft_fail", [False, True])
 def test_rescheduled_sensor_confirms_an_error_within_one_poke(hub_leaf, hub_conn, soft_fail) -> None:
     """Each reschedule is a new sensor object, so the grace period is measured inside the poke."""
-    from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+    from airflow_provider_jetstream.compat import AirflowFailException, AirflowSkipException
 
     aggregate = unique("reps")
     asyncio.run(aggregate_of_a_missing_origin(hub_leaf.url("hub"), aggregate))
@@ -178,7 +180,17 @@ def test_the_trigger_refuses_bad_policies_too() -> None:
 
 def test_rescheduled_sensor_keeps_its_state_across_pokes_in_airflow(airflow_db, hub_leaf, hub_conn) -> None:
     """Each reschedule is a new process: since when the domain has not answered lives in Airflow's
-    task state store, so unreachable_timeout (2 s) ends the wait long before the timeout (120 s)."""
+    task state store, so unreachable_timeout (2 s) ends the wait long before the timeout (120 s). Before
+    Airflow 3.3 (no task state store) the sensor refuses it when the DAG is parsed."""
+    if not AIRFLOW_V_3_3_PLUS:
+        with pytest.raises(AirflowVersionError) as refused:
+            JetStreamReplicationLagSensor(task_id="t", stream="s", unreachable_timeout="2s", mode="reschedule")
+        assert str(refused.value).startswith(
+            f'unreachable_timeout with mode="reschedule" is not allowed on Airflow {AIRFLOW_VERSION_TEXT}: it '
+            "needs Airflow 3.3 or newer"
+        )
+        JetStreamReplicationLagSensor(task_id="t", stream="s", unreachable_timeout="2s")  # poke mode: its own state
+        return
     started = time.monotonic()
     run = dags.sensors_replication_lag_unreachable_reschedule.test(
         run_conf={"conn_id": hub_conn, "domain": "nowhere", "stream": unique("reps")}

@@ -13,9 +13,9 @@ from typing import Any
 import nats
 import nats.errors
 import pytest
-from airflow.sdk.exceptions import AirflowFailException
 from nats.js.api import ExternalStream, StreamConfig, StreamSource
 
+from airflow_provider_jetstream.compat import AirflowFailException
 from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.hooks.jetstream import JetStreamHook
 from airflow_provider_jetstream.sensors.retention_headroom import JetStreamRetentionHeadroomSensor
@@ -125,7 +125,12 @@ class LeafPublisher(threading.Thread):
                     self.published += 1
                 except (nats.errors.Error, asyncio.TimeoutError):
                     pass  # the leaf restarting: publish again once it is back
-                # On schedule: message n is due at n / RATE s, however long the publishes took (a busy machine).
+                # On schedule: message n is due at n / RATE s, however long the publishes took (a busy machine);
+                # after a stall (the leaf restarting, a starved thread) on from now, not in a burst that would
+                # fill the leaf faster than any rate the sensor measured.
+                behind = clock() - (started + (self.published + 1) / RATE)
+                if behind > 0.5:
+                    started += behind
                 await asyncio.sleep(max(0.0, started + (self.published + 1) / RATE - clock()))
         finally:
             await nc.close()

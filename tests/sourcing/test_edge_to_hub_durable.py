@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pyarrow.dataset as ds
 import pytest
-from airflow.dag_processing.dagbag import DagBag
 
 from airflow_provider_jetstream.testing.servers import LocalTopology
+from tests.support.airflow_names import DagBag
 from tests.support.management import Raw
 from tests.support.natsutil import server_version
 from tests.support.waiting import wait_until

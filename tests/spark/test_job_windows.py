@@ -77,6 +77,7 @@ def test_an_open_window_is_copied_as_far_as_stored_and_the_job_fails_until_it_cl
 def test_the_operator_passes_the_window_on_the_command_line_as_utc_and_refuses_an_empty_end() -> None:
     from airflow_provider_jetstream.core.errors import JetStreamConfigError
     from airflow_provider_jetstream.operators.spark import JetStreamSparkSubmitOperator
+    from airflow_provider_jetstream.spark.job_args import job_command_line
 
     op = JetStreamSparkSubmitOperator(
         task_id="t",
@@ -86,7 +87,7 @@ def test_the_operator_passes_the_window_on_the_command_line_as_utc_and_refuses_a
         start_time=dt.datetime(2026, 3, 1, 1, 0, tzinfo=dt.timezone(dt.timedelta(hours=1))),
         end_time="2026-03-02T00:00:00+00:00",
     )
-    arguments = op._job_arguments()
+    arguments = job_command_line(op.checked_arguments())
     assert "--start-time=2026-03-01T00:00:00Z" in arguments and "--end-time=2026-03-02T00:00:00Z" in arguments
     assert "end_time" in op.template_fields and "start_time" in op.template_fields
     # A window is never skipped as covered (only the job knows whether it is closed): no connection is

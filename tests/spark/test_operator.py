@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import threading
 import uuid
@@ -16,21 +15,7 @@ import pytest
 
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.operators.spark import JetStreamSparkSubmitHook, JetStreamSparkSubmitOperator
-from airflow_provider_jetstream.testing.servers import NatsServer
 from tests.support.reconcile_dags import xcom
-
-
-@pytest.fixture
-def secret_server(tmp_path):
-    """A JetStream server whose password is unique to this test, so that any leak is found."""
-    password = f"pw-{uuid.uuid4().hex}"
-    body = (
-        f"jetstream {{ store_dir: {json.dumps(str(tmp_path / 'store'))} }}\n"
-        f"authorization {{ user: spark, password: {json.dumps(password)} }}\n"
-    )
-    server = NatsServer(name="spark-secret", workdir=tmp_path, body=body).start()
-    yield server, password
-    server.stop()
 
 
 def _watch_command_lines(stop: threading.Event, seen: list[str]) -> None:

@@ -6,24 +6,7 @@ import json
 
 import pytest
 
-from tests.support.spark import publish_many, stored_messages
-
-
-def _available_now(spark, options, output, checkpoint):
-    query = (
-        spark.readStream.format("jetstream")
-        .options(**options)
-        .load()
-        .selectExpr("seq", "subject", "data")
-        .writeStream.format("parquet")
-        .option("path", str(output))
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination(180)
-    assert query.exception() is None
-    return query
+from tests.support.spark import available_now, publish_many, stored_messages
 
 
 def test_available_now_stops_at_the_data_present_and_a_restart_loses_and_repeats_nothing(
@@ -33,7 +16,7 @@ def test_available_now_stops_at_the_data_present_and_a_restart_loses_and_repeats
     publish_many(stream, 120)
     output, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
     options = stream.options(maxMessagesPerTrigger="50", minPartitions="2")
-    query = _available_now(spark, options, output, checkpoint)
+    query = available_now(spark, options, output, checkpoint)
     # 120 messages at <= 50 per micro-batch: 3 batches with data.
     offsets = [json.loads(p["sources"][0]["endOffset"]) for p in query.recentProgress if p["numInputRows"]]
     assert [offset["seq"] for offset in offsets] == [50, 100, 120]
@@ -41,12 +24,12 @@ def test_available_now_stops_at_the_data_present_and_a_restart_loses_and_repeats
     assert sorted(r.seq for r in spark.read.parquet(str(output)).collect()) == list(range(1, 121))
 
     publish_many(stream, 30)  # sequences 121-150
-    _available_now(spark, options, output, checkpoint)
+    available_now(spark, options, output, checkpoint)
     seqs = sorted(r.seq for r in spark.read.parquet(str(output)).collect())
     assert seqs == list(range(1, 151)), "restarted from its checkpoint: every message exactly once"
 
     # A run with nothing new adds nothing.
-    _available_now(spark, options, output, checkpoint)
+    available_now(spark, options, output, checkpoint)
     assert spark.read.parquet(str(output)).count() == 150
 
 

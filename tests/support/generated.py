@@ -280,6 +280,7 @@ HOOK_BASE: dict[str, dict[str, Any]] = {
     "apurge_stream": {"stream": "fz_target", "subject": "leaf.fz.target.a"},
     "adelete_consumer": {"stream": "fz_target", "consumer": "fz_dur"},
     "aconsumer_lag": {"stream": "fz_target", "consumer": "fz_dur"},
+    "aevent_drift": {"stream": "fz_target", "consumer": "fz_dur", "stored_sequences": [1]},
     "areplication_status": {"stream": "fz_copy", "max_inactive": "1h"},
     "acheck_replication": {"watch": None},  # made per call (a ReplicationWatch)
     "aretention_headroom": {"stream": "fz_copy"},
@@ -409,11 +410,12 @@ def _call_operator(entry: Entry, kw: dict[str, Any], arg: str, value: Any, mode:
     if entry.kind == "sensor":
         return op.poke({})
     if entry.name == "JetStreamSparkSubmitOperator":
+        from airflow_provider_jetstream.spark.job_args import job_command_line
         from airflow_provider_jetstream.spark.jobs.stream_to_parquet import parse_args
 
         op.checked_arguments()
         if op._packaged:
-            return parse_args(op._job_arguments())
+            return parse_args(job_command_line(op.checked_arguments()))
         return None
     return op.execute({})
 
@@ -623,8 +625,7 @@ def jetstream_error_in(err: BaseException) -> BaseException | None:
 
 def _is_airflow_outcome(err: BaseException) -> bool:
     """Airflow's own outcomes: a failed or skipped task, a connection id that is not defined."""
-    from airflow.exceptions import AirflowNotFoundException
-    from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+    from airflow_provider_jetstream.compat import AirflowFailException, AirflowNotFoundException, AirflowSkipException
 
     return isinstance(err, (AirflowFailException, AirflowSkipException, AirflowNotFoundException))
 

@@ -9,9 +9,10 @@ def sync_test_dags() -> None:
     """Write the ``test-dags`` bundle's DAGs to the metadata DB (as ``dag.test()`` does first), and
     unpause the lineage downstream DAGs: a paused DAG is not queued by asset events."""
     from airflow.dag_processing.bundles.manager import DagBundlesManager
-    from airflow.dag_processing.dagbag import BundleDagBag, sync_bag_to_db
     from airflow.models.dag import DagModel
     from airflow.utils.session import create_session
+
+    from tests.support.airflow_names import bundle_dag_bag, sync_bag_to_db
 
     manager = DagBundlesManager()
     with create_session() as session:
@@ -19,7 +20,7 @@ def sync_test_dags() -> None:
     bundle = manager.get_bundle("test-dags")
     if not bundle.is_initialized:
         bundle.initialize()
-    bag = BundleDagBag(dag_folder=bundle.path, bundle_path=bundle.path, bundle_name=bundle.name)
+    bag = bundle_dag_bag(bundle.path, bundle.name)
     sync_bag_to_db(bag, bundle.name, bundle.version)
     with create_session() as session:
         for dag_id in ("lineage_downstream", "lineage_parquet_downstream"):

@@ -16,8 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from airflow.sdk.exceptions import AirflowFailException
-
+from airflow_provider_jetstream.compat import AirflowFailException
 from airflow_provider_jetstream.core.errors import is_refusal
 from airflow_provider_jetstream.testing.servers import LocalTopology
 

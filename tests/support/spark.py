@@ -1,4 +1,4 @@
-"""Spark test streams: a stream made for one test, the hub client, and publishing into or deleting from it."""
+"""Spark test streams: one made for a test, the hub client, publishing and deleting, a streaming read run to its end."""
 
 from __future__ import annotations
 
@@ -164,3 +164,22 @@ def stored_at(stream: SparkStream, seq: int, *, round_down: bool = False) -> dt.
 def iso(moment: dt.datetime) -> str:
     """RFC 3339 text of an aware datetime, to the microsecond (a Spark option's or job argument's form)."""
     return moment.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def available_now(spark: Any, options: dict[str, str], output: Any, checkpoint: Any) -> Any:
+    """A streaming read of the ``jetstream`` source written to Parquet with ``availableNow``, run to its end
+    (a local or a Spark Connect session): the finished query."""
+    query = (
+        spark.readStream.format("jetstream")
+        .options(**options)
+        .load()
+        .selectExpr("seq", "subject", "data")
+        .writeStream.format("parquet")
+        .option("path", str(output))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(180)
+    assert query.exception() is None
+    return query

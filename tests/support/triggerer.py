@@ -1,4 +1,6 @@
-"""Drives event triggers the way Airflow 3.3's triggerer does, with Airflow's own ``SharedStreamManager``."""
+"""Drives event triggers the way the running Airflow's triggerer does: on 3.3+ with Airflow's own
+``SharedStreamManager``; before 3.3 (no shared streams) each trigger's ``run()`` alone, as 3.1's and 3.2's
+``TriggerRunner.run_trigger`` does."""
 
 from __future__ import annotations
 
@@ -10,8 +12,8 @@ from typing import Any
 
 import structlog
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
-from airflow.triggers.shared_stream import SharedStreamManager
 
+from airflow_provider_jetstream.compat import AIRFLOW_V_3_3_PLUS
 from tests.support.triggers import rebuild
 from tests.support.waiting import eventually
 
@@ -28,17 +30,23 @@ class Triggerer:
     """The shared-stream lines of ``TriggerRunner.run_trigger`` (triggerer_job_runner.py) around a real manager.
 
     ``run(trigger_id, trigger)`` subscribes and filters exactly as the runner does; events land in
-    ``fired`` with their persist seq; ``persist(...)`` is what the supervisor's commit confirms.
+    ``fired`` with their persist seq; ``persist(...)`` is what the supervisor's commit confirms. Before
+    Airflow 3.3 there is no manager: each trigger runs alone, its events carry no seq and ``persist`` confirms
+    nothing (the trigger acks ``fallback_ack_delay`` seconds after an event fired).
     """
 
     ack_timeout: float = 300.0
-    manager: SharedStreamManager = field(init=False)
+    manager: Any = field(init=False)
     fired: list[Fired] = field(default_factory=list)
     errors: dict[int, BaseException] = field(default_factory=dict)
     tasks: dict[int, asyncio.Task] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if not AIRFLOW_V_3_3_PLUS:
+            self.manager = None
+            return
         from airflow.configuration import conf
+        from airflow.triggers.shared_stream import SharedStreamManager
 
         self.manager = SharedStreamManager(  # as TriggerRunner builds it
             log=structlog.get_logger("test-shared-stream"),
@@ -51,6 +59,9 @@ class Triggerer:
         self.tasks[trigger_id] = asyncio.create_task(self._run(trigger_id, rebuild(trigger)))
 
     async def _run(self, trigger_id: int, trigger: Any) -> None:
+        if self.manager is None:
+            await self._run_alone(trigger_id, trigger)
+            return
         key = trigger.shared_stream_key()
         stream = self.manager.subscribe(trigger_id=trigger_id, trigger=trigger, key=key)
         try:
@@ -64,9 +75,22 @@ class Triggerer:
             with contextlib.suppress(Exception):
                 await trigger.cleanup()
 
+    async def _run_alone(self, trigger_id: int, trigger: Any) -> None:
+        """Airflow < 3.3's ``run_trigger``: the trigger's own ``run()``, then its ``cleanup()``."""
+        try:
+            async for event in trigger.run():
+                self.fired.append(Fired(trigger_id, event, None))
+        except Exception as err:
+            self.errors[trigger_id] = err
+        finally:
+            with contextlib.suppress(Exception):
+                await trigger.cleanup()
+
     def persist(self, which: Callable[[Fired], bool] = lambda f: True) -> int:
-        """Confirm the events ``which`` selects as stored; returns how many."""
+        """Confirm the events ``which`` selects as stored; returns how many (none before Airflow 3.3)."""
         chosen = [f for f in self.fired if f.seq is not None and which(f)]
+        if self.manager is None:
+            return 0
         self.manager.confirm_persisted([f.seq for f in chosen])
         for f in chosen:
             f.seq = None
@@ -84,7 +108,8 @@ class Triggerer:
         for task in self.tasks.values():
             task.cancel()
         await asyncio.gather(*self.tasks.values(), return_exceptions=True)
-        await self.manager.stop_all()
+        if self.manager is not None:
+            await self.manager.stop_all()
 
 
 async def published_so_far_reached_the_server(conn_id: str, round_trips: int = 2) -> None:

@@ -15,9 +15,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException
 from nats.js.api import ExternalStream, StreamConfig, StreamSource, SubjectTransform
 
+from airflow_provider_jetstream.compat import AirflowFailException
 from airflow_provider_jetstream.core.status import origins as origins_module
 from airflow_provider_jetstream.core.status.origins import (
     HeldSeq,

@@ -60,6 +60,7 @@ from airflow_provider_jetstream.core.signatures.shared import (
     TARGET,
     spec_arg,
 )
+from airflow_provider_jetstream.core.status.event_drift import MAX_LOOKUPS
 from airflow_provider_jetstream.core.status.headroom import LOW_HEADROOM
 from airflow_provider_jetstream.core.status.replication import UNREACHABLE_ORIGINS, VERIFY_ORIGIN, ReplicationWatch
 
@@ -125,6 +126,32 @@ CONSUMER_LAG = Args(
             count, 0, VALUE, "most messages delivered and not acknowledged (num_ack_pending); default 0"
         ),
         "max_redelivered": Arg(OPTIONAL_COUNT, None, VALUE, "most redelivered messages; default None: not checked"),
+    },
+)
+EVENT_DRIFT = Args(
+    "event drift",
+    {
+        "stream": STREAM,
+        "consumer": CONSUMER,
+        "stored_sequences": Arg(
+            list_of(integer(1)), REQUIRED, VALUE, "the stream sequences of the asset events Airflow stored"
+        ),
+        "start_seq": Arg(
+            optional(integer(1)), None, VALUE, "first sequence compared; default None: the lowest stored one"
+        ),
+        "subjects": Arg(
+            optional(list_of(subject_filter, min_items=1)),
+            None,
+            VALUE,
+            "only messages on these subjects need an event (a watcher's event_subjects); default None: all",
+        ),
+        "position": Arg(
+            optional(instance_of(dict, "use the dict a trigger recorded in the Asset State Store, or None")),
+            None,
+            VALUE,
+            "the position recorded in the Asset State Store; default None: not compared",
+        ),
+        "max_lookups": Arg(count, MAX_LOOKUPS, VALUE, f"most sequences looked up in the stream; default {MAX_LOOKUPS}"),
     },
 )
 
@@ -403,6 +430,7 @@ __all__ = [
     "ENSURE_BUCKET",
     "ENSURE_CONSUMER",
     "ENSURE_STREAM",
+    "EVENT_DRIFT",
     "HEADROOM_THRESHOLDS",
     "HOOK",
     "JETSTREAM",

@@ -89,6 +89,14 @@ def judge_consumer(
     return True, ", ".join(f"{what} {value} <= {bound}" for what, value, bound, _ in counts)
 
 
+async def existing_consumer(api: JetStreamApi, stream: str, consumer: str) -> dict[str, Any]:
+    """The consumer's raw info; :class:`JetStreamNotFoundError` when the stream or the consumer does not exist."""
+    info = await api.consumer_info(stream, consumer)  # a missing stream raises JetStreamNotFoundError
+    if info is None:
+        raise JetStreamNotFoundError(f"consumer {consumer!r} does not exist on stream {stream!r} in {api.target}")
+    return info
+
+
 async def check_consumer_lag(
     api: JetStreamApi,
     stream: str,
@@ -102,8 +110,6 @@ async def check_consumer_lag(
     Raises :class:`JetStreamNotFoundError` when the stream or the consumer does not exist, and
     :class:`JetStreamDomainUnavailableError` when no JetStream answers at ``api``'s target.
     """
-    info = await api.consumer_info(stream, consumer)  # a missing stream raises JetStreamNotFoundError
-    if info is None:
-        raise JetStreamNotFoundError(f"consumer {consumer!r} does not exist on stream {stream!r} in {api.target}")
+    info = await existing_consumer(api, stream, consumer)
     done, reason = judge_consumer(info, max_unprocessed, max_outstanding_acks, max_redelivered)
     return ConsumerLagCheck(stream, consumer, api.target, info, done, reason)

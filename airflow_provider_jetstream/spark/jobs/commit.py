@@ -80,7 +80,7 @@ class RangeCommitter:
     def clean_staging(self, committed: int) -> None:
         """Remove what crashed or losing attempts left under ``_staging`` for ranges now committed."""
         root = f"{self.output}/{STAGING_DIR}"
-        if self._is_local():
+        if self.is_local():
             names = os.listdir(self._local(root)) if os.path.isdir(self._local(root)) else []
         else:
             fs, jroot = self._fs(root)
@@ -91,7 +91,8 @@ class RangeCommitter:
             if end.isdigit() and int(end) <= committed:
                 self._delete(f"{root}/{name}")
 
-    def _is_local(self) -> bool:
+    def is_local(self) -> bool:
+        """Whether the output is a local (or mounted) path, renamed with ``os`` rather than through Spark's JVM."""
         return urlsplit(self.output).scheme in ("", "file")
 
     def _local(self, path: str) -> str:
@@ -103,13 +104,13 @@ class RangeCommitter:
         return jpath.getFileSystem(self.spark._jsc.hadoopConfiguration()), jpath
 
     def _exists(self, path: str) -> bool:
-        if self._is_local():
+        if self.is_local():
             return os.path.exists(self._local(path))
         fs, jpath = self._fs(path)
         return bool(fs.exists(jpath))
 
     def _delete(self, path: str) -> None:
-        if self._is_local():
+        if self.is_local():
             shutil.rmtree(self._local(path), ignore_errors=True)
         else:
             fs, jpath = self._fs(path)
@@ -122,7 +123,7 @@ class RangeCommitter:
         directory is ever renamed onto ``target``: on HDFS/ABFS a rename onto an existing directory
         would move ``source`` inside it instead of failing.
         """
-        if self._is_local():
+        if self.is_local():
             try:
                 os.rename(self._local(source), self._local(target))
                 return True
@@ -145,7 +146,7 @@ class RangeCommitter:
 
     def _read_marker(self, marker: str) -> str | None:
         """The attempt a commit marker names, or None if there is no marker."""
-        if self._is_local():
+        if self.is_local():
             try:
                 with open(self._local(marker), encoding="ascii") as handle:
                     return handle.read().strip() or None
@@ -169,7 +170,7 @@ class RangeCommitter:
         one) to its final name, which only the first attempt gets.
         """
         temporary = f"{marker}.{self.attempt}.tmp"
-        if self._is_local():
+        if self.is_local():
             path, tmp = self._local(marker), self._local(temporary)
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(tmp, "w", encoding="ascii") as handle:

@@ -71,7 +71,8 @@ import nats.errors
 
 from airflow_provider_jetstream.core.api import JetStreamApi
 from airflow_provider_jetstream.core.connection.fields import api_prefix_for
-from airflow_provider_jetstream.core.errors import JetStreamError, WindowOpenError
+from airflow_provider_jetstream.core.connection.settings import JetStreamConnectionConfig
+from airflow_provider_jetstream.core.errors import JetStreamConfigError, JetStreamError, WindowOpenError
 from airflow_provider_jetstream.core.read.identity import same_stream
 from airflow_provider_jetstream.core.read.seek import time_boundary
 from airflow_provider_jetstream.spark.job_args import COMMAND_LINE, FLAGS, PARTITION_COLUMNS, refuse_retired_flags
@@ -83,8 +84,9 @@ from airflow_provider_jetstream.spark.jobs.checkpoint import (
     CheckpointStore,
 )
 from airflow_provider_jetstream.spark.jobs.commit import RangeCommitter
-from airflow_provider_jetstream.spark.options import CONNECTION_ENV_VAR, ReadOptions
+from airflow_provider_jetstream.spark.options import CONNECTION_ENV_VAR, ReadOptions, connection_options
 from airflow_provider_jetstream.spark.planning import RangeEnd, open_window
+from airflow_provider_jetstream.spark.source import is_spark_connect
 
 log = logging.getLogger("stream_to_parquet")
 
@@ -185,14 +187,21 @@ class StreamToParquetJob(CheckpointStore):
     """One incremental run (:meth:`run`), in steps: :meth:`next_range`, :meth:`claim`,
     :meth:`commit` (which calls :meth:`write`) and :meth:`advance`."""
 
-    def __init__(self, spark: Any, args: JobArgs) -> None:
+    def __init__(self, spark: Any, args: JobArgs, connection: JetStreamConnectionConfig | None = None) -> None:
         self.spark = spark
         self.args = args
         self.attempt = uuid.uuid4().hex[:12]
-        self.source_options = self._source_options()
+        self.source_options = self._source_options(connection)
         self.read_options = ReadOptions.parse(self.source_options)
         conn = self.read_options.connection
         self.files = RangeCommitter(spark, args.output, self.attempt)
+        if is_spark_connect(spark) and not self.files.is_local():
+            raise JetStreamConfigError(
+                f"output_path={args.output!r} is not allowed over Spark Connect: the job commits a range by renaming "
+                "directories from where it runs, which reaches Hadoop file systems only through a local JVM; give a "
+                "local or mounted path that this process and the Spark cluster share, or run the job with "
+                "spark-submit (JetStreamSparkSubmitOperator)"
+            )
         #: The identity (``created``) of the stream this run copies, and the checkpoint's epoch (see
         #: :class:`Checkpoint`); set by :meth:`next_range`, recorded by every checkpoint write.
         self.created: str | None = None
@@ -209,9 +218,18 @@ class StreamToParquetJob(CheckpointStore):
             else api_prefix_for(conn.domain, conn.api_prefix)
         )
 
-    def _source_options(self) -> dict[str, str]:
+    def _source_options(self, connection: JetStreamConnectionConfig | None) -> dict[str, str]:
+        """The read's options; with ``connection``, the connection options too (and its domain or API prefix as
+        the stream's default), so that the data source gets the connection wherever Spark runs it."""
         a = self.args
         options = {"stream": a.stream, "failOnDataLoss": str(a.fail_on_data_loss).lower()}
+        if connection is not None:
+            options.update(connection_options(connection))
+            if a.domain is None and a.api_prefix is None:
+                if connection.domain:
+                    options["domain"] = connection.domain
+                elif connection.api_prefix:
+                    options["apiPrefix"] = connection.api_prefix
         for key, value in (
             ("domain", a.domain),
             ("apiPrefix", a.api_prefix),
@@ -391,8 +409,17 @@ class StreamToParquetJob(CheckpointStore):
             raise conflict
 
 
-def main(argv: list[str] | None = None, spark: Any = None) -> JobResult:
-    """Run the job; ``spark`` defaults to ``SparkSession.builder.getOrCreate()``."""
+def main(
+    argv: list[str] | None = None, spark: Any = None, connection: JetStreamConnectionConfig | None = None
+) -> JobResult:
+    """Run the job.
+
+    :param argv: the command line. Default ``sys.argv[1:]``.
+    :param spark: the SparkSession, classic or Spark Connect. Default ``SparkSession.builder.getOrCreate()``.
+    :param connection: the NATS connection; it also reaches the data source in its read options (a Spark Connect
+        server does not share this process's environment). Default: ``$JETSTREAM_CONNECTION_SECRET`` or
+        ``--servers``, read where the data source runs.
+    """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if spark is None:
@@ -403,7 +430,7 @@ def main(argv: list[str] | None = None, spark: Any = None) -> JobResult:
     from airflow_provider_jetstream.spark import register
 
     register(spark)
-    result = StreamToParquetJob(spark, args).run()
+    result = StreamToParquetJob(spark, args, connection).run()
     log.info("result: %s", json.dumps(result.__dict__))
     if result.window_open is not None:
         raise WindowOpenError(f"{result.window_open}: copied what is stored; run the job again later for the rest")
