@@ -145,7 +145,12 @@ class PageMemory:
             history = record_check(self._read(conn_id, path), overview, now)
             history["watches"] = watches
             fd, temporary = tempfile.mkstemp(dir=self.directory, prefix=".history-")
-            with os.fdopen(fd, "w") as out:
-                json.dump(history, out)
-            os.replace(temporary, path)
+            try:
+                with os.fdopen(fd, "w") as out:
+                    json.dump(history, out)
+                os.replace(temporary, path)
+            except BaseException:  # a failed write leaves no stray file beside the history
+                with contextlib.suppress(OSError):
+                    os.unlink(temporary)
+                raise
             return history

@@ -6,6 +6,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
+
 from airflow_provider_jetstream.ui.history import PageMemory, record_check
 from airflow_provider_jetstream.ui.overview import public_servers
 from airflow_provider_jetstream.ui.render import render_page
@@ -98,3 +100,8 @@ def test_the_history_is_shared_by_every_worker_using_its_directory(tmp_path) -> 
         "domain leaf reachable (first seen)",
         "hub/m <- mirror:r:$JS.leaf.API: caught up (first seen)",
     ]
+    # A write that fails (a value JSON cannot hold) keeps the last history and leaves no stray file.
+    with pytest.raises(TypeError):
+        first.record("nats/hub", overview(True, "caught up", "caught up"), 1_180.0, {"AGG": {"since": object()}})
+    assert sorted(p.name for p in (tmp_path / "page").iterdir() if p.name.startswith(".")) == []
+    assert first.watches("nats/hub") == {}
