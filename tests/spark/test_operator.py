@@ -3,7 +3,6 @@ and the NATS password is in no command line and no log line."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import threading
@@ -16,6 +15,7 @@ import pytest
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.operators.spark import JetStreamSparkSubmitHook, JetStreamSparkSubmitOperator
 from tests.support.reconcile_dags import xcom
+from tests.support.spark import secret_stream
 
 
 def _watch_command_lines(stop: threading.Event, seen: list[str]) -> None:
@@ -30,9 +30,6 @@ def _watch_command_lines(stop: threading.Event, seen: list[str]) -> None:
 def test_dag_runs_the_packaged_job_via_spark_submit_without_leaking_the_password(
     airflow_db, secret_server, jetstream_conn, tmp_path, caplog, capfd, monkeypatch
 ) -> None:
-    import nats
-    from nats.js.api import StreamConfig
-
     from tests.dags.spark_stream_to_parquet import dag
 
     server, password = secret_server
@@ -41,15 +38,7 @@ def test_dag_runs_the_packaged_job_via_spark_submit_without_leaking_the_password
     repository = str(Path(__file__).resolve().parents[2])
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [repository, os.environ.get("PYTHONPATH")])))
 
-    async def publish() -> None:
-        nc = await nats.connect(server.url, user="spark", password=password)
-        js = nc.jetstream()
-        await js.add_stream(StreamConfig(name=stream, subjects=[f"{stream}.>"]))
-        for i in range(1, 61):
-            await js.publish(f"{stream}.{'ab'[i % 2]}", b"m%d" % i)
-        await nc.close()
-
-    asyncio.run(publish())
+    secret_stream(server.url, password, stream, 60)
     conn_id = jetstream_conn(f"127.0.0.1:{server.port}", login="spark", password=password)
     output = tmp_path / "parquet"
 

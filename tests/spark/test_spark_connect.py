@@ -3,7 +3,6 @@ a real Spark Connect server process whose environment holds no NATS connection (
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
@@ -16,7 +15,7 @@ import pytest
 from airflow_provider_jetstream.core.errors import JetStreamConfigError
 from airflow_provider_jetstream.operators.spark_connect import run_stream_to_parquet
 from airflow_provider_jetstream.testing.servers import USERS
-from tests.support.spark import available_now, publish_many, stored_messages
+from tests.support.spark import available_now, publish_many, secret_stream, stored_messages
 from tests.support.spark_connect import REPOSITORY
 from tests.support.waiting import scaled
 
@@ -150,23 +149,12 @@ print("dag run: " + json.dumps({"state": run.state, "xcom": xcom}))
 def test_a_dag_runs_the_packaged_job_through_a_spark_connect_connection_without_leaking_the_password(
     airflow_db, spark_connect_server, secret_server, jetstream_conn, monkeypatch, tmp_path
 ) -> None:
-    import nats
-    from nats.js.api import StreamConfig
-
     from tests.dags.spark_connect_stream_to_parquet import SPARK_CONNECT_CONN_ID
 
     server, password = secret_server
     stream = f"spark_cc_{uuid.uuid4().hex[:6]}"
 
-    async def publish() -> None:
-        nc = await nats.connect(server.url, user="spark", password=password)
-        js = nc.jetstream()
-        await js.add_stream(StreamConfig(name=stream, subjects=[f"{stream}.>"]))
-        for i in range(1, 41):
-            await js.publish(f"{stream}.{'ab'[i % 2]}", b"m%d" % i)
-        await nc.close()
-
-    asyncio.run(publish())
+    secret_stream(server.url, password, stream, 40)
     conn_id = jetstream_conn(f"127.0.0.1:{server.port}", login="spark", password=password)
     host, port = spark_connect_server.url.removeprefix("sc://").split(":")
     connection = {"conn_type": "spark_connect", "host": host, "port": int(port)}

@@ -111,6 +111,26 @@ def publish_many(stream: SparkStream, count: int, subjects: tuple[str, ...] = ("
     run(go())
 
 
+def secret_stream(url: str, password: str, stream: str, count: int) -> None:
+    """On the ``secret_server`` fixture's server (user ``spark``): a stream ``stream`` on ``<stream>.>`` with
+    ``count`` messages ``i`` (payload ``b"m<i>"``) on ``<stream>.a`` and ``<stream>.b`` in turn."""
+
+    async def go() -> None:
+        import nats
+        from nats.js.api import StreamConfig
+
+        nc = await nats.connect(url, user="spark", password=password)
+        try:
+            js = nc.jetstream()
+            await js.add_stream(StreamConfig(name=stream, subjects=[f"{stream}.>"]))
+            for i in range(1, count + 1):
+                await js.publish(f"{stream}.{'ab'[i % 2]}", b"m%d" % i)
+        finally:
+            await nc.close()
+
+    run(go())
+
+
 def stored_messages(stream: SparkStream) -> list[tuple[str, bytes, dict[str, str]]]:
     """Every message of the stream, in order: ``(subject, data, headers)``."""
 
