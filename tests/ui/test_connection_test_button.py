@@ -19,6 +19,7 @@ import pytest
 from airflow_provider_jetstream.core.connection.fields import EXTRA_FIELDS
 from airflow_provider_jetstream.testing.servers import USERS
 from tests.support.airflow_ui import OUTPUT
+from tests.support.waiting import scaled
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -97,7 +98,8 @@ def _click_test(page: Any, conn_id: str) -> dict[str, Any]:
     # Pressed from the keyboard: a mouse click lands on whatever is on top at that point, and an earlier
     # button's tooltip or an answer's toast can stay there for seconds on a busy machine.
     button = _row(page, conn_id).get_by_role("button", name="Test Connection")
-    expect(button).to_be_enabled()
+    # The list renders in the browser after the page loaded: on a busy machine that takes longer than 5 s.
+    expect(button).to_be_enabled(timeout=scaled(30) * 1000)
     button.focus()
     with page.expect_response(lambda r: r.url.endswith("/api/v2/connections/test")) as answer:
         page.keyboard.press("Enter")
